@@ -1,0 +1,1 @@
+//! The pre-event checklist: pure functions from records to verdicts.

@@ -1,0 +1,1 @@
+//! The open-loop load generator (see issue 3).

@@ -1,0 +1,1 @@
+//! The reference gateway (see issue 4).

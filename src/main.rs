@@ -1,0 +1,62 @@
+//! `rehearse`: a load-rehearsal harness for LLM gateways.
+//!
+//! This binary only parses flags, wires the library crates together and maps
+//! the outcome to an exit code. Each subcommand lives in its own module:
+//! - [`cmd_provider`]: `rehearse provider`, the chaos fake LLM provider;
+//! - [`cmd_load`]: `rehearse load`, the open-loop load generator;
+//! - [`cmd_gateway`]: `rehearse gateway`, the reference gateway.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod cmd_gateway;
+mod cmd_load;
+mod cmd_provider;
+
+/// Exit codes, as DESIGN.md lays them out.
+pub mod exit {
+    /// Every check passed (or a server ended cleanly).
+    pub const OK: u8 = 0;
+    /// A check failed.
+    pub const CHECK_FAILED: u8 = 1;
+    /// Bad input: a scenario, a config file or a flag.
+    pub const BAD_INPUT: u8 = 2;
+    /// The run was invalid: the harness could not keep its schedule, or the
+    /// gateway could not be started.
+    pub const INVALID: u8 = 3;
+}
+
+#[derive(Parser, Debug)]
+#[command(name = "rehearse", version, about = "A load-rehearsal harness for LLM gateways")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Serve the chaos fake LLM provider (OpenAI and Anthropic APIs).
+    Provider(cmd_provider::Args),
+    /// Drive a target with open-loop traffic from a scenario's [load] section.
+    Load(cmd_load::Args),
+    /// Run the reference gateway in front of an upstream provider.
+    Gateway(cmd_gateway::Args),
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Command::Provider(args) => cmd_provider::main(args),
+        Command::Load(args) => cmd_load::main(args),
+        Command::Gateway(args) => cmd_gateway::main(args),
+    };
+    ExitCode::from(code)
+}
