@@ -1,11 +1,142 @@
-//! Placeholder until this subcommand lands.
+//! `rehearse provider`: serve the chaos fake LLM provider until Ctrl-C.
 
-/// Flags of this subcommand.
+use std::path::PathBuf;
+
+use anyhow::Context;
+use fake_provider::{FakeProvider, ProviderConfig};
+
+/// Flags of `rehearse provider`.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// A provider config file (the same schema as a scenario's [provider]).
+    #[arg(long, conflicts_with = "scenario")]
+    config: Option<PathBuf>,
+    /// A scenario file: its [provider] section is used.
+    scenario: Option<PathBuf>,
+    /// Address to listen on. Loopback by default: the admin endpoints then
+    /// answer only this machine.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: String,
+    /// Override the config's seed.
+    #[arg(long)]
+    seed: Option<u64>,
+}
 
-/// Runs the subcommand and returns the process exit code.
-pub fn main(_args: Args) -> u8 {
-    eprintln!("error: not built yet");
-    crate::exit::BAD_INPUT
+/// A scenario file seen only for its `[provider]` table; the other tables
+/// belong to other subcommands and are checked by them.
+#[derive(serde::Deserialize)]
+struct ScenarioProvider {
+    #[serde(default)]
+    provider: Option<toml::Table>,
+}
+
+/// Reads and validates the provider config named by the flags.
+fn load(args: &Args) -> Result<ProviderConfig, fake_provider::ConfigError> {
+    if let Some(path) = &args.config {
+        let origin = path.display().to_string();
+        let text = read(path, &origin)?;
+        return ProviderConfig::from_toml(&text, &origin);
+    }
+    if let Some(path) = &args.scenario {
+        let origin = path.display().to_string();
+        let text = read(path, &origin)?;
+        let src = toml_located::Source::new(&text, &origin);
+        let probe: ScenarioProvider = src.parse()?;
+        if probe.provider.is_none() {
+            return Ok(ProviderConfig::default());
+        }
+        // Deserialize the section in place so errors keep their lines.
+        #[derive(serde::Deserialize)]
+        struct Section {
+            provider: ProviderConfig,
+            #[serde(flatten)]
+            _rest: toml::Table,
+        }
+        let section: Section = src.parse()?;
+        section.provider.validate(&src, "provider.")?;
+        return Ok(section.provider);
+    }
+    Ok(ProviderConfig::default())
+}
+
+fn read(path: &std::path::Path, origin: &str) -> Result<String, fake_provider::ConfigError> {
+    std::fs::read_to_string(path).map_err(|e| fake_provider::ConfigError {
+        origin: origin.to_string(),
+        line: 0,
+        column: 0,
+        field: String::new(),
+        message: format!("cannot read the file: {e}"),
+    })
+}
+
+/// Runs `rehearse provider` and returns the exit code.
+pub fn main(args: Args) -> u8 {
+    let mut config = match load(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return crate::exit::BAD_INPUT;
+        }
+    };
+    if let Some(seed) = args.seed {
+        config.seed = seed;
+    }
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return crate::exit::INVALID;
+        }
+    };
+    match rt.block_on(serve(config, &args.listen)) {
+        Ok(()) => crate::exit::OK,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            crate::exit::BAD_INPUT
+        }
+    }
+}
+
+async fn serve(config: ProviderConfig, listen: &str) -> anyhow::Result<()> {
+    let phases: Vec<String> = config.timeline.iter().map(|p| p.name.clone()).collect();
+    let handle = FakeProvider::new(config)
+        .bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    let base = handle.base_url();
+    println!("fake provider listening on {base}");
+    println!("  OpenAI:    {base}/v1/chat/completions   (SDK base_url: {base}/v1)");
+    println!("  Anthropic: {base}/v1/messages           (SDK base_url: {base})");
+    println!(
+        "  admin:     {base}/_fake/stats  /_fake/records  /_fake/phase  /_fake/overrides  /metrics"
+    );
+    if !phases.is_empty() {
+        println!("  timeline:  {}", phases.join(", "));
+    }
+    shutdown_signal().await;
+    eprintln!("stopping: {} calls served", handle.stats().received);
+    handle.shutdown().await;
+    Ok(())
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
 }

@@ -1,1 +1,42 @@
-//! fake provider
+//! A chaos fake LLM provider: the OpenAI and Anthropic APIs, with a
+//! scriptable latency timeline, a concurrency ceiling, a token quota with
+//! real 429s and rate-limit headers, and injected faults.
+//!
+//! Point a gateway at it the way it would be pointed at the real provider
+//! (its base URL); every call is recorded (ids, times, tokens, outcome) so a
+//! harness can split the gateway's queue wait from the provider's service
+//! time, and count calls made for callers who had already left.
+//!
+//! Modules:
+//! - `config`: the TOML schema, validation, and the merge of timeline
+//!   phases and admin overrides into the settings in force;
+//! - `quota`: continuously refilled request and token buckets, Go-style
+//!   durations and Retry-After values;
+//! - `ceiling`: at most C calls in service, a FIFO queue behind;
+//! - `dialect`: request parsing and answers in each provider's shape;
+//! - `record`: the per-call record, the clock and live counters;
+//! - `server`: HTTP serving, one call's life, the admin API and metrics.
+//!
+//! ```
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! use fake_provider::{FakeProvider, ProviderConfig};
+//! let config = ProviderConfig::from_toml("[concurrency]\nceiling = 4\n", "inline").unwrap();
+//! let provider = FakeProvider::new(config).bind("127.0.0.1:0").await.unwrap();
+//! // ... point a gateway at provider.base_url(), drive it, then:
+//! assert!(provider.records().is_empty());
+//! provider.shutdown().await;
+//! # });
+//! ```
+
+mod ceiling;
+pub mod config;
+mod dialect;
+mod quota;
+mod record;
+mod server;
+
+pub use config::{ConfigError, Overrides, ProviderConfig};
+pub use dialect::{estimate_tokens, Dialect, CHARS_PER_TOKEN};
+pub use quota::{go_duration, retry_after_values};
+pub use record::{Outcome, ProviderRecord, Stats};
+pub use server::{FakeProvider, ProviderHandle, UnknownPhase};

@@ -1,0 +1,839 @@
+//! The provider's configuration: the TOML schema, its validation, and the
+//! merge of timeline phases and admin overrides into the settings in force.
+//!
+//! The same schema is used for a file of its own (`rehearse provider
+//! --config FILE`) and for the `[provider]` section of a scenario.
+//!
+//! ```toml
+//! seed = 7
+//! models = ["gpt-4o-mini", "claude-3-5-haiku-latest"]
+//! max_body_bytes = 8388608      # larger request bodies get 413
+//! default_max_tokens = 1024     # reserved when a request names no max_tokens
+//! # admin_token = "s3cret"      # admin endpoints from non-loopback callers need it
+//!
+//! [latency]
+//! ttft = { lognormal = { median = "300ms", p99 = "1.2s" } }
+//! per_token = { fixed = "10ms" }
+//! multiplier = 1.0
+//!
+//! [completion_tokens]
+//! uniform = { min = 50, max = 400 }    # or fixed = 100, or lognormal = { median = 200, p99 = 900 }
+//!
+//! [concurrency]
+//! ceiling = 12          # at most this many calls in service; omit for no ceiling
+//! overflow = "queue"    # or "reject" (429 OpenAI, 529 Anthropic)
+//! queue_limit = 100     # omit for an unbounded queue
+//!
+//! [quota]
+//! requests_per_minute = 500
+//! tokens_per_minute = 500000
+//!
+//! [faults]              # each a rate in 0..=1, drawn per call
+//! errors = { "500" = 0.01, "529" = 0.005 }
+//! reset = 0.0
+//! hang = 0.0
+//! stream_cut = 0.0
+//! malformed = 0.0
+//!
+//! [[timeline]]          # overrides any of the above while from <= t < until
+//! name = "brownout"
+//! from = "2m"
+//! until = "14m"
+//! latency = { multiplier = 7.0 }
+//! ```
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use rand::Rng;
+use rand_distr::{Distribution as _, LogNormal};
+use serde::{Deserialize, Serialize};
+pub use toml_located::ConfigError;
+
+/// A duration written as a humantime string ("250ms", "2m", "1h30m").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Dur(#[serde(with = "humantime_serde")] pub Duration);
+
+/// A value drawn per call: fixed, uniform between two bounds, or lognormal
+/// given its median and 99th percentile.
+///
+/// Written in TOML as `{ fixed = V }`, `{ uniform = { min = A, max = B } }`
+/// or `{ lognormal = { median = M, p99 = P } }`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase", deny_unknown_fields)]
+pub enum Dist<T> {
+    /// Always this value.
+    Fixed(T),
+    /// Uniform in `[min, max]`.
+    Uniform {
+        /// Lower bound.
+        min: T,
+        /// Upper bound.
+        max: T,
+    },
+    /// Lognormal with this median and 99th percentile.
+    Lognormal {
+        /// The median.
+        median: T,
+        /// The 99th percentile; must be at least the median.
+        p99: T,
+    },
+}
+
+/// z-score of the 99th percentile of a standard normal distribution.
+const Z_P99: f64 = 2.326_347_874_040_841;
+
+impl<T: Copy + Into<f64>> Dist<T> {
+    fn sample_f64(&self, rng: &mut impl Rng) -> f64 {
+        match *self {
+            Dist::Fixed(v) => v.into(),
+            Dist::Uniform { min, max } => {
+                let (a, b) = (min.into(), max.into());
+                if b > a {
+                    rng.gen_range(a..=b)
+                } else {
+                    a
+                }
+            }
+            Dist::Lognormal { median, p99 } => {
+                let (m, p) = (median.into(), p99.into());
+                if m <= 0.0 {
+                    return 0.0;
+                }
+                let mu = m.ln();
+                let sigma = ((p.max(m)).ln() - mu) / Z_P99;
+                if sigma <= 0.0 {
+                    return m;
+                }
+                // LogNormal::new fails only for a negative or NaN sigma,
+                // excluded just above.
+                LogNormal::new(mu, sigma).map_or(m, |d| d.sample(rng))
+            }
+        }
+    }
+
+    /// The distribution's mean.
+    pub fn mean_f64(&self) -> f64 {
+        match *self {
+            Dist::Fixed(v) => v.into(),
+            Dist::Uniform { min, max } => (min.into() + max.into()) / 2.0,
+            Dist::Lognormal { median, p99 } => {
+                let (m, p) = (median.into(), p99.into());
+                if m <= 0.0 {
+                    return 0.0;
+                }
+                let sigma = ((p.max(m)).ln() - m.ln()) / Z_P99;
+                m * (sigma * sigma / 2.0).exp()
+            }
+        }
+    }
+
+    fn check(&self, src: &toml_located::Source<'_>, path: &str) -> Result<(), ConfigError> {
+        match *self {
+            Dist::Uniform { min, max } if max.into() < min.into() => {
+                Err(src.error(&format!("{path}.uniform.max"), "must be at least `min`"))
+            }
+            Dist::Lognormal { median, p99 } if p99.into() < median.into() => Err(src.error(
+                &format!("{path}.lognormal.p99"),
+                "must be at least the median",
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Durations convert to milliseconds for sampling.
+impl From<Dur> for f64 {
+    fn from(d: Dur) -> f64 {
+        d.0.as_secs_f64() * 1000.0
+    }
+}
+
+impl Dist<Dur> {
+    /// Draws one duration.
+    pub fn sample(&self, rng: &mut impl Rng) -> Duration {
+        Duration::from_secs_f64(self.sample_f64(rng).max(0.0) / 1000.0)
+    }
+
+    /// The mean duration.
+    pub fn mean(&self) -> Duration {
+        Duration::from_secs_f64(self.mean_f64().max(0.0) / 1000.0)
+    }
+}
+
+impl Dist<u32> {
+    /// Draws one count, rounded to the nearest integer.
+    pub fn sample(&self, rng: &mut impl Rng) -> u32 {
+        self.sample_f64(rng).round().clamp(0.0, u32::MAX as f64) as u32
+    }
+}
+
+/// Latency settings. A non-streamed answer takes `ttft + n * per_token`,
+/// both times `multiplier`; a streamed one sends its tokens at that pace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Latency {
+    /// Time to first token.
+    pub ttft: Dist<Dur>,
+    /// Time per output token after the first.
+    pub per_token: Dist<Dur>,
+    /// Factor applied to both draws (a brownout is `multiplier = 7.0`).
+    pub multiplier: f64,
+}
+
+impl Default for Latency {
+    fn default() -> Self {
+        Latency {
+            ttft: Dist::Fixed(Dur(Duration::ZERO)),
+            per_token: Dist::Fixed(Dur(Duration::ZERO)),
+            multiplier: 1.0,
+        }
+    }
+}
+
+/// What happens to a call beyond the concurrency ceiling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Overflow {
+    /// Wait in a FIFO queue (latency grows, as a real provider's does).
+    #[default]
+    Queue,
+    /// Answer at once: 429 (OpenAI) or 529 `overloaded_error` (Anthropic).
+    Reject,
+}
+
+/// The concurrency ceiling.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Concurrency {
+    /// At most this many calls in service; `None` for no ceiling.
+    pub ceiling: Option<u32>,
+    /// Queue or reject beyond the ceiling.
+    #[serde(default)]
+    pub overflow: Overflow,
+    /// Longest queue; `None` for unbounded. A full queue rejects.
+    pub queue_limit: Option<u32>,
+}
+
+/// The account's quota, as continuously refilled buckets.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Quota {
+    /// Requests per minute; `None` for unlimited.
+    pub requests_per_minute: Option<u64>,
+    /// Tokens (prompt + completion) per minute; `None` for unlimited.
+    pub tokens_per_minute: Option<u64>,
+}
+
+/// Injected faults, each a probability per call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Faults {
+    /// Error statuses (500, 502, 503, 529) and their rates.
+    #[serde(default)]
+    pub errors: BTreeMap<String, f64>,
+    /// The connection is reset before any answer.
+    #[serde(default)]
+    pub reset: f64,
+    /// No answer at all, until the caller gives up.
+    #[serde(default)]
+    pub hang: f64,
+    /// A streamed answer stops mid-way and the connection is cut.
+    #[serde(default)]
+    pub stream_cut: f64,
+    /// A 200 whose body is not valid JSON (or SSE).
+    #[serde(default)]
+    pub malformed: f64,
+}
+
+/// Partial latency settings, for a timeline phase or an admin override.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct LatencyPatch {
+    /// Replaces the time to first token.
+    pub ttft: Option<Dist<Dur>>,
+    /// Replaces the time per token.
+    pub per_token: Option<Dist<Dur>>,
+    /// Replaces the multiplier.
+    pub multiplier: Option<f64>,
+}
+
+/// Partial concurrency settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ConcurrencyPatch {
+    /// Replaces the ceiling.
+    pub ceiling: Option<u32>,
+    /// Replaces the overflow rule.
+    pub overflow: Option<Overflow>,
+    /// Replaces the queue limit.
+    pub queue_limit: Option<u32>,
+}
+
+/// Partial quota settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct QuotaPatch {
+    /// Replaces requests per minute.
+    pub requests_per_minute: Option<u64>,
+    /// Replaces tokens per minute.
+    pub tokens_per_minute: Option<u64>,
+}
+
+/// Partial fault rates.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct FaultsPatch {
+    /// Replaces the whole error-status table.
+    pub errors: Option<BTreeMap<String, f64>>,
+    /// Replaces the reset rate.
+    pub reset: Option<f64>,
+    /// Replaces the hang rate.
+    pub hang: Option<f64>,
+    /// Replaces the stream-cut rate.
+    pub stream_cut: Option<f64>,
+    /// Replaces the malformed-body rate.
+    pub malformed: Option<f64>,
+}
+
+/// Settings that a timeline phase or an admin override can change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Overrides {
+    /// Latency changes.
+    pub latency: Option<LatencyPatch>,
+    /// Completion-token distribution.
+    pub completion_tokens: Option<Dist<u32>>,
+    /// Ceiling changes.
+    pub concurrency: Option<ConcurrencyPatch>,
+    /// Quota changes.
+    pub quota: Option<QuotaPatch>,
+    /// Fault-rate changes.
+    pub faults: Option<FaultsPatch>,
+}
+
+/// One `[[timeline]]` phase: overrides in force while `from <= t < until`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Phase {
+    /// The phase's name (in records, and for `/_fake/phase`).
+    pub name: String,
+    /// Start, measured from the provider's start.
+    pub from: Dur,
+    /// End (exclusive); omit for "until the end".
+    pub until: Option<Dur>,
+    /// Latency changes.
+    pub latency: Option<LatencyPatch>,
+    /// Completion-token distribution.
+    pub completion_tokens: Option<Dist<u32>>,
+    /// Ceiling changes.
+    pub concurrency: Option<ConcurrencyPatch>,
+    /// Quota changes.
+    pub quota: Option<QuotaPatch>,
+    /// Fault-rate changes.
+    pub faults: Option<FaultsPatch>,
+}
+
+impl Phase {
+    /// What this phase changes. (Spelled out field by field rather than a
+    /// flattened [`Overrides`] because serde cannot combine `flatten` with
+    /// `deny_unknown_fields`, and a typo in a phase must be an error.)
+    pub fn overrides(&self) -> Overrides {
+        Overrides {
+            latency: self.latency.clone(),
+            completion_tokens: self.completion_tokens.clone(),
+            concurrency: self.concurrency.clone(),
+            quota: self.quota.clone(),
+            faults: self.faults.clone(),
+        }
+    }
+}
+
+fn default_models() -> Vec<String> {
+    vec![
+        "gpt-4o-mini".into(),
+        "gpt-4o".into(),
+        "claude-3-5-haiku-latest".into(),
+        "claude-sonnet-4-5".into(),
+    ]
+}
+
+fn default_seed() -> u64 {
+    1
+}
+
+fn default_max_body() -> usize {
+    8 * 1024 * 1024
+}
+
+fn default_max_tokens() -> u32 {
+    1024
+}
+
+fn default_completion() -> Dist<u32> {
+    Dist::Fixed(16)
+}
+
+/// The whole provider configuration. `Default` is a provider with zero
+/// latency, no ceiling, no quota and no faults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    /// Seed of every draw; the same config and seed give the same draws in
+    /// call order.
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Models listed by `/v1/models`. Requests may name any model.
+    #[serde(default = "default_models")]
+    pub models: Vec<String>,
+    /// Larger request bodies are refused with 413.
+    #[serde(default = "default_max_body")]
+    pub max_body_bytes: usize,
+    /// Reserved at admission when a request sets no `max_tokens`.
+    #[serde(default = "default_max_tokens")]
+    pub default_max_tokens: u32,
+    /// Lets non-loopback callers use the admin endpoints (as a bearer token).
+    #[serde(default)]
+    pub admin_token: Option<String>,
+    /// Latency settings.
+    #[serde(default)]
+    pub latency: Latency,
+    /// How many tokens an answer has (capped by the request's max_tokens).
+    #[serde(default = "default_completion")]
+    pub completion_tokens: Dist<u32>,
+    /// The concurrency ceiling.
+    #[serde(default)]
+    pub concurrency: Concurrency,
+    /// The quota.
+    #[serde(default)]
+    pub quota: Quota,
+    /// Injected faults.
+    #[serde(default)]
+    pub faults: Faults,
+    /// Phases that override the settings above for a while.
+    #[serde(default)]
+    pub timeline: Vec<Phase>,
+}
+
+impl Default for ProviderConfig {
+    fn default() -> Self {
+        ProviderConfig {
+            seed: default_seed(),
+            models: default_models(),
+            max_body_bytes: default_max_body(),
+            default_max_tokens: default_max_tokens(),
+            admin_token: None,
+            latency: Latency::default(),
+            completion_tokens: default_completion(),
+            concurrency: Concurrency::default(),
+            quota: Quota::default(),
+            faults: Faults::default(),
+            timeline: Vec::new(),
+        }
+    }
+}
+
+/// Statuses the fault injector knows how to answer with.
+pub const FAULT_STATUSES: [u16; 4] = [500, 502, 503, 529];
+
+impl ProviderConfig {
+    /// Parses and validates a config from TOML `text` read from `origin`.
+    ///
+    /// ```
+    /// let cfg = fake_provider::ProviderConfig::from_toml(
+    ///     "[concurrency]\nceiling = 12\n",
+    ///     "provider.toml",
+    /// ).unwrap();
+    /// assert_eq!(cfg.concurrency.ceiling, Some(12));
+    /// let err = fake_provider::ProviderConfig::from_toml("[quota]\ntpm = 1\n", "p.toml").unwrap_err();
+    /// assert_eq!(err.line, 2);
+    /// ```
+    pub fn from_toml(text: &str, origin: &str) -> Result<Self, ConfigError> {
+        let src = toml_located::Source::new(text, origin);
+        let cfg: ProviderConfig = src.parse()?;
+        cfg.validate(&src, "")?;
+        Ok(cfg)
+    }
+
+    /// Checks the rules serde cannot express. `prefix` is prepended to field
+    /// paths (e.g. `provider.` when this is a scenario's section).
+    pub fn validate(
+        &self,
+        src: &toml_located::Source<'_>,
+        prefix: &str,
+    ) -> Result<(), ConfigError> {
+        let p = |s: &str| format!("{prefix}{s}");
+        check_latency_patch(
+            src,
+            &p("latency"),
+            &LatencyPatch {
+                ttft: Some(self.latency.ttft.clone()),
+                per_token: Some(self.latency.per_token.clone()),
+                multiplier: Some(self.latency.multiplier),
+            },
+        )?;
+        self.completion_tokens.check(src, &p("completion_tokens"))?;
+        if self.concurrency.ceiling == Some(0) {
+            return Err(src.error(
+                &p("concurrency.ceiling"),
+                "must be at least 1 (omit it for no ceiling)",
+            ));
+        }
+        check_quota(
+            src,
+            &p("quota"),
+            self.quota.requests_per_minute,
+            self.quota.tokens_per_minute,
+        )?;
+        check_faults(
+            src,
+            &p("faults"),
+            &FaultsPatch {
+                errors: Some(self.faults.errors.clone()),
+                reset: Some(self.faults.reset),
+                hang: Some(self.faults.hang),
+                stream_cut: Some(self.faults.stream_cut),
+                malformed: Some(self.faults.malformed),
+            },
+        )?;
+        if self.max_body_bytes == 0 {
+            return Err(src.error(&p("max_body_bytes"), "must be positive"));
+        }
+        let mut names = std::collections::HashSet::new();
+        for (i, phase) in self.timeline.iter().enumerate() {
+            let at = p(&format!("timeline[{i}]"));
+            if phase.name.is_empty() || !names.insert(phase.name.as_str()) {
+                return Err(src.error(
+                    &format!("{at}.name"),
+                    "must be a non-empty name, unique in the timeline",
+                ));
+            }
+            if let Some(until) = phase.until {
+                if until <= phase.from {
+                    return Err(src.error(&format!("{at}.until"), "must be after `from`"));
+                }
+            }
+            phase.overrides().check(src, &at)?;
+        }
+        Ok(())
+    }
+
+    /// The settings in force with these phases active (in order) and these
+    /// admin overrides on top.
+    pub fn effective<'a>(
+        &self,
+        phases: impl IntoIterator<Item = &'a Overrides>,
+        admin: Option<&'a Overrides>,
+    ) -> Effective {
+        let mut eff = Effective {
+            latency: self.latency.clone(),
+            completion_tokens: self.completion_tokens.clone(),
+            concurrency: self.concurrency.clone(),
+            quota: self.quota.clone(),
+            faults: self.faults.clone(),
+        };
+        for o in phases.into_iter().chain(admin) {
+            eff.apply(o);
+        }
+        eff
+    }
+}
+
+impl Overrides {
+    /// Validates these overrides; `at` is the path of the table holding them.
+    pub fn check(&self, src: &toml_located::Source<'_>, at: &str) -> Result<(), ConfigError> {
+        if let Some(l) = &self.latency {
+            check_latency_patch(src, &format!("{at}.latency"), l)?;
+        }
+        if let Some(c) = &self.completion_tokens {
+            c.check(src, &format!("{at}.completion_tokens"))?;
+        }
+        if let Some(c) = &self.concurrency {
+            if c.ceiling == Some(0) {
+                return Err(src.error(&format!("{at}.concurrency.ceiling"), "must be at least 1"));
+            }
+        }
+        if let Some(q) = &self.quota {
+            check_quota(
+                src,
+                &format!("{at}.quota"),
+                q.requests_per_minute,
+                q.tokens_per_minute,
+            )?;
+        }
+        if let Some(f) = &self.faults {
+            check_faults(src, &format!("{at}.faults"), f)?;
+        }
+        Ok(())
+    }
+}
+
+fn check_latency_patch(
+    src: &toml_located::Source<'_>,
+    at: &str,
+    l: &LatencyPatch,
+) -> Result<(), ConfigError> {
+    if let Some(t) = &l.ttft {
+        t.check(src, &format!("{at}.ttft"))?;
+    }
+    if let Some(t) = &l.per_token {
+        t.check(src, &format!("{at}.per_token"))?;
+    }
+    if let Some(m) = l.multiplier {
+        if !(m.is_finite() && m > 0.0) {
+            return Err(src.error(&format!("{at}.multiplier"), "must be a positive number"));
+        }
+    }
+    Ok(())
+}
+
+fn check_quota(
+    src: &toml_located::Source<'_>,
+    at: &str,
+    rpm: Option<u64>,
+    tpm: Option<u64>,
+) -> Result<(), ConfigError> {
+    if rpm == Some(0) {
+        return Err(src.error(
+            &format!("{at}.requests_per_minute"),
+            "must be at least 1 (omit it for unlimited)",
+        ));
+    }
+    if tpm == Some(0) {
+        return Err(src.error(
+            &format!("{at}.tokens_per_minute"),
+            "must be at least 1 (omit it for unlimited)",
+        ));
+    }
+    Ok(())
+}
+
+fn check_faults(
+    src: &toml_located::Source<'_>,
+    at: &str,
+    f: &FaultsPatch,
+) -> Result<(), ConfigError> {
+    let rate_ok = |r: f64| (0.0..=1.0).contains(&r);
+    let mut total = 0.0;
+    if let Some(errors) = &f.errors {
+        for (status, rate) in errors {
+            let code: Option<u16> = status.parse().ok();
+            if !code.is_some_and(|c| FAULT_STATUSES.contains(&c)) {
+                return Err(src.error(
+                    &format!("{at}.errors.{status}"),
+                    format!("unknown fault status `{status}`; expected one of 500, 502, 503, 529"),
+                ));
+            }
+            if !rate_ok(*rate) {
+                return Err(src.error(
+                    &format!("{at}.errors.{status}"),
+                    "a rate must be between 0 and 1",
+                ));
+            }
+            total += rate;
+        }
+    }
+    for (name, rate) in [
+        ("reset", f.reset),
+        ("hang", f.hang),
+        ("stream_cut", f.stream_cut),
+        ("malformed", f.malformed),
+    ] {
+        if let Some(r) = rate {
+            if !rate_ok(r) {
+                return Err(src.error(&format!("{at}.{name}"), "a rate must be between 0 and 1"));
+            }
+            total += r;
+        }
+    }
+    if total > 1.0 + 1e-9 {
+        return Err(src.error(
+            at,
+            format!("fault rates add up to {total:.3}; their sum must be at most 1"),
+        ));
+    }
+    Ok(())
+}
+
+/// The settings in force for one call: the base config with the active
+/// phases and admin overrides applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Effective {
+    /// Latency settings.
+    pub latency: Latency,
+    /// Completion tokens.
+    pub completion_tokens: Dist<u32>,
+    /// Ceiling settings.
+    pub concurrency: Concurrency,
+    /// Quota settings.
+    pub quota: Quota,
+    /// Fault rates.
+    pub faults: Faults,
+}
+
+impl Effective {
+    fn apply(&mut self, o: &Overrides) {
+        if let Some(l) = &o.latency {
+            if let Some(t) = &l.ttft {
+                self.latency.ttft = t.clone();
+            }
+            if let Some(t) = &l.per_token {
+                self.latency.per_token = t.clone();
+            }
+            if let Some(m) = l.multiplier {
+                self.latency.multiplier = m;
+            }
+        }
+        if let Some(c) = &o.completion_tokens {
+            self.completion_tokens = c.clone();
+        }
+        if let Some(c) = &o.concurrency {
+            if c.ceiling.is_some() {
+                self.concurrency.ceiling = c.ceiling;
+            }
+            if let Some(ov) = c.overflow {
+                self.concurrency.overflow = ov;
+            }
+            if c.queue_limit.is_some() {
+                self.concurrency.queue_limit = c.queue_limit;
+            }
+        }
+        if let Some(q) = &o.quota {
+            if q.requests_per_minute.is_some() {
+                self.quota.requests_per_minute = q.requests_per_minute;
+            }
+            if q.tokens_per_minute.is_some() {
+                self.quota.tokens_per_minute = q.tokens_per_minute;
+            }
+        }
+        if let Some(f) = &o.faults {
+            if let Some(e) = &f.errors {
+                self.faults.errors = e.clone();
+            }
+            for (dst, src) in [
+                (&mut self.faults.reset, f.reset),
+                (&mut self.faults.hang, f.hang),
+                (&mut self.faults.stream_cut, f.stream_cut),
+                (&mut self.faults.malformed, f.malformed),
+            ] {
+                if let Some(v) = src {
+                    *dst = v;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
+
+    #[test]
+    fn full_example_parses() {
+        let text = r#"
+seed = 7
+[latency]
+ttft = { lognormal = { median = "300ms", p99 = "1.2s" } }
+per_token = { fixed = "10ms" }
+[completion_tokens]
+uniform = { min = 50, max = 400 }
+[concurrency]
+ceiling = 12
+overflow = "reject"
+[quota]
+requests_per_minute = 500
+tokens_per_minute = 500000
+[faults]
+errors = { "500" = 0.01, "529" = 0.005 }
+reset = 0.01
+[[timeline]]
+name = "brownout"
+from = "2m"
+until = "14m"
+latency = { multiplier = 7.0 }
+concurrency = { ceiling = 4 }
+"#;
+        let cfg = ProviderConfig::from_toml(text, "p.toml").unwrap();
+        assert_eq!(cfg.concurrency.overflow, Overflow::Reject);
+        assert_eq!(
+            cfg.timeline[0].until,
+            Some(Dur(Duration::from_secs(14 * 60)))
+        );
+        let eff = cfg.effective([&cfg.timeline[0].overrides()], None);
+        assert_eq!(eff.latency.multiplier, 7.0);
+        assert_eq!(eff.concurrency.ceiling, Some(4));
+        assert_eq!(eff.concurrency.overflow, Overflow::Reject);
+        assert_eq!(eff.quota.tokens_per_minute, Some(500_000));
+    }
+
+    #[test]
+    fn typo_is_an_error_with_its_line() {
+        let text =
+            "seed = 1\n[[timeline]]\nname = \"x\"\nfrom = \"1s\"\nlatecny = { multiplier = 2.0 }\n";
+        let err = ProviderConfig::from_toml(text, "p.toml").unwrap_err();
+        assert_eq!(err.line, 5, "{err}");
+        assert!(err.to_string().contains("latecny"), "{err}");
+    }
+
+    #[test]
+    fn semantic_errors_are_located() {
+        let cases = [
+            ("[latency]\nttft = { lognormal = { median = \"2s\", p99 = \"1s\" } }\nper_token = { fixed = \"0s\" }\nmultiplier = 1.0\n", 2, "latency.ttft.lognormal.p99"),
+            ("[[timeline]]\nname = \"a\"\nfrom = \"10s\"\nuntil = \"5s\"\n", 4, "timeline[0].until"),
+            ("[faults]\nerrors = { \"418\" = 0.1 }\n", 2, "faults.errors.418"),
+            ("[faults]\nreset = 1.5\n", 2, "faults.reset"),
+            ("[concurrency]\nceiling = 0\n", 2, "concurrency.ceiling"),
+        ];
+        for (text, line, field) in cases {
+            let err = ProviderConfig::from_toml(text, "p.toml").unwrap_err();
+            assert_eq!((err.line, err.field.as_str()), (line, field), "{err}");
+        }
+    }
+
+    #[test]
+    fn bad_duration_is_reported() {
+        let err = ProviderConfig::from_toml("[latency]\nttft = { fixed = \"fast\" }\n", "p.toml")
+            .unwrap_err();
+        assert_eq!(err.line, 2, "{err}");
+    }
+
+    #[test]
+    fn seeded_draws_repeat_and_lognormal_hits_its_quantiles() {
+        let d: Dist<Dur> = Dist::Lognormal {
+            median: Dur(Duration::from_millis(620)),
+            p99: Dur(Duration::from_millis(2000)),
+        };
+        let draw = |seed| {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            (0..5).map(|_| d.sample(&mut rng)).collect::<Vec<_>>()
+        };
+        assert_eq!(draw(3), draw(3));
+        assert_ne!(draw(3), draw(4));
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        let mut v: Vec<f64> = (0..200_000)
+            .map(|_| d.sample(&mut rng).as_secs_f64())
+            .collect();
+        v.sort_by(f64::total_cmp);
+        let median = v[v.len() / 2];
+        let p99 = v[v.len() * 99 / 100];
+        assert!((median - 0.620).abs() < 0.01, "median {median}");
+        assert!((p99 - 2.0).abs() < 0.06, "p99 {p99}");
+        let mean = v.iter().sum::<f64>() / v.len() as f64;
+        assert!((mean - d.mean().as_secs_f64()).abs() < 0.01, "mean {mean}");
+    }
+
+    #[test]
+    fn uniform_and_fixed_counts() {
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let u: Dist<u32> = Dist::Uniform { min: 10, max: 20 };
+        for _ in 0..1000 {
+            let x = u.sample(&mut rng);
+            assert!((10..=20).contains(&x));
+        }
+        assert_eq!(Dist::Fixed(5u32).sample(&mut rng), 5);
+        assert_eq!(u.mean_f64(), 15.0);
+    }
+}

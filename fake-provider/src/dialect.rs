@@ -1,0 +1,561 @@
+//! The two API dialects: parsing requests, and writing answers, stream
+//! events and error bodies in each provider's real shape.
+//!
+//! Prompt tokens are estimated as one token per 4 characters of message
+//! text (rounded up), the usual rule of thumb for English with both
+//! providers' tokenizers; every string in a message's content counts
+//! (plain strings, `text` parts, and Anthropic's `system`).
+
+use bytes::Bytes;
+use serde_json::{json, Value};
+
+/// Which provider's API a call used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dialect {
+    /// `POST /v1/chat/completions`.
+    OpenAi,
+    /// `POST /v1/messages`.
+    Anthropic,
+}
+
+/// What the provider needs from a request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// The model named by the caller.
+    pub model: String,
+    /// Estimated prompt tokens.
+    pub prompt_tokens: u32,
+    /// The caller's cap on completion tokens, if any.
+    pub max_tokens: Option<u32>,
+    /// Server-sent events wanted.
+    pub stream: bool,
+    /// OpenAI `stream_options.include_usage`.
+    pub include_usage: bool,
+}
+
+/// A request the dialect refuses, with the parameter at fault.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BadRequest {
+    /// The parameter at fault, if one.
+    pub param: Option<&'static str>,
+    /// What is wrong.
+    pub message: String,
+}
+
+fn bad(param: &'static str, message: impl Into<String>) -> BadRequest {
+    BadRequest {
+        param: Some(param),
+        message: message.into(),
+    }
+}
+
+/// Characters per estimated token.
+pub const CHARS_PER_TOKEN: usize = 4;
+
+/// Estimates tokens from a character count.
+pub fn estimate_tokens(chars: usize) -> u32 {
+    chars.div_ceil(CHARS_PER_TOKEN).min(u32::MAX as usize) as u32
+}
+
+fn content_chars(content: &Value, param: &'static str) -> Result<usize, BadRequest> {
+    match content {
+        Value::String(s) => Ok(s.chars().count()),
+        Value::Null => Ok(0),
+        Value::Array(parts) => {
+            let mut n = 0;
+            for part in parts {
+                match part {
+                    Value::Object(o) => {
+                        if let Some(Value::String(t)) = o.get("text") {
+                            n += t.chars().count();
+                        }
+                    }
+                    Value::String(s) => n += s.chars().count(),
+                    _ => return Err(bad(param, "each content part must be an object")),
+                }
+            }
+            Ok(n)
+        }
+        _ => Err(bad(param, "content must be a string or an array of parts")),
+    }
+}
+
+fn messages_chars(body: &Value) -> Result<usize, BadRequest> {
+    let Some(messages) = body.get("messages") else {
+        return Err(bad("messages", "messages: Field required"));
+    };
+    let Value::Array(messages) = messages else {
+        return Err(bad("messages", "messages must be an array"));
+    };
+    if messages.is_empty() {
+        return Err(bad("messages", "messages must not be empty"));
+    }
+    let mut chars = 0;
+    for m in messages {
+        let Value::Object(m) = m else {
+            return Err(bad("messages", "each message must be an object"));
+        };
+        if !matches!(m.get("role"), Some(Value::String(_))) {
+            return Err(bad("messages", "each message needs a string `role`"));
+        }
+        chars += content_chars(m.get("content").unwrap_or(&Value::Null), "messages")?;
+    }
+    Ok(chars)
+}
+
+fn opt_u32(body: &Value, key: &'static str) -> Result<Option<u32>, BadRequest> {
+    match body.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => match v.as_u64() {
+            Some(n) if n >= 1 => Ok(Some(n.min(u32::MAX as u64) as u32)),
+            _ => Err(bad(key, format!("{key} must be a positive integer"))),
+        },
+    }
+}
+
+fn opt_bool(body: &Value, key: &'static str) -> Result<bool, BadRequest> {
+    match body.get(key) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(bad(key, format!("{key} must be a boolean"))),
+    }
+}
+
+fn model(body: &Value) -> Result<String, BadRequest> {
+    match body.get("model") {
+        Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+        Some(_) => Err(bad("model", "model must be a non-empty string")),
+        None => Err(bad("model", "model: Field required")),
+    }
+}
+
+impl Dialect {
+    /// Parses a request body of this dialect.
+    pub fn parse(self, body: &[u8]) -> Result<Request, BadRequest> {
+        let body: Value = serde_json::from_slice(body).map_err(|e| BadRequest {
+            param: None,
+            message: format!("the request body is not valid JSON: {e}"),
+        })?;
+        if !body.is_object() {
+            return Err(BadRequest {
+                param: None,
+                message: "the request body must be a JSON object".into(),
+            });
+        }
+        let model = model(&body)?;
+        let mut chars = messages_chars(&body)?;
+        let stream = opt_bool(&body, "stream")?;
+        match self {
+            Dialect::OpenAi => {
+                let max_tokens = match opt_u32(&body, "max_completion_tokens")? {
+                    Some(n) => Some(n),
+                    None => opt_u32(&body, "max_tokens")?,
+                };
+                let include_usage = match body.get("stream_options") {
+                    None | Some(Value::Null) => false,
+                    Some(Value::Object(o)) => match o.get("include_usage") {
+                        None | Some(Value::Null) => false,
+                        Some(Value::Bool(b)) => *b,
+                        Some(_) => {
+                            return Err(bad(
+                                "stream_options",
+                                "stream_options.include_usage must be a boolean",
+                            ))
+                        }
+                    },
+                    Some(_) => {
+                        return Err(bad("stream_options", "stream_options must be an object"))
+                    }
+                };
+                Ok(Request {
+                    model,
+                    prompt_tokens: estimate_tokens(chars).max(1),
+                    max_tokens,
+                    stream,
+                    include_usage,
+                })
+            }
+            Dialect::Anthropic => {
+                if let Some(system) = body.get("system") {
+                    chars += content_chars(system, "system")?;
+                }
+                let Some(max_tokens) = opt_u32(&body, "max_tokens")? else {
+                    return Err(bad("max_tokens", "max_tokens: Field required"));
+                };
+                Ok(Request {
+                    model,
+                    prompt_tokens: estimate_tokens(chars).max(1),
+                    max_tokens: Some(max_tokens),
+                    stream,
+                    include_usage: true,
+                })
+            }
+        }
+    }
+
+    /// The JSON error body of this dialect.
+    pub fn error_body(
+        self,
+        status: u16,
+        message: &str,
+        param: Option<&str>,
+        code: Option<&str>,
+    ) -> Bytes {
+        let v = match self {
+            Dialect::OpenAi => {
+                let kind = match status {
+                    400 | 404 | 413 => "invalid_request_error",
+                    429 => "rate_limit_exceeded",
+                    _ => "server_error",
+                };
+                let kind = if status == 429 && code == Some("overloaded") {
+                    "server_error"
+                } else if status == 429 {
+                    // OpenAI's rate-limit errors say which limit in `type`.
+                    param.unwrap_or(kind)
+                } else {
+                    kind
+                };
+                json!({"error": {
+                    "message": message,
+                    "type": kind,
+                    "param": if status == 429 { None } else { param },
+                    "code": code,
+                }})
+            }
+            Dialect::Anthropic => {
+                let kind = match status {
+                    400 | 413 => "invalid_request_error",
+                    404 => "not_found_error",
+                    429 => "rate_limit_error",
+                    529 => "overloaded_error",
+                    _ => "api_error",
+                };
+                json!({"type": "error", "error": {"type": kind, "message": message}})
+            }
+        };
+        Bytes::from(v.to_string())
+    }
+
+    /// The status for "over the concurrency ceiling".
+    pub fn overloaded_status(self) -> u16 {
+        match self {
+            Dialect::OpenAi => 429,
+            Dialect::Anthropic => 529,
+        }
+    }
+}
+
+/// Why generation stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finish {
+    /// The answer was complete.
+    Stop,
+    /// `max_tokens` was reached.
+    Length,
+}
+
+impl Finish {
+    fn openai(self) -> &'static str {
+        match self {
+            Finish::Stop => "stop",
+            Finish::Length => "length",
+        }
+    }
+    fn anthropic(self) -> &'static str {
+        match self {
+            Finish::Stop => "end_turn",
+            Finish::Length => "max_tokens",
+        }
+    }
+}
+
+/// Words of four characters or so, one per token, so that a reader of the
+/// answer estimating at 4 characters a token counts what we sent.
+const WORDS: [&str; 16] = [
+    "sun ", "cat ", "map ", "red ", "oak ", "sky ", "tea ", "ink ", "fox ", "bay ", "elm ", "owl ",
+    "jar ", "fig ", "ivy ", "pen ",
+];
+
+/// The text of token `i` of an answer.
+pub fn token_text(i: u32) -> &'static str {
+    WORDS[(i as usize) % WORDS.len()]
+}
+
+/// The whole text of an answer of `n` tokens.
+pub fn answer_text(n: u32) -> String {
+    let mut s = String::with_capacity(n as usize * 4);
+    for i in 0..n {
+        s.push_str(token_text(i));
+    }
+    s
+}
+
+/// Identity and sizes of one answer.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    /// `chatcmpl-…` or `msg_…`.
+    pub id: String,
+    /// The model echoed back.
+    pub model: String,
+    /// Unix seconds.
+    pub created: u64,
+    /// Prompt tokens.
+    pub prompt_tokens: u32,
+    /// Completion tokens.
+    pub completion_tokens: u32,
+    /// Why it stopped.
+    pub finish: Finish,
+}
+
+impl Answer {
+    /// The non-streamed body.
+    pub fn body(&self, dialect: Dialect) -> Bytes {
+        let text = answer_text(self.completion_tokens);
+        let v = match dialect {
+            Dialect::OpenAi => json!({
+                "id": self.id,
+                "object": "chat.completion",
+                "created": self.created,
+                "model": self.model,
+                "choices": [{
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text, "refusal": null},
+                    "logprobs": null,
+                    "finish_reason": self.finish.openai(),
+                }],
+                "usage": self.usage_openai(),
+                "system_fingerprint": "fp_rehearse",
+            }),
+            Dialect::Anthropic => json!({
+                "id": self.id,
+                "type": "message",
+                "role": "assistant",
+                "model": self.model,
+                "content": [{"type": "text", "text": text}],
+                "stop_reason": self.finish.anthropic(),
+                "stop_sequence": null,
+                "usage": {"input_tokens": self.prompt_tokens, "output_tokens": self.completion_tokens},
+            }),
+        };
+        Bytes::from(v.to_string())
+    }
+
+    fn usage_openai(&self) -> Value {
+        json!({
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+        })
+    }
+
+    fn openai_chunk(&self, delta: Value, finish: Option<&str>, include_usage: bool) -> Bytes {
+        let mut v = json!({
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": "fp_rehearse",
+            "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}],
+        });
+        if include_usage {
+            v["usage"] = Value::Null;
+        }
+        sse(None, &v.to_string())
+    }
+
+    /// The events before the first token (OpenAI: the role chunk;
+    /// Anthropic: message_start, content_block_start, ping).
+    pub fn stream_head(&self, dialect: Dialect, include_usage: bool) -> Bytes {
+        match dialect {
+            Dialect::OpenAi => self.openai_chunk(
+                json!({"role": "assistant", "content": ""}),
+                None,
+                include_usage,
+            ),
+            Dialect::Anthropic => {
+                let start = json!({"type": "message_start", "message": {
+                    "id": self.id, "type": "message", "role": "assistant", "model": self.model,
+                    "content": [], "stop_reason": null, "stop_sequence": null,
+                    "usage": {"input_tokens": self.prompt_tokens, "output_tokens": 1},
+                }});
+                let block = json!({"type": "content_block_start", "index": 0,
+                    "content_block": {"type": "text", "text": ""}});
+                let mut b = Vec::new();
+                b.extend_from_slice(&sse(Some("message_start"), &start.to_string()));
+                b.extend_from_slice(&sse(Some("content_block_start"), &block.to_string()));
+                b.extend_from_slice(&sse(Some("ping"), r#"{"type": "ping"}"#));
+                Bytes::from(b)
+            }
+        }
+    }
+
+    /// The event carrying token `i`.
+    pub fn stream_token(&self, dialect: Dialect, i: u32, include_usage: bool) -> Bytes {
+        let text = token_text(i);
+        match dialect {
+            Dialect::OpenAi => self.openai_chunk(json!({"content": text}), None, include_usage),
+            Dialect::Anthropic => sse(
+                Some("content_block_delta"),
+                &json!({"type": "content_block_delta", "index": 0,
+                    "delta": {"type": "text_delta", "text": text}})
+                .to_string(),
+            ),
+        }
+    }
+
+    /// The events after the last token.
+    pub fn stream_tail(&self, dialect: Dialect, include_usage: bool) -> Bytes {
+        let mut b = Vec::new();
+        match dialect {
+            Dialect::OpenAi => {
+                b.extend_from_slice(&self.openai_chunk(
+                    json!({}),
+                    Some(self.finish.openai()),
+                    include_usage,
+                ));
+                if include_usage {
+                    let v = json!({
+                        "id": self.id, "object": "chat.completion.chunk", "created": self.created,
+                        "model": self.model, "system_fingerprint": "fp_rehearse",
+                        "choices": [], "usage": self.usage_openai(),
+                    });
+                    b.extend_from_slice(&sse(None, &v.to_string()));
+                }
+                b.extend_from_slice(b"data: [DONE]\n\n");
+            }
+            Dialect::Anthropic => {
+                b.extend_from_slice(&sse(
+                    Some("content_block_stop"),
+                    r#"{"type":"content_block_stop","index":0}"#,
+                ));
+                let delta = json!({"type": "message_delta",
+                    "delta": {"stop_reason": self.finish.anthropic(), "stop_sequence": null},
+                    "usage": {"output_tokens": self.completion_tokens}});
+                b.extend_from_slice(&sse(Some("message_delta"), &delta.to_string()));
+                b.extend_from_slice(&sse(Some("message_stop"), r#"{"type":"message_stop"}"#));
+            }
+        }
+        Bytes::from(b)
+    }
+}
+
+/// One server-sent event.
+fn sse(event: Option<&str>, data: &str) -> Bytes {
+    let mut s = String::with_capacity(data.len() + 32);
+    if let Some(e) = event {
+        s.push_str("event: ");
+        s.push_str(e);
+        s.push('\n');
+    }
+    s.push_str("data: ");
+    s.push_str(data);
+    s.push_str("\n\n");
+    Bytes::from(s)
+}
+
+/// The marker a load generator puts in a prompt to tag it with its id.
+pub const ID_MARKER: &[u8] = b"[rehearse:id=";
+
+/// Finds a `[rehearse:id=…]` marker anywhere in a raw body and returns the
+/// id. Ids are made of ASCII letters, digits, `-`, `_`, `.` and `:`; the raw
+/// body is searched so the marker is found whatever JSON surrounds it.
+pub fn marker_id(body: &[u8]) -> Option<String> {
+    let at = body.windows(ID_MARKER.len()).position(|w| w == ID_MARKER)?;
+    let rest = &body[at + ID_MARKER.len()..];
+    let end = rest.iter().position(|&b| b == b']')?;
+    let id = &rest[..end];
+    let ok = !id.is_empty()
+        && id.len() <= 128
+        && id
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'));
+    ok.then(|| String::from_utf8_lossy(id).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn openai_request_is_parsed_and_estimated() {
+        let body = br#"{"model":"gpt-4o-mini","messages":[{"role":"system","content":"abcd"},{"role":"user","content":[{"type":"text","text":"efghi"}]}],"max_completion_tokens":50,"stream":true,"stream_options":{"include_usage":true}}"#;
+        let r = Dialect::OpenAi.parse(body).unwrap();
+        assert_eq!(r.prompt_tokens, 3); // 9 chars
+        assert_eq!(r.max_tokens, Some(50));
+        assert!(r.stream && r.include_usage);
+    }
+
+    #[test]
+    fn anthropic_needs_max_tokens_and_counts_system() {
+        let body = br#"{"model":"claude","messages":[{"role":"user","content":"12345678"}]}"#;
+        let e = Dialect::Anthropic.parse(body).unwrap_err();
+        assert_eq!(e.param, Some("max_tokens"));
+        let body = br#"{"model":"claude","system":"1234","max_tokens":9,"messages":[{"role":"user","content":"12345678"}]}"#;
+        let r = Dialect::Anthropic.parse(body).unwrap();
+        assert_eq!((r.prompt_tokens, r.max_tokens), (3, Some(9)));
+    }
+
+    #[test]
+    fn bad_requests_are_refused() {
+        for body in [
+            &b"not json"[..],
+            br#"[]"#,
+            br#"{"messages":[{"role":"user","content":"x"}]}"#,
+            br#"{"model":"m","messages":"x"}"#,
+            br#"{"model":"m","messages":[]}"#,
+            br#"{"model":"m","messages":[{"content":"x"}]}"#,
+            br#"{"model":"m","messages":[{"role":"user","content":5}]}"#,
+            br#"{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":-1}"#,
+            br#"{"model":"m","messages":[{"role":"user","content":"x"}],"stream":"yes"}"#,
+        ] {
+            assert!(
+                Dialect::OpenAi.parse(body).is_err(),
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+    }
+
+    #[test]
+    fn marker_is_found_anywhere() {
+        assert_eq!(
+            marker_id(br#"{"content":"hi [rehearse:id=r00042] there"}"#).as_deref(),
+            Some("r00042")
+        );
+        assert_eq!(marker_id(b"[rehearse:id=]"), None);
+        assert_eq!(marker_id(b"[rehearse:id=a\"b]"), None);
+        assert_eq!(marker_id(b"[rehearse:id=abc"), None);
+        assert_eq!(marker_id(b"nothing"), None);
+    }
+
+    #[test]
+    fn answer_text_is_four_chars_a_token() {
+        assert_eq!(estimate_tokens(answer_text(25).len()), 25);
+    }
+
+    #[test]
+    fn bodies_have_the_real_shapes() {
+        let a = Answer {
+            id: "x".into(),
+            model: "m".into(),
+            created: 1,
+            prompt_tokens: 3,
+            completion_tokens: 2,
+            finish: Finish::Length,
+        };
+        let v: Value = serde_json::from_slice(&a.body(Dialect::OpenAi)).unwrap();
+        assert_eq!(v["usage"]["total_tokens"], 5);
+        assert_eq!(v["choices"][0]["finish_reason"], "length");
+        let v: Value = serde_json::from_slice(&a.body(Dialect::Anthropic)).unwrap();
+        assert_eq!(v["stop_reason"], "max_tokens");
+        assert_eq!(v["usage"]["output_tokens"], 2);
+        let tail = a.stream_tail(Dialect::OpenAi, true);
+        assert!(tail.ends_with(b"data: [DONE]\n\n"));
+        let e: Value =
+            serde_json::from_slice(&Dialect::Anthropic.error_body(529, "Overloaded", None, None))
+                .unwrap();
+        assert_eq!(e["error"]["type"], "overloaded_error");
+    }
+}

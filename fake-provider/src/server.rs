@@ -1,0 +1,1293 @@
+//! The HTTP server: routing, one call's life (quota, ceiling, faults,
+//! latency, answer), the admin API and the Prometheus metrics.
+
+use std::convert::Infallible;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
+use http::{HeaderMap, Method, Request, Response, StatusCode};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, Limited, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use tokio::net::{TcpListener, ToSocketAddrs};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+use crate::ceiling::{Admission, Ceiling, Permit};
+use crate::config::{Effective, Overflow, Overrides, ProviderConfig};
+use crate::dialect::{marker_id, Answer, BadRequest, Dialect, Finish};
+use crate::quota::{go_duration, retry_after_values, Limit, Quota, Snapshot};
+use crate::record::{Clock, Counters, Outcome, ProviderRecord, Stats};
+
+type Body = BoxBody<Bytes, io::Error>;
+
+/// How long a client may take to send a request body before it gets 408.
+const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a client may take to send request headers before the
+/// connection is closed (slow-loris).
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn full(b: impl Into<Bytes>) -> Body {
+    Full::new(b.into())
+        .map_err(|e: Infallible| match e {})
+        .boxed()
+}
+
+/// The chaos fake provider, configured and ready to serve.
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// use fake_provider::{FakeProvider, ProviderConfig};
+/// let provider = FakeProvider::new(ProviderConfig::default())
+///     .bind("127.0.0.1:0")
+///     .await
+///     .unwrap();
+/// let url = format!("{}/v1/models", provider.base_url());
+/// assert!(url.starts_with("http://127.0.0.1:"));
+/// provider.shutdown().await;
+/// # });
+/// ```
+pub struct FakeProvider {
+    config: ProviderConfig,
+}
+
+impl FakeProvider {
+    /// A provider with this (already validated) configuration.
+    pub fn new(config: ProviderConfig) -> Self {
+        FakeProvider { config }
+    }
+
+    /// Binds `addr` and serves on the current tokio runtime.
+    pub async fn bind(self, addr: impl ToSocketAddrs) -> io::Result<ProviderHandle> {
+        let listener = TcpListener::bind(addr).await?;
+        self.serve(listener)
+    }
+
+    /// Serves on an already bound listener, on the current tokio runtime.
+    /// The provider's clock (and its timeline) starts now.
+    pub fn serve(self, listener: TcpListener) -> io::Result<ProviderHandle> {
+        let addr = listener.local_addr()?;
+        let shutdown = CancellationToken::new();
+        let shared = Arc::new(Shared {
+            config: self.config,
+            clock: Clock::new(),
+            ceiling: Ceiling::default(),
+            quota: Mutex::new(Quota::default()),
+            seq: AtomicU64::new(0),
+            records: Mutex::new(Vec::new()),
+            counters: Counters::default(),
+            control: RwLock::new(Control::default()),
+            cache: Mutex::new(None),
+            shutdown: shutdown.clone(),
+        });
+        let task = tokio::spawn(accept_loop(listener, shared.clone()));
+        Ok(ProviderHandle {
+            shared,
+            addr,
+            task: Some(task),
+        })
+    }
+}
+
+/// A running provider. Dropping it stops the server (without waiting).
+pub struct ProviderHandle {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// The admin API named a phase that is not in the timeline.
+#[derive(Debug, thiserror::Error)]
+#[error("no timeline phase is named `{0}`")]
+pub struct UnknownPhase(pub String);
+
+impl ProviderHandle {
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://ADDR`, the base URL to give an SDK or a gateway (SDKs add
+    /// `/v1/...` themselves when given `{base_url}/v1`).
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Every finished call so far, in the order they finished.
+    pub fn records(&self) -> Vec<ProviderRecord> {
+        self.shared.records_lock().clone()
+    }
+
+    /// Live counts.
+    pub fn stats(&self) -> Stats {
+        self.shared.stats()
+    }
+
+    /// The instant the provider's clock (and timeline) started.
+    pub fn started(&self) -> Instant {
+        self.shared.clock.start()
+    }
+
+    /// Pins the timeline to the named phase (`None`: back to the clock).
+    pub fn set_phase(&self, name: Option<&str>) -> Result<(), UnknownPhase> {
+        self.shared.set_phase(name)
+    }
+
+    /// Sets overrides on top of the timeline (`None` clears them).
+    pub fn set_overrides(&self, overrides: Option<Overrides>) {
+        self.shared.set_overrides(overrides)
+    }
+
+    /// Stops accepting, ends open connections gracefully and waits.
+    pub async fn shutdown(mut self) {
+        self.shared.shutdown.cancel();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for ProviderHandle {
+    fn drop(&mut self) {
+        self.shared.shutdown.cancel();
+    }
+}
+
+#[derive(Default)]
+struct Control {
+    pinned: Option<usize>,
+    overrides: Option<Overrides>,
+    generation: u64,
+}
+
+struct Cached {
+    mask: u64,
+    generation: u64,
+    effective: Arc<Effective>,
+    label: Arc<str>,
+}
+
+struct Shared {
+    config: ProviderConfig,
+    clock: Clock,
+    ceiling: Ceiling,
+    quota: Mutex<Quota>,
+    seq: AtomicU64,
+    records: Mutex<Vec<ProviderRecord>>,
+    counters: Counters,
+    control: RwLock<Control>,
+    cache: Mutex<Option<Cached>>,
+    shutdown: CancellationToken,
+}
+
+/// Poisoning means another task panicked while holding the lock; the data
+/// behind these locks stays consistent at every await-free step, so go on.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Shared {
+    fn records_lock(&self) -> std::sync::MutexGuard<'_, Vec<ProviderRecord>> {
+        lock(&self.records)
+    }
+
+    /// The settings in force now and the label of the active phases.
+    fn effective(&self) -> (Arc<Effective>, Arc<str>) {
+        let (pinned, generation) = {
+            let c = self.control.read().unwrap_or_else(|e| e.into_inner());
+            (c.pinned, c.generation)
+        };
+        let mask = match pinned {
+            Some(i) => 1u64 << i,
+            None => {
+                let t = self.clock.start().elapsed();
+                let mut mask = 0u64;
+                for (i, p) in self.config.timeline.iter().enumerate() {
+                    if p.from.0 <= t && p.until.is_none_or(|u| t < u.0) {
+                        mask |= 1 << i;
+                    }
+                }
+                mask
+            }
+        };
+        let mut cache = lock(&self.cache);
+        if let Some(c) = cache.as_ref() {
+            if c.mask == mask && c.generation == generation {
+                return (c.effective.clone(), c.label.clone());
+            }
+        }
+        let active: Vec<(usize, Overrides)> = self
+            .config
+            .timeline
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| mask & (1 << i) != 0)
+            .map(|(i, p)| (i, p.overrides()))
+            .collect();
+        let admin = self
+            .control
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .overrides
+            .clone();
+        let effective = Arc::new(
+            self.config
+                .effective(active.iter().map(|(_, o)| o), admin.as_ref()),
+        );
+        let mut label = active
+            .iter()
+            .map(|(i, _)| self.config.timeline[*i].name.as_str())
+            .collect::<Vec<_>>()
+            .join("+");
+        if label.is_empty() {
+            label = "base".into();
+        }
+        if admin.is_some() {
+            label.push_str("+admin");
+        }
+        let label: Arc<str> = label.into();
+        *cache = Some(Cached {
+            mask,
+            generation,
+            effective: effective.clone(),
+            label: label.clone(),
+        });
+        (effective, label)
+    }
+
+    fn set_phase(&self, name: Option<&str>) -> Result<(), UnknownPhase> {
+        let idx = match name {
+            None => None,
+            Some(n) => Some(
+                self.config
+                    .timeline
+                    .iter()
+                    .position(|p| p.name == n)
+                    .ok_or_else(|| UnknownPhase(n.to_string()))?,
+            ),
+        };
+        let mut c = self.control.write().unwrap_or_else(|e| e.into_inner());
+        c.pinned = idx;
+        c.generation += 1;
+        Ok(())
+    }
+
+    fn set_overrides(&self, o: Option<Overrides>) {
+        let mut c = self.control.write().unwrap_or_else(|e| e.into_inner());
+        c.overrides = o;
+        c.generation += 1;
+    }
+
+    fn stats(&self) -> Stats {
+        let (_, label) = self.effective();
+        self.counters
+            .snapshot(self.ceiling.in_service(), label.to_string())
+    }
+
+    fn finish(&self, record: ProviderRecord) {
+        self.counters.finished(&record);
+        self.records_lock().push(record);
+    }
+}
+
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = shared.shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let _ = stream.set_nodelay(true);
+                    conns.spawn(serve_connection(stream, peer, shared.clone()));
+                }
+                Err(err) => {
+                    // Out of file descriptors, most likely: back off a
+                    // little instead of spinning, and keep serving.
+                    warn!(cause = %err, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            },
+            // Reap finished connection tasks so the set stays small.
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+    // Give open connections a moment to finish what they are writing.
+    let drain = async { while conns.join_next().await.is_some() {} };
+    if tokio::time::timeout(Duration::from_secs(2), drain)
+        .await
+        .is_err()
+    {
+        conns.abort_all();
+    }
+}
+
+async fn serve_connection(stream: tokio::net::TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
+    let fd = stream.as_raw_fd();
+    let svc_shared = shared.clone();
+    let service = hyper::service::service_fn(move |req| {
+        let shared = svc_shared.clone();
+        async move { route(shared, req, peer, fd).await }
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .max_buf_size(64 * 1024)
+        .serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(conn);
+    tokio::select! {
+        res = conn.as_mut() => {
+            if let Err(err) = res {
+                debug!(%peer, cause = %err, "connection ended with an error");
+            }
+        }
+        _ = shared.shutdown.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(Duration::from_secs(1), conn).await;
+        }
+    }
+}
+
+/// An error that makes hyper drop the connection; with SO_LINGER 0 set just
+/// before, the peer sees a reset.
+#[derive(Debug, thiserror::Error)]
+#[error("connection reset by fault injection")]
+struct ResetConnection;
+
+type RouteResult = Result<Response<Body>, ResetConnection>;
+
+async fn route(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+    peer: SocketAddr,
+    fd: RawFd,
+) -> RouteResult {
+    let path = req.uri().path().to_string();
+    let method = req.method().clone();
+    match (method, path.as_str()) {
+        (Method::POST, "/v1/chat/completions") => call(shared, req, Dialect::OpenAi, fd).await,
+        (Method::POST, "/v1/messages") => call(shared, req, Dialect::Anthropic, fd).await,
+        (Method::GET, "/v1/models") => Ok(models(&shared, req.headers())),
+        (_, p) if p.starts_with("/_fake/") || p == "/metrics" => Ok(admin(shared, req, peer).await),
+        (_, "/v1/chat/completions" | "/v1/messages" | "/v1/models") => Ok(simple_error(
+            Dialect::OpenAi,
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method not allowed",
+        )),
+        _ => Ok(simple_error(
+            dialect_of(req.headers()),
+            StatusCode::NOT_FOUND,
+            &format!("no route for {path}"),
+        )),
+    }
+}
+
+fn dialect_of(headers: &HeaderMap) -> Dialect {
+    if headers.contains_key("anthropic-version") || headers.contains_key("x-api-key") {
+        Dialect::Anthropic
+    } else {
+        Dialect::OpenAi
+    }
+}
+
+fn json_response(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
+    let mut r = Response::new(full(body));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+fn simple_error(dialect: Dialect, status: StatusCode, message: &str) -> Response<Body> {
+    json_response(
+        status,
+        dialect.error_body(status.as_u16(), message, None, None),
+    )
+}
+
+fn models(shared: &Shared, headers: &HeaderMap) -> Response<Body> {
+    let created = shared.clock.now_us() / 1_000_000;
+    let body = match dialect_of(headers) {
+        Dialect::OpenAi => serde_json::json!({
+            "object": "list",
+            "data": shared.config.models.iter().map(|m| serde_json::json!({
+                "id": m, "object": "model", "created": created, "owned_by": "rehearse",
+            })).collect::<Vec<_>>(),
+        }),
+        Dialect::Anthropic => serde_json::json!({
+            "data": shared.config.models.iter().map(|m| serde_json::json!({
+                "type": "model", "id": m, "display_name": m, "created_at": "2025-01-01T00:00:00Z",
+            })).collect::<Vec<_>>(),
+            "has_more": false,
+            "first_id": shared.config.models.first(),
+            "last_id": shared.config.models.last(),
+        }),
+    };
+    json_response(StatusCode::OK, body.to_string())
+}
+
+/// Reads a whole request body, within the size limit and the time limit.
+async fn read_body(
+    req: Request<Incoming>,
+    limit: usize,
+) -> Result<(HeaderMap, Bytes), (StatusCode, String)> {
+    let (parts, body) = req.into_parts();
+    if let Some(len) = parts
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        if len > limit as u64 {
+            return Err((
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("request body of {len} bytes is over the limit of {limit} bytes"),
+            ));
+        }
+    }
+    match tokio::time::timeout(BODY_READ_TIMEOUT, Limited::new(body, limit).collect()).await {
+        Err(_) => Err((
+            StatusCode::REQUEST_TIMEOUT,
+            "the request body was not sent in time".into(),
+        )),
+        Ok(Err(e)) => {
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                Err((
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("request body is over the limit of {limit} bytes"),
+                ))
+            } else {
+                Err((
+                    StatusCode::BAD_REQUEST,
+                    format!("could not read the request body: {e}"),
+                ))
+            }
+        }
+        Ok(Ok(collected)) => Ok((parts.headers, collected.to_bytes())),
+    }
+}
+
+fn request_id(headers: &HeaderMap, body: &[u8], seq: u64) -> String {
+    if let Some(v) = headers.get("x-request-id").and_then(|v| v.to_str().ok()) {
+        let v = v.trim();
+        if !v.is_empty() && v.len() <= 128 {
+            return v.to_string();
+        }
+    }
+    marker_id(body).unwrap_or_else(|| format!("fake-{seq}"))
+}
+
+/// Everything a call holds while it lives. Whatever way the call ends,
+/// dropping this writes its record, gives back unused quota and frees its
+/// place under the ceiling; if the answer was not complete by then, the
+/// caller hung up.
+struct CallGuard {
+    shared: Arc<Shared>,
+    record: ProviderRecord,
+    permit: Option<Permit>,
+    queued: bool,
+    done: bool,
+}
+
+impl CallGuard {
+    fn finish(&mut self, outcome: Outcome, status: u16) {
+        self.record.outcome = outcome;
+        self.record.status = status;
+        self.done = true;
+    }
+}
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        let now = self.shared.clock.now_us();
+        if self.queued {
+            self.shared.counters.queued.fetch_sub(1, Ordering::Relaxed);
+        }
+        self.shared
+            .counters
+            .in_flight
+            .fetch_sub(1, Ordering::Relaxed);
+        if !self.done {
+            self.record.hung_up_us = Some(now);
+        }
+        if self.record.finished_us.is_none() {
+            self.record.finished_us = Some(now);
+        }
+        if self.record.reserved_tokens > 0 {
+            let used = if self.record.admitted_us.is_some() {
+                self.record.prompt_tokens as u64 + self.record.completion_tokens as u64
+            } else {
+                0
+            };
+            let secs = self.shared.clock.secs();
+            let mut q = lock(&self.shared.quota);
+            if self.record.admitted_us.is_some() {
+                q.settle(self.record.reserved_tokens, used, secs);
+            } else if !matches!(self.record.outcome, Outcome::QuotaExceeded) {
+                q.cancel(self.record.reserved_tokens, secs);
+            }
+        }
+        drop(self.permit.take());
+        let record = std::mem::replace(&mut self.record, empty_record());
+        self.shared.finish(record);
+    }
+}
+
+fn empty_record() -> ProviderRecord {
+    ProviderRecord {
+        id: String::new(),
+        seq: 0,
+        dialect: Dialect::OpenAi,
+        model: String::new(),
+        stream: false,
+        received_us: 0,
+        admitted_us: None,
+        first_byte_us: None,
+        finished_us: None,
+        hung_up_us: None,
+        prompt_tokens: 0,
+        max_tokens: None,
+        completion_tokens: 0,
+        reserved_tokens: 0,
+        phase: String::new(),
+        outcome: Outcome::Ok,
+        status: 0,
+    }
+}
+
+/// The response headers of a call: rate limits, request id.
+fn call_headers(dialect: Dialect, id: &str, snap: Option<Snapshot>, clock: &Clock) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    let put = |h: &mut HeaderMap, name: &'static str, value: String| {
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            h.insert(HeaderName::from_static(name), v);
+        }
+    };
+    match dialect {
+        Dialect::OpenAi => put(&mut h, "x-request-id", id.to_string()),
+        Dialect::Anthropic => put(&mut h, "request-id", id.to_string()),
+    }
+    let Some(snap) = snap else { return h };
+    match dialect {
+        Dialect::OpenAi => {
+            if let Some((limit, remaining, reset)) = snap.requests {
+                put(&mut h, "x-ratelimit-limit-requests", limit.to_string());
+                put(
+                    &mut h,
+                    "x-ratelimit-remaining-requests",
+                    remaining.to_string(),
+                );
+                put(&mut h, "x-ratelimit-reset-requests", go_duration(reset));
+            }
+            if let Some((limit, remaining, reset)) = snap.tokens {
+                put(&mut h, "x-ratelimit-limit-tokens", limit.to_string());
+                put(
+                    &mut h,
+                    "x-ratelimit-remaining-tokens",
+                    remaining.to_string(),
+                );
+                put(&mut h, "x-ratelimit-reset-tokens", go_duration(reset));
+            }
+        }
+        Dialect::Anthropic => {
+            let at = |reset: Duration| rfc3339(clock.now_us() + reset.as_micros() as u64);
+            if let Some((limit, remaining, reset)) = snap.requests {
+                put(
+                    &mut h,
+                    "anthropic-ratelimit-requests-limit",
+                    limit.to_string(),
+                );
+                put(
+                    &mut h,
+                    "anthropic-ratelimit-requests-remaining",
+                    remaining.to_string(),
+                );
+                put(&mut h, "anthropic-ratelimit-requests-reset", at(reset));
+            }
+            if let Some((limit, remaining, reset)) = snap.tokens {
+                put(
+                    &mut h,
+                    "anthropic-ratelimit-tokens-limit",
+                    limit.to_string(),
+                );
+                put(
+                    &mut h,
+                    "anthropic-ratelimit-tokens-remaining",
+                    remaining.to_string(),
+                );
+                put(&mut h, "anthropic-ratelimit-tokens-reset", at(reset));
+            }
+        }
+    }
+    h
+}
+
+/// RFC 3339 in UTC, to the second (as Anthropic's reset headers are).
+pub(crate) fn rfc3339(unix_us: u64) -> String {
+    let secs = (unix_us / 1_000_000) as i64 + i64::from(unix_us % 1_000_000 != 0);
+    time::OffsetDateTime::from_unix_timestamp(secs)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default()
+}
+
+fn respond(
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Body,
+    content_type: &'static str,
+) -> Response<Body> {
+    let mut r = Response::new(body);
+    *r.status_mut() = status;
+    *r.headers_mut() = headers;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}
+
+/// The fault drawn for one call.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Fault {
+    None,
+    Status(u16),
+    Reset,
+    Hang,
+    StreamCut,
+    Malformed,
+}
+
+fn draw_fault(eff: &Effective, u: f64) -> Fault {
+    let mut acc = 0.0;
+    for (status, rate) in &eff.faults.errors {
+        acc += rate;
+        if u < acc {
+            return Fault::Status(status.parse().unwrap_or(500));
+        }
+    }
+    for (fault, rate) in [
+        (Fault::Reset, eff.faults.reset),
+        (Fault::Hang, eff.faults.hang),
+        (Fault::StreamCut, eff.faults.stream_cut),
+        (Fault::Malformed, eff.faults.malformed),
+    ] {
+        acc += rate;
+        if u < acc {
+            return fault;
+        }
+    }
+    Fault::None
+}
+
+async fn sleep_until(at: Instant) {
+    if at > Instant::now() {
+        tokio::time::sleep_until(at.into()).await;
+    }
+}
+
+async fn call(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+    dialect: Dialect,
+    fd: RawFd,
+) -> RouteResult {
+    let limit = shared.config.max_body_bytes;
+    let (headers, body) = match read_body(req, limit).await {
+        Ok(x) => x,
+        Err((status, msg)) => return Ok(simple_error(dialect, status, &msg)),
+    };
+    let received = Instant::now();
+    let seq = shared.seq.fetch_add(1, Ordering::Relaxed);
+    shared.counters.received.fetch_add(1, Ordering::Relaxed);
+    shared.counters.in_flight.fetch_add(1, Ordering::Relaxed);
+    let id = request_id(&headers, &body, seq);
+    let (eff, label) = shared.effective();
+    let mut rng = ChaCha8Rng::seed_from_u64(shared.config.seed);
+    rng.set_stream(seq);
+    let mut g = CallGuard {
+        shared: shared.clone(),
+        record: ProviderRecord {
+            id,
+            seq,
+            dialect,
+            received_us: shared.clock.us_at(received),
+            phase: label.to_string(),
+            ..empty_record()
+        },
+        permit: None,
+        queued: false,
+        done: false,
+    };
+
+    let parsed = match dialect.parse(&body) {
+        Ok(p) => p,
+        Err(BadRequest { param, message }) => {
+            g.finish(Outcome::BadRequest, 400);
+            let mut h = call_headers(dialect, &g.record.id, None, &shared.clock);
+            h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            let body = dialect.error_body(400, &message, param, None);
+            return Ok(respond(
+                StatusCode::BAD_REQUEST,
+                h,
+                full(body),
+                "application/json",
+            ));
+        }
+    };
+    drop(body);
+    g.record.model = parsed.model.clone();
+    g.record.stream = parsed.stream;
+    g.record.prompt_tokens = parsed.prompt_tokens;
+    g.record.max_tokens = parsed.max_tokens;
+    let max_tokens = parsed
+        .max_tokens
+        .unwrap_or(shared.config.default_max_tokens);
+    let reserve = parsed.prompt_tokens as u64 + max_tokens as u64;
+
+    // Quota, at arrival: a real provider answers 429 before any queueing.
+    let snap = {
+        let secs = shared.clock.secs();
+        let mut q = lock(&shared.quota);
+        q.configure(
+            eff.quota.requests_per_minute,
+            eff.quota.tokens_per_minute,
+            secs,
+        );
+        let res = q.reserve(reserve, secs);
+        let snap = q.snapshot(secs);
+        match res {
+            Ok(()) => {
+                if eff.quota.requests_per_minute.is_some() || eff.quota.tokens_per_minute.is_some()
+                {
+                    g.record.reserved_tokens = reserve;
+                }
+                Ok(snap)
+            }
+            Err(refusal) => Err((refusal, snap)),
+        }
+    };
+    let snap = match snap {
+        Ok(s) => s,
+        Err((refusal, snap)) => {
+            g.finish(Outcome::QuotaExceeded, 429);
+            return Ok(quota_refusal(
+                dialect,
+                &g.record.id,
+                refusal,
+                snap,
+                &shared.clock,
+                &parsed.model,
+            ));
+        }
+    };
+    let has_quota = snap.requests.is_some() || snap.tokens.is_some();
+    let snap = has_quota.then_some(snap);
+
+    // The concurrency ceiling.
+    let c = &eff.concurrency;
+    let permit = match shared
+        .ceiling
+        .admit(c.ceiling, c.overflow == Overflow::Queue, c.queue_limit)
+    {
+        Admission::Now(p) => p,
+        Admission::Queued(rx) => {
+            g.queued = true;
+            shared.counters.queued.fetch_add(1, Ordering::Relaxed);
+            let got = rx.await;
+            g.queued = false;
+            shared.counters.queued.fetch_sub(1, Ordering::Relaxed);
+            match got {
+                Ok(p) => p,
+                Err(_) => {
+                    g.finish(Outcome::CapacityRejected, 503);
+                    return Ok(simple_error(
+                        dialect,
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "shutting down",
+                    ));
+                }
+            }
+        }
+        Admission::Rejected => {
+            let status = dialect.overloaded_status();
+            g.finish(Outcome::CapacityRejected, status);
+            let msg = match dialect {
+                Dialect::OpenAi => {
+                    "The server is overloaded: too many concurrent requests. Please retry."
+                }
+                Dialect::Anthropic => "Overloaded",
+            };
+            let h = call_headers(dialect, &g.record.id, snap, &shared.clock);
+            let body = dialect.error_body(status, msg, None, Some("overloaded"));
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::TOO_MANY_REQUESTS);
+            return Ok(respond(status, h, full(body), "application/json"));
+        }
+    };
+    g.permit = Some(permit);
+    let admitted = Instant::now();
+    g.record.admitted_us = Some(shared.clock.us_at(admitted));
+
+    // Settings at admission: a phase change applies to calls admitted after it.
+    let (eff, label) = shared.effective();
+    g.record.phase = label.to_string();
+    let fault = draw_fault(&eff, rng.gen::<f64>());
+    let m = eff.latency.multiplier;
+    let ttft = eff.latency.ttft.sample(&mut rng).mul_f64(m);
+    let per_token = eff.latency.per_token.sample(&mut rng).mul_f64(m);
+    let n = eff.completion_tokens.sample(&mut rng).min(max_tokens);
+    let finish = if n >= max_tokens {
+        Finish::Length
+    } else {
+        Finish::Stop
+    };
+    let headers = call_headers(dialect, &g.record.id, snap, &shared.clock);
+
+    match fault {
+        Fault::None | Fault::StreamCut | Fault::Malformed => {}
+        Fault::Status(status) => {
+            g.finish(Outcome::ErrorStatus, status);
+            g.record.first_byte_us = Some(shared.clock.now_us());
+            let msg = match status {
+                500 => "The server had an error while processing your request.",
+                502 => "Bad gateway.",
+                503 => "The service is temporarily unavailable.",
+                _ => "Overloaded",
+            };
+            let body = dialect.error_body(status, msg, None, None);
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            return Ok(respond(status, headers, full(body), "application/json"));
+        }
+        Fault::Reset => {
+            g.finish(Outcome::Reset, 0);
+            // SAFETY: `fd` is the socket of the connection this very request
+            // arrived on; hyper owns it and keeps it open while it polls this
+            // service future, so it is a valid open descriptor here. We only
+            // set an option on it and do not close it.
+            let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+            let _ = socket2::SockRef::from(&borrowed).set_linger(Some(Duration::ZERO));
+            return Err(ResetConnection);
+        }
+        Fault::Hang => {
+            g.record.outcome = Outcome::Hang;
+            // Never answers. The guard records the hang-up when the caller
+            // gives up; shutdown ends it too.
+            shared.shutdown.cancelled().await;
+            g.finish(Outcome::Hang, 0);
+            return Ok(simple_error(
+                dialect,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "shutting down",
+            ));
+        }
+    }
+
+    let answer = Answer {
+        id: match dialect {
+            Dialect::OpenAi => format!("chatcmpl-rh{seq}"),
+            Dialect::Anthropic => format!("msg_rh{seq}"),
+        },
+        model: parsed.model.clone(),
+        created: shared.clock.now_us() / 1_000_000,
+        prompt_tokens: parsed.prompt_tokens,
+        completion_tokens: n,
+        finish,
+    };
+    let first_at = admitted + ttft;
+    if !parsed.stream {
+        sleep_until(first_at + per_token * n).await;
+        let now = shared.clock.now_us();
+        g.record.first_byte_us = Some(now);
+        g.record.finished_us = Some(now);
+        g.record.completion_tokens = n;
+        let mut body = answer.body(dialect);
+        if fault == Fault::Malformed {
+            g.finish(Outcome::Malformed, 200);
+            body = body.slice(..body.len() / 2);
+        } else {
+            g.finish(Outcome::Ok, 200);
+        }
+        return Ok(respond(
+            StatusCode::OK,
+            headers,
+            full(body),
+            "application/json",
+        ));
+    }
+
+    sleep_until(first_at).await;
+    g.record.first_byte_us = Some(shared.clock.now_us());
+    let stream = TokenStream {
+        guard: g,
+        answer,
+        dialect,
+        include_usage: parsed.include_usage,
+        first_at,
+        per_token,
+        next: 0,
+        head_sent: false,
+        cut_at: (fault == Fault::StreamCut).then_some(n / 2),
+        malformed_at: (fault == Fault::Malformed).then_some(n / 2),
+        cut_now: false,
+        finished: false,
+    };
+    let body = StreamBody::new(futures_util::stream::unfold(stream, |mut s| async move {
+        s.step().await.map(|item| (item.map(Frame::data), s))
+    }));
+    let mut resp = respond(
+        StatusCode::OK,
+        headers,
+        BodyExt::boxed(body),
+        "text/event-stream",
+    );
+    resp.headers_mut().insert(
+        http::header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache"),
+    );
+    Ok(resp)
+}
+
+fn quota_refusal(
+    dialect: Dialect,
+    id: &str,
+    refusal: crate::quota::Refusal,
+    snap: Snapshot,
+    clock: &Clock,
+    model: &str,
+) -> Response<Body> {
+    let mut h = call_headers(dialect, id, Some(snap), clock);
+    let (what, short) = match refusal.limit {
+        Limit::Requests => ("requests per min (RPM)", "requests"),
+        Limit::Tokens => ("tokens per min (TPM)", "tokens"),
+    };
+    let message = match refusal.retry_after {
+        Some(wait) => {
+            let (secs, ms) = retry_after_values(wait);
+            h.insert("retry-after", HeaderValue::from(secs));
+            h.insert("retry-after-ms", HeaderValue::from(ms));
+            format!(
+                "Rate limit reached for {model} on {what}: Limit {}, Requested {}. Please try again in {}.",
+                refusal.limit_value,
+                refusal.requested,
+                go_duration(Duration::from_millis(ms))
+            )
+        }
+        None => format!(
+            "Request too large for {model} on {what}: Limit {}, Requested {}. The request can never fit this limit.",
+            refusal.limit_value, refusal.requested
+        ),
+    };
+    let body = dialect.error_body(429, &message, Some(short), Some("rate_limit_exceeded"));
+    respond(
+        StatusCode::TOO_MANY_REQUESTS,
+        h,
+        full(body),
+        "application/json",
+    )
+}
+
+/// A streamed answer, paced token by token. Owning the call's guard means
+/// that if hyper drops the body (the caller hung up), the record says so.
+struct TokenStream {
+    guard: CallGuard,
+    answer: Answer,
+    dialect: Dialect,
+    include_usage: bool,
+    first_at: Instant,
+    per_token: Duration,
+    next: u32,
+    head_sent: bool,
+    cut_at: Option<u32>,
+    malformed_at: Option<u32>,
+    cut_now: bool,
+    finished: bool,
+}
+
+impl TokenStream {
+    fn due(&self, i: u32) -> Instant {
+        self.first_at + self.per_token * i
+    }
+
+    fn cut(&mut self) -> Option<io::Result<Bytes>> {
+        self.finished = true;
+        self.guard.finish(Outcome::StreamCut, 200);
+        Some(Err(io::Error::new(
+            io::ErrorKind::ConnectionAborted,
+            "stream cut by fault injection",
+        )))
+    }
+
+    /// The next chunk: every token that is due, sent together (so a tiny
+    /// per-token time does not cost one timer per token).
+    async fn step(&mut self) -> Option<io::Result<Bytes>> {
+        if self.finished {
+            return None;
+        }
+        if self.cut_now {
+            return self.cut();
+        }
+        let n = self.answer.completion_tokens;
+        let mut out = Vec::new();
+        if !self.head_sent {
+            self.head_sent = true;
+            out.extend_from_slice(&self.answer.stream_head(self.dialect, self.include_usage));
+        } else {
+            sleep_until(self.due(self.next)).await;
+        }
+        let now = Instant::now();
+        while self.next < n && self.due(self.next) <= now {
+            if self.cut_at == Some(self.next) {
+                self.cut_now = true;
+                break;
+            }
+            if self.malformed_at == Some(self.next) {
+                out.extend_from_slice(b"data: {\"id\": \"broken\", \"choices\": [\n\n");
+            }
+            out.extend_from_slice(&self.answer.stream_token(
+                self.dialect,
+                self.next,
+                self.include_usage,
+            ));
+            self.next += 1;
+            self.guard.record.completion_tokens = self.next;
+        }
+        if self.cut_now {
+            // Send what was due first; the cut comes on the next poll.
+            return if out.is_empty() {
+                self.cut()
+            } else {
+                Some(Ok(Bytes::from(out)))
+            };
+        }
+        if self.next == n && self.due(n) <= now {
+            out.extend_from_slice(&self.answer.stream_tail(self.dialect, self.include_usage));
+            self.guard.record.finished_us = Some(self.guard.shared.clock.now_us());
+            let outcome = if self.malformed_at.is_some() {
+                Outcome::Malformed
+            } else {
+                Outcome::Ok
+            };
+            self.guard.finish(outcome, 200);
+            self.finished = true;
+        }
+        Some(Ok(Bytes::from(out)))
+    }
+}
+
+// ---------------------------------------------------------------- admin
+
+fn admin_allowed(shared: &Shared, headers: &HeaderMap, peer: SocketAddr) -> bool {
+    if peer.ip().is_loopback() {
+        return true;
+    }
+    let Some(token) = shared.config.admin_token.as_deref() else {
+        return false;
+    };
+    headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|t| t == token)
+}
+
+fn admin_json(status: StatusCode, v: serde_json::Value) -> Response<Body> {
+    json_response(status, v.to_string())
+}
+
+async fn admin(shared: Arc<Shared>, req: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
+    if !admin_allowed(&shared, req.headers(), peer) {
+        return admin_json(
+            StatusCode::FORBIDDEN,
+            serde_json::json!({"error": "admin endpoints answer loopback callers, or callers with the configured admin token"}),
+        );
+    }
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    match (method, path.as_str()) {
+        (Method::GET, "/_fake/stats") => admin_json(
+            StatusCode::OK,
+            serde_json::to_value(shared.stats()).unwrap_or_default(),
+        ),
+        (Method::GET, "/_fake/records") => {
+            let mut out = Vec::new();
+            for r in shared.records_lock().iter() {
+                // Serializing a plain struct into a Vec cannot fail.
+                let _ = serde_json::to_writer(&mut out, r);
+                out.push(b'\n');
+            }
+            respond(
+                StatusCode::OK,
+                HeaderMap::new(),
+                full(out),
+                "application/x-ndjson",
+            )
+        }
+        (Method::GET, "/metrics") => {
+            let text = metrics_text(&shared);
+            respond(
+                StatusCode::OK,
+                HeaderMap::new(),
+                full(text),
+                "text/plain; version=0.0.4",
+            )
+        }
+        (Method::POST, "/_fake/phase") => {
+            let body = match read_body(req, 64 * 1024).await {
+                Ok((_, b)) => b,
+                Err((s, m)) => return admin_json(s, serde_json::json!({"error": m})),
+            };
+            #[derive(serde::Deserialize)]
+            #[serde(deny_unknown_fields)]
+            struct PhaseReq {
+                name: Option<String>,
+            }
+            match serde_json::from_slice::<PhaseReq>(&body) {
+                Err(e) => admin_json(
+                    StatusCode::BAD_REQUEST,
+                    serde_json::json!({"error": format!("expected {{\"name\": \"PHASE\" or null}}: {e}")}),
+                ),
+                Ok(p) => match shared.set_phase(p.name.as_deref()) {
+                    Ok(()) => admin_json(
+                        StatusCode::OK,
+                        serde_json::json!({"phase": shared.stats().phase}),
+                    ),
+                    Err(e) => admin_json(
+                        StatusCode::NOT_FOUND,
+                        serde_json::json!({"error": e.to_string()}),
+                    ),
+                },
+            }
+        }
+        (Method::POST | Method::PUT, "/_fake/overrides") => {
+            let body = match read_body(req, 64 * 1024).await {
+                Ok((_, b)) => b,
+                Err((s, m)) => return admin_json(s, serde_json::json!({"error": m})),
+            };
+            let parsed = serde_json::from_slice::<Overrides>(&body);
+            match parsed {
+                Err(e) => admin_json(
+                    StatusCode::BAD_REQUEST,
+                    serde_json::json!({"error": e.to_string()}),
+                ),
+                Ok(o) => {
+                    let text = String::from_utf8_lossy(&body);
+                    let src = toml_located::Source::new(&text, "overrides");
+                    if let Err(e) = o.check(&src, "overrides") {
+                        return admin_json(
+                            StatusCode::BAD_REQUEST,
+                            serde_json::json!({"error": format!("field `{}`: {}", e.field, e.message)}),
+                        );
+                    }
+                    shared.set_overrides(Some(o));
+                    admin_json(
+                        StatusCode::OK,
+                        serde_json::json!({"phase": shared.stats().phase}),
+                    )
+                }
+            }
+        }
+        (Method::DELETE, "/_fake/overrides") => {
+            shared.set_overrides(None);
+            admin_json(
+                StatusCode::OK,
+                serde_json::json!({"phase": shared.stats().phase}),
+            )
+        }
+        _ => admin_json(
+            StatusCode::NOT_FOUND,
+            serde_json::json!({"error": format!("no admin route {path}")}),
+        ),
+    }
+}
+
+fn metrics_text(shared: &Shared) -> String {
+    use std::fmt::Write;
+    let s = shared.stats();
+    let mut t = String::new();
+    let mut metric = |name: &str, kind: &str, help: &str, samples: &[(&str, u64)]| {
+        let _ = writeln!(t, "# HELP {name} {help}");
+        let _ = writeln!(t, "# TYPE {name} {kind}");
+        for (labels, v) in samples {
+            let _ = writeln!(t, "{name}{labels} {v}");
+        }
+    };
+    metric(
+        "fake_provider_calls_received_total",
+        "counter",
+        "Calls received.",
+        &[("", s.received)],
+    );
+    let by: Vec<(String, u64)> = s
+        .by_outcome
+        .iter()
+        .map(|(k, v)| (format!("{{outcome=\"{k}\"}}"), *v))
+        .collect();
+    let by_ref: Vec<(&str, u64)> = by.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    metric(
+        "fake_provider_calls_finished_total",
+        "counter",
+        "Finished calls by outcome.",
+        &by_ref,
+    );
+    metric(
+        "fake_provider_in_service",
+        "gauge",
+        "Calls in service (past the ceiling).",
+        &[("", s.in_service)],
+    );
+    metric(
+        "fake_provider_queued",
+        "gauge",
+        "Calls waiting in the provider's own queue.",
+        &[("", s.queued)],
+    );
+    metric(
+        "fake_provider_in_flight",
+        "gauge",
+        "Calls not yet finished.",
+        &[("", s.in_flight)],
+    );
+    metric(
+        "fake_provider_hung_up_total",
+        "counter",
+        "Finished calls whose caller hung up early.",
+        &[("", s.hung_up)],
+    );
+    metric(
+        "fake_provider_tokens_total",
+        "counter",
+        "Tokens of finished calls.",
+        &[
+            ("{kind=\"prompt\"}", s.prompt_tokens),
+            ("{kind=\"completion\"}", s.completion_tokens),
+        ],
+    );
+    let snap = lock(&shared.quota).snapshot(shared.clock.secs());
+    let mut remaining = Vec::new();
+    if let Some((_, r, _)) = snap.requests {
+        remaining.push(("{limit=\"requests\"}", r));
+    }
+    if let Some((_, r, _)) = snap.tokens {
+        remaining.push(("{limit=\"tokens\"}", r));
+    }
+    if !remaining.is_empty() {
+        metric(
+            "fake_provider_quota_remaining",
+            "gauge",
+            "What is left in each quota bucket.",
+            &remaining,
+        );
+    }
+    t
+}
