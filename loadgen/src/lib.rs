@@ -1,1 +1,79 @@
-//! The open-loop load generator (see issue 3).
+//! `loadgen`: the open-loop load generator of `rehearse`.
+//!
+//! It drives a gateway with the traffic of a scenario's `[load]` table and
+//! tells the truth about latency: every attempt is timed from its *intended*
+//! send time, a slow target never slows the schedule (no coordinated
+//! omission), and the generator watches its own send lag so that a run it
+//! could not keep on schedule is marked invalid rather than green.
+//!
+//! The rooms:
+//! - `config`: the `[load]` schema ([`LoadConfig`]) and its validation into a
+//!   [`LoadPlan`]; errors name the file, line and field;
+//! - `schedule`: when people arrive (phases: constant, Poisson, ramps; or a
+//!   replayed log with speed-up and multiply), independent of when to stop;
+//! - `replay`: reading CSV / JSONL traffic logs;
+//! - `request`: OpenAI and Anthropic bodies, with the `[rehearse:id=…]`
+//!   marker, and validating answers;
+//! - `retry`: Retry-After parsing, backoff and the retry budget;
+//! - `run`: the dispatcher, the person tasks (patience, hang-up, retries)
+//!   and the record writer; entry point [`run()`];
+//! - `record`: [`ClientRecord`], one per attempt, streamed to `client.jsonl`;
+//! - `stats`: HDR histograms by outcome, the per-second timeline, the
+//!   [`RunReport`] and its summary table;
+//! - `progress`: live counters and the progress bar.
+//!
+//! ```
+//! use loadgen::LoadPlan;
+//!
+//! let scenario = r#"
+//! [scenario]
+//! name = "flash promotion"
+//!
+//! [load]
+//! seed = 7
+//! patience = { fixed = "25s" }
+//! [[load.phases]]
+//! duration = "30s"
+//! rate = 200
+//! per = "minute"
+//! [[load.phases]]
+//! duration = "1m"
+//! rate = 200
+//! ramp_to = 2000
+//! per = "minute"
+//! arrivals = "poisson"
+//! "#;
+//! let plan = LoadPlan::from_scenario_str(scenario, "flash.toml", std::path::Path::new("."))?;
+//! assert_eq!(plan.schedule_length(), std::time::Duration::from_secs(90));
+//! assert_eq!(plan.expected_arrivals().round(), 100.0 + 1100.0);
+//!
+//! // A mistake is reported with its place and field.
+//! let bad = "[load]\n[[load.phases]]\nduration = \"30s\"\nrate = 200\nper = \"hour\"\n";
+//! let err = LoadPlan::from_scenario_str(bad, "flash.toml", std::path::Path::new(".")).unwrap_err();
+//! assert!(err.to_string().starts_with("flash.toml:5:"), "{err}");
+//! # Ok::<(), loadgen::LoadError>(())
+//! ```
+
+mod config;
+mod dist;
+mod progress;
+mod record;
+mod replay;
+mod request;
+mod retry;
+mod run;
+mod schedule;
+mod stats;
+
+pub use config::{
+    Dialect, LoadConfig, LoadError, LoadPlan, PhaseConfig, RateUnit, ReplayConfig, RequestConfig,
+    RetryConfig, RetryKind, RetryPolicy,
+};
+pub use dist::{CountDist, DurationDist, HumanDuration, MixEntry};
+pub use progress::Live;
+pub use record::{ClientRecord, Clock, Outcome};
+pub use replay::{ReplayFormat, TimestampUnit};
+pub use retry::parse_retry_after;
+pub use run::{probe, run, RunError, RunOptions, StopCondition, Target, TargetError};
+pub use schedule::PhaseArrivals;
+pub use stats::{OutcomeSummary, Percentiles, RunReport, Second};

@@ -1,0 +1,698 @@
+//! The `[load]` table of a scenario: its schema, and its validation into a
+//! [`LoadPlan`].
+//!
+//! ```toml
+//! [load]
+//! seed = 7                      # every draw (arrivals, shapes, jitter) follows it
+//! send_lag_p99_max = "5ms"      # the run is invalid past this send lag p99
+//! id_prefix = "r"               # request ids are r000000, r000001, ...
+//! patience = { fixed = "25s" }  # or uniform / lognormal / exponential / mix
+//! send_patience = false         # send the remaining patience in a header...
+//! patience_header = "x-request-timeout-ms"  # ...named so, in milliseconds
+//!
+//! # Either phases...
+//! [[load.phases]]
+//! name = "promo"                # optional
+//! duration = "40m"
+//! rate = 200                    # arrivals per `per` (second by default)
+//! per = "minute"                # "second" | "minute"
+//! ramp_to = 2000                # optional: linear ramp from `rate` to this
+//! arrivals = "poisson"          # "constant" (default) | "poisson"
+//!
+//! # ...or a replayed log (not both).
+//! [load.replay]
+//! file = "traffic.csv"          # relative to the scenario file
+//! format = "csv"                # "csv" | "jsonl"; default from the extension
+//! timestamp = "timestamp"       # column: seconds (number) or RFC 3339 text
+//! unit = "s"                    # for numeric timestamps: "s" | "ms" | "us"
+//! speedup = 10.0                # log time / run time
+//! multiply = 2.5                # 2 copies + a third for half the rows
+//! jitter = "1s"                 # copies move by up to +/- this (log time)
+//!
+//! [load.request]
+//! dialect = "openai"            # "openai" | "anthropic"
+//! model = "gpt-4o-mini"
+//! prompt_tokens = { lognormal = { median = 1500, p99 = 6000 } }
+//! padding_kb = { mix = [ { value = 0, weight = 0.8 }, { value = 40, weight = 0.2 } ] }
+//! max_tokens = { fixed = 256 }
+//! stream = 0.3                  # share of streamed requests
+//! api_key = "rehearse"          # sent as a bearer token / x-api-key
+//!
+//! [load.retry]
+//! policy = "retry_after"        # "none" | "immediate" | "retry_after"
+//! max_attempts = 3              # attempts per person, the first included
+//! cap = "60s"                   # a Retry-After above this is not honoured
+//! jitter = 1.0                  # retry at Retry-After x (1 + U(0, jitter))
+//! backoff_initial = "500ms"     # without Retry-After: U(0, min(backoff_max,
+//! backoff_max = "8s"            #   backoff_initial x 2^(attempt-1)))
+//! budget = 0.2                  # optional: retries <= 20% of first attempts
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use http::HeaderName;
+use serde::Deserialize;
+use toml_located::{ConfigError, Source};
+
+use crate::dist::{CountDist, DistError, DurationDist, Sampler};
+use crate::replay::{self, ReplayFormat, ReplayRow, TimestampUnit};
+use crate::schedule::{Arrivals, Phase, PhaseArrivals};
+
+/// A scenario file as the loadgen sees it: its `[load]` table, the rest
+/// being other parts' business.
+#[derive(Debug, Deserialize)]
+struct ScenarioFile {
+    load: LoadConfig,
+    #[serde(flatten)]
+    _rest: toml::Table,
+}
+
+/// The `[load]` table, as written (see the module documentation).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoadConfig {
+    /// Seed of every random draw.
+    #[serde(default)]
+    pub seed: u64,
+    /// Bound on the p99 of the send lag; past it the run is invalid.
+    #[serde(default = "default_send_lag", with = "humantime_serde")]
+    pub send_lag_p99_max: Duration,
+    /// Prefix of request ids.
+    #[serde(default = "default_id_prefix")]
+    pub id_prefix: String,
+    /// How long a person waits, over all their attempts, before hanging up.
+    #[serde(default = "default_patience")]
+    pub patience: DurationDist,
+    /// Whether to send the remaining patience in a header.
+    #[serde(default)]
+    pub send_patience: bool,
+    /// The name of that header.
+    #[serde(default = "default_patience_header")]
+    pub patience_header: String,
+    /// Arrival phases, played in order.
+    #[serde(default)]
+    pub phases: Vec<PhaseConfig>,
+    /// A recorded log to replay instead of phases.
+    pub replay: Option<ReplayConfig>,
+    /// The shape of requests.
+    #[serde(default)]
+    pub request: RequestConfig,
+    /// What a person does after a failed attempt.
+    #[serde(default)]
+    pub retry: RetryConfig,
+}
+
+fn default_send_lag() -> Duration {
+    Duration::from_millis(5)
+}
+fn default_id_prefix() -> String {
+    "r".into()
+}
+fn default_patience() -> DurationDist {
+    DurationDist::Fixed(Duration::from_secs(30))
+}
+fn default_patience_header() -> String {
+    "x-request-timeout-ms".into()
+}
+
+/// The unit of a phase's `rate`.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum RateUnit {
+    /// Arrivals per second.
+    #[default]
+    Second,
+    /// Arrivals per minute.
+    Minute,
+}
+
+/// One `[[load.phases]]` entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PhaseConfig {
+    /// A name for reports.
+    pub name: Option<String>,
+    /// How long the phase lasts.
+    #[serde(with = "humantime_serde")]
+    pub duration: Duration,
+    /// Arrivals per `per` at the start of the phase.
+    pub rate: f64,
+    /// The unit of `rate` and `ramp_to`.
+    #[serde(default)]
+    pub per: RateUnit,
+    /// When set, the rate moves linearly from `rate` to this over the phase.
+    pub ramp_to: Option<f64>,
+    /// Evenly spaced or Poisson arrivals.
+    #[serde(default)]
+    pub arrivals: PhaseArrivals,
+}
+
+/// The `[load.replay]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayConfig {
+    /// The log file, relative to the scenario file.
+    pub file: PathBuf,
+    /// CSV or JSONL; by default from the file's extension.
+    pub format: Option<ReplayFormat>,
+    /// The timestamp column.
+    #[serde(default = "default_timestamp")]
+    pub timestamp: String,
+    /// The unit of numeric timestamps.
+    #[serde(default)]
+    pub unit: TimestampUnit,
+    /// Log time divided by this is run time.
+    #[serde(default = "one")]
+    pub speedup: f64,
+    /// Each row is played this many times on average.
+    #[serde(default = "one")]
+    pub multiply: f64,
+    /// Added copies move by up to plus or minus this, in log time.
+    #[serde(default = "default_jitter", with = "humantime_serde")]
+    pub jitter: Duration,
+}
+
+fn default_timestamp() -> String {
+    "timestamp".into()
+}
+fn one() -> f64 {
+    1.0
+}
+fn default_jitter() -> Duration {
+    Duration::from_secs(1)
+}
+
+/// The API dialect of requests.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Dialect {
+    /// `POST /v1/chat/completions`.
+    #[default]
+    OpenAi,
+    /// `POST /v1/messages`.
+    Anthropic,
+}
+
+/// The `[load.request]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestConfig {
+    /// OpenAI or Anthropic.
+    #[serde(default)]
+    pub dialect: Dialect,
+    /// The model name sent.
+    #[serde(default = "default_model")]
+    pub model: String,
+    /// Prompt size in tokens (about 4 characters each).
+    #[serde(default = "default_prompt_tokens")]
+    pub prompt_tokens: CountDist,
+    /// Extra context in KiB, modelling retrieved documents.
+    #[serde(default = "zero_count")]
+    pub padding_kb: CountDist,
+    /// `max_tokens` of the request.
+    #[serde(default = "default_max_tokens")]
+    pub max_tokens: CountDist,
+    /// Share of streamed requests, 0 to 1.
+    #[serde(default)]
+    pub stream: f64,
+    /// The API key sent.
+    #[serde(default = "default_api_key")]
+    pub api_key: String,
+}
+
+impl Default for RequestConfig {
+    fn default() -> Self {
+        RequestConfig {
+            dialect: Dialect::OpenAi,
+            model: default_model(),
+            prompt_tokens: default_prompt_tokens(),
+            padding_kb: zero_count(),
+            max_tokens: default_max_tokens(),
+            stream: 0.0,
+            api_key: default_api_key(),
+        }
+    }
+}
+
+fn default_model() -> String {
+    "gpt-4o-mini".into()
+}
+fn default_prompt_tokens() -> CountDist {
+    CountDist::Fixed(64.0)
+}
+fn zero_count() -> CountDist {
+    CountDist::Fixed(0.0)
+}
+fn default_max_tokens() -> CountDist {
+    CountDist::Fixed(64.0)
+}
+fn default_api_key() -> String {
+    "rehearse".into()
+}
+
+/// The kind of retry policy.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum RetryKind {
+    /// Never retry.
+    #[default]
+    None,
+    /// Retry at once.
+    Immediate,
+    /// Retry at Retry-After (with jitter), else after exponential backoff.
+    RetryAfter,
+}
+
+/// The `[load.retry]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetryConfig {
+    /// none, immediate or retry_after.
+    #[serde(default)]
+    pub policy: RetryKind,
+    /// Attempts per person, the first included.
+    #[serde(default = "default_max_attempts")]
+    pub max_attempts: u32,
+    /// A Retry-After above this is not honoured (backoff is used instead).
+    #[serde(default = "default_cap", with = "humantime_serde")]
+    pub cap: Duration,
+    /// Share of the Retry-After value added at random on top of it.
+    #[serde(default = "one")]
+    pub jitter: f64,
+    /// First backoff step when no Retry-After came.
+    #[serde(default = "default_backoff_initial", with = "humantime_serde")]
+    pub backoff_initial: Duration,
+    /// Largest backoff step.
+    #[serde(default = "default_backoff_max", with = "humantime_serde")]
+    pub backoff_max: Duration,
+    /// When set, retries are at most this share of first attempts.
+    pub budget: Option<f64>,
+}
+
+impl Default for RetryConfig {
+    fn default() -> Self {
+        RetryConfig {
+            policy: RetryKind::None,
+            max_attempts: default_max_attempts(),
+            cap: default_cap(),
+            jitter: 1.0,
+            backoff_initial: default_backoff_initial(),
+            backoff_max: default_backoff_max(),
+            budget: None,
+        }
+    }
+}
+
+fn default_max_attempts() -> u32 {
+    3
+}
+fn default_cap() -> Duration {
+    Duration::from_secs(60)
+}
+fn default_backoff_initial() -> Duration {
+    Duration::from_millis(500)
+}
+fn default_backoff_max() -> Duration {
+    Duration::from_secs(8)
+}
+
+/// Why a scenario's load could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The scenario file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The `[load]` table or the replay log is wrong; the error names the
+    /// file, line and field.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}
+
+/// The shape of requests, validated.
+#[derive(Debug, Clone)]
+pub struct RequestShape {
+    pub(crate) dialect: Dialect,
+    pub(crate) model: String,
+    pub(crate) prompt_tokens: Sampler,
+    pub(crate) padding_kb: Sampler,
+    pub(crate) max_tokens: Sampler,
+    pub(crate) stream_share: f64,
+    pub(crate) api_key: String,
+}
+
+/// A validated retry policy.
+#[derive(Debug, Clone)]
+pub struct RetryPolicy {
+    pub(crate) kind: RetryKind,
+    pub(crate) max_attempts: u32,
+    pub(crate) cap: Duration,
+    pub(crate) jitter: f64,
+    pub(crate) backoff_initial: Duration,
+    pub(crate) backoff_max: Duration,
+    pub(crate) budget: Option<f64>,
+}
+
+impl RetryPolicy {
+    /// A policy that never retries.
+    pub fn none() -> Self {
+        RetryPolicy {
+            kind: RetryKind::None,
+            max_attempts: 1,
+            cap: default_cap(),
+            jitter: 1.0,
+            backoff_initial: default_backoff_initial(),
+            backoff_max: default_backoff_max(),
+            budget: None,
+        }
+    }
+}
+
+/// A validated `[load]` table: everything a run needs but the target.
+#[derive(Debug, Clone)]
+pub struct LoadPlan {
+    pub(crate) seed: u64,
+    pub(crate) arrivals: Arrivals,
+    pub(crate) request: RequestShape,
+    pub(crate) patience: Sampler,
+    pub(crate) patience_header: Option<HeaderName>,
+    pub(crate) retry: RetryPolicy,
+    pub(crate) send_lag_bound: Duration,
+    pub(crate) id_prefix: String,
+}
+
+impl LoadPlan {
+    /// Reads a scenario file and validates its `[load]` table. A replay log
+    /// is read relative to the scenario file's folder.
+    pub fn from_scenario_file(path: &Path) -> Result<LoadPlan, LoadError> {
+        let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        LoadPlan::from_scenario_str(&text, &path.display().to_string(), base)
+    }
+
+    /// Validates the `[load]` table of a scenario text read from `origin`;
+    /// a replay log's path is taken relative to `base_dir`.
+    pub fn from_scenario_str(
+        text: &str,
+        origin: &str,
+        base_dir: &Path,
+    ) -> Result<LoadPlan, LoadError> {
+        let source = Source::new(text, origin);
+        let file: ScenarioFile = source.parse()?;
+        validate(&file.load, &source, base_dir)
+    }
+
+    /// The total length of the arrival schedule.
+    pub fn schedule_length(&self) -> Duration {
+        self.arrivals.length()
+    }
+
+    /// The expected number of arrivals (people, not attempts).
+    pub fn expected_arrivals(&self) -> f64 {
+        self.arrivals.expected_count()
+    }
+
+    /// The bound on the send lag's p99.
+    pub fn send_lag_bound(&self) -> Duration {
+        self.send_lag_bound
+    }
+}
+
+fn dist_error(source: &Source<'_>, path: &str, e: DistError) -> ConfigError {
+    source.error(&format!("{path}.{}", e.field), e.message)
+}
+
+fn validate(cfg: &LoadConfig, source: &Source<'_>, base_dir: &Path) -> Result<LoadPlan, LoadError> {
+    let arrivals = match (&cfg.replay, cfg.phases.is_empty()) {
+        (Some(_), false) => {
+            return Err(source
+                .error("load.replay", "give either `phases` or `replay`, not both")
+                .into())
+        }
+        (None, true) => {
+            return Err(source
+                .error(
+                    "load",
+                    "no arrivals: add `[[load.phases]]` entries or a `[load.replay]` table",
+                )
+                .into())
+        }
+        (None, false) => {
+            let mut phases = Vec::with_capacity(cfg.phases.len());
+            for (i, p) in cfg.phases.iter().enumerate() {
+                let at = |f: &str| format!("load.phases[{i}].{f}");
+                if p.duration.is_zero() {
+                    return Err(source.error(&at("duration"), "must be > 0").into());
+                }
+                let div = match p.per {
+                    RateUnit::Second => 1.0,
+                    RateUnit::Minute => 60.0,
+                };
+                if !(p.rate.is_finite() && p.rate >= 0.0) {
+                    return Err(source.error(&at("rate"), "must be a number >= 0").into());
+                }
+                let to = p.ramp_to.unwrap_or(p.rate);
+                if !(to.is_finite() && to >= 0.0) {
+                    return Err(source.error(&at("ramp_to"), "must be a number >= 0").into());
+                }
+                phases.push(Phase {
+                    name: p.name.clone().unwrap_or_else(|| format!("phase{i}")),
+                    duration: p.duration,
+                    from_per_sec: p.rate / div,
+                    to_per_sec: to / div,
+                    arrivals: p.arrivals,
+                });
+            }
+            Arrivals::Phases(phases)
+        }
+        (Some(r), true) => {
+            if !(r.speedup.is_finite() && r.speedup > 0.0) {
+                return Err(source.error("load.replay.speedup", "must be > 0").into());
+            }
+            if !(r.multiply.is_finite() && r.multiply >= 0.0) {
+                return Err(source.error("load.replay.multiply", "must be >= 0").into());
+            }
+            let path = base_dir.join(&r.file);
+            let format = match r.format {
+                Some(f) => f,
+                None => ReplayFormat::from_path(&path).ok_or_else(|| {
+                    source.error(
+                        "load.replay.file",
+                        "cannot tell the format from the extension; set `format` to csv or jsonl",
+                    )
+                })?,
+            };
+            let text = std::fs::read_to_string(&path).map_err(|e| {
+                source.error(
+                    "load.replay.file",
+                    format!("cannot read {}: {e}", path.display()),
+                )
+            })?;
+            let rows: Vec<ReplayRow> = replay::parse(
+                &text,
+                &path.display().to_string(),
+                format,
+                &r.timestamp,
+                r.unit,
+            )?;
+            Arrivals::Replay {
+                rows: rows.into(),
+                speedup: r.speedup,
+                multiply: r.multiply,
+                jitter: r.jitter,
+            }
+        }
+    };
+
+    let rq = &cfg.request;
+    let request = RequestShape {
+        dialect: rq.dialect,
+        model: rq.model.clone(),
+        prompt_tokens: rq
+            .prompt_tokens
+            .sampler()
+            .map_err(|e| dist_error(source, "load.request.prompt_tokens", e))?,
+        padding_kb: rq
+            .padding_kb
+            .sampler()
+            .map_err(|e| dist_error(source, "load.request.padding_kb", e))?,
+        max_tokens: rq
+            .max_tokens
+            .sampler()
+            .map_err(|e| dist_error(source, "load.request.max_tokens", e))?,
+        stream_share: {
+            if !(0.0..=1.0).contains(&rq.stream) {
+                return Err(source
+                    .error("load.request.stream", "must be a share between 0 and 1")
+                    .into());
+            }
+            rq.stream
+        },
+        api_key: rq.api_key.clone(),
+    };
+    if rq.model.is_empty() {
+        return Err(source
+            .error("load.request.model", "must not be empty")
+            .into());
+    }
+    http::HeaderValue::from_str(&rq.api_key)
+        .map_err(|_| source.error("load.request.api_key", "is not a valid header value"))?;
+
+    let patience = cfg
+        .patience
+        .sampler()
+        .map_err(|e| dist_error(source, "load.patience", e))?;
+    let patience_header = if cfg.send_patience {
+        Some(
+            HeaderName::from_bytes(cfg.patience_header.as_bytes())
+                .map_err(|_| source.error("load.patience_header", "is not a valid header name"))?,
+        )
+    } else {
+        None
+    };
+
+    let r = &cfg.retry;
+    if r.max_attempts == 0 {
+        return Err(source
+            .error("load.retry.max_attempts", "must be >= 1")
+            .into());
+    }
+    if !(r.jitter.is_finite() && r.jitter >= 0.0) {
+        return Err(source.error("load.retry.jitter", "must be >= 0").into());
+    }
+    if r.backoff_max < r.backoff_initial {
+        return Err(source
+            .error("load.retry.backoff_max", "must be >= `backoff_initial`")
+            .into());
+    }
+    if let Some(b) = r.budget {
+        if !(b.is_finite() && b >= 0.0) {
+            return Err(source
+                .error("load.retry.budget", "must be a share >= 0")
+                .into());
+        }
+    }
+    let retry = RetryPolicy {
+        kind: r.policy,
+        max_attempts: if r.policy == RetryKind::None {
+            1
+        } else {
+            r.max_attempts
+        },
+        cap: r.cap,
+        jitter: r.jitter,
+        backoff_initial: r.backoff_initial,
+        backoff_max: r.backoff_max,
+        budget: r.budget,
+    };
+
+    if cfg.id_prefix.is_empty()
+        || !cfg
+            .id_prefix
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(source
+            .error(
+                "load.id_prefix",
+                "must be non-empty ASCII letters, digits, - or _",
+            )
+            .into());
+    }
+
+    Ok(LoadPlan {
+        seed: cfg.seed,
+        arrivals,
+        request,
+        patience,
+        patience_header,
+        retry,
+        send_lag_bound: cfg.send_lag_p99_max,
+        id_prefix: cfg.id_prefix.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(text: &str) -> Result<LoadPlan, LoadError> {
+        LoadPlan::from_scenario_str(text, "s.toml", Path::new("."))
+    }
+
+    fn config_err(text: &str) -> ConfigError {
+        match plan(text) {
+            Err(LoadError::Config(e)) => e,
+            other => panic!("expected a config error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn minimal_phases_with_other_tables_ignored() {
+        let p = plan(
+            "[scenario]\nname = \"x\"\n[provider]\nseed = 3\n\n[load]\n[[load.phases]]\nduration = \"10s\"\nrate = 120\nper = \"minute\"\n",
+        )
+        .unwrap();
+        assert_eq!(p.schedule_length(), Duration::from_secs(10));
+        assert!((p.expected_arrivals() - 20.0).abs() < 1e-9);
+        assert_eq!(p.retry.max_attempts, 1);
+        assert!(p.patience_header.is_none());
+    }
+
+    #[test]
+    fn unknown_field_names_file_line_and_path() {
+        let e = config_err("[load]\n[[load.phases]]\nduration = \"1s\"\nrate = 1\nrat = 2\n");
+        assert_eq!(e.line, 5, "{e}");
+        assert_eq!(e.field, "load.phases[0].rat", "{e}");
+        assert!(e.to_string().starts_with("s.toml:5:"), "{e}");
+    }
+
+    #[test]
+    fn semantic_errors_are_located() {
+        let e = config_err("[load]\n[[load.phases]]\nduration = \"1s\"\nrate = -3\n");
+        assert_eq!(
+            (e.line, e.field.as_str()),
+            (4, "load.phases[0].rate"),
+            "{e}"
+        );
+        let e = config_err(
+            "[load]\n[[load.phases]]\nduration = \"1s\"\nrate = 1\n[load.request]\nprompt_tokens = { lognormal = { median = 10, p99 = 2 } }\n",
+        );
+        assert_eq!(e.line, 6, "{e}");
+        assert_eq!(e.field, "load.request.prompt_tokens.lognormal.p99");
+        let e = config_err("[load]\nseed = 1\n");
+        assert!(e.message.contains("no arrivals"), "{e}");
+        let e = config_err("[load]\n[[load.phases]]\nduration = \"soon\"\nrate = 1\n");
+        assert_eq!(e.line, 3, "{e}");
+        let e = config_err(
+            "[load]\n[[load.phases]]\nduration = \"1s\"\nrate = 1\n[load.retry]\npolicy = \"sometimes\"\n",
+        );
+        assert_eq!((e.line, e.field.as_str()), (6, "load.retry.policy"), "{e}");
+    }
+
+    #[test]
+    fn missing_load_table_is_an_error() {
+        let e = config_err("[provider]\nseed = 1\n");
+        assert!(e.message.contains("load"), "{e}");
+    }
+
+    #[test]
+    fn retry_and_patience_header() {
+        let p = plan(
+            "[load]\nsend_patience = true\npatience = { lognormal = { median = \"5s\", p99 = \"20s\" } }\n[[load.phases]]\nduration = \"1s\"\nrate = 1\n[load.retry]\npolicy = \"retry_after\"\nmax_attempts = 4\nbudget = 0.1\n",
+        )
+        .unwrap();
+        assert_eq!(p.retry.kind, RetryKind::RetryAfter);
+        assert_eq!(p.retry.max_attempts, 4);
+        assert_eq!(p.retry.budget, Some(0.1));
+        assert_eq!(p.patience_header.unwrap().as_str(), "x-request-timeout-ms");
+    }
+}

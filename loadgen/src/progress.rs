@@ -1,0 +1,91 @@
+//! Live counters of a run, and the progress bar drawn from them.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// Counters updated by person tasks as the run goes (relaxed atomics: they
+/// feed a display, not the report, which comes from the records).
+#[derive(Debug, Default)]
+pub struct Live {
+    /// People who arrived.
+    pub offered: AtomicU64,
+    /// Attempts sent.
+    pub sent: AtomicU64,
+    /// People without an outcome yet.
+    pub outstanding: AtomicU64,
+    /// Retries made.
+    pub retries: AtomicU64,
+    /// Attempts answered ok.
+    pub ok: AtomicU64,
+    /// Attempts shed.
+    pub shed: AtomicU64,
+    /// Attempts timed out.
+    pub timed_out: AtomicU64,
+    /// Other failed attempts.
+    pub errors: AtomicU64,
+}
+
+/// A running progress bar; [`BarTask::finish`] clears it.
+pub(crate) struct BarTask {
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<()>,
+}
+
+impl BarTask {
+    pub(crate) async fn finish(self) {
+        let _ = self.stop.send(());
+        let _ = self.task.await;
+    }
+}
+
+/// Draws a bar on stderr, refreshed five times a second, with elapsed and
+/// total time, the current send rate, outstanding people and outcome counts.
+pub(crate) fn spawn(live: Arc<Live>, start: Instant, total: Duration) -> BarTask {
+    let bar = ProgressBar::with_draw_target(
+        Some(total.as_millis().max(1) as u64),
+        ProgressDrawTarget::stderr_with_hz(5),
+    );
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {msg}")
+            .expect("a static template is valid"),
+    );
+    let (stop, mut stopped) = oneshot::channel();
+    let task = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(200));
+        let mut last_sent = 0u64;
+        let mut last_at = Instant::now();
+        loop {
+            tokio::select! {
+                _ = &mut stopped => break,
+                _ = tick.tick() => {}
+            }
+            let sent = live.sent.load(Ordering::Relaxed);
+            let now = Instant::now();
+            let rate =
+                (sent - last_sent) as f64 / now.duration_since(last_at).as_secs_f64().max(1e-3);
+            last_sent = sent;
+            last_at = now;
+            let elapsed = now.saturating_duration_since(start);
+            bar.set_position(elapsed.as_millis() as u64);
+            bar.set_message(format!(
+                "{:.0}s/{:.0}s  {:>7.0} req/s  outstanding {}  ok {}  shed {}  timeout {}  errors {}  retries {}",
+                elapsed.as_secs_f64(),
+                total.as_secs_f64(),
+                rate,
+                live.outstanding.load(Ordering::Relaxed),
+                live.ok.load(Ordering::Relaxed),
+                live.shed.load(Ordering::Relaxed),
+                live.timed_out.load(Ordering::Relaxed),
+                live.errors.load(Ordering::Relaxed),
+                live.retries.load(Ordering::Relaxed),
+            ));
+        }
+        bar.finish_and_clear();
+    });
+    BarTask { stop, task }
+}

@@ -1,0 +1,377 @@
+//! Request bodies for each dialect, and reading answers back: whether a 2xx
+//! body is valid for the dialect, and how many completion tokens it carried.
+
+use std::sync::{Arc, OnceLock};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use rand::Rng;
+
+use crate::config::{Dialect, RequestShape};
+use crate::replay::ReplayRow;
+
+/// Characters per token of the generated prompt text.
+const CHARS_PER_TOKEN: usize = 4;
+
+/// The draws of one person's request.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Drawn {
+    pub(crate) prompt_tokens: u32,
+    pub(crate) padding_kb: u32,
+    pub(crate) max_tokens: u32,
+    pub(crate) stream: bool,
+    pub(crate) model: Option<Arc<str>>,
+}
+
+impl RequestShape {
+    /// Draws one request; a replayed row's columns take precedence.
+    pub(crate) fn draw<R: Rng + ?Sized>(&self, rng: &mut R, row: Option<&ReplayRow>) -> Drawn {
+        let prompt = self.prompt_tokens.sample(rng).round() as u32;
+        let padding = self.padding_kb.sample(rng).round() as u32;
+        let max = self.max_tokens.sample(rng).round().max(1.0) as u32;
+        let stream = self.stream_share > 0.0 && rng.gen_bool(self.stream_share);
+        Drawn {
+            prompt_tokens: row.and_then(|r| r.prompt_tokens).unwrap_or(prompt),
+            padding_kb: padding,
+            max_tokens: row.and_then(|r| r.max_tokens).unwrap_or(max).max(1),
+            stream: row.and_then(|r| r.stream).unwrap_or(stream),
+            model: row.and_then(|r| r.model.clone()),
+        }
+    }
+
+    /// The path requests go to, below the target's base path.
+    pub(crate) fn path(&self) -> &'static str {
+        match self.dialect {
+            Dialect::OpenAi => "/v1/chat/completions",
+            Dialect::Anthropic => "/v1/messages",
+        }
+    }
+
+    /// The JSON body of a request.
+    pub(crate) fn body(&self, id: &str, d: &Drawn) -> Bytes {
+        let model = d.model.as_deref().unwrap_or(&self.model);
+        let prompt_chars = d.prompt_tokens as usize * CHARS_PER_TOKEN;
+        let padding_chars = d.padding_kb as usize * 1024;
+        let mut b = BytesMut::with_capacity(192 + model.len() + prompt_chars + padding_chars);
+        b.put_slice(b"{\"model\":");
+        // A String always serializes.
+        b.put_slice(&serde_json::to_vec(model).unwrap_or_default());
+        b.put_slice(format!(",\"max_tokens\":{}", d.max_tokens).as_bytes());
+        if d.stream {
+            b.put_slice(b",\"stream\":true");
+            if self.dialect == Dialect::OpenAi {
+                b.put_slice(b",\"stream_options\":{\"include_usage\":true}");
+            }
+        }
+        b.put_slice(b",\"messages\":[{\"role\":\"user\",\"content\":\"[rehearse:id=");
+        // Ids are validated ASCII letters, digits, '-' and '_': no escaping.
+        b.put_slice(id.as_bytes());
+        b.put_slice(b"] ");
+        put_filler(&mut b, prompt_chars);
+        if padding_chars > 0 {
+            b.put_slice(b"\\n\\nContext:\\n");
+            put_filler(&mut b, padding_chars);
+        }
+        b.put_slice(b"\"}]}");
+        b.freeze()
+    }
+}
+
+/// Plain lowercase words and spaces: nothing to escape in JSON.
+fn filler() -> &'static [u8] {
+    static TEXT: OnceLock<Vec<u8>> = OnceLock::new();
+    TEXT.get_or_init(|| {
+        const WORDS: [&str; 16] = [
+            "the", "quick", "brown", "fox", "jumps", "over", "lazy", "dogs", "while", "shoppers",
+            "ask", "about", "sizes", "colours", "prices", "today",
+        ];
+        let mut out = Vec::with_capacity(64 * 1024);
+        let mut i = 0usize;
+        while out.len() < 64 * 1024 {
+            out.extend_from_slice(WORDS[(i * 7 + i / 16) % WORDS.len()].as_bytes());
+            out.push(b' ');
+            i += 1;
+        }
+        out
+    })
+}
+
+fn put_filler(b: &mut BytesMut, mut n: usize) {
+    let text = filler();
+    while n > 0 {
+        let k = n.min(text.len());
+        b.put_slice(&text[..k]);
+        n -= k;
+    }
+}
+
+/// Reads a 2xx answer, whole or streamed, and decides whether it is valid.
+#[derive(Debug)]
+pub(crate) struct AnswerReader {
+    dialect: Dialect,
+    sse: bool,
+    /// The whole body (JSON) or the unfinished last line (SSE).
+    buf: BytesMut,
+    done: bool,
+    usage_tokens: Option<u64>,
+    chunks: u64,
+    invalid: bool,
+}
+
+/// Bodies larger than this are not kept for validation: a JSON answer that
+/// large is not one a fake provider or a gateway produces.
+const MAX_JSON_BODY: usize = 16 * 1024 * 1024;
+
+impl AnswerReader {
+    pub(crate) fn new(dialect: Dialect, content_type: Option<&str>) -> Self {
+        let sse = content_type.is_some_and(|c| c.starts_with("text/event-stream"));
+        AnswerReader {
+            dialect,
+            sse,
+            buf: BytesMut::new(),
+            done: false,
+            usage_tokens: None,
+            chunks: 0,
+            invalid: false,
+        }
+    }
+
+    pub(crate) fn feed(&mut self, data: &[u8]) {
+        if self.invalid {
+            return;
+        }
+        if !self.sse {
+            if self.buf.len() + data.len() > MAX_JSON_BODY {
+                self.invalid = true;
+                self.buf = BytesMut::new();
+            } else {
+                self.buf.extend_from_slice(data);
+            }
+            return;
+        }
+        self.buf.extend_from_slice(data);
+        while let Some(nl) = self.buf.iter().position(|&c| c == b'\n') {
+            let line = self.buf.split_to(nl + 1);
+            self.sse_line(&line[..nl]);
+        }
+        if self.buf.len() > MAX_JSON_BODY {
+            self.invalid = true;
+        }
+    }
+
+    fn sse_line(&mut self, line: &[u8]) {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let Some(data) = line.strip_prefix(b"data:") else {
+            return; // event:, id:, comments and blank separators
+        };
+        let data = data.strip_prefix(b" ").unwrap_or(data);
+        if self.done {
+            // Nothing may follow the end of a stream.
+            self.invalid = true;
+            return;
+        }
+        if self.dialect == Dialect::OpenAi && data == b"[DONE]" {
+            self.done = true;
+            return;
+        }
+        let Ok(v) = serde_json::from_slice::<serde_json::Value>(data) else {
+            self.invalid = true;
+            return;
+        };
+        match self.dialect {
+            Dialect::OpenAi => {
+                if v.get("error").is_some() {
+                    self.invalid = true;
+                    return;
+                }
+                if let Some(t) = v
+                    .get("usage")
+                    .and_then(|u| u.get("completion_tokens"))
+                    .and_then(|t| t.as_u64())
+                {
+                    self.usage_tokens = Some(t);
+                }
+                let has_content = v
+                    .get("choices")
+                    .and_then(|c| c.get(0))
+                    .and_then(|c| c.get("delta"))
+                    .and_then(|d| d.get("content"))
+                    .and_then(|c| c.as_str())
+                    .is_some_and(|s| !s.is_empty());
+                if has_content {
+                    self.chunks += 1;
+                }
+            }
+            Dialect::Anthropic => match v.get("type").and_then(|t| t.as_str()) {
+                Some("content_block_delta") => self.chunks += 1,
+                Some("message_delta") => {
+                    if let Some(t) = v
+                        .get("usage")
+                        .and_then(|u| u.get("output_tokens"))
+                        .and_then(|t| t.as_u64())
+                    {
+                        self.usage_tokens = Some(t);
+                    }
+                }
+                Some("message_stop") => self.done = true,
+                Some("error") | None => self.invalid = true,
+                Some(_) => {}
+            },
+        }
+    }
+
+    /// The completion tokens of a valid answer, or `None` if the body is
+    /// not valid for the dialect (a stream that ended without its end
+    /// marker counts as invalid).
+    pub(crate) fn finish(mut self) -> Option<u64> {
+        if self.invalid {
+            return None;
+        }
+        if self.sse {
+            if !self.buf.is_empty() {
+                let rest = self.buf.split();
+                self.sse_line(&rest);
+            }
+            return (self.done && !self.invalid).then(|| self.usage_tokens.unwrap_or(self.chunks));
+        }
+        let v: serde_json::Value = serde_json::from_slice(&self.buf).ok()?;
+        match self.dialect {
+            Dialect::OpenAi => {
+                let choices = v.get("choices")?.as_array()?;
+                choices.first()?.get("message")?;
+                Some(
+                    v.get("usage")
+                        .and_then(|u| u.get("completion_tokens"))
+                        .and_then(|t| t.as_u64())
+                        .unwrap_or(0),
+                )
+            }
+            Dialect::Anthropic => {
+                if v.get("type")?.as_str()? != "message" {
+                    return None;
+                }
+                v.get("content")?.as_array()?;
+                Some(
+                    v.get("usage")
+                        .and_then(|u| u.get("output_tokens"))
+                        .and_then(|t| t.as_u64())
+                        .unwrap_or(0),
+                )
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dist::Sampler;
+
+    fn shape(dialect: Dialect) -> RequestShape {
+        RequestShape {
+            dialect,
+            model: "m\"odel".into(),
+            prompt_tokens: Sampler::Fixed(100.0),
+            padding_kb: Sampler::Fixed(2.0),
+            max_tokens: Sampler::Fixed(50.0),
+            stream_share: 0.0,
+            api_key: "k".into(),
+        }
+    }
+
+    #[test]
+    fn openai_body_is_valid_json_with_marker_and_sizes() {
+        let s = shape(Dialect::OpenAi);
+        let mut rng = rand::thread_rng();
+        let mut d = s.draw(&mut rng, None);
+        d.stream = true;
+        let body = s.body("r000042", &d);
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["model"], "m\"odel");
+        assert_eq!(v["max_tokens"], 50);
+        assert_eq!(v["stream"], true);
+        assert_eq!(v["stream_options"]["include_usage"], true);
+        let content = v["messages"][0]["content"].as_str().unwrap();
+        assert!(content.starts_with("[rehearse:id=r000042] "));
+        // 100 tokens of about 4 characters, and 2 KiB of context.
+        let len = content.len();
+        assert!((400 + 2048..400 + 2048 + 64).contains(&len), "{len}");
+    }
+
+    #[test]
+    fn replayed_row_overrides_draws() {
+        let s = shape(Dialect::Anthropic);
+        let row = ReplayRow {
+            prompt_tokens: Some(7),
+            max_tokens: Some(9),
+            stream: Some(true),
+            model: Some(Arc::from("claude")),
+            ..ReplayRow::default()
+        };
+        let d = s.draw(&mut rand::thread_rng(), Some(&row));
+        let v: serde_json::Value = serde_json::from_slice(&s.body("x1", &d)).unwrap();
+        assert_eq!(v["model"], "claude");
+        assert_eq!(v["max_tokens"], 9);
+        assert_eq!(v["stream"], true);
+        assert!(v.get("stream_options").is_none());
+    }
+
+    fn read(dialect: Dialect, ct: &str, chunks: &[&str]) -> Option<u64> {
+        let mut r = AnswerReader::new(dialect, Some(ct));
+        for c in chunks {
+            r.feed(c.as_bytes());
+        }
+        r.finish()
+    }
+
+    #[test]
+    fn openai_answers() {
+        let json = "application/json";
+        let ok = r#"{"choices":[{"message":{"role":"assistant","content":"hi"}}],"usage":{"completion_tokens":12}}"#;
+        assert_eq!(
+            read(Dialect::OpenAi, json, &[&ok[..10], &ok[10..]]),
+            Some(12)
+        );
+        assert_eq!(read(Dialect::OpenAi, json, &["{\"choices\":[]}"]), None);
+        assert_eq!(read(Dialect::OpenAi, json, &["not json"]), None);
+        let sse = "text/event-stream";
+        let c =
+            |s: &str| format!("data: {{\"choices\":[{{\"delta\":{{\"content\":\"{s}\"}}}}]}}\n\n");
+        let (a, b) = (c("a"), c("b"));
+        let usage = "data: {\"choices\":[],\"usage\":{\"completion_tokens\":5}}\n\n";
+        // Split across chunk boundaries in the middle of a line.
+        let all = format!("{a}{b}{usage}data: [DONE]\n\n");
+        assert_eq!(
+            read(Dialect::OpenAi, sse, &[&all[..7], &all[7..40], &all[40..]]),
+            Some(5)
+        );
+        // Without usage, chunks are counted.
+        assert_eq!(
+            read(Dialect::OpenAi, sse, &[&a, &b, "data: [DONE]\n\n"]),
+            Some(2)
+        );
+        // Cut before [DONE]: not a valid answer.
+        assert_eq!(read(Dialect::OpenAi, sse, &[&a, &b]), None);
+        assert_eq!(read(Dialect::OpenAi, sse, &[&a, "data: {oops\n\n"]), None);
+    }
+
+    #[test]
+    fn anthropic_answers() {
+        let ok = r#"{"type":"message","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":3,"output_tokens":4}}"#;
+        assert_eq!(read(Dialect::Anthropic, "application/json", &[ok]), Some(4));
+        assert_eq!(
+            read(
+                Dialect::Anthropic,
+                "application/json",
+                &["{\"type\":\"error\"}"]
+            ),
+            None
+        );
+        let sse = "text/event-stream";
+        let stream = "event: message_start\ndata: {\"type\":\"message_start\"}\n\n\
+                      event: content_block_delta\ndata: {\"type\":\"content_block_delta\"}\n\n\
+                      event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":9}}\n\n\
+                      event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+        assert_eq!(read(Dialect::Anthropic, sse, &[stream]), Some(9));
+        assert_eq!(read(Dialect::Anthropic, sse, &[&stream[..120]]), None);
+    }
+}

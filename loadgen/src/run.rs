@@ -1,0 +1,614 @@
+//! The run: one dispatcher that keeps the schedule, one task per person,
+//! one writer thread for records and aggregates.
+//!
+//! The dispatcher sleeps until each arrival's fixed deadline
+//! (`start + offset`, never "now + gap", so lateness does not accumulate)
+//! and spawns the person; it never waits for a connection, a worker or an
+//! answer. Each person task makes its attempts within its patience, hangs up
+//! (drops the connection) when patience runs out, and sends one record per
+//! attempt to the writer.
+
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use http::{Request, Uri};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, info_span, Instrument};
+
+use crate::config::{Dialect, LoadPlan};
+use crate::progress::Live;
+use crate::record::{ClientRecord, Clock, Outcome};
+use crate::request::AnswerReader;
+use crate::retry::{parse_retry_after, retryable, RetryBudget};
+use crate::schedule::{Arrivals, Source};
+use crate::stats::{RunReport, Stats};
+
+/// Where requests go: an `http://host:port[/base]` URL.
+#[derive(Debug, Clone)]
+pub struct Target {
+    base: String,
+    host_port: String,
+}
+
+/// Why a target URL is not usable.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    /// Not a URL.
+    #[error("`{url}` is not a URL: {cause}")]
+    NotAUrl {
+        /// The text given.
+        url: String,
+        /// The parser's complaint.
+        cause: String,
+    },
+    /// Only plain HTTP is spoken.
+    #[error("`{url}`: only http:// targets are supported")]
+    Scheme {
+        /// The text given.
+        url: String,
+    },
+}
+
+impl Target {
+    /// Parses `http://host[:port][/base/path]`; request paths
+    /// (`/v1/chat/completions`) are appended to the base path.
+    pub fn parse(url: &str) -> Result<Target, TargetError> {
+        let uri: Uri = url
+            .parse()
+            .map_err(|e: http::uri::InvalidUri| TargetError::NotAUrl {
+                url: url.into(),
+                cause: e.to_string(),
+            })?;
+        if uri.scheme_str() != Some("http") {
+            return Err(TargetError::Scheme { url: url.into() });
+        }
+        let authority = uri.authority().ok_or_else(|| TargetError::NotAUrl {
+            url: url.into(),
+            cause: "no host".into(),
+        })?;
+        let port = authority.port_u16().unwrap_or(80);
+        let host = authority.host();
+        let base_path = uri.path().trim_end_matches('/');
+        Ok(Target {
+            base: format!("http://{}{}", authority.as_str(), base_path),
+            host_port: format!("{host}:{port}"),
+        })
+    }
+
+    /// The full URL of `path` at this target.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+}
+
+/// When to stop sending, independent of the schedule: the run stops at the
+/// first of the schedule's end, this condition, and the cancellation token.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StopCondition {
+    /// No arrival later than this after the start.
+    pub after: Option<Duration>,
+    /// No more than this many people.
+    pub max_people: Option<u64>,
+}
+
+/// How to run, beyond the plan.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Where `client.jsonl`, `summary.json` and `timeline.csv` go.
+    pub out_dir: PathBuf,
+    /// Draw an indicatif progress bar on stderr.
+    pub progress: bool,
+    /// When to stop early.
+    pub stop: StopCondition,
+    /// How long the connect probe before the run may take.
+    pub probe_timeout: Duration,
+}
+
+impl RunOptions {
+    /// Options writing to `out_dir`, no progress bar, no early stop.
+    pub fn new(out_dir: impl Into<PathBuf>) -> Self {
+        RunOptions {
+            out_dir: out_dir.into(),
+            progress: false,
+            stop: StopCondition::default(),
+            probe_timeout: Duration::from_secs(3),
+        }
+    }
+}
+
+/// Why a run could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The target did not accept a TCP connection.
+    #[error("target {target} is unreachable: {cause}")]
+    Unreachable {
+        /// host:port
+        target: String,
+        /// What the connect attempt said.
+        cause: String,
+    },
+    /// An output file could not be written.
+    #[error("cannot write {path}: {source}")]
+    Output {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+}
+
+fn output_error(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
+    move |source| RunError::Output {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Checks that the target accepts connections, within `within`.
+pub async fn probe(target: &Target, within: Duration) -> Result<(), RunError> {
+    let unreachable = |cause: String| RunError::Unreachable {
+        target: target.host_port.clone(),
+        cause,
+    };
+    match tokio::time::timeout(within, tokio::net::TcpStream::connect(&target.host_port)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(unreachable(e.to_string())),
+        Err(_) => Err(unreachable(format!(
+            "no answer to a connect within {within:?}"
+        ))),
+    }
+}
+
+type HttpClient = Client<HttpConnector, Full<Bytes>>;
+
+/// What every person task shares.
+struct Shared {
+    plan: Arc<LoadPlan>,
+    client: HttpClient,
+    uri: Uri,
+    auth: (http::HeaderName, HeaderValue),
+    clock: Clock,
+    start: Instant,
+    records: mpsc::UnboundedSender<ClientRecord>,
+    live: Arc<Live>,
+    budget: RetryBudget,
+    cancel: CancellationToken,
+}
+
+/// Runs `plan` against `target` until the schedule ends, `options.stop`
+/// says so or `cancel` is cancelled, then waits for the people still
+/// waiting (each at most their patience; no new retries after a cancel).
+/// Records go to `client.jsonl` in `options.out_dir`, the report also to
+/// `summary.json` and `timeline.csv`.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use loadgen::{LoadPlan, RunOptions, Target};
+/// let plan = LoadPlan::from_scenario_str(
+///     "[load]\n[[load.phases]]\nduration = \"2s\"\nrate = 50\n",
+///     "inline.toml",
+///     std::path::Path::new("."),
+/// )?;
+/// let target = Target::parse("http://127.0.0.1:8080")?;
+/// let report = loadgen::run(
+///     &plan,
+///     &target,
+///     &RunOptions::new("out"),
+///     tokio_util::sync::CancellationToken::new(),
+/// )
+/// .await?;
+/// println!("{}", report.table());
+/// # Ok(()) }
+/// ```
+pub async fn run(
+    plan: &LoadPlan,
+    target: &Target,
+    options: &RunOptions,
+    cancel: CancellationToken,
+) -> Result<RunReport, RunError> {
+    probe(target, options.probe_timeout).await?;
+    std::fs::create_dir_all(&options.out_dir).map_err(output_error(&options.out_dir))?;
+    let records_path = options.out_dir.join("client.jsonl");
+    let file = std::fs::File::create(&records_path).map_err(output_error(&records_path))?;
+
+    let plan = Arc::new(plan.clone());
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    connector.set_connect_timeout(Some(Duration::from_secs(10)));
+    // No cap on connections per host: an open loop never waits for a free one.
+    let client: HttpClient = Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(30))
+        .pool_max_idle_per_host(usize::MAX)
+        .build(connector);
+    let uri: Uri = target
+        .url(plan.request.path())
+        .parse()
+        .expect("a parsed target plus a static path is a valid URI");
+    let key = &plan.request.api_key;
+    let auth = match plan.request.dialect {
+        Dialect::OpenAi => (
+            AUTHORIZATION,
+            HeaderValue::from_str(&format!("Bearer {key}")).expect("validated api key"),
+        ),
+        Dialect::Anthropic => (
+            http::HeaderName::from_static("x-api-key"),
+            HeaderValue::from_str(key).expect("validated api key"),
+        ),
+    };
+
+    let clock = Clock::new();
+    // Start a little after now so the first arrivals are not late because
+    // of the setup above.
+    let start = Instant::now() + Duration::from_millis(20);
+    let start_us = clock.us(start);
+    let (tx, rx) = mpsc::unbounded_channel();
+    let writer = spawn_writer(rx, file, records_path.clone(), Stats::new(start_us));
+    let live = Arc::new(Live::default());
+    let progress = options
+        .progress
+        .then(|| crate::progress::spawn(live.clone(), start, plan.schedule_length()));
+
+    let shared = Arc::new(Shared {
+        plan: plan.clone(),
+        client,
+        uri,
+        auth,
+        clock,
+        start,
+        records: tx,
+        live: live.clone(),
+        budget: RetryBudget::default(),
+        cancel: cancel.clone(),
+    });
+
+    let tracker = TaskTracker::new();
+    dispatch(&shared, &tracker, options.stop, &cancel).await;
+    tracker.close();
+    tracker.wait().await;
+    let elapsed = start.elapsed();
+    drop(shared);
+    if let Some(p) = progress {
+        p.finish().await;
+    }
+
+    let stats = tokio::task::spawn_blocking(move || writer.join())
+        .await
+        .expect("the join task does not panic")
+        .expect("the writer thread does not panic")?;
+    let report = stats.into_report(elapsed, plan.send_lag_bound);
+    let summary_path = options.out_dir.join("summary.json");
+    let summary = serde_json::to_vec_pretty(&report).expect("a report always serializes");
+    std::fs::write(&summary_path, summary).map_err(output_error(&summary_path))?;
+    let timeline_path = options.out_dir.join("timeline.csv");
+    std::fs::write(&timeline_path, report.timeline_csv()).map_err(output_error(&timeline_path))?;
+    Ok(report)
+}
+
+/// Keeps the schedule: spawns each person at its fixed deadline.
+async fn dispatch(
+    shared: &Arc<Shared>,
+    tracker: &TaskTracker,
+    stop: StopCondition,
+    cancel: &CancellationToken,
+) {
+    let after_us = stop.after.map(|d| d.as_micros() as u64);
+    let sleep = tokio::time::sleep_until(shared.start.into());
+    tokio::pin!(sleep);
+    let mut index: u64 = 0;
+    for arrival in shared.plan.arrivals.iter(shared.plan.seed) {
+        if stop.max_people.is_some_and(|m| index >= m)
+            || after_us.is_some_and(|a| arrival.offset_us > a)
+        {
+            break;
+        }
+        let due = shared.start + Duration::from_micros(arrival.offset_us);
+        if due > Instant::now() {
+            sleep.as_mut().reset(due.into());
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled() => break,
+                _ = &mut sleep => {}
+            }
+        } else if cancel.is_cancelled() {
+            break;
+        }
+        shared.live.offered.fetch_add(1, Ordering::Relaxed);
+        shared.live.outstanding.fetch_add(1, Ordering::Relaxed);
+        tracker.spawn(person(
+            shared.clone(),
+            index,
+            arrival.offset_us,
+            arrival.source,
+        ));
+        index += 1;
+    }
+}
+
+/// A seed per person, so a person's draws do not depend on task order.
+fn person_seed(seed: u64, index: u64) -> u64 {
+    // splitmix64 of the index, mixed with the run's seed.
+    let mut z = index
+        .wrapping_add(0x9e37_79b9_7f4a_7c15)
+        .wrapping_add(seed.rotate_left(17));
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+async fn person(shared: Arc<Shared>, index: u64, offset_us: u64, source: Source) {
+    let plan = &shared.plan;
+    let mut rng = ChaCha8Rng::seed_from_u64(person_seed(plan.seed, index));
+    let row = match (source, &plan.arrivals) {
+        (Source::Row(i), Arrivals::Replay { rows, .. }) => rows.get(i),
+        _ => None,
+    };
+    let drawn = plan.request.draw(&mut rng, row);
+    let id = format!("{}{:06}", plan.id_prefix, index);
+    let body = plan.request.body(&id, &drawn);
+    let patience = Duration::from_secs_f64(plan.patience.sample(&mut rng));
+    let first_intended = shared.start + Duration::from_micros(offset_us);
+    let give_up = first_intended + patience;
+    shared.budget.first_attempt();
+    let span = info_span!("person", id = %id);
+    async {
+        let mut intended = first_intended;
+        let mut attempt = 1;
+        loop {
+            if attempt > 1 {
+                tokio::time::sleep_until(intended.into()).await;
+            }
+            let mut rec = attempt_once(
+                &shared,
+                &id,
+                &body,
+                drawn.stream,
+                attempt,
+                intended,
+                give_up,
+            )
+            .await;
+            rec.patience_ms = patience.as_millis() as u64;
+            let mut next = None;
+            let policy = &plan.retry;
+            if attempt < policy.max_attempts
+                && retryable(rec.outcome, rec.status)
+                && !shared.cancel.is_cancelled()
+            {
+                let ra = rec.retry_after_ms.map(Duration::from_millis);
+                let due = Instant::now() + policy.delay(attempt + 1, ra, &mut rng);
+                if due < give_up && shared.budget.take(policy.budget) {
+                    next = Some(due);
+                }
+            }
+            rec.last = next.is_none();
+            shared.live.count(rec.outcome, attempt, rec.last);
+            debug!(attempt, outcome = rec.outcome.as_str(), "attempt done");
+            // The writer only goes away when the run is over.
+            let _ = shared.records.send(rec);
+            match next {
+                Some(due) => {
+                    intended = due;
+                    attempt += 1;
+                }
+                None => break,
+            }
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+/// What is known of an attempt so far; read back after a hang-up.
+#[derive(Default)]
+struct Seen {
+    status: Option<u16>,
+    first_byte: Option<Instant>,
+    retry_after: Option<Duration>,
+}
+
+async fn attempt_once(
+    shared: &Shared,
+    id: &str,
+    body: &Bytes,
+    stream: bool,
+    attempt: u32,
+    intended: Instant,
+    give_up: Instant,
+) -> ClientRecord {
+    let sent = Instant::now();
+    shared.live.sent.fetch_add(1, Ordering::Relaxed);
+    let mut req = Request::post(shared.uri.clone())
+        .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+        .header(shared.auth.0.clone(), shared.auth.1.clone())
+        .header("x-request-id", id);
+    if shared.plan.request.dialect == Dialect::Anthropic {
+        req = req.header("anthropic-version", HeaderValue::from_static("2023-06-01"));
+    }
+    if let Some(name) = &shared.plan.patience_header {
+        let left = give_up.saturating_duration_since(sent).as_millis() as u64;
+        req = req.header(name.clone(), left);
+    }
+    let req = req
+        .body(Full::new(body.clone()))
+        .expect("headers are validated values");
+
+    let mut seen = Seen::default();
+    let dialect = shared.plan.request.dialect;
+    let clock = shared.clock;
+    let exchange = async {
+        let resp = match shared.client.request(req).await {
+            Ok(r) => r,
+            Err(e) if e.is_connect() => return (Outcome::ConnectError, 0),
+            Err(e) => {
+                debug!(cause = %e, "request failed");
+                return (Outcome::Reset, 0);
+            }
+        };
+        let status = resp.status();
+        seen.status = Some(status.as_u16());
+        seen.retry_after = parse_retry_after(resp.headers(), clock.system_time(Instant::now()));
+        let mut reader = status.is_success().then(|| {
+            AnswerReader::new(
+                dialect,
+                resp.headers()
+                    .get(CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok()),
+            )
+        });
+        let mut body = resp.into_body();
+        while let Some(frame) = body.frame().await {
+            match frame {
+                Ok(frame) => {
+                    if let Ok(data) = frame.into_data() {
+                        if seen.first_byte.is_none() && !data.is_empty() {
+                            seen.first_byte = Some(Instant::now());
+                        }
+                        if let Some(r) = reader.as_mut() {
+                            r.feed(&data);
+                        }
+                    }
+                }
+                Err(e) => {
+                    debug!(cause = %e, "body broke");
+                    return (Outcome::Reset, 0);
+                }
+            }
+        }
+        match reader {
+            Some(r) => match r.finish() {
+                Some(tokens) => (Outcome::Ok, tokens),
+                None => (Outcome::Malformed, 0),
+            },
+            None if matches!(status.as_u16(), 429 | 503) => (Outcome::Shed, 0),
+            None => (Outcome::ProviderError, 0),
+        }
+    };
+    // Dropping the exchange at the deadline drops its connection: the
+    // client hangs up, as a person who gave up does.
+    let (outcome, tokens) = match tokio::time::timeout_at(give_up.into(), exchange).await {
+        Ok(r) => r,
+        Err(_) => (Outcome::Timeout, 0),
+    };
+    let done = Instant::now();
+    ClientRecord {
+        id: id.to_string(),
+        attempt,
+        intended_us: clock.us(intended),
+        sent_us: clock.us(sent),
+        first_byte_us: seen.first_byte.map(|t| clock.us(t)),
+        done_us: clock.us(done),
+        status: seen.status,
+        outcome,
+        retry_after_ms: seen.retry_after.map(|d| d.as_millis() as u64),
+        tokens,
+        stream,
+        last: true,
+        patience_ms: 0,
+    }
+}
+
+/// Writes records as JSON lines through a buffer and feeds the aggregates,
+/// on its own thread so file writes never block the runtime.
+fn spawn_writer(
+    mut rx: mpsc::UnboundedReceiver<ClientRecord>,
+    file: std::fs::File,
+    path: PathBuf,
+    mut stats: Stats,
+) -> std::thread::JoinHandle<Result<Stats, RunError>> {
+    std::thread::Builder::new()
+        .name("loadgen-records".into())
+        .spawn(move || {
+            let mut out = BufWriter::with_capacity(256 * 1024, file);
+            let mut failed = None;
+            while let Some(rec) = rx.blocking_recv() {
+                stats.add(&rec);
+                if failed.is_none() {
+                    let r = serde_json::to_writer(&mut out, &rec)
+                        .map_err(std::io::Error::from)
+                        .and_then(|()| out.write_all(b"\n"));
+                    // Keep draining so senders never block; report at the end.
+                    failed = r.err();
+                }
+            }
+            if let Some(e) = failed {
+                return Err(RunError::Output { path, source: e });
+            }
+            out.flush().map_err(|e| RunError::Output {
+                path: path.clone(),
+                source: e,
+            })?;
+            Ok(stats)
+        })
+        .expect("spawning a thread")
+}
+
+impl Live {
+    fn count(&self, outcome: Outcome, attempt: u32, last: bool) {
+        let c = match outcome {
+            Outcome::Ok => &self.ok,
+            Outcome::Shed => &self.shed,
+            Outcome::Timeout => &self.timed_out,
+            _ => &self.errors,
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+        if attempt > 1 {
+            self.retries.fetch_add(1, Ordering::Relaxed);
+        }
+        if last {
+            self.outstanding.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn target_urls() {
+        let t = Target::parse("http://127.0.0.1:9000").unwrap();
+        assert_eq!(t.url("/v1/messages"), "http://127.0.0.1:9000/v1/messages");
+        assert_eq!(t.host_port, "127.0.0.1:9000");
+        let t = Target::parse("http://gw.local/openai/").unwrap();
+        assert_eq!(t.url("/v1/x"), "http://gw.local/openai/v1/x");
+        assert_eq!(t.host_port, "gw.local:80");
+        assert!(matches!(
+            Target::parse("https://a.b"),
+            Err(TargetError::Scheme { .. })
+        ));
+        assert!(Target::parse("not a url").is_err());
+    }
+
+    #[test]
+    fn person_seeds_differ() {
+        let a: std::collections::HashSet<_> = (0..10_000).map(|i| person_seed(1, i)).collect();
+        assert_eq!(a.len(), 10_000);
+        assert_ne!(person_seed(1, 5), person_seed(2, 5));
+    }
+
+    #[tokio::test]
+    async fn unreachable_target_fails_fast() {
+        // Bind then drop a listener: its port is now closed.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        drop(l);
+        let t = Target::parse(&format!("http://127.0.0.1:{port}")).unwrap();
+        let began = Instant::now();
+        let e = probe(&t, Duration::from_secs(3)).await.unwrap_err();
+        assert!(began.elapsed() < Duration::from_secs(3));
+        assert!(e.to_string().contains("unreachable"), "{e}");
+    }
+}

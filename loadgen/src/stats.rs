@@ -1,0 +1,456 @@
+//! Aggregates of a run: HDR histograms by outcome, counts of first attempts
+//! and retries, the send lag, and a per-second timeline; and the report a
+//! person reads at the end.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use crate::record::{ClientRecord, Outcome};
+
+/// Longest latency a histogram holds (longer values are clamped): one hour.
+const MAX_US: u64 = 3_600_000_000;
+
+fn histogram() -> Histogram<u64> {
+    // 3 significant digits over 1 µs .. 1 h: about 200 KB per histogram.
+    Histogram::new_with_bounds(1, MAX_US, 3).expect("static bounds are valid")
+}
+
+fn record(h: &mut Histogram<u64>, us: u64) {
+    h.saturating_record(us.clamp(1, MAX_US));
+}
+
+/// One second of the run, counted by when things happened.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct Second {
+    /// Seconds since the run's start.
+    pub second: u64,
+    /// People who arrived (first attempts due).
+    pub offered: u64,
+    /// Attempts sent (first attempts and retries).
+    pub sent: u64,
+    /// Retries sent.
+    pub retries: u64,
+    /// Attempts answered ok.
+    pub ok: u64,
+    /// Attempts shed (429/503).
+    pub shed: u64,
+    /// Attempts that ran out of patience.
+    pub timed_out: u64,
+    /// Other failed attempts (provider errors, connect errors, resets, malformed).
+    pub errors: u64,
+    /// People still waiting for an outcome at the end of the second.
+    pub outstanding: i64,
+}
+
+/// The running aggregates, fed one record at a time.
+#[derive(Debug)]
+pub(crate) struct Stats {
+    start_us: u64,
+    latency: Vec<Histogram<u64>>,
+    ttft: Histogram<u64>,
+    send_lag: Histogram<u64>,
+    person_ok: Histogram<u64>,
+    first: [u64; 7],
+    retry: [u64; 7],
+    tokens: u64,
+    people: u64,
+    /// Deltas of outstanding people per second, summed up at the end.
+    timeline: Vec<Second>,
+    /// First intended time of a person is not on later attempts' records,
+    /// so the person's whole wait is tracked from attempt 1 by id.
+    first_intended: std::collections::HashMap<String, u64>,
+}
+
+impl Stats {
+    pub(crate) fn new(start_us: u64) -> Self {
+        Stats {
+            start_us,
+            latency: Outcome::ALL.iter().map(|_| histogram()).collect(),
+            ttft: histogram(),
+            send_lag: histogram(),
+            person_ok: histogram(),
+            first: [0; 7],
+            retry: [0; 7],
+            tokens: 0,
+            people: 0,
+            timeline: Vec::new(),
+            first_intended: std::collections::HashMap::new(),
+        }
+    }
+
+    fn second(&mut self, t_us: u64) -> &mut Second {
+        let s = (t_us.saturating_sub(self.start_us) / 1_000_000) as usize;
+        if self.timeline.len() <= s {
+            let from = self.timeline.len();
+            self.timeline.extend((from..=s).map(|i| Second {
+                second: i as u64,
+                ..Second::default()
+            }));
+        }
+        &mut self.timeline[s]
+    }
+
+    pub(crate) fn add(&mut self, r: &ClientRecord) {
+        let o = r.outcome.index();
+        record(&mut self.latency[o], r.latency_us());
+        record(&mut self.send_lag, r.send_lag_us());
+        if r.stream && r.outcome == Outcome::Ok {
+            if let Some(fb) = r.first_byte_us {
+                record(&mut self.ttft, fb.saturating_sub(r.intended_us));
+            }
+        }
+        self.tokens += r.tokens;
+        if r.attempt == 1 {
+            self.first[o] += 1;
+            self.people += 1;
+            let s = self.second(r.intended_us);
+            s.offered += 1;
+            s.outstanding += 1;
+        } else {
+            self.retry[o] += 1;
+        }
+        let first_intended = if r.attempt == 1 {
+            if !r.last {
+                self.first_intended.insert(r.id.clone(), r.intended_us);
+            }
+            r.intended_us
+        } else if r.last {
+            self.first_intended.remove(&r.id).unwrap_or(r.intended_us)
+        } else {
+            self.first_intended
+                .get(&r.id)
+                .copied()
+                .unwrap_or(r.intended_us)
+        };
+        if r.last && r.outcome == Outcome::Ok {
+            record(
+                &mut self.person_ok,
+                r.done_us.saturating_sub(first_intended),
+            );
+        }
+        let s = self.second(r.sent_us);
+        s.sent += 1;
+        if r.attempt > 1 {
+            s.retries += 1;
+        }
+        let last = r.last;
+        let s = self.second(r.done_us);
+        match r.outcome {
+            Outcome::Ok => s.ok += 1,
+            Outcome::Shed => s.shed += 1,
+            Outcome::Timeout => s.timed_out += 1,
+            _ => s.errors += 1,
+        }
+        if last {
+            s.outstanding -= 1;
+        }
+    }
+
+    /// The send lag's p99, in microseconds.
+    pub(crate) fn send_lag_p99_us(&self) -> u64 {
+        self.send_lag.value_at_quantile(0.99)
+    }
+
+    pub(crate) fn into_report(mut self, elapsed: Duration, send_lag_bound: Duration) -> RunReport {
+        let mut outstanding = 0;
+        for s in &mut self.timeline {
+            outstanding += s.outstanding;
+            s.outstanding = outstanding;
+        }
+        let outcomes = Outcome::ALL
+            .iter()
+            .map(|o| OutcomeSummary {
+                outcome: *o,
+                first_attempts: self.first[o.index()],
+                retries: self.retry[o.index()],
+                latency: Percentiles::of(&self.latency[o.index()]),
+            })
+            .collect();
+        let lag_p99 = self.send_lag_p99_us();
+        RunReport {
+            elapsed_ms: elapsed.as_millis() as u64,
+            people: self.people,
+            attempts: self.first.iter().sum::<u64>() + self.retry.iter().sum::<u64>(),
+            tokens: self.tokens,
+            outcomes,
+            ttft_stream_ok: Percentiles::of(&self.ttft),
+            person_ok: Percentiles::of(&self.person_ok),
+            send_lag: Percentiles::of(&self.send_lag),
+            send_lag_bound_us: send_lag_bound.as_micros() as u64,
+            valid: Duration::from_micros(lag_p99) <= send_lag_bound,
+            timeline: self.timeline,
+        }
+    }
+}
+
+/// Percentiles of one histogram, in microseconds.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Percentiles {
+    /// Values recorded.
+    pub count: u64,
+    /// Median.
+    pub p50_us: u64,
+    /// 90th percentile.
+    pub p90_us: u64,
+    /// 99th percentile.
+    pub p99_us: u64,
+    /// 99.9th percentile.
+    pub p999_us: u64,
+    /// Largest.
+    pub max_us: u64,
+}
+
+impl Percentiles {
+    fn of(h: &Histogram<u64>) -> Self {
+        let q = |x| {
+            if h.is_empty() {
+                0
+            } else {
+                h.value_at_quantile(x)
+            }
+        };
+        Percentiles {
+            count: h.len(),
+            p50_us: q(0.5),
+            p90_us: q(0.9),
+            p99_us: q(0.99),
+            p999_us: q(0.999),
+            max_us: if h.is_empty() { 0 } else { h.max() },
+        }
+    }
+}
+
+/// Counts and latency of one outcome.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct OutcomeSummary {
+    /// The outcome.
+    pub outcome: Outcome,
+    /// First attempts that ended so.
+    pub first_attempts: u64,
+    /// Retries that ended so.
+    pub retries: u64,
+    /// Latency of those attempts, from their intended send time.
+    pub latency: Percentiles,
+}
+
+/// What a run measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    /// From the start instant to the last person's end.
+    pub elapsed_ms: u64,
+    /// People who arrived.
+    pub people: u64,
+    /// Attempts made (first attempts and retries).
+    pub attempts: u64,
+    /// Completion tokens received.
+    pub tokens: u64,
+    /// Counts and latencies by outcome, attempts timed from intended send.
+    pub outcomes: Vec<OutcomeSummary>,
+    /// Time to first byte of streamed ok attempts, from intended send.
+    pub ttft_stream_ok: Percentiles,
+    /// People served: from their first attempt's intended time to the answer.
+    pub person_ok: Percentiles,
+    /// Actual minus intended send time, over all attempts.
+    pub send_lag: Percentiles,
+    /// The bound on the send lag's p99.
+    pub send_lag_bound_us: u64,
+    /// True if and only if the send lag's p99 stayed within its bound.
+    pub valid: bool,
+    /// One entry per second of the run.
+    pub timeline: Vec<Second>,
+}
+
+impl RunReport {
+    /// The summary of one outcome.
+    pub fn outcome(&self, o: Outcome) -> &OutcomeSummary {
+        &self.outcomes[o.index()]
+    }
+
+    /// A table of counts and percentiles for a terminal.
+    pub fn table(&self) -> String {
+        let ms = |us: u64| format!("{:.1}", us as f64 / 1000.0);
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "{:<16} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            "outcome", "first", "retries", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms"
+        );
+        let mut row = |name: &str, first: String, retries: String, p: &Percentiles| {
+            let _ = writeln!(
+                out,
+                "{:<16} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}",
+                name,
+                first,
+                retries,
+                ms(p.p50_us),
+                ms(p.p90_us),
+                ms(p.p99_us),
+                ms(p.p999_us),
+                ms(p.max_us)
+            );
+        };
+        for o in &self.outcomes {
+            if o.first_attempts + o.retries > 0 {
+                row(
+                    o.outcome.as_str(),
+                    o.first_attempts.to_string(),
+                    o.retries.to_string(),
+                    &o.latency,
+                );
+            }
+        }
+        if self.ttft_stream_ok.count > 0 {
+            row(
+                "ttft (stream)",
+                self.ttft_stream_ok.count.to_string(),
+                "-".into(),
+                &self.ttft_stream_ok,
+            );
+        }
+        row(
+            "served person",
+            self.person_ok.count.to_string(),
+            "-".into(),
+            &self.person_ok,
+        );
+        row(
+            "send lag",
+            self.attempts.to_string(),
+            "-".into(),
+            &self.send_lag,
+        );
+        let secs = self.elapsed_ms as f64 / 1000.0;
+        let _ = writeln!(
+            out,
+            "{} people, {} attempts, {} completion tokens in {:.1} s; send lag p99 {} ms (bound {} ms): {}",
+            self.people,
+            self.attempts,
+            self.tokens,
+            secs,
+            ms(self.send_lag.p99_us),
+            ms(self.send_lag_bound_us),
+            if self.valid { "run valid" } else { "RUN INVALID: the generator could not keep its schedule" }
+        );
+        out
+    }
+
+    /// The timeline as CSV, header included.
+    pub fn timeline_csv(&self) -> String {
+        let mut out =
+            String::from("second,offered,sent,retries,ok,shed,timed_out,errors,outstanding\n");
+        for s in &self.timeline {
+            let _ = writeln!(
+                out,
+                "{},{},{},{},{},{},{},{},{}",
+                s.second,
+                s.offered,
+                s.sent,
+                s.retries,
+                s.ok,
+                s.shed,
+                s.timed_out,
+                s.errors,
+                s.outstanding
+            );
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(
+        id: &str,
+        attempt: u32,
+        intended: u64,
+        done: u64,
+        outcome: Outcome,
+        last: bool,
+    ) -> ClientRecord {
+        ClientRecord {
+            id: id.into(),
+            attempt,
+            intended_us: intended,
+            sent_us: intended + 100,
+            first_byte_us: Some(intended + 500),
+            done_us: done,
+            status: Some(200),
+            outcome,
+            retry_after_ms: None,
+            tokens: 3,
+            stream: true,
+            last,
+            patience_ms: 30_000,
+        }
+    }
+
+    #[test]
+    fn counts_percentiles_and_timeline() {
+        let t0 = 1_000_000_000;
+        let mut s = Stats::new(t0);
+        // Person a: shed at 0.1 s, retried at 1.2 s, served at 2.5 s.
+        s.add(&rec("a", 1, t0, t0 + 100_000, Outcome::Shed, false));
+        s.add(&rec(
+            "a",
+            2,
+            t0 + 1_200_000,
+            t0 + 2_500_000,
+            Outcome::Ok,
+            true,
+        ));
+        // Person b: served in 10 ms; person c times out at 1.5 s.
+        s.add(&rec("b", 1, t0 + 10_000, t0 + 20_000, Outcome::Ok, true));
+        s.add(&rec(
+            "c",
+            1,
+            t0 + 20_000,
+            t0 + 1_500_000,
+            Outcome::Timeout,
+            true,
+        ));
+        let r = s.into_report(Duration::from_secs(3), Duration::from_millis(5));
+        assert_eq!(r.people, 3);
+        assert_eq!(r.attempts, 4);
+        assert_eq!(r.outcome(Outcome::Ok).first_attempts, 1);
+        assert_eq!(r.outcome(Outcome::Ok).retries, 1);
+        assert_eq!(r.outcome(Outcome::Shed).first_attempts, 1);
+        // Person a's wait counts from their first arrival.
+        assert_eq!(r.person_ok.count, 2);
+        let max = r.person_ok.max_us;
+        assert!((2_495_000..=2_505_000).contains(&max), "{max}");
+        assert!(r.valid);
+        assert_eq!(r.send_lag.p99_us, 100);
+        let outstanding: Vec<i64> = r.timeline.iter().map(|s| s.outstanding).collect();
+        assert_eq!(outstanding, vec![2, 1, 0]);
+        assert_eq!(r.timeline[0].offered, 3);
+        assert_eq!(r.timeline[1].retries, 1);
+        assert_eq!(r.timeline[2].ok, 1);
+        assert!(r.table().contains("run valid"));
+        assert!(r.timeline_csv().starts_with("second,offered"));
+    }
+
+    #[test]
+    fn late_sends_make_the_run_invalid() {
+        let mut s = Stats::new(0);
+        for i in 0..100 {
+            let mut r = rec(
+                &format!("p{i}"),
+                1,
+                i * 1000,
+                i * 1000 + 50,
+                Outcome::Ok,
+                true,
+            );
+            r.sent_us = r.intended_us + 20_000;
+            s.add(&r);
+        }
+        let r = s.into_report(Duration::from_secs(1), Duration::from_millis(5));
+        assert!(!r.valid);
+        assert!(r.table().contains("RUN INVALID"));
+    }
+}
