@@ -1,0 +1,470 @@
+//! What a gateway is told: its mode, its upstream and each mode's knobs.
+//!
+//! Every flag of `rehearse gateway` has a field here, so the same settings
+//! can come from a TOML file (`[bounded]`, `[deadline]`, `[aimd]` tables,
+//! durations written the humantime way: `"2s"`, `"250ms"`).
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::ConfigError;
+
+/// The admission policy of a gateway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// One detached task per request: no bound, no notice of hang-ups.
+    Naive,
+    /// A semaphore of N upstream calls, a bounded queue and a wait budget.
+    Bounded,
+    /// Token-denominated admission against the caller's deadline.
+    Deadline,
+    /// An adaptive (AIMD) concurrency limit.
+    Aimd,
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Mode::Naive => "naive",
+            Mode::Bounded => "bounded",
+            Mode::Deadline => "deadline",
+            Mode::Aimd => "aimd",
+        })
+    }
+}
+
+impl FromStr for Mode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "naive" => Ok(Mode::Naive),
+            "bounded" => Ok(Mode::Bounded),
+            "deadline" => Ok(Mode::Deadline),
+            "aimd" => Ok(Mode::Aimd),
+            other => Err(format!(
+                "unknown mode `{other}`: expected naive, bounded, deadline or aimd"
+            )),
+        }
+    }
+}
+
+/// Which waiting job is served next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Order {
+    /// Oldest first.
+    #[default]
+    Fifo,
+    /// Newest first: under sustained overload it serves the requests whose
+    /// callers are most likely still there.
+    Lifo,
+}
+
+impl FromStr for Order {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "fifo" => Ok(Order::Fifo),
+            "lifo" => Ok(Order::Lifo),
+            other => Err(format!("unknown order `{other}`: expected fifo or lifo")),
+        }
+    }
+}
+
+/// `bounded` mode: a semaphore, a bounded queue in front of it, a wait budget.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BoundedConfig {
+    /// Upstream calls in flight at once.
+    pub concurrency: usize,
+    /// Jobs allowed to wait for a slot; one more is answered 429 at once.
+    pub queue: usize,
+    /// A job that waited longer than this is dropped when picked up (503),
+    /// and the upstream is never called for it.
+    #[serde(with = "humantime_serde")]
+    pub wait_budget: Duration,
+}
+
+impl Default for BoundedConfig {
+    fn default() -> Self {
+        BoundedConfig {
+            concurrency: 8,
+            queue: 16,
+            wait_budget: Duration::from_secs(2),
+        }
+    }
+}
+
+/// `deadline` mode: admission denominated in tokens.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DeadlineConfig {
+    /// The drain rate: the provider quota this gateway paces its calls to.
+    pub tokens_per_minute: f64,
+    /// The caller's patience when the request does not carry one.
+    #[serde(with = "humantime_serde")]
+    pub default_deadline: Duration,
+    /// The provider's expected service time (S in `Q* = μ·(D − S)`).
+    #[serde(with = "humantime_serde")]
+    pub expected_service: Duration,
+    /// Which waiting job is dispatched next.
+    pub order: Order,
+    /// Request header carrying the caller's remaining patience in milliseconds.
+    pub patience_header: String,
+    /// `max_tokens` assumed for a request that does not set it.
+    pub default_max_tokens: u64,
+}
+
+impl Default for DeadlineConfig {
+    fn default() -> Self {
+        DeadlineConfig {
+            tokens_per_minute: 500_000.0,
+            default_deadline: Duration::from_secs(25),
+            expected_service: Duration::from_secs(1),
+            order: Order::Fifo,
+            patience_header: "x-request-timeout-ms".to_string(),
+            default_max_tokens: 256,
+        }
+    }
+}
+
+/// `aimd` mode: an adaptive concurrency limit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AimdConfig {
+    /// The limit at start.
+    pub initial: usize,
+    /// The limit never goes below this.
+    pub floor: usize,
+    /// The limit never goes above this.
+    pub ceiling: usize,
+    /// A call still running past this counts as slow: the limit is cut x0.9
+    /// the moment it passes it.
+    #[serde(with = "humantime_serde")]
+    pub latency_target: Duration,
+    /// Jobs allowed to wait for a slot (0: over the limit is answered 429 at once).
+    pub queue: usize,
+    /// A job that waited longer than this is dropped when picked up (503).
+    #[serde(with = "humantime_serde")]
+    pub wait_budget: Duration,
+}
+
+impl Default for AimdConfig {
+    fn default() -> Self {
+        AimdConfig {
+            initial: 8,
+            floor: 1,
+            ceiling: 256,
+            latency_target: Duration::from_secs(2),
+            queue: 0,
+            wait_budget: Duration::from_secs(2),
+        }
+    }
+}
+
+/// Everything a gateway needs to start.
+///
+/// ```
+/// use reference_gateway::{GatewayConfig, Mode};
+///
+/// let config = GatewayConfig::from_toml(
+///     "mode = \"bounded\"\nupstream = \"http://127.0.0.1:8080\"\n[bounded]\nconcurrency = 8\nqueue = 11\nwait_budget = \"2s\"\n",
+///     "gateway.toml",
+/// )
+/// .unwrap();
+/// assert_eq!(config.mode, Mode::Bounded);
+/// assert_eq!(config.bounded.queue, 11);
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayConfig {
+    /// The admission policy.
+    pub mode: Mode,
+    /// Base URL of the provider (`http://host:port`, optionally with a path prefix).
+    pub upstream: String,
+    /// Where the CLI binds; the library takes an already-bound listener.
+    #[serde(default = "default_listen")]
+    pub listen: SocketAddr,
+    /// Request bodies over this many bytes are answered 413.
+    #[serde(default = "default_max_body_bytes")]
+    pub max_body_bytes: usize,
+    /// Connecting to the upstream gives up after this (then 502).
+    #[serde(default = "default_connect_timeout", with = "humantime_serde")]
+    pub connect_timeout: Duration,
+    /// The span over which the drain rate behind Retry-After is observed.
+    #[serde(default = "default_drain_window", with = "humantime_serde")]
+    pub drain_window: Duration,
+    /// On shutdown, connections get this long to finish.
+    #[serde(default = "default_shutdown_grace", with = "humantime_serde")]
+    pub shutdown_grace: Duration,
+    /// Knobs of `bounded` mode.
+    #[serde(default)]
+    pub bounded: BoundedConfig,
+    /// Knobs of `deadline` mode.
+    #[serde(default)]
+    pub deadline: DeadlineConfig,
+    /// Knobs of `aimd` mode.
+    #[serde(default)]
+    pub aimd: AimdConfig,
+}
+
+fn default_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 0))
+}
+fn default_max_body_bytes() -> usize {
+    // Prompts carrying retrieved context run to ~40 KB; leave room for 25x.
+    1024 * 1024
+}
+fn default_connect_timeout() -> Duration {
+    Duration::from_secs(2)
+}
+fn default_drain_window() -> Duration {
+    Duration::from_secs(5)
+}
+fn default_shutdown_grace() -> Duration {
+    Duration::from_secs(5)
+}
+
+impl GatewayConfig {
+    /// A configuration with every knob at its default.
+    pub fn new(mode: Mode, upstream: impl Into<String>) -> Self {
+        GatewayConfig {
+            mode,
+            upstream: upstream.into(),
+            listen: default_listen(),
+            max_body_bytes: default_max_body_bytes(),
+            connect_timeout: default_connect_timeout(),
+            drain_window: default_drain_window(),
+            shutdown_grace: default_shutdown_grace(),
+            bounded: BoundedConfig::default(),
+            deadline: DeadlineConfig::default(),
+            aimd: AimdConfig::default(),
+        }
+    }
+
+    /// Parses and validates a TOML text read from `origin`.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Self, ConfigError> {
+        let source = toml_located::Source::new(text, origin);
+        let config: GatewayConfig = source.parse()?;
+        config
+            .validate()
+            .map_err(|(field, message)| source.error(field, message))?;
+        Ok(config)
+    }
+
+    /// Checks the values serde cannot: returns the offending field and why.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        let upstream: http::Uri = self
+            .upstream
+            .parse()
+            .map_err(|e| ("upstream", format!("not a URL: {e}")))?;
+        if upstream.scheme_str() != Some("http") || upstream.host().is_none() {
+            return Err((
+                "upstream",
+                format!("`{}`: expected http://host:port", self.upstream),
+            ));
+        }
+        if self.max_body_bytes == 0 {
+            return Err(("max_body_bytes", "must be above 0".into()));
+        }
+        if self.drain_window.is_zero() {
+            return Err(("drain_window", "must be above 0".into()));
+        }
+        match self.mode {
+            Mode::Naive => {}
+            Mode::Bounded => {
+                if self.bounded.concurrency == 0 {
+                    return Err(("bounded.concurrency", "must be at least 1".into()));
+                }
+            }
+            Mode::Deadline => {
+                let d = &self.deadline;
+                if !(d.tokens_per_minute.is_finite() && d.tokens_per_minute > 0.0) {
+                    return Err(("deadline.tokens_per_minute", "must be above 0".into()));
+                }
+                if d.default_deadline <= d.expected_service {
+                    return Err((
+                        "deadline.default_deadline",
+                        "must be longer than expected_service, else nothing is ever admitted"
+                            .into(),
+                    ));
+                }
+                if http::HeaderName::from_bytes(d.patience_header.as_bytes()).is_err() {
+                    return Err((
+                        "deadline.patience_header",
+                        format!("`{}` is not a header name", d.patience_header),
+                    ));
+                }
+            }
+            Mode::Aimd => {
+                let a = &self.aimd;
+                if a.floor == 0 {
+                    return Err(("aimd.floor", "must be at least 1".into()));
+                }
+                if a.ceiling < a.floor {
+                    return Err(("aimd.ceiling", "must be at least the floor".into()));
+                }
+                if a.initial < a.floor || a.initial > a.ceiling {
+                    return Err((
+                        "aimd.initial",
+                        format!(
+                            "must lie between floor {} and ceiling {}",
+                            a.floor, a.ceiling
+                        ),
+                    ));
+                }
+                if a.latency_target.is_zero() {
+                    return Err(("aimd.latency_target", "must be above 0".into()));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Returns this configuration compressed `scale` times: every duration
+    /// divided by it, every rate multiplied by it (`REHEARSE_TIME_SCALE`).
+    /// Depths and concurrency limits are Little's-law quantities and stay.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use reference_gateway::{GatewayConfig, Mode};
+    ///
+    /// let config = GatewayConfig::new(Mode::Deadline, "http://127.0.0.1:1").time_scaled(10.0);
+    /// assert_eq!(config.deadline.default_deadline, Duration::from_millis(2500));
+    /// assert_eq!(config.deadline.tokens_per_minute, 5_000_000.0);
+    /// ```
+    pub fn time_scaled(mut self, scale: f64) -> Self {
+        if !(scale.is_finite() && scale > 0.0) || scale == 1.0 {
+            return self;
+        }
+        let s = |d: Duration| Duration::from_secs_f64(d.as_secs_f64() / scale);
+        self.connect_timeout = s(self.connect_timeout);
+        self.drain_window = s(self.drain_window);
+        self.shutdown_grace = s(self.shutdown_grace);
+        self.bounded.wait_budget = s(self.bounded.wait_budget);
+        self.deadline.default_deadline = s(self.deadline.default_deadline);
+        self.deadline.expected_service = s(self.deadline.expected_service);
+        self.deadline.tokens_per_minute *= scale;
+        self.aimd.latency_target = s(self.aimd.latency_target);
+        self.aimd.wait_budget = s(self.aimd.wait_budget);
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_file_parses_with_humantime_durations() {
+        let text = r#"
+mode = "deadline"
+upstream = "http://127.0.0.1:9000/prefix"
+listen = "127.0.0.1:7000"
+[deadline]
+tokens_per_minute = 50000
+default_deadline = "25s"
+expected_service = "800ms"
+order = "lifo"
+[aimd]
+initial = 4
+floor = 2
+ceiling = 40
+latency_target = "1s 500ms"
+"#;
+        let c = GatewayConfig::from_toml(text, "g.toml").unwrap();
+        assert_eq!(c.mode, Mode::Deadline);
+        assert_eq!(c.deadline.order, Order::Lifo);
+        assert_eq!(c.deadline.expected_service, Duration::from_millis(800));
+        assert_eq!(c.deadline.patience_header, "x-request-timeout-ms");
+        assert_eq!(c.aimd.latency_target, Duration::from_millis(1500));
+        assert_eq!(c.listen.port(), 7000);
+        assert_eq!(c.bounded, BoundedConfig::default());
+    }
+
+    #[test]
+    fn unknown_fields_are_refused_with_their_line() {
+        let text =
+            "mode = \"bounded\"\nupstream = \"http://127.0.0.1:1\"\n[bounded]\nconcurency = 3\n";
+        let err = GatewayConfig::from_toml(text, "g.toml").unwrap_err();
+        assert_eq!(err.line, 4, "{err}");
+        assert!(err.to_string().contains("concurency"), "{err}");
+    }
+
+    #[test]
+    fn semantic_errors_name_the_field() {
+        let text = "mode = \"aimd\"\nupstream = \"http://127.0.0.1:1\"\n[aimd]\nfloor = 5\nceiling = 2\ninitial = 3\n";
+        let err = GatewayConfig::from_toml(text, "g.toml").unwrap_err();
+        assert_eq!(err.field, "aimd.ceiling");
+        assert_eq!(err.line, 5);
+
+        let err = GatewayConfig::from_toml("mode = \"naive\"\nupstream = \"ftp://x\"\n", "g.toml")
+            .unwrap_err();
+        assert_eq!(err.field, "upstream");
+
+        let text = "mode = \"deadline\"\nupstream = \"http://127.0.0.1:1\"\n[deadline]\ndefault_deadline = \"1s\"\nexpected_service = \"2s\"\n";
+        let err = GatewayConfig::from_toml(text, "g.toml").unwrap_err();
+        assert_eq!(err.field, "deadline.default_deadline");
+    }
+
+    #[test]
+    fn bad_mode_is_refused() {
+        let err = GatewayConfig::from_toml("mode = \"fancy\"\nupstream = \"http://a:1\"\n", "g")
+            .unwrap_err();
+        assert_eq!(err.line, 1, "{err}");
+        assert!("fancy".parse::<Mode>().is_err());
+        assert_eq!("aimd".parse::<Mode>(), Ok(Mode::Aimd));
+        assert_eq!("lifo".parse::<Order>(), Ok(Order::Lifo));
+    }
+
+    #[test]
+    fn time_scale_divides_durations_and_multiplies_rates() {
+        let c = GatewayConfig::new(Mode::Bounded, "http://127.0.0.1:1").time_scaled(4.0);
+        assert_eq!(c.bounded.wait_budget, Duration::from_millis(500));
+        assert_eq!(c.bounded.concurrency, 8, "depths stay");
+        assert_eq!(c.aimd.latency_target, Duration::from_millis(500));
+        assert_eq!(c.deadline.tokens_per_minute, 2_000_000.0);
+        assert_eq!(c.drain_window, Duration::from_millis(1250));
+        let same = GatewayConfig::new(Mode::Bounded, "http://127.0.0.1:1");
+        assert_eq!(same.clone().time_scaled(1.0), same);
+        assert_eq!(
+            same.clone().time_scaled(0.0),
+            same,
+            "nonsense scale is ignored"
+        );
+    }
+
+    #[test]
+    fn round_trips_through_toml() {
+        let c = GatewayConfig::new(Mode::Aimd, "http://127.0.0.1:1");
+        let text = toml_text(&c);
+        assert_eq!(GatewayConfig::from_toml(&text, "rt").unwrap(), c);
+    }
+
+    fn toml_text(c: &GatewayConfig) -> String {
+        // serde_json -> toml is not available without the toml crate; build
+        // the few lines by hand from the serialized JSON instead.
+        let v = serde_json::to_value(c).unwrap();
+        let mut top = String::new();
+        let mut tables = String::new();
+        for (k, val) in v.as_object().unwrap() {
+            match val {
+                serde_json::Value::Object(fields) => {
+                    tables.push_str(&format!("[{k}]\n"));
+                    for (fk, fv) in fields {
+                        tables.push_str(&format!("{fk} = {fv}\n"));
+                    }
+                }
+                other => top.push_str(&format!("{k} = {other}\n")),
+            }
+        }
+        top + &tables
+    }
+}

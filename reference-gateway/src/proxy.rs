@@ -1,0 +1,657 @@
+//! One request's path through the gateway: read and check the body, pass
+//! admission (or be shed), call the upstream, stream its answer back.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, Request, Response, StatusCode, Uri};
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use tokio::sync::{mpsc, oneshot};
+use tracing::{debug, warn};
+
+use crate::admission::{Admission, CallOutcome, Job, Permit, Refusal};
+use crate::config::{GatewayConfig, Mode};
+use crate::drain;
+use crate::metrics::{Metrics, ShedReason};
+use crate::request::{marker_id, Api, RequestShape};
+
+/// Errors a response body can carry (an upstream body that broke).
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+/// What every response of the gateway carries.
+pub(crate) type GatewayBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
+type UpstreamClient = Client<HttpConnector, Full<Bytes>>;
+
+/// Everything a request handler reads, shared by all connections.
+pub(crate) struct Shared {
+    pub(crate) mode: Mode,
+    pub(crate) admission: Admission,
+    pub(crate) metrics: Arc<Metrics>,
+    client: UpstreamClient,
+    upstream: UpstreamBase,
+    max_body_bytes: usize,
+    patience_header: HeaderName,
+    default_deadline: Duration,
+    default_max_tokens: u64,
+}
+
+/// Where upstream calls go: scheme and authority, and a path prefix.
+struct UpstreamBase {
+    origin: String,
+    prefix: String,
+}
+
+impl UpstreamBase {
+    fn uri(&self, path_and_query: &str) -> Result<Uri, http::uri::InvalidUri> {
+        format!("{}{}{}", self.origin, self.prefix, path_and_query).parse()
+    }
+}
+
+impl Shared {
+    pub(crate) fn new(
+        config: &GatewayConfig,
+        admission: Admission,
+        metrics: Arc<Metrics>,
+    ) -> Shared {
+        let upstream: Uri = config
+            .upstream
+            .parse()
+            .expect("validated by GatewayConfig::validate");
+        let origin = format!(
+            "{}://{}",
+            upstream.scheme_str().unwrap_or("http"),
+            upstream.authority().map(|a| a.as_str()).unwrap_or_default()
+        );
+        let prefix = upstream.path().trim_end_matches('/').to_string();
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(config.connect_timeout));
+        // The legacy client opens a new connection whenever none is idle and
+        // never caps connections per host, so it cannot become a hidden
+        // bounded queue behind the gateway's own admission (naive mode
+        // depends on that). Idle connections are kept, all of them.
+        let client = Client::builder(hyper_util::rt::TokioExecutor::new())
+            .pool_max_idle_per_host(usize::MAX)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build(connector);
+        Shared {
+            mode: config.mode,
+            admission,
+            metrics,
+            client,
+            upstream: UpstreamBase { origin, prefix },
+            max_body_bytes: config.max_body_bytes,
+            patience_header: HeaderName::from_bytes(config.deadline.patience_header.as_bytes())
+                .expect("validated by GatewayConfig::validate"),
+            default_deadline: config.deadline.default_deadline,
+            default_max_tokens: config.deadline.default_max_tokens,
+        }
+    }
+
+    /// Routes one request. Never fails: every error is an HTTP answer.
+    pub(crate) async fn handle(
+        self: Arc<Self>,
+        req: Request<Incoming>,
+    ) -> Result<Response<GatewayBody>, Infallible> {
+        let response = match (req.method(), req.uri().path()) {
+            (&Method::POST, "/v1/chat/completions") => self.proxy(req, Api::OpenAi).await,
+            (&Method::POST, "/v1/messages") => self.proxy(req, Api::Anthropic).await,
+            (&Method::GET, "/v1/models") => self.pass_through(req).await,
+            (&Method::GET, "/metrics") => {
+                let text = self
+                    .metrics
+                    .render(&self.mode.to_string(), self.admission.gauges());
+                let mut r = Response::new(full(text));
+                r.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("text/plain; version=0.0.4"),
+                );
+                r
+            }
+            (&Method::GET, "/healthz") => Response::new(full("ok\n")),
+            _ => error_response(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                "invalid_request_error",
+                &format!("no route for {} {}", req.method(), req.uri().path()),
+            ),
+        };
+        Ok(response)
+    }
+
+    /// Models and other reads go straight through: they cost no tokens.
+    async fn pass_through(&self, req: Request<Incoming>) -> Response<GatewayBody> {
+        let (parts, _) = req.into_parts();
+        let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+        let Ok(uri) = self.upstream.uri(path) else {
+            return bad_gateway("bad upstream URI");
+        };
+        let mut up = Request::new(Full::new(Bytes::new()));
+        *up.method_mut() = parts.method;
+        *up.uri_mut() = uri;
+        copy_request_headers(&parts.headers, up.headers_mut());
+        match self.client.request(up).await {
+            Ok(resp) => {
+                let (mut parts, body) = resp.into_parts();
+                strip_hop_by_hop(&mut parts.headers);
+                Response::from_parts(parts, body.map_err(BoxError::from).boxed_unsync())
+            }
+            Err(e) => {
+                self.metrics.upstream_errors.fetch_add(1, Ordering::Relaxed);
+                bad_gateway(&e.to_string())
+            }
+        }
+    }
+
+    async fn proxy(self: Arc<Self>, req: Request<Incoming>, api: Api) -> Response<GatewayBody> {
+        let arrived = Instant::now();
+        let metrics = &self.metrics;
+        metrics.requests.fetch_add(1, Ordering::Relaxed);
+        let (parts, body) = req.into_parts();
+
+        // Refuse an oversized body before reading it when it says its size.
+        let declared = parts
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > self.max_body_bytes as u64) {
+            return self.too_large();
+        }
+        let bytes = match Limited::new(body, self.max_body_bytes).collect().await {
+            Ok(c) => c.to_bytes(),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => return self.too_large(),
+            Err(e) => {
+                metrics.bad_requests.fetch_add(1, Ordering::Relaxed);
+                return error_response(
+                    StatusCode::BAD_REQUEST,
+                    "body_unreadable",
+                    "invalid_request_error",
+                    &format!("could not read the request body: {e}"),
+                );
+            }
+        };
+        let shape = match RequestShape::parse(&bytes) {
+            Ok(s) => s,
+            Err(e) => {
+                metrics.bad_requests.fetch_add(1, Ordering::Relaxed);
+                return error_response(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_json",
+                    "invalid_request_error",
+                    &e.to_string(),
+                );
+            }
+        };
+        let id = request_id(&parts.headers, &bytes);
+        let patience = parts
+            .headers
+            .get(&self.patience_header)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|ms| ms.is_finite() && *ms >= 0.0)
+            .map(|ms| Duration::from_secs_f64(ms / 1000.0));
+        let job = Job {
+            arrived,
+            cost: shape.cost(self.default_max_tokens) as f64,
+            patience: patience.unwrap_or(self.default_deadline),
+        };
+        debug!(id = %id, ?api, cost = job.cost, stream = shape.stream, "admitting");
+
+        let permit = match self.admission.admit(job).await {
+            Ok(p) => p,
+            Err(refusal) => {
+                metrics.queue_wait.observe(arrived.elapsed());
+                debug!(id = %id, reason = refusal.reason.code(), "shed");
+                return shed_response(refusal, &id);
+            }
+        };
+        let dispatched = permit.dispatched();
+        let queue_wait = dispatched.saturating_duration_since(arrived);
+        metrics.queue_wait.observe(queue_wait);
+
+        let path = parts
+            .uri
+            .path_and_query()
+            .map_or(parts.uri.path(), |p| p.as_str());
+        let uri = match self.upstream.uri(path) {
+            Ok(u) => u,
+            Err(e) => return bad_gateway(&e.to_string()),
+        };
+        let mut up = Request::new(Full::new(bytes));
+        *up.method_mut() = Method::POST;
+        *up.uri_mut() = uri;
+        copy_request_headers(&parts.headers, up.headers_mut());
+        if let Some(p) = patience {
+            // Pass on what is left of the caller's patience, so the provider
+            // (or a harness reading its records) can tell a stale call.
+            let left = p.saturating_sub(arrived.elapsed()).as_millis();
+            up.headers_mut()
+                .insert(self.patience_header.clone(), HeaderValue::from(left as u64));
+        }
+
+        let call = CallGuard::new(self.clone(), permit, arrived, dispatched);
+        let response = if self.mode == Mode::Naive {
+            self.clone().call_detached(up, call).await
+        } else {
+            self.call_attached(up, call).await
+        };
+        let mut response = response;
+        response.headers_mut().insert(
+            "x-gateway-queue-wait-us",
+            HeaderValue::from(queue_wait.as_micros() as u64),
+        );
+        response
+    }
+
+    /// Every mode but naive: the call lives inside the caller's request
+    /// future and its response body. A caller hanging up drops them, which
+    /// drops the upstream request and closes its connection.
+    async fn call_attached(
+        &self,
+        up: Request<Full<Bytes>>,
+        mut call: CallGuard,
+    ) -> Response<GatewayBody> {
+        match self.client.request(up).await {
+            Ok(resp) => {
+                call.status = Some(resp.status());
+                let (mut parts, body) = resp.into_parts();
+                strip_hop_by_hop(&mut parts.headers);
+                let body = GuardedBody {
+                    inner: body,
+                    call: Some(call),
+                };
+                Response::from_parts(parts, body.boxed_unsync())
+            }
+            Err(e) => {
+                call.failed();
+                warn!(cause = %e, "upstream call failed");
+                bad_gateway(&error_chain(&e))
+            }
+        }
+    }
+
+    /// Naive mode: the call runs in a detached task that reads the upstream
+    /// answer to its end whether or not anyone is still listening (the
+    /// incident this mode reproduces).
+    async fn call_detached(
+        self: Arc<Self>,
+        up: Request<Full<Bytes>>,
+        mut call: CallGuard,
+    ) -> Response<GatewayBody> {
+        let (head_tx, head_rx) = oneshot::channel();
+        // Unbounded on purpose: naive mode holds whatever the provider sends.
+        let (frames_tx, frames_rx) = mpsc::unbounded_channel();
+        let client = self.client.clone();
+        tokio::spawn(async move {
+            match client.request(up).await {
+                Err(e) => {
+                    call.failed();
+                    let _ = head_tx.send(Err(error_chain(&e)));
+                }
+                Ok(resp) => {
+                    call.status = Some(resp.status());
+                    let (parts, mut body) = resp.into_parts();
+                    let _ = head_tx.send(Ok(parts));
+                    while let Some(frame) = body.frame().await {
+                        match frame {
+                            Ok(f) => {
+                                // A closed receiver is ignored: no notice of
+                                // the caller hanging up.
+                                let _ = frames_tx.send(Ok(f));
+                            }
+                            Err(e) => {
+                                call.failed();
+                                let _ = frames_tx.send(Err(BoxError::from(e)));
+                                return;
+                            }
+                        }
+                    }
+                    call.completed();
+                }
+            }
+        });
+        match head_rx.await {
+            Ok(Ok(mut parts)) => {
+                strip_hop_by_hop(&mut parts.headers);
+                Response::from_parts(parts, ChannelBody { rx: frames_rx }.boxed_unsync())
+            }
+            Ok(Err(cause)) => bad_gateway(&cause),
+            Err(_) => bad_gateway("the upstream task ended without an answer"),
+        }
+    }
+
+    fn too_large(&self) -> Response<GatewayBody> {
+        self.metrics.bad_requests.fetch_add(1, Ordering::Relaxed);
+        error_response(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            "invalid_request_error",
+            &format!("the request body is over {} bytes", self.max_body_bytes),
+        )
+    }
+}
+
+/// Times one upstream call and gives its permit back when it ends: when the
+/// answer is delivered, when the call fails, or when it is dropped because
+/// the caller hung up.
+struct CallGuard {
+    shared: Arc<Shared>,
+    permit: Option<Permit>,
+    arrived: Instant,
+    dispatched: Instant,
+    status: Option<StatusCode>,
+    ended: bool,
+}
+
+impl CallGuard {
+    fn new(
+        shared: Arc<Shared>,
+        permit: Permit,
+        arrived: Instant,
+        dispatched: Instant,
+    ) -> CallGuard {
+        shared.metrics.in_flight.fetch_add(1, Ordering::Relaxed);
+        CallGuard {
+            shared,
+            permit: Some(permit),
+            arrived,
+            dispatched,
+            status: None,
+            ended: false,
+        }
+    }
+
+    /// The answer was read to its end.
+    fn completed(&mut self) {
+        let m = &self.shared.metrics;
+        m.upstream.observe(self.dispatched.elapsed());
+        m.end_to_end.observe(self.arrived.elapsed());
+        let outcome = match self.status.map(|s| s.as_u16()) {
+            Some(200..=299) => CallOutcome::Success,
+            Some(429 | 503 | 529) => CallOutcome::Overloaded,
+            _ => CallOutcome::Other,
+        };
+        if let Some(p) = self.permit.as_mut() {
+            p.finish(outcome);
+        }
+        self.ended = true;
+    }
+
+    /// The upstream could not be reached or broke.
+    fn failed(&mut self) {
+        self.shared
+            .metrics
+            .upstream_errors
+            .fetch_add(1, Ordering::Relaxed);
+        if let Some(p) = self.permit.as_mut() {
+            p.finish(CallOutcome::Overloaded);
+        }
+        self.ended = true;
+    }
+}
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        let m = &self.shared.metrics;
+        m.in_flight.fetch_sub(1, Ordering::Relaxed);
+        if !self.ended {
+            m.cancelled_upstream.fetch_add(1, Ordering::Relaxed);
+            debug!("upstream call cancelled: the caller hung up");
+        }
+        // Dropping the permit hands the slot to the next job.
+        self.permit.take();
+    }
+}
+
+/// The upstream's body, passed through frame by frame as it arrives, with
+/// the call's guard riding along until the last frame.
+struct GuardedBody {
+    inner: Incoming,
+    call: Option<CallGuard>,
+}
+
+impl Body for GuardedBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = &mut *self;
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(None) => {
+                if let Some(mut call) = this.call.take() {
+                    call.completed();
+                }
+            }
+            Poll::Ready(Some(Err(_))) => {
+                if let Some(mut call) = this.call.take() {
+                    call.failed();
+                }
+            }
+            _ => {}
+        }
+        polled.map(|f| f.map(|r| r.map_err(BoxError::from)))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        // Reporting the end early would let hyper skip the final poll that
+        // completes the call's guard.
+        false
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Frames handed over by naive mode's detached task.
+struct ChannelBody {
+    rx: mpsc::UnboundedReceiver<Result<Frame<Bytes>, BoxError>>,
+}
+
+impl Body for ChannelBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        self.rx.poll_recv(cx)
+    }
+}
+
+/// `x-request-id`, else the `[rehearse:id=...]` marker, else `-`.
+fn request_id(headers: &HeaderMap, body: &[u8]) -> String {
+    headers
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+        .or_else(|| marker_id(body).map(str::to_string))
+        .unwrap_or_else(|| "-".to_string())
+}
+
+fn is_hop_by_hop(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "connection"
+            | "keep-alive"
+            | "proxy-authenticate"
+            | "proxy-authorization"
+            | "proxy-connection"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+    )
+}
+
+/// Copies the caller's headers to the upstream request, except those that
+/// belong to one connection (and `host`, which the client sets).
+fn copy_request_headers(from: &HeaderMap, to: &mut HeaderMap) {
+    for (name, value) in from {
+        if !is_hop_by_hop(name) && name != header::HOST {
+            to.append(name.clone(), value.clone());
+        }
+    }
+}
+
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let names: Vec<HeaderName> = headers
+        .keys()
+        .filter(|n| is_hop_by_hop(n))
+        .cloned()
+        .collect();
+    for n in names {
+        headers.remove(n);
+    }
+}
+
+fn full(text: impl Into<Bytes>) -> GatewayBody {
+    Full::new(text.into())
+        .map_err(|never| match never {})
+        .boxed_unsync()
+}
+
+/// An error answer in the OpenAI shape: `{"error": {message, type, param, code}}`.
+fn error_response(
+    status: StatusCode,
+    code: &str,
+    kind: &str,
+    message: &str,
+) -> Response<GatewayBody> {
+    let body = serde_json::json!({
+        "error": { "message": message, "type": kind, "param": null, "code": code }
+    });
+    let mut r = Response::new(full(body.to_string()));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn bad_gateway(cause: &str) -> Response<GatewayBody> {
+    error_response(
+        StatusCode::BAD_GATEWAY,
+        "upstream_unreachable",
+        "api_error",
+        &format!("the upstream provider could not be reached: {cause}"),
+    )
+}
+
+/// The answer to a shed request: 429 or 503, with Retry-After in seconds
+/// and in milliseconds, both from the live backlog.
+pub(crate) fn shed_response(refusal: Refusal, id: &str) -> Response<GatewayBody> {
+    let (status, kind, message) = match refusal.reason {
+        ShedReason::QueueFull => (
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limit_exceeded",
+            "the gateway's queue is full; retry after the time given",
+        ),
+        ShedReason::WouldMissDeadline => (
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limit_exceeded",
+            "the tokens queued ahead of this request would make it miss its deadline; retry after the time given",
+        ),
+        ShedReason::WaitExpired => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "overloaded",
+            "this request waited in the gateway's queue past its budget and was dropped unsent",
+        ),
+    };
+    let mut r = error_response(status, refusal.reason.code(), kind, message);
+    let (secs, ms) = drain::header_values(refusal.retry_after);
+    let h = r.headers_mut();
+    h.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    h.insert("retry-after-ms", HeaderValue::from(ms));
+    h.insert(
+        "x-gateway-shed",
+        HeaderValue::from_static(refusal.reason.code()),
+    );
+    if let Ok(v) = HeaderValue::from_str(id) {
+        h.insert("x-request-id", v);
+    }
+    r
+}
+
+/// An error and its causes on one line ("connect error: Connection refused").
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn shed_answers_carry_both_retry_after_headers_and_say_why() {
+        let r = shed_response(
+            Refusal {
+                reason: ShedReason::WaitExpired,
+                retry_after: Duration::from_millis(2_345),
+            },
+            "r-1",
+        );
+        assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(r.headers()["retry-after"], "3");
+        assert_eq!(r.headers()["retry-after-ms"], "2345");
+        assert_eq!(r.headers()["x-request-id"], "r-1");
+        let body = r.into_body().collect().await.unwrap().to_bytes();
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["error"]["code"], "wait_expired");
+        let r = shed_response(
+            Refusal {
+                reason: ShedReason::QueueFull,
+                retry_after: Duration::from_millis(10),
+            },
+            "r-2",
+        );
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(r.headers()["retry-after"], "1");
+    }
+
+    #[test]
+    fn hop_by_hop_headers_stay_behind() {
+        let mut from = HeaderMap::new();
+        from.insert("x-request-id", HeaderValue::from_static("a"));
+        from.insert("connection", HeaderValue::from_static("close"));
+        from.insert("host", HeaderValue::from_static("gw"));
+        from.insert("authorization", HeaderValue::from_static("Bearer k"));
+        let mut to = HeaderMap::new();
+        copy_request_headers(&from, &mut to);
+        assert_eq!(to.len(), 2);
+        assert_eq!(to["x-request-id"], "a");
+        assert!(to.get("connection").is_none() && to.get("host").is_none());
+    }
+
+    #[test]
+    fn request_id_falls_back_to_the_prompt_marker() {
+        let mut h = HeaderMap::new();
+        assert_eq!(request_id(&h, b"[rehearse:id=m-1] x"), "m-1");
+        h.insert("x-request-id", HeaderValue::from_static("h-1"));
+        assert_eq!(request_id(&h, b"[rehearse:id=m-1] x"), "h-1");
+        assert_eq!(request_id(&HeaderMap::new(), b"{}"), "-");
+    }
+}

@@ -1,0 +1,151 @@
+//! What the gateway reads from a request body: only enough to admit it
+//! (its size in tokens and whether it streams). The body is forwarded
+//! byte for byte; the prompt is never touched.
+
+use serde_json::Value;
+
+/// Which API a request speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Api {
+    /// OpenAI `POST /v1/chat/completions`.
+    OpenAi,
+    /// Anthropic `POST /v1/messages`.
+    Anthropic,
+}
+
+/// Why a body was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum BodyError {
+    #[error("the body is not valid JSON: {0}")]
+    NotJson(String),
+    #[error("the body must be a JSON object with a `messages` array")]
+    NoMessages,
+}
+
+/// What admission needs from a request body.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct RequestShape {
+    /// Estimated prompt tokens.
+    pub(crate) prompt_tokens: u64,
+    /// `max_tokens` (or `max_completion_tokens`) if the request sets it.
+    pub(crate) max_tokens: Option<u64>,
+    /// Whether the caller asked for a server-sent-events stream.
+    pub(crate) stream: bool,
+}
+
+impl RequestShape {
+    /// Reads a chat body of either API.
+    pub(crate) fn parse(body: &[u8]) -> Result<RequestShape, BodyError> {
+        let v: Value =
+            serde_json::from_slice(body).map_err(|e| BodyError::NotJson(e.to_string()))?;
+        let obj = v.as_object().ok_or(BodyError::NoMessages)?;
+        let messages = obj
+            .get("messages")
+            .and_then(Value::as_array)
+            .ok_or(BodyError::NoMessages)?;
+        let mut chars = 0usize;
+        if let Some(system) = obj.get("system") {
+            chars += text_chars(system);
+        }
+        for m in messages {
+            chars += m.get("content").map_or(0, text_chars);
+        }
+        let max_tokens = ["max_tokens", "max_completion_tokens"]
+            .iter()
+            .find_map(|k| obj.get(*k).and_then(Value::as_u64));
+        Ok(RequestShape {
+            prompt_tokens: estimate_tokens(chars),
+            max_tokens,
+            stream: obj.get("stream").and_then(Value::as_bool).unwrap_or(false),
+        })
+    }
+
+    /// Tokens this request can consume: prompt + max_tokens (the same
+    /// reservation a provider's quota makes at admission).
+    pub(crate) fn cost(&self, default_max_tokens: u64) -> u64 {
+        self.prompt_tokens + self.max_tokens.unwrap_or(default_max_tokens)
+    }
+}
+
+/// Characters of text in a message `content` (a string, or an array of
+/// parts with `text`) or an Anthropic `system` field.
+fn text_chars(v: &Value) -> usize {
+    match v {
+        Value::String(s) => s.chars().count(),
+        Value::Array(parts) => parts
+            .iter()
+            .map(|p| match p {
+                Value::String(s) => s.chars().count(),
+                other => other
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .map_or(0, |s| s.chars().count()),
+            })
+            .sum(),
+        _ => 0,
+    }
+}
+
+/// Token estimate for `chars` characters of text: one token per four
+/// characters, rounded up, the usual rule of thumb for English with GPT-style
+/// tokenizers. Admission needs the order of magnitude, not the exact count.
+pub fn estimate_tokens(chars: usize) -> u64 {
+    chars.div_ceil(4) as u64
+}
+
+/// The request id carried in a `[rehearse:id=...]` marker inside the body,
+/// for requests whose headers lost `x-request-id`.
+pub(crate) fn marker_id(body: &[u8]) -> Option<&str> {
+    const OPEN: &[u8] = b"[rehearse:id=";
+    let start = body.windows(OPEN.len()).position(|w| w == OPEN)? + OPEN.len();
+    let len = body[start..].iter().take(128).position(|&b| b == b']')?;
+    std::str::from_utf8(&body[start..start + len]).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn openai_body_cost_is_prompt_plus_max_tokens() {
+        let body = br#"{"model":"m","max_tokens":50,"messages":[{"role":"user","content":"12345678"},{"role":"assistant","content":[{"type":"text","text":"abcd"}]}]}"#;
+        let s = RequestShape::parse(body).unwrap();
+        assert_eq!(s.prompt_tokens, 3, "12 chars / 4");
+        assert_eq!(s.max_tokens, Some(50));
+        assert!(!s.stream);
+        assert_eq!(s.cost(999), 53);
+    }
+
+    #[test]
+    fn anthropic_system_counts_and_default_max_tokens_applies() {
+        let body =
+            br#"{"system":"sys!","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+        let s = RequestShape::parse(body).unwrap();
+        assert_eq!(s.prompt_tokens, 2, "6 chars rounds up to 2");
+        assert!(s.stream);
+        assert_eq!(s.cost(100), 102);
+        let body = br#"{"max_completion_tokens":7,"messages":[]}"#;
+        assert_eq!(RequestShape::parse(body).unwrap().max_tokens, Some(7));
+    }
+
+    #[test]
+    fn bad_bodies_are_refused() {
+        assert!(matches!(
+            RequestShape::parse(b"{nope"),
+            Err(BodyError::NotJson(_))
+        ));
+        assert_eq!(RequestShape::parse(b"[1,2]"), Err(BodyError::NoMessages));
+        assert_eq!(
+            RequestShape::parse(br#"{"messages":3}"#),
+            Err(BodyError::NoMessages)
+        );
+    }
+
+    #[test]
+    fn marker_is_found_in_the_prompt() {
+        let body = br#"{"messages":[{"role":"user","content":"[rehearse:id=r-42] hello"}]}"#;
+        assert_eq!(marker_id(body), Some("r-42"));
+        assert_eq!(marker_id(b"no marker here"), None);
+        assert_eq!(marker_id(b"[rehearse:id=unterminated"), None);
+    }
+}
