@@ -1035,6 +1035,9 @@ impl TokenStream {
             return None;
         }
         if self.cut_now {
+            // Let hyper flush what was sent (it flushes when the body is
+            // pending) so the caller sees half a stream, then cut.
+            tokio::time::sleep(Duration::from_millis(5)).await;
             return self.cut();
         }
         let n = self.answer.completion_tokens;

@@ -1,0 +1,958 @@
+//! End-to-end tests of the fake provider over real HTTP on 127.0.0.1:0.
+
+use std::time::{Duration, Instant};
+
+use fake_provider::{FakeProvider, Outcome, ProviderConfig, ProviderHandle, ProviderRecord};
+use serde_json::{json, Value};
+
+async fn start(toml: &str) -> ProviderHandle {
+    let config = ProviderConfig::from_toml(toml, "test.toml").expect("test config is valid");
+    FakeProvider::new(config)
+        .bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1:0")
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap()
+}
+
+fn chat(content: &str, max_tokens: u32) -> Value {
+    json!({"model": "gpt-4o-mini", "max_tokens": max_tokens,
+           "messages": [{"role": "user", "content": content}]})
+}
+
+fn messages(content: &str, max_tokens: u32) -> Value {
+    json!({"model": "claude-3-5-haiku-latest", "max_tokens": max_tokens,
+           "messages": [{"role": "user", "content": content}]})
+}
+
+async fn post(p: &ProviderHandle, path: &str, body: &Value) -> reqwest::Response {
+    client()
+        .post(format!("{}{path}", p.base_url()))
+        .json(body)
+        .send()
+        .await
+        .expect("request sent")
+}
+
+/// Waits until the provider has a record for `id` (records are written when
+/// a call ends, which for a hang-up is a moment after the client left).
+async fn record_of(p: &ProviderHandle, id: &str) -> ProviderRecord {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(r) = p.records().into_iter().find(|r| r.id == id) {
+            return r;
+        }
+        assert!(Instant::now() < deadline, "no record for {id}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Splits an SSE body into (event name, data) pairs.
+fn sse_events(body: &str) -> Vec<(Option<String>, String)> {
+    body.split("\n\n")
+        .filter(|b| !b.trim().is_empty())
+        .map(|block| {
+            let mut event = None;
+            let mut data = String::new();
+            for line in block.lines() {
+                if let Some(e) = line.strip_prefix("event: ") {
+                    event = Some(e.to_string());
+                } else if let Some(d) = line.strip_prefix("data: ") {
+                    data.push_str(d);
+                }
+            }
+            (event, data)
+        })
+        .collect()
+}
+
+mod api {
+    use super::*;
+
+    #[tokio::test]
+    async fn openai_plain_answer_has_the_real_shape_and_true_usage() {
+        let p = start("completion_tokens = { fixed = 7 }\n").await;
+        let prompt = "x".repeat(40); // 10 tokens at 4 characters a token
+        let resp = post(&p, "/v1/chat/completions", &chat(&prompt, 100)).await;
+        assert_eq!(resp.status(), 200);
+        assert!(
+            resp.headers().get("x-ratelimit-limit-tokens").is_none(),
+            "no quota configured"
+        );
+        let v: Value = resp.json().await.unwrap();
+        assert_eq!(v["object"], "chat.completion");
+        assert_eq!(v["choices"][0]["message"]["role"], "assistant");
+        assert_eq!(v["choices"][0]["finish_reason"], "stop");
+        assert_eq!(v["usage"]["prompt_tokens"], 10);
+        assert_eq!(v["usage"]["completion_tokens"], 7);
+        assert_eq!(v["usage"]["total_tokens"], 17);
+        let text = v["choices"][0]["message"]["content"].as_str().unwrap();
+        assert_eq!(fake_provider::estimate_tokens(text.len()), 7);
+
+        // max_completion_tokens caps the answer, and says so.
+        let mut body = chat("hi", 100);
+        body["max_completion_tokens"] = json!(3);
+        let v: Value = post(&p, "/v1/chat/completions", &body)
+            .await
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(v["usage"]["completion_tokens"], 3);
+        assert_eq!(v["choices"][0]["finish_reason"], "length");
+        p.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn openai_stream_sends_chunks_usage_and_done() {
+        let p = start("completion_tokens = { fixed = 5 }\n").await;
+        let mut body = chat("abcdefgh", 50);
+        body["stream"] = json!(true);
+        body["stream_options"] = json!({"include_usage": true});
+        let resp = post(&p, "/v1/chat/completions", &body).await;
+        assert_eq!(resp.status(), 200);
+        assert_eq!(resp.headers()["content-type"], "text/event-stream");
+        let text = resp.text().await.unwrap();
+        let events = sse_events(&text);
+        assert_eq!(events.last().unwrap().1, "[DONE]");
+        let chunks: Vec<Value> = events[..events.len() - 1]
+            .iter()
+            .map(|(_, d)| serde_json::from_str(d).unwrap())
+            .collect();
+        assert!(chunks
+            .iter()
+            .all(|c| c["object"] == "chat.completion.chunk"));
+        assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+        let content: String = chunks
+            .iter()
+            .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+            .collect();
+        assert_eq!(fake_provider::estimate_tokens(content.len()), 5);
+        let usage = chunks.last().unwrap();
+        assert_eq!(usage["choices"], json!([]));
+        assert_eq!(usage["usage"]["completion_tokens"], 5);
+        assert_eq!(usage["usage"]["prompt_tokens"], 2);
+        assert_eq!(
+            chunks[chunks.len() - 2]["choices"][0]["finish_reason"],
+            "stop"
+        );
+
+        // Without include_usage: no usage chunk, still [DONE].
+        body["stream_options"] = json!(null);
+        let text = post(&p, "/v1/chat/completions", &body)
+            .await
+            .text()
+            .await
+            .unwrap();
+        assert!(!text.contains("\"usage\""), "{text}");
+        assert!(text.ends_with("data: [DONE]\n\n"));
+        p.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn anthropic_plain_and_streamed() {
+        let p = start("completion_tokens = { fixed = 4 }\n").await;
+        let resp = post(&p, "/v1/messages", &messages("12345678", 100)).await;
+        assert_eq!(resp.status(), 200);
+        let v: Value = resp.json().await.unwrap();
+        assert_eq!(v["type"], "message");
+        assert_eq!(v["content"][0]["type"], "text");
+        assert_eq!(v["stop_reason"], "end_turn");
+        assert_eq!(v["usage"], json!({"input_tokens": 2, "output_tokens": 4}));
+
+        let mut body = messages("12345678", 100);
+        body["stream"] = json!(true);
+        let text = post(&p, "/v1/messages", &body).await.text().await.unwrap();
+        let names: Vec<String> = sse_events(&text)
+            .into_iter()
+            .map(|(e, _)| e.unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "message_start",
+                "content_block_start",
+                "ping",
+                "content_block_delta",
+                "content_block_delta",
+                "content_block_delta",
+                "content_block_delta",
+                "content_block_stop",
+                "message_delta",
+                "message_stop"
+            ]
+        );
+        let delta = sse_events(&text)
+            .into_iter()
+            .find(|(e, _)| e.as_deref() == Some("message_delta"))
+            .unwrap();
+        let delta: Value = serde_json::from_str(&delta.1).unwrap();
+        assert_eq!(delta["usage"]["output_tokens"], 4);
+        p.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn models_are_listed_in_each_dialect() {
+        let p = start("models = [\"m1\", \"m2\"]\n").await;
+        let v: Value = client()
+            .get(format!("{}/v1/models", p.base_url()))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(v["object"], "list");
+        assert_eq!(v["data"][1]["id"], "m2");
+        let v: Value = client()
+            .get(format!("{}/v1/models", p.base_url()))
+            .header("anthropic-version", "2023-06-01")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(v["data"][0]["type"], "model");
+        assert_eq!(v["has_more"], false);
+        p.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn bad_requests_get_the_dialects_error_body() {
+        let p = start("max_body_bytes = 1000\n").await;
+        let url = format!("{}/v1/chat/completions", p.base_url());
+        let resp = client().post(&url).body("{not json").send().await.unwrap();
+        assert_eq!(resp.status(), 400);
+        let v: Value = resp.json().await.unwrap();
+        assert_eq!(v["error"]["type"], "invalid_request_error");
+
+        let resp = post(
+            &p,
+            "/v1/messages",
+            &json!({"model": "c", "messages": [{"role": "user", "content": "x"}]}),
+        )
+        .await;
+        assert_eq!(resp.status(), 400);
+        let v: Value = resp.json().await.unwrap();
+        assert_eq!(v["type"], "error");
+        assert_eq!(v["error"]["type"], "invalid_request_error");
+        assert!(v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_tokens"));
+
+        let resp = post(&p, "/v1/chat/completions", &chat(&"x".repeat(5000), 10)).await;
+        assert_eq!(resp.status(), 413);
+
+        let resp = client()
+            .post(format!("{}/v2/nothing", p.base_url()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 404);
+        let records = p.records();
+        assert_eq!(
+            records
+                .iter()
+                .filter(|r| r.outcome == Outcome::BadRequest)
+                .count(),
+            2
+        );
+        p.shutdown().await;
+    }
+}
+
+mod ids {
+    use super::*;
+
+    #[tokio::test]
+    async fn id_from_header_then_marker_then_generated() {
+        let p = start("").await;
+        let resp = client()
+            .post(format!("{}/v1/chat/completions", p.base_url()))
+            .header("x-request-id", "hdr-1")
+            .json(&chat("[rehearse:id=marker-ignored] hi", 5))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.headers()["x-request-id"], "hdr-1");
+        post(
+            &p,
+            "/v1/messages",
+            &messages("ctx ... [rehearse:id=r000042] question", 5),
+        )
+        .await;
+        post(&p, "/v1/chat/completions", &chat("untagged", 5)).await;
+        let ids: Vec<String> = p.records().into_iter().map(|r| r.id).collect();
+        assert_eq!(ids, ["hdr-1", "r000042", "fake-2"]);
+        p.shutdown().await;
+    }
+}
+
+mod latency {
+    use super::*;
+
+    #[tokio::test]
+    async fn non_streamed_takes_ttft_plus_n_per_token() {
+        let p = start(
+            "completion_tokens = { fixed = 10 }\n[latency]\nttft = { fixed = \"150ms\" }\nper_token = { fixed = \"10ms\" }\n",
+        )
+        .await;
+        let t = Instant::now();
+        let resp = post(&p, "/v1/chat/completions", &chat("hi", 100)).await;
+        assert_eq!(resp.status(), 200);
+        let took = t.elapsed();
+        assert!(took >= Duration::from_millis(250), "{took:?}");
+        let r = &p.records()[0];
+        let service = r.finished_us.unwrap() - r.admitted_us.unwrap();
+        assert!(
+            (250_000..260_000).contains(&service),
+            "service {service} us"
+        );
+        p.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn streamed_tokens_are_paced() {
+        let p = start(
+            "completion_tokens = { fixed = 5 }\n[latency]\nttft = { fixed = \"100ms\" }\nper_token = { fixed = \"50ms\" }\n",
+        )
+        .await;
+        let mut body = chat("hi", 100);
+        body["stream"] = json!(true);
+        let t = Instant::now();
+        let mut resp = post(&p, "/v1/chat/completions", &body).await;
+        let mut arrivals = Vec::new();
+        while let Some(chunk) = resp.chunk().await.unwrap() {
+            let text = String::from_utf8_lossy(&chunk).to_string();
+            if text.contains("\"content\":\"") && !text.contains("\"content\":\"\"") {
+                arrivals.push(t.elapsed());
+            }
+        }
+        // Tokens at 100, 150, 200, 250, 300 ms (the first rides with the head).
+        assert!(arrivals.len() >= 4, "{arrivals:?}");
+        assert!(arrivals[0] >= Duration::from_millis(100), "{arrivals:?}");
+        let last = *arrivals.last().unwrap();
+        assert!(last >= Duration::from_millis(300), "{arrivals:?}");
+        let r = &p.records()[0];
+        let ttfb = r.first_byte_us.unwrap() - r.admitted_us.unwrap();
+        assert!((100_000..115_000).contains(&ttfb), "ttfb {ttfb}");
+        p.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn same_seed_same_draws() {
+        let cfg = "seed = 42\ncompletion_tokens = { lognormal = { median = 50, p99 = 400 } }\n";
+        let mut runs = Vec::new();
+        for _ in 0..2 {
+            let p = start(cfg).await;
+            let mut got = Vec::new();
+            for _ in 0..8 {
+                let v: Value = post(&p, "/v1/chat/completions", &chat("hi", 1000))
+                    .await
+                    .json()
+                    .await
+                    .unwrap();
+                got.push(v["usage"]["completion_tokens"].as_u64().unwrap());
+            }
+            runs.push(got);
+            p.shutdown().await;
+        }
+        assert_eq!(runs[0], runs[1]);
+        assert!(
+            runs[0].iter().any(|&n| n != runs[0][0]),
+            "draws vary: {:?}",
+            runs[0]
+        );
+    }
+}
+
+mod ceiling {
+    use super::*;
+
+    #[tokio::test]
+    async fn beyond_the_ceiling_calls_queue_fifo() {
+        let p =
+            start("[latency]\nttft = { fixed = \"300ms\" }\n[concurrency]\nceiling = 2\n").await;
+        let base = p.base_url();
+        let mut tasks = Vec::new();
+        for i in 0..4 {
+            let url = format!("{base}/v1/chat/completions");
+            tasks.push(tokio::spawn(async move {
+                client()
+                    .post(url)
+                    .header("x-request-id", format!("q{i}"))
+                    .json(&chat("hi", 5))
+                    .send()
+                    .await
+                    .unwrap()
+                    .status()
+            }));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let stats = p.stats();
+        assert_eq!((stats.in_service, stats.queued), (2, 2), "{stats:?}");
+        for t in tasks {
+            assert_eq!(t.await.unwrap(), 200);
+        }
+        for i in 2..4 {
+            let r = record_of(&p, &format!("q{i}")).await;
+            let wait = r.admitted_us.unwrap() - r.received_us;
+            assert!(wait >= 200_000, "q{i} waited {wait} us");
+        }
+        let r0 = record_of(&p, "q0").await;
+        assert!(r0.admitted_us.unwrap() - r0.received_us < 20_000);
+        p.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn reject_mode_answers_429_or_529() {
+        let p = start("[latency]\nttft = { fixed = \"400ms\" }\n[concurrency]\nceiling = 1\noverflow = \"reject\"\n").await;
+        let base = p.base_url();
+        let hold = tokio::spawn(async move {
+            client()
+                .post(format!("{base}/v1/chat/completions"))
+                .json(&chat("hi", 5))
+                .send()
+                .await
+                .unwrap()
+                .status()
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let resp = post(&p, "/v1/chat/completions", &chat("hi", 5)).await;
+        assert_eq!(resp.status(), 429);
+        let resp = post(&p, "/v1/messages", &messages("hi", 5)).await;
+        assert_eq!(resp.status(), 529);
+        let v: Value = resp.json().await.unwrap();
+        assert_eq!(v["error"]["type"], "overloaded_error");
+        assert_eq!(hold.await.unwrap(), 200);
+        let rejected = p
+            .records()
+            .iter()
+            .filter(|r| r.outcome == Outcome::CapacityRejected)
+            .count();
+        assert_eq!(rejected, 2);
+        p.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn bounded_queue_rejects_when_full() {
+        let p = start("[latency]\nttft = { fixed = \"400ms\" }\n[concurrency]\nceiling = 1\nqueue_limit = 1\n").await;
+        let base = p.base_url();
+        let mut held = Vec::new();
+        for _ in 0..2 {
+            let url = format!("{base}/v1/chat/completions");
+            held.push(tokio::spawn(async move {
+                client()
+                    .post(url)
+                    .json(&chat("hi", 5))
+                    .send()
+                    .await
+                    .unwrap()
+                    .status()
+            }));
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let resp = post(&p, "/v1/chat/completions", &chat("hi", 5)).await;
+        assert_eq!(resp.status(), 429);
+        for h in held {
+            assert_eq!(h.await.unwrap(), 200);
+        }
+        p.shutdown().await;
+    }
+}
+
+mod quota {
+    use super::*;
+
+    #[tokio::test]
+    async fn over_quota_is_429_with_retry_after_and_true_headers() {
+        // 600 tokens a minute = 10 per second. Each call reserves
+        // prompt (2) + max_tokens (248) = 250 tokens.
+        let p = start("completion_tokens = { fixed = 8 }\n[quota]\ntokens_per_minute = 600\nrequests_per_minute = 100\n").await;
+        let body = chat("abcdefgh", 248);
+        let r1 = post(&p, "/v1/chat/completions", &body).await;
+        assert_eq!(r1.status(), 200);
+        let h = r1.headers();
+        assert_eq!(h["x-ratelimit-limit-tokens"], "600");
+        assert_eq!(h["x-ratelimit-limit-requests"], "100");
+        assert_eq!(h["x-ratelimit-remaining-requests"], "99");
+        // 600 - 250 reserved (the call had not settled when headers were made).
+        assert_eq!(h["x-ratelimit-remaining-tokens"], "350");
+        // 250 tokens at 10/s: 25 s to full.
+        assert_eq!(h["x-ratelimit-reset-tokens"], "25s");
+        // Settled: 2 + 8 = 10 used, 240 given back.
+        let r2 = post(&p, "/v1/chat/completions", &body).await;
+        assert_eq!(r2.status(), 200);
+        let rem: u64 = r2.headers()["x-ratelimit-remaining-tokens"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((340..=345).contains(&rem), "remaining {rem}");
+        // Both settled: 600 - 10 - 10 = 580 left. Ask for all 600: 20
+        // missing at 10 per second, a wait of 2 s.
+        let big = chat("abcdefgh", 598);
+        let r3 = post(&p, "/v1/chat/completions", &big).await;
+        assert_eq!(r3.status(), 429);
+        let ms: u64 = r3.headers()["retry-after-ms"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let secs: u64 = r3.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((1_800..=2_000).contains(&ms), "retry-after-ms {ms}");
+        assert_eq!(secs, ms.div_ceil(1000));
+        let v: Value = r3.json().await.unwrap();
+        assert_eq!(v["error"]["code"], "rate_limit_exceeded");
+        assert_eq!(v["error"]["type"], "tokens");
+        assert!(v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Limit 600"));
+        // A 429 costs nothing: a small call still fits.
+        assert_eq!(
+            post(&p, "/v1/chat/completions", &chat("abcdefgh", 20))
+                .await
+                .status(),
+            200
+        );
+        p.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn retry_after_is_when_it_fits() {
+        // 6000 tokens/min = 100 per second; a call reserves 2 + 5998, the
+        // whole bucket, and settles 2 + 16 (the default completion).
+        let p = start("[quota]\ntokens_per_minute = 6000\n").await;
+        let drain = chat("abcdefgh", 5998);
+        assert_eq!(post(&p, "/v1/chat/completions", &drain).await.status(), 200);
+        // 18 tokens missing at 100 per second: 180 ms.
+        let r = post(&p, "/v1/chat/completions", &drain).await;
+        assert_eq!(r.status(), 429);
+        let ms: u64 = r.headers()["retry-after-ms"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((100..=180).contains(&ms), "{ms}");
+        tokio::time::sleep(Duration::from_millis(ms + 20)).await;
+        assert_eq!(
+            post(&p, "/v1/chat/completions", &drain).await.status(),
+            200,
+            "admitted once retry-after-ms passed"
+        );
+        p.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn anthropic_headers_are_rfc3339() {
+        let p = start("[quota]\ntokens_per_minute = 6000\nrequests_per_minute = 60\n").await;
+        let r = post(&p, "/v1/messages", &messages("hi", 100)).await;
+        let h = r.headers();
+        assert_eq!(h["anthropic-ratelimit-tokens-limit"], "6000");
+        assert_eq!(h["anthropic-ratelimit-requests-remaining"], "59");
+        let reset = h["anthropic-ratelimit-tokens-reset"].to_str().unwrap();
+        let at = time::OffsetDateTime::parse(reset, &time::format_description::well_known::Rfc3339)
+            .unwrap_or_else(|e| panic!("{reset}: {e}"));
+        let ahead = at - time::OffsetDateTime::now_utc();
+        assert!(
+            ahead.whole_seconds() >= 0 && ahead.whole_seconds() <= 3,
+            "{reset}"
+        );
+        p.shutdown().await;
+    }
+}
+
+mod faults {
+    use super::*;
+
+    #[tokio::test]
+    async fn error_status_with_dialect_body() {
+        let p = start("[faults]\nerrors = { \"503\" = 1.0 }\n").await;
+        let r = post(&p, "/v1/chat/completions", &chat("hi", 5)).await;
+        assert_eq!(r.status(), 503);
+        let v: Value = r.json().await.unwrap();
+        assert!(v["error"]["message"].is_string());
+        let r = post(&p, "/v1/messages", &messages("hi", 5)).await;
+        assert_eq!(r.status(), 503);
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["type"], "error");
+        p.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn reset_closes_without_an_answer() {
+        let p = start("[faults]\nreset = 1.0\n").await;
+        let err = client()
+            .post(format!("{}/v1/chat/completions", p.base_url()))
+            .json(&chat("hi", 5))
+            .send()
+            .await
+            .expect_err("a reset gives no response");
+        assert!(!err.is_timeout(), "{err:?}");
+        assert_eq!(p.records()[0].outcome, Outcome::Reset);
+        p.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn hang_never_answers_and_the_hang_up_is_recorded() {
+        let p = start("[faults]\nhang = 1.0\n").await;
+        let err = reqwest::Client::new()
+            .post(format!("{}/v1/chat/completions", p.base_url()))
+            .header("x-request-id", "h1")
+            .timeout(Duration::from_millis(300))
+            .json(&chat("hi", 5))
+            .send()
+            .await
+            .expect_err("a hang gives no response");
+        assert!(err.is_timeout());
+        let r = record_of(&p, "h1").await;
+        assert_eq!(r.outcome, Outcome::Hang);
+        assert!(r.hung_up_us.is_some());
+        p.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn stream_cut_stops_mid_way() {
+        let p = start("completion_tokens = { fixed = 10 }\n[faults]\nstream_cut = 1.0\n").await;
+        let mut body = chat("hi", 100);
+        body["stream"] = json!(true);
+        let resp = post(&p, "/v1/chat/completions", &body).await;
+        assert_eq!(resp.status(), 200);
+        let got = resp.text().await;
+        assert!(got.is_err(), "the body must end in an error, got {got:?}");
+        let r = record_of(&p, "fake-0").await;
+        assert_eq!(r.outcome, Outcome::StreamCut);
+        assert_eq!(r.completion_tokens, 5);
+        p.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn malformed_body_is_not_json() {
+        let p = start("[faults]\nmalformed = 1.0\n").await;
+        let r = post(&p, "/v1/chat/completions", &chat("hi", 5)).await;
+        assert_eq!(r.status(), 200);
+        let text = r.text().await.unwrap();
+        assert!(serde_json::from_str::<Value>(&text).is_err(), "{text}");
+        let mut body = chat("hi", 50);
+        body["stream"] = json!(true);
+        let text = post(&p, "/v1/chat/completions", &body)
+            .await
+            .text()
+            .await
+            .unwrap();
+        let bad = sse_events(&text)
+            .into_iter()
+            .filter(|(_, d)| d != "[DONE]" && serde_json::from_str::<Value>(d).is_err())
+            .count();
+        assert_eq!(bad, 1, "{text}");
+        p.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn rates_are_rates() {
+        let p = start("seed = 3\n[faults]\nerrors = { \"500\" = 0.3 }\n").await;
+        let mut errors = 0;
+        for _ in 0..200 {
+            if post(&p, "/v1/chat/completions", &chat("hi", 5))
+                .await
+                .status()
+                == 500
+            {
+                errors += 1;
+            }
+        }
+        assert!(
+            (35..=85).contains(&errors),
+            "{errors} of 200 at a rate of 0.3"
+        );
+        p.shutdown().await;
+    }
+}
+
+mod hang_ups {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_caller_leaving_mid_call_is_recorded_and_generation_stops() {
+        let p = start("completion_tokens = { fixed = 100 }\n[latency]\nttft = { fixed = \"100ms\" }\nper_token = { fixed = \"20ms\" }\n").await;
+        // Non-streamed: the caller leaves during the 2.1 s of generation.
+        let _ = reqwest::Client::new()
+            .post(format!("{}/v1/chat/completions", p.base_url()))
+            .header("x-request-id", "plain")
+            .timeout(Duration::from_millis(400))
+            .json(&chat("hi", 500))
+            .send()
+            .await;
+        let r = record_of(&p, "plain").await;
+        let left = r.hung_up_us.expect("hang-up recorded") - r.received_us;
+        assert!((350_000..800_000).contains(&left), "left after {left} us");
+        // Streamed: read a few chunks, then drop the response.
+        let mut body = chat("hi", 500);
+        body["stream"] = json!(true);
+        let mut resp = client()
+            .post(format!("{}/v1/chat/completions", p.base_url()))
+            .header("x-request-id", "streamed")
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        for _ in 0..3 {
+            resp.chunk().await.unwrap();
+        }
+        drop(resp);
+        let r = record_of(&p, "streamed").await;
+        assert!(r.hung_up_us.is_some());
+        assert!(
+            r.completion_tokens < 20,
+            "generation stopped at {}",
+            r.completion_tokens
+        );
+        assert_eq!(p.stats().in_flight, 0);
+        p.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn a_caller_leaving_the_queue_frees_its_place() {
+        let p =
+            start("[latency]\nttft = { fixed = \"300ms\" }\n[concurrency]\nceiling = 1\n").await;
+        let base = p.base_url();
+        let first = tokio::spawn({
+            let url = format!("{base}/v1/chat/completions");
+            async move {
+                client()
+                    .post(url)
+                    .json(&chat("hi", 5))
+                    .send()
+                    .await
+                    .unwrap()
+                    .status()
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let _ = reqwest::Client::new()
+            .post(format!("{base}/v1/chat/completions"))
+            .header("x-request-id", "quitter")
+            .timeout(Duration::from_millis(100))
+            .json(&chat("hi", 5))
+            .send()
+            .await;
+        let r = record_of(&p, "quitter").await;
+        assert!(r.admitted_us.is_none(), "never admitted");
+        assert!(r.hung_up_us.is_some());
+        assert_eq!(first.await.unwrap(), 200);
+        assert_eq!(p.stats().queued, 0);
+        p.shutdown().await;
+    }
+}
+
+mod timeline {
+    use super::*;
+
+    #[tokio::test]
+    async fn phases_change_calls_admitted_after_them() {
+        let p = start(
+            "[latency]\nttft = { fixed = \"20ms\" }\n[[timeline]]\nname = \"slow\"\nfrom = \"400ms\"\nuntil = \"1s\"\nlatency = { multiplier = 10.0 }\n",
+        )
+        .await;
+        let t = Instant::now();
+        post(&p, "/v1/chat/completions", &chat("hi", 5)).await;
+        let fast = t.elapsed();
+        tokio::time::sleep_until((p.started() + Duration::from_millis(450)).into()).await;
+        let t = Instant::now();
+        post(&p, "/v1/chat/completions", &chat("hi", 5)).await;
+        let slow = t.elapsed();
+        tokio::time::sleep_until((p.started() + Duration::from_millis(1050)).into()).await;
+        post(&p, "/v1/chat/completions", &chat("hi", 5)).await;
+        assert!(fast < Duration::from_millis(150), "{fast:?}");
+        assert!(slow >= Duration::from_millis(200), "{slow:?}");
+        let phases: Vec<String> = p.records().into_iter().map(|r| r.phase).collect();
+        assert_eq!(phases, ["base", "slow", "base"]);
+        p.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn admin_api_pins_a_phase_and_sets_overrides() {
+        let p = start("[[timeline]]\nname = \"down\"\nfrom = \"1h\"\nfaults = { errors = { \"500\" = 1.0 } }\n").await;
+        let admin = |path: &str| format!("{}{path}", p.base_url());
+        let r = client()
+            .post(admin("/_fake/phase"))
+            .json(&json!({"name": "down"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(
+            post(&p, "/v1/chat/completions", &chat("hi", 5))
+                .await
+                .status(),
+            500
+        );
+        let r = client()
+            .post(admin("/_fake/phase"))
+            .json(&json!({"name": "nope"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 404);
+        client()
+            .post(admin("/_fake/phase"))
+            .json(&json!({"name": null}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            post(&p, "/v1/chat/completions", &chat("hi", 5))
+                .await
+                .status(),
+            200
+        );
+
+        let r = client()
+            .post(admin("/_fake/overrides"))
+            .json(&json!({"concurrency": {"ceiling": 1}, "latency": {"ttft": {"fixed": "300ms"}}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let t = Instant::now();
+        post(&p, "/v1/chat/completions", &chat("hi", 5)).await;
+        assert!(t.elapsed() >= Duration::from_millis(300));
+        let r = client()
+            .post(admin("/_fake/overrides"))
+            .json(&json!({"faults": {"reset": 2.0}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "invalid overrides are refused");
+        let r = client()
+            .post(admin("/_fake/overrides"))
+            .json(&json!({"latency": {"bogus": 1}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "unknown fields are refused");
+        client()
+            .delete(admin("/_fake/overrides"))
+            .send()
+            .await
+            .unwrap();
+        let t = Instant::now();
+        post(&p, "/v1/chat/completions", &chat("hi", 5)).await;
+        assert!(t.elapsed() < Duration::from_millis(200));
+        p.shutdown().await;
+    }
+}
+
+mod admin {
+    use super::*;
+
+    #[tokio::test]
+    async fn stats_records_and_metrics_agree() {
+        let p = start("[quota]\ntokens_per_minute = 100000\n").await;
+        for i in 0..3 {
+            client()
+                .post(format!("{}/v1/chat/completions", p.base_url()))
+                .header("x-request-id", format!("m{i}"))
+                .json(&chat("hi", 5))
+                .send()
+                .await
+                .unwrap();
+        }
+        let stats: Value = client()
+            .get(format!("{}/_fake/stats", p.base_url()))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(stats["received"], 3);
+        assert_eq!(stats["by_outcome"]["ok"], 3);
+        assert_eq!(stats["in_flight"], 0);
+        let records = client()
+            .get(format!("{}/_fake/records", p.base_url()))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let lines: Vec<ProviderRecord> = records
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[2].id, "m2");
+        let metrics = client()
+            .get(format!("{}/metrics", p.base_url()))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(
+            metrics.contains("fake_provider_calls_finished_total{outcome=\"ok\"} 3"),
+            "{metrics}"
+        );
+        assert!(metrics.contains("# TYPE fake_provider_in_service gauge"));
+        assert!(metrics.contains("fake_provider_quota_remaining{limit=\"tokens\"}"));
+        p.shutdown().await;
+    }
+}
+
+mod sdk {
+    use super::*;
+
+    /// The official `openai` and `anthropic` Python SDKs, unmodified, pointed
+    /// at the fake provider: plain and streamed calls, usage, and a 429 the
+    /// SDK turns into its RateLimitError.
+    #[tokio::test]
+    async fn official_python_sdks_work_unmodified() {
+        let p =
+            start("completion_tokens = { fixed = 6 }\n[quota]\ntokens_per_minute = 3000\n").await;
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sdk_check.py");
+        let out = tokio::process::Command::new("python3")
+            .arg(script)
+            .arg(p.base_url())
+            .env("OPENAI_API_KEY", "sk-rehearse")
+            .env("ANTHROPIC_API_KEY", "sk-ant-rehearse")
+            .env_remove("OPENAI_BASE_URL")
+            .env_remove("ANTHROPIC_BASE_URL")
+            .kill_on_drop(true)
+            .output();
+        let out = tokio::time::timeout(Duration::from_secs(50), out)
+            .await
+            .expect("the SDK script finished in time")
+            .expect(
+                "python3 runs (install it, and `pip install openai anthropic`, as .ci/run does)",
+            );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "SDK check failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+        );
+        assert!(stdout.contains("ALL SDK CHECKS PASSED"), "{stdout}");
+        // The SDKs really called us: 2 openai + 2 anthropic + the 429.
+        let records = p.records();
+        assert!(
+            records.iter().filter(|r| r.outcome == Outcome::Ok).count() >= 4,
+            "{records:?}"
+        );
+        assert!(records.iter().any(|r| r.outcome == Outcome::QuotaExceeded));
+        p.shutdown().await;
+    }
+}
