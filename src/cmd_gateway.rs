@@ -1,11 +1,228 @@
-//! Placeholder until this subcommand lands.
+//! `rehearse gateway`: the reference gateway in front of an upstream provider.
+//!
+//! Flags override a `--config` file; `REHEARSE_TIME_SCALE` then compresses
+//! every duration (and multiplies every rate). The bound address is printed
+//! on stdout (`listening on http://ADDR`) so a harness can read the port
+//! when `--listen` asks for port 0 (the default). Ctrl-C or SIGTERM stops it.
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use reference_gateway::{parse_duration, Gateway, GatewayConfig, Mode, Order};
+use tokio_util::sync::CancellationToken;
 
 /// Flags of this subcommand.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// Admission mode: naive, bounded, deadline or aimd.
+    #[arg(long)]
+    mode: Option<Mode>,
+    /// Base URL of the provider, e.g. http://127.0.0.1:8080.
+    #[arg(long)]
+    upstream: Option<String>,
+    /// Address to listen on (127.0.0.1:0 picks a free port and prints it).
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// A TOML file with any of these settings; flags override it.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Request bodies over this many bytes are answered 413.
+    #[arg(long)]
+    max_body_bytes: Option<usize>,
+    /// bounded: upstream calls in flight at once.
+    #[arg(long)]
+    concurrency: Option<usize>,
+    /// bounded, aimd: jobs allowed to wait; one more is answered 429.
+    #[arg(long)]
+    queue: Option<usize>,
+    /// bounded, aimd: a job that waited longer is dropped unsent (503).
+    #[arg(long, value_parser = parse_duration)]
+    wait_budget: Option<Duration>,
+    /// deadline: the quota's tokens per minute (the drain rate).
+    #[arg(long)]
+    tokens_per_minute: Option<f64>,
+    /// deadline: the caller's patience when the request carries none.
+    #[arg(long, value_parser = parse_duration)]
+    default_deadline: Option<Duration>,
+    /// deadline: the provider's expected service time.
+    #[arg(long, value_parser = parse_duration)]
+    expected_service: Option<Duration>,
+    /// deadline: fifo or lifo.
+    #[arg(long)]
+    order: Option<Order>,
+    /// deadline: header carrying the caller's remaining patience (ms).
+    #[arg(long)]
+    patience_header: Option<String>,
+    /// deadline: max_tokens assumed for a request that sets none.
+    #[arg(long)]
+    default_max_tokens: Option<u64>,
+    /// aimd: the limit at start.
+    #[arg(long)]
+    initial: Option<usize>,
+    /// aimd: the lowest limit.
+    #[arg(long)]
+    floor: Option<usize>,
+    /// aimd: the highest limit.
+    #[arg(long)]
+    ceiling: Option<usize>,
+    /// aimd: a call running past this cuts the limit x0.9.
+    #[arg(long, value_parser = parse_duration)]
+    latency_target: Option<Duration>,
+}
 
 /// Runs the subcommand and returns the process exit code.
-pub fn main(_args: Args) -> u8 {
-    eprintln!("error: not built yet");
-    crate::exit::BAD_INPUT
+pub fn main(args: Args) -> u8 {
+    let config = match build_config(args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return crate::exit::BAD_INPUT;
+        }
+    };
+    let gateway = match Gateway::new(config.clone()) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return crate::exit::BAD_INPUT;
+        }
+    };
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return crate::exit::INVALID;
+        }
+    };
+    match runtime.block_on(serve(gateway, config.listen)) {
+        Ok(()) => crate::exit::OK,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            crate::exit::INVALID
+        }
+    }
+}
+
+/// Raw flags and file into one validated configuration.
+fn build_config(args: Args) -> anyhow::Result<GatewayConfig> {
+    let mut config = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            let mut c = GatewayConfig::from_toml(&text, &path.display().to_string())?;
+            if let Some(m) = args.mode {
+                c.mode = m;
+            }
+            if let Some(u) = &args.upstream {
+                c.upstream = u.clone();
+            }
+            c
+        }
+        None => {
+            let (Some(mode), Some(upstream)) = (args.mode, args.upstream.clone()) else {
+                bail!("--mode and --upstream are required (or a --config file that sets them)");
+            };
+            GatewayConfig::new(mode, upstream)
+        }
+    };
+    if let Some(v) = args.listen {
+        config.listen = v;
+    }
+    if let Some(v) = args.max_body_bytes {
+        config.max_body_bytes = v;
+    }
+    if let Some(v) = args.concurrency {
+        config.bounded.concurrency = v;
+    }
+    // --queue and --wait-budget belong to whichever of bounded and aimd runs.
+    if let Some(v) = args.queue {
+        match config.mode {
+            Mode::Aimd => config.aimd.queue = v,
+            _ => config.bounded.queue = v,
+        }
+    }
+    if let Some(v) = args.wait_budget {
+        match config.mode {
+            Mode::Aimd => config.aimd.wait_budget = v,
+            _ => config.bounded.wait_budget = v,
+        }
+    }
+    let d = &mut config.deadline;
+    if let Some(v) = args.tokens_per_minute {
+        d.tokens_per_minute = v;
+    }
+    if let Some(v) = args.default_deadline {
+        d.default_deadline = v;
+    }
+    if let Some(v) = args.expected_service {
+        d.expected_service = v;
+    }
+    if let Some(v) = args.order {
+        d.order = v;
+    }
+    if let Some(v) = args.patience_header {
+        d.patience_header = v;
+    }
+    if let Some(v) = args.default_max_tokens {
+        d.default_max_tokens = v;
+    }
+    let a = &mut config.aimd;
+    if let Some(v) = args.initial {
+        a.initial = v;
+    }
+    if let Some(v) = args.floor {
+        a.floor = v;
+    }
+    if let Some(v) = args.ceiling {
+        a.ceiling = v;
+    }
+    if let Some(v) = args.latency_target {
+        a.latency_target = v;
+    }
+    if let Ok(raw) = std::env::var("REHEARSE_TIME_SCALE") {
+        let scale: f64 = raw
+            .trim()
+            .parse()
+            .ok()
+            .filter(|s: &f64| s.is_finite() && *s > 0.0)
+            .with_context(|| format!("REHEARSE_TIME_SCALE=`{raw}`: expected a number above 0"))?;
+        config = config.time_scaled(scale);
+    }
+    config
+        .validate()
+        .map_err(|(field, message)| anyhow::anyhow!("field `{field}`: {message}"))?;
+    Ok(config)
+}
+
+async fn serve(gateway: Gateway, listen: SocketAddr) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    let shutdown = CancellationToken::new();
+    let handle = gateway.serve(listener, shutdown.clone())?;
+    println!("listening on {}", handle.base_url());
+    let _ = std::io::stdout().flush();
+    wait_for_signal().await?;
+    eprintln!("shutting down");
+    shutdown.cancel();
+    handle.stopped().await;
+    Ok(())
+}
+
+/// Waits for Ctrl-C or SIGTERM.
+async fn wait_for_signal() -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .context("cannot listen for SIGTERM")?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r.context("cannot listen for Ctrl-C")?,
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    tokio::signal::ctrl_c().await.context("cannot listen for Ctrl-C")?;
+    Ok(())
 }

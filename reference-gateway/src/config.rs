@@ -358,6 +358,16 @@ impl GatewayConfig {
     }
 }
 
+/// Parses a humantime duration ("250ms", "2s", "1m 30s"), as flags take them.
+///
+/// ```
+/// assert_eq!(reference_gateway::parse_duration("1s 500ms"), Ok(std::time::Duration::from_millis(1500)));
+/// assert!(reference_gateway::parse_duration("soon").is_err());
+/// ```
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text).map_err(|e| format!("`{text}`: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

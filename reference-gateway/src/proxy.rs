@@ -420,22 +420,26 @@ struct GuardedBody {
     call: Option<CallGuard>,
 }
 
+impl GuardedBody {
+    fn complete(&mut self) {
+        if let Some(mut call) = self.call.take() {
+            call.completed();
+        }
+    }
+}
+
 impl Body for GuardedBody {
     type Data = Bytes;
     type Error = BoxError;
 
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = &mut *self;
         let polled = Pin::new(&mut this.inner).poll_frame(cx);
         match &polled {
-            Poll::Ready(None) => {
-                if let Some(mut call) = this.call.take() {
-                    call.completed();
-                }
-            }
+            Poll::Ready(None) => this.complete(),
+            // hyper stops polling a body of known length once its last byte
+            // is written, so the end is noticed here, not only at `None`.
+            Poll::Ready(Some(Ok(_))) if this.inner.is_end_stream() => this.complete(),
             Poll::Ready(Some(Err(_))) => {
                 if let Some(mut call) = this.call.take() {
                     call.failed();
@@ -447,13 +451,20 @@ impl Body for GuardedBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        // Reporting the end early would let hyper skip the final poll that
-        // completes the call's guard.
-        false
+        self.call.is_none() && self.inner.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+impl Drop for GuardedBody {
+    fn drop(&mut self) {
+        // Dropped after the upstream's last byte: delivered, not cancelled.
+        if self.inner.is_end_stream() {
+            self.complete();
+        }
     }
 }
 
