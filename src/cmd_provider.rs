@@ -20,6 +20,9 @@ pub struct Args {
     /// Override the config's seed.
     #[arg(long)]
     seed: Option<u64>,
+    /// Worker threads serving calls (default: one per core).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    threads: Option<u16>,
 }
 
 /// A scenario file seen only for its `[provider]` table; the other tables
@@ -81,7 +84,12 @@ pub fn main(args: Args) -> u8 {
     if let Some(seed) = args.seed {
         config.seed = seed;
     }
-    let rt = match tokio::runtime::Runtime::new() {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.enable_all();
+    if let Some(n) = args.threads {
+        builder.worker_threads(n as usize);
+    }
+    let rt = match builder.build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

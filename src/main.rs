@@ -28,7 +28,11 @@ pub mod exit {
 }
 
 #[derive(Parser, Debug)]
-#[command(name = "rehearse", version, about = "A load-rehearsal harness for LLM gateways")]
+#[command(
+    name = "rehearse",
+    version,
+    about = "A load-rehearsal harness for LLM gateways"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

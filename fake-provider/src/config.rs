@@ -434,6 +434,9 @@ impl Default for ProviderConfig {
     }
 }
 
+/// The most phases a timeline may hold (the active set is a 64-bit mask).
+pub const MAX_PHASES: usize = 64;
+
 /// Statuses the fault injector knows how to answer with.
 pub const FAULT_STATUSES: [u16; 4] = [500, 502, 503, 529];
 
@@ -499,6 +502,12 @@ impl ProviderConfig {
         )?;
         if self.max_body_bytes == 0 {
             return Err(src.error(&p("max_body_bytes"), "must be positive"));
+        }
+        if self.timeline.len() > MAX_PHASES {
+            return Err(src.error(
+                &p(&format!("timeline[{MAX_PHASES}]")),
+                format!("a timeline holds at most {MAX_PHASES} phases"),
+            ));
         }
         let mut names = std::collections::HashSet::new();
         for (i, phase) in self.timeline.iter().enumerate() {
