@@ -275,7 +275,25 @@ pub async fn run(
     });
 
     let tracker = TaskTracker::new();
-    dispatch(&shared, &tracker, options.stop, &cancel).await;
+    let (dispatched, dispatcher_done) = tokio::sync::oneshot::channel();
+    {
+        let (shared, tracker, runtime) = (
+            shared.clone(),
+            tracker.clone(),
+            tokio::runtime::Handle::current(),
+        );
+        let (stop, cancel) = (options.stop, cancel.clone());
+        std::thread::Builder::new()
+            .name("loadgen-schedule".into())
+            .spawn(move || {
+                dispatch(shared, tracker, runtime, stop, cancel);
+                let _ = dispatched.send(());
+            })
+            .expect("spawning a thread");
+    }
+    // The sender is dropped (an error here) only if the thread panicked,
+    // and then there is nothing more to dispatch either.
+    let _ = dispatcher_done.await;
     tracker.close();
     tracker.wait().await;
     let elapsed = start.elapsed();
@@ -298,15 +316,20 @@ pub async fn run(
 }
 
 /// Keeps the schedule: spawns each person at its fixed deadline.
-async fn dispatch(
-    shared: &Arc<Shared>,
-    tracker: &TaskTracker,
+///
+/// It runs on a thread of its own and sleeps with the OS's high-resolution
+/// sleep rather than tokio's timer, whose millisecond wheel rounds every
+/// deadline up and would add about a millisecond of send lag to every
+/// arrival. Sleeps are cut into slices so a cancellation is seen quickly.
+fn dispatch(
+    shared: Arc<Shared>,
+    tracker: TaskTracker,
+    runtime: tokio::runtime::Handle,
     stop: StopCondition,
-    cancel: &CancellationToken,
+    cancel: CancellationToken,
 ) {
+    const SLICE: Duration = Duration::from_millis(50);
     let after_us = stop.after.map(|d| d.as_micros() as u64);
-    let sleep = tokio::time::sleep_until(shared.start.into());
-    tokio::pin!(sleep);
     let mut index: u64 = 0;
     for arrival in shared.plan.arrivals.iter(shared.plan.seed) {
         if stop.max_people.is_some_and(|m| index >= m)
@@ -315,24 +338,22 @@ async fn dispatch(
             break;
         }
         let due = shared.start + Duration::from_micros(arrival.offset_us);
-        if due > Instant::now() {
-            sleep.as_mut().reset(due.into());
-            tokio::select! {
-                biased;
-                _ = cancel.cancelled() => break,
-                _ = &mut sleep => {}
+        loop {
+            if cancel.is_cancelled() {
+                return;
             }
-        } else if cancel.is_cancelled() {
-            break;
+            let now = Instant::now();
+            if now >= due {
+                break;
+            }
+            std::thread::sleep((due - now).min(SLICE));
         }
         shared.live.offered.fetch_add(1, Ordering::Relaxed);
         shared.live.outstanding.fetch_add(1, Ordering::Relaxed);
-        tracker.spawn(person(
-            shared.clone(),
-            index,
-            arrival.offset_us,
-            arrival.source,
-        ));
+        tracker.spawn_on(
+            person(shared.clone(), index, arrival.offset_us, arrival.source),
+            &runtime,
+        );
         index += 1;
     }
 }

@@ -52,6 +52,7 @@ pub(crate) struct Stats {
     latency: Vec<Histogram<u64>>,
     ttft: Histogram<u64>,
     send_lag: Histogram<u64>,
+    retry_send_lag: Histogram<u64>,
     person_ok: Histogram<u64>,
     first: [u64; 7],
     retry: [u64; 7],
@@ -71,6 +72,7 @@ impl Stats {
             latency: Outcome::ALL.iter().map(|_| histogram()).collect(),
             ttft: histogram(),
             send_lag: histogram(),
+            retry_send_lag: histogram(),
             person_ok: histogram(),
             first: [0; 7],
             retry: [0; 7],
@@ -96,7 +98,11 @@ impl Stats {
     pub(crate) fn add(&mut self, r: &ClientRecord) {
         let o = r.outcome.index();
         record(&mut self.latency[o], r.latency_us());
-        record(&mut self.send_lag, r.send_lag_us());
+        if r.attempt == 1 {
+            record(&mut self.send_lag, r.send_lag_us());
+        } else {
+            record(&mut self.retry_send_lag, r.send_lag_us());
+        }
         if r.stream && r.outcome == Outcome::Ok {
             if let Some(fb) = r.first_byte_us {
                 record(&mut self.ttft, fb.saturating_sub(r.intended_us));
@@ -149,7 +155,7 @@ impl Stats {
         }
     }
 
-    /// The send lag's p99, in microseconds.
+    /// The send lag's p99 over first attempts, in microseconds.
     pub(crate) fn send_lag_p99_us(&self) -> u64 {
         self.send_lag.value_at_quantile(0.99)
     }
@@ -179,6 +185,7 @@ impl Stats {
             ttft_stream_ok: Percentiles::of(&self.ttft),
             person_ok: Percentiles::of(&self.person_ok),
             send_lag: Percentiles::of(&self.send_lag),
+            retry_send_lag: Percentiles::of(&self.retry_send_lag),
             send_lag_bound_us: send_lag_bound.as_micros() as u64,
             valid: Duration::from_micros(lag_p99) <= send_lag_bound,
             timeline: self.timeline,
@@ -253,8 +260,12 @@ pub struct RunReport {
     pub ttft_stream_ok: Percentiles,
     /// People served: from their first attempt's intended time to the answer.
     pub person_ok: Percentiles,
-    /// Actual minus intended send time, over all attempts.
+    /// Actual minus intended send time of first attempts: how well the
+    /// schedule was kept. The run's validity is judged on this.
     pub send_lag: Percentiles,
+    /// The same for retries, whose due times the clients set themselves
+    /// (tokio's millisecond timer wakes them, so expect about a millisecond).
+    pub retry_send_lag: Percentiles,
     /// The bound on the send lag's p99.
     pub send_lag_bound_us: u64,
     /// True if and only if the send lag's p99 stayed within its bound.
@@ -318,10 +329,18 @@ impl RunReport {
         );
         row(
             "send lag",
-            self.attempts.to_string(),
+            self.send_lag.count.to_string(),
             "-".into(),
             &self.send_lag,
         );
+        if self.retry_send_lag.count > 0 {
+            row(
+                "retry send lag",
+                "-".into(),
+                self.retry_send_lag.count.to_string(),
+                &self.retry_send_lag,
+            );
+        }
         let secs = self.elapsed_ms as f64 / 1000.0;
         let _ = writeln!(
             out,

@@ -1,0 +1,84 @@
+//! End-to-end tests of the load generator against the fake provider, both
+//! on 127.0.0.1 port 0. Each test stops by itself well within a minute.
+
+use std::path::Path;
+use std::time::Duration;
+
+use fake_provider::{FakeProvider, ProviderConfig, ProviderHandle, ProviderRecord};
+use loadgen::{ClientRecord, LoadPlan, RunOptions, RunReport, Target};
+use tokio_util::sync::CancellationToken;
+
+#[path = "e2e/basics.rs"]
+mod basics;
+#[path = "e2e/hangup.rs"]
+mod hangup;
+#[path = "e2e/omission.rs"]
+mod omission;
+#[path = "e2e/retry_after.rs"]
+mod retry_after;
+
+/// What one rehearsal left behind.
+pub struct Rehearsal {
+    pub report: RunReport,
+    pub client: Vec<ClientRecord>,
+    pub provider: Vec<ProviderRecord>,
+    pub out: tempfile::TempDir,
+}
+
+/// Starts a fake provider from `provider_toml`, runs the scenario text
+/// `scenario` against it, and collects both sides' records.
+pub async fn rehearse(scenario: &str, provider_toml: &str) -> Rehearsal {
+    let config =
+        ProviderConfig::from_toml(provider_toml, "provider.toml").expect("provider config");
+    let handle = FakeProvider::new(config)
+        .bind("127.0.0.1:0")
+        .await
+        .expect("bind the fake provider");
+    let plan = LoadPlan::from_scenario_str(scenario, "scenario.toml", Path::new("."))
+        .expect("a valid [load] table");
+    let out = tempfile::tempdir().expect("a temp dir");
+    let target = Target::parse(&handle.base_url()).expect("the provider's URL");
+    let report = tokio::time::timeout(
+        Duration::from_secs(50),
+        loadgen::run(
+            &plan,
+            &target,
+            &RunOptions::new(out.path()),
+            CancellationToken::new(),
+        ),
+    )
+    .await
+    .expect("the run ends by itself")
+    .expect("the run succeeds");
+    eprintln!("{}", report.table());
+    let client = read_client_records(&out.path().join("client.jsonl"));
+    let provider = settled_records(&handle).await;
+    handle.shutdown().await;
+    Rehearsal {
+        report,
+        client,
+        provider,
+        out,
+    }
+}
+
+/// The provider's records once every call has ended (a hang-up is noticed
+/// when the provider sees the connection close, a moment after the client
+/// dropped it).
+async fn settled_records(handle: &ProviderHandle) -> Vec<ProviderRecord> {
+    for _ in 0..50 {
+        if handle.stats().in_flight == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    handle.records()
+}
+
+pub fn read_client_records(path: &Path) -> Vec<ClientRecord> {
+    std::fs::read_to_string(path)
+        .expect("client.jsonl exists")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a ClientRecord per line"))
+        .collect()
+}
