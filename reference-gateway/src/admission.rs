@@ -157,6 +157,9 @@ pub(crate) struct Permit {
     /// Set by the AIMD watchdog when the call passed the latency target.
     slow: Arc<AtomicBool>,
     watchdog: Option<tokio::task::AbortHandle>,
+    /// False while a granted permit travels to a queued job: if it is
+    /// dropped unclaimed, that job's caller left in the meantime.
+    claimed: bool,
 }
 
 impl Permit {
@@ -171,6 +174,7 @@ impl Permit {
             outcome: CallOutcome::Other,
             slow: Arc::new(AtomicBool::new(false)),
             watchdog: None,
+            claimed: true,
         }
     }
 
@@ -187,6 +191,7 @@ impl Permit {
     /// Forgets the permit without releasing it: for a grant whose receiver
     /// was already gone, undone by hand under the lock.
     fn defuse(mut self) {
+        self.count_if_unclaimed();
         self.release = Release::None;
         if let Some(w) = self.watchdog.take() {
             w.abort();
@@ -194,8 +199,24 @@ impl Permit {
     }
 }
 
+impl Permit {
+    fn count_if_unclaimed(&mut self) {
+        if self.claimed {
+            return;
+        }
+        self.claimed = true;
+        let metrics = match &self.release {
+            Release::None => return,
+            Release::Slots(s) => &s.metrics,
+            Release::Pacer(p) => &p.metrics,
+        };
+        metrics.cancelled_queued.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 impl Drop for Permit {
     fn drop(&mut self) {
+        self.count_if_unclaimed();
         if let Some(w) = self.watchdog.take() {
             w.abort();
         }
@@ -328,7 +349,10 @@ impl Slots {
         let grant = rx.await;
         guard.disarm();
         match grant {
-            Ok(Grant::Go(permit)) => Ok(permit),
+            Ok(Grant::Go(mut permit)) => {
+                permit.claimed = true;
+                Ok(permit)
+            }
             Ok(Grant::Expired { retry_after }) => Err(Refusal {
                 reason: ShedReason::WaitExpired,
                 retry_after,
@@ -405,7 +429,8 @@ impl Slots {
                 let _ = waiter.tx.send(Grant::Expired { retry_after });
                 continue;
             }
-            let permit = self.grant(st, now);
+            let mut permit = self.grant(st, now);
+            permit.claimed = false;
             if let Err(Grant::Go(permit)) = waiter.tx.send(Grant::Go(permit)) {
                 // The caller left between our pop and our send.
                 permit.defuse();
@@ -565,7 +590,10 @@ impl Pacer {
         let grant = rx.await;
         guard.disarm();
         match grant {
-            Ok(Grant::Go(permit)) => Ok(permit),
+            Ok(Grant::Go(mut permit)) => {
+                permit.claimed = true;
+                Ok(permit)
+            }
             Ok(Grant::Expired { retry_after }) => Err(Refusal {
                 reason: ShedReason::WaitExpired,
                 retry_after,
@@ -615,7 +643,8 @@ impl Pacer {
                     }
                     let previous = st.next_free;
                     let base = previous.max(now.checked_sub(PACER_SLACK).unwrap_or(now));
-                    let permit = self.grant(&mut st, now, base, waiter.cost);
+                    let mut permit = self.grant(&mut st, now, base, waiter.cost);
+                    permit.claimed = false;
                     if let Err(Grant::Go(permit)) = waiter.tx.send(Grant::Go(permit)) {
                         permit.defuse();
                         st.in_flight -= 1;

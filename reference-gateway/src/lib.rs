@@ -61,7 +61,9 @@ mod queue;
 mod request;
 mod server;
 
-pub use config::{parse_duration, AimdConfig, BoundedConfig, DeadlineConfig, GatewayConfig, Mode, Order};
+pub use config::{
+    parse_duration, AimdConfig, BoundedConfig, DeadlineConfig, GatewayConfig, Mode, Order,
+};
 pub use error::{ConfigError, GatewayError};
 pub use metrics::{resident_memory_bytes, ShedReason};
 pub use request::estimate_tokens;
