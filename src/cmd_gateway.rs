@@ -34,10 +34,10 @@ pub struct Args {
     max_body_bytes: Option<usize>,
     /// bounded: upstream calls in flight at once.
     #[arg(long)]
-    concurrency: Option<usize>,
+    concurrency: Option<u32>,
     /// bounded, aimd: jobs allowed to wait; one more is answered 429.
     #[arg(long)]
-    queue: Option<usize>,
+    queue: Option<u32>,
     /// bounded, aimd: a job that waited longer is dropped unsent (503).
     #[arg(long, value_parser = parse_duration)]
     wait_budget: Option<Duration>,
@@ -61,13 +61,13 @@ pub struct Args {
     default_max_tokens: Option<u64>,
     /// aimd: the limit at start.
     #[arg(long)]
-    initial: Option<usize>,
+    initial: Option<u32>,
     /// aimd: the lowest limit.
     #[arg(long)]
-    floor: Option<usize>,
+    floor: Option<u32>,
     /// aimd: the highest limit.
     #[arg(long)]
-    ceiling: Option<usize>,
+    ceiling: Option<u32>,
     /// aimd: a call running past this cuts the limit x0.9.
     #[arg(long, value_parser = parse_duration)]
     latency_target: Option<Duration>,
@@ -75,7 +75,8 @@ pub struct Args {
 
 /// Runs the subcommand and returns the process exit code.
 pub fn main(args: Args) -> u8 {
-    let config = match build_config(args) {
+    let time_scale = std::env::var("REHEARSE_TIME_SCALE").ok();
+    let config = match build_config(args, time_scale.as_deref()) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -105,8 +106,8 @@ pub fn main(args: Args) -> u8 {
     }
 }
 
-/// Raw flags and file into one validated configuration.
-fn build_config(args: Args) -> anyhow::Result<GatewayConfig> {
+/// Raw flags, file and time scale into one validated configuration.
+fn build_config(args: Args, time_scale: Option<&str>) -> anyhow::Result<GatewayConfig> {
     let mut config = match &args.config {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -134,13 +135,13 @@ fn build_config(args: Args) -> anyhow::Result<GatewayConfig> {
         config.max_body_bytes = v;
     }
     if let Some(v) = args.concurrency {
-        config.bounded.concurrency = v;
+        config.bounded.concurrency = v as usize;
     }
     // --queue and --wait-budget belong to whichever of bounded and aimd runs.
     if let Some(v) = args.queue {
         match config.mode {
-            Mode::Aimd => config.aimd.queue = v,
-            _ => config.bounded.queue = v,
+            Mode::Aimd => config.aimd.queue = v as usize,
+            _ => config.bounded.queue = v as usize,
         }
     }
     if let Some(v) = args.wait_budget {
@@ -170,18 +171,18 @@ fn build_config(args: Args) -> anyhow::Result<GatewayConfig> {
     }
     let a = &mut config.aimd;
     if let Some(v) = args.initial {
-        a.initial = v;
+        a.initial = v as usize;
     }
     if let Some(v) = args.floor {
-        a.floor = v;
+        a.floor = v as usize;
     }
     if let Some(v) = args.ceiling {
-        a.ceiling = v;
+        a.ceiling = v as usize;
     }
     if let Some(v) = args.latency_target {
         a.latency_target = v;
     }
-    if let Ok(raw) = std::env::var("REHEARSE_TIME_SCALE") {
+    if let Some(raw) = time_scale {
         let scale: f64 = raw
             .trim()
             .parse()
@@ -223,6 +224,120 @@ async fn wait_for_signal() -> anyhow::Result<()> {
         }
     }
     #[cfg(not(unix))]
-    tokio::signal::ctrl_c().await.context("cannot listen for Ctrl-C")?;
+    tokio::signal::ctrl_c()
+        .await
+        .context("cannot listen for Ctrl-C")?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn parse(flags: &[&str]) -> Args {
+        Cli::try_parse_from(std::iter::once("gateway").chain(flags.iter().copied()))
+            .expect("flags parse")
+            .args
+    }
+
+    #[test]
+    fn flags_build_a_config_and_the_time_scale_compresses_it() {
+        let args = parse(&[
+            "--mode",
+            "bounded",
+            "--upstream",
+            "http://127.0.0.1:9",
+            "--concurrency",
+            "8",
+            "--queue",
+            "11",
+            "--wait-budget",
+            "2s",
+        ]);
+        let c = build_config(args, Some("4")).unwrap();
+        assert_eq!(c.mode, Mode::Bounded);
+        assert_eq!((c.bounded.concurrency, c.bounded.queue), (8, 11));
+        assert_eq!(c.bounded.wait_budget, Duration::from_millis(500));
+        assert_eq!(
+            c.listen,
+            "127.0.0.1:0".parse().unwrap(),
+            "loopback, any port"
+        );
+    }
+
+    #[test]
+    fn queue_and_wait_budget_follow_the_mode() {
+        let args = parse(&[
+            "--mode",
+            "aimd",
+            "--upstream",
+            "http://127.0.0.1:9",
+            "--queue",
+            "5",
+            "--initial",
+            "4",
+            "--floor",
+            "2",
+            "--ceiling",
+            "9",
+            "--latency-target",
+            "300ms",
+        ]);
+        let c = build_config(args, None).unwrap();
+        assert_eq!(c.aimd.queue, 5);
+        assert_eq!((c.aimd.initial, c.aimd.floor, c.aimd.ceiling), (4, 2, 9));
+        assert_eq!(c.aimd.latency_target, Duration::from_millis(300));
+    }
+
+    #[test]
+    fn flags_override_the_config_file() {
+        let path = std::env::temp_dir().join(format!("rehearse-gw-{}.toml", std::process::id()));
+        std::fs::write(
+            &path,
+            "mode = \"deadline\"\nupstream = \"http://127.0.0.1:9\"\n[deadline]\ntokens_per_minute = 1000\norder = \"lifo\"\n",
+        )
+        .unwrap();
+        let args = parse(&[
+            "--config",
+            path.to_str().unwrap(),
+            "--tokens-per-minute",
+            "6000",
+        ]);
+        let c = build_config(args, None).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(c.deadline.tokens_per_minute, 6000.0);
+        assert_eq!(c.deadline.order, Order::Lifo, "kept from the file");
+    }
+
+    #[test]
+    fn bad_input_is_refused() {
+        assert!(
+            build_config(parse(&["--mode", "naive"]), None).is_err(),
+            "no upstream"
+        );
+        let args = parse(&["--mode", "naive", "--upstream", "http://127.0.0.1:9"]);
+        assert!(build_config(args, Some("0")).is_err(), "time scale 0");
+        let args = parse(&[
+            "--mode",
+            "bounded",
+            "--upstream",
+            "http://127.0.0.1:9",
+            "--concurrency",
+            "0",
+        ]);
+        let err = build_config(args, None).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("bounded.concurrency"),
+            "{err:#}"
+        );
+        assert!(Cli::try_parse_from(["gateway", "--mode", "fancy"]).is_err());
+        assert!(Cli::try_parse_from(["gateway", "--wait-budget", "soon"]).is_err());
+    }
 }

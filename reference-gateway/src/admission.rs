@@ -759,7 +759,7 @@ mod tests {
         let held = s.admit(job(1.0, Duration::ZERO)).await.unwrap();
         let s1 = s.clone();
         let waiting = tokio::spawn(async move { s1.admit(job(1.0, Duration::ZERO)).await.is_ok() });
-        while s.lock().queue.len() < 1 {
+        while s.lock().queue.is_empty() {
             tokio::task::yield_now().await;
         }
         waiting.abort();
@@ -862,7 +862,7 @@ mod tests {
         let a = tokio::spawn(
             async move { pa.admit(job(10.0, Duration::from_millis(750))).await.err() },
         );
-        while p.lock().queue.len() < 1 {
+        while p.lock().queue.is_empty() {
             tokio::task::yield_now().await;
         }
         let pb = p.clone();

@@ -77,7 +77,7 @@ pub(crate) fn retry_after(work: f64, rate: f64) -> Duration {
     // An hour: past that a number means "not today", and an absurd value
     // would overflow `Duration`.
     const CAP: f64 = 3600.0;
-    if !(rate > 0.0) || !work.is_finite() {
+    if rate.is_nan() || rate <= 0.0 || !work.is_finite() {
         return Duration::from_secs_f64(CAP);
     }
     Duration::from_secs_f64((work.max(0.0) / rate).min(CAP))
