@@ -193,7 +193,7 @@ pub(crate) fn parse(
     let located = |line: usize, field: &str, message: String| ConfigError {
         origin: origin.to_string(),
         line,
-        column: 0,
+        column: usize::from(line > 0),
         field: field.to_string(),
         message,
     };

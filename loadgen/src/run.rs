@@ -107,7 +107,7 @@ pub struct StopCondition {
 /// How to run, beyond the plan.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
-    /// Where `client.jsonl`, `summary.json` and `timeline.csv` go.
+    /// Where `client.jsonl`, `client.hlog`, `summary.json` and `timeline.csv` go.
     pub out_dir: PathBuf,
     /// Draw an indicatif progress bar on stderr.
     pub progress: bool,
@@ -192,7 +192,7 @@ struct Shared {
 /// says so or `cancel` is cancelled, then waits for the people still
 /// waiting (each at most their patience; no new retries after a cancel).
 /// Records go to `client.jsonl` in `options.out_dir`, the report also to
-/// `summary.json` and `timeline.csv`.
+/// `summary.json` and `timeline.csv`, the histograms to `client.hlog`.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -306,6 +306,12 @@ pub async fn run(
         .await
         .expect("the join task does not panic")
         .expect("the writer thread does not panic")?;
+    let hlog_path = options.out_dir.join("client.hlog");
+    let mut hlog = Vec::new();
+    stats
+        .write_histogram_log(&mut hlog, clock.system_time(start), elapsed)
+        .and_then(|()| std::fs::write(&hlog_path, hlog))
+        .map_err(output_error(&hlog_path))?;
     let report = stats.into_report(elapsed, plan.send_lag_bound);
     let summary_path = options.out_dir.join("summary.json");
     let summary = serde_json::to_vec_pretty(&report).expect("a report always serializes");

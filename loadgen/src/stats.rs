@@ -160,6 +160,39 @@ impl Stats {
         self.send_lag.value_at_quantile(0.99)
     }
 
+    /// Writes every histogram, whole-run, to an HDR interval log (tags
+    /// `latency.<outcome>`, `ttft.stream_ok`, `person.ok`, `send_lag`,
+    /// `send_lag.retry`; values in microseconds), readable by the HdrHistogram
+    /// tools (HistogramLogProcessor, the hdrhistogram crate).
+    pub(crate) fn write_histogram_log(
+        &self,
+        out: &mut impl std::io::Write,
+        start: std::time::SystemTime,
+        elapsed: Duration,
+    ) -> std::io::Result<()> {
+        use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+        use hdrhistogram::serialization::V2DeflateSerializer;
+        let mut serializer = V2DeflateSerializer::new();
+        let mut log = IntervalLogWriterBuilder::new()
+            .add_comment("rehearse loadgen: whole-run histograms, values in microseconds")
+            .with_base_time(start)
+            .with_start_time(start)
+            .begin_log_with(out, &mut serializer)?;
+        let mut named: Vec<(String, &Histogram<u64>)> = Outcome::ALL
+            .iter()
+            .map(|o| (format!("latency.{}", o.as_str()), &self.latency[o.index()]))
+            .collect();
+        named.push(("ttft.stream_ok".into(), &self.ttft));
+        named.push(("person.ok".into(), &self.person_ok));
+        named.push(("send_lag".into(), &self.send_lag));
+        named.push(("send_lag.retry".into(), &self.retry_send_lag));
+        for (name, h) in named {
+            log.write_histogram(h, Duration::ZERO, elapsed, Tag::new(&name))
+                .map_err(|e| std::io::Error::other(format!("{e:?}")))?;
+        }
+        Ok(())
+    }
+
     pub(crate) fn into_report(mut self, elapsed: Duration, send_lag_bound: Duration) -> RunReport {
         let mut outstanding = 0;
         for s in &mut self.timeline {
@@ -451,6 +484,28 @@ mod tests {
         assert_eq!(r.timeline[2].ok, 1);
         assert!(r.table().contains("run valid"));
         assert!(r.timeline_csv().starts_with("second,offered"));
+    }
+
+    #[test]
+    fn histogram_log_reads_back() {
+        use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+        let mut s = Stats::new(0);
+        s.add(&rec("a", 1, 0, 2_000, Outcome::Ok, true));
+        let mut out = Vec::new();
+        s.write_histogram_log(
+            &mut out,
+            std::time::SystemTime::now(),
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        let tags: Vec<String> = IntervalLogIterator::new(&out)
+            .filter_map(|e| match e {
+                Ok(LogEntry::Interval(h)) => h.tag().map(|t| t.as_str().to_string()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(tags.len(), 11, "{tags:?}");
+        assert!(tags.contains(&"latency.ok".to_string()));
     }
 
     #[test]

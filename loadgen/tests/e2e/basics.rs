@@ -52,7 +52,7 @@ stream = 0.5
     let offered: u64 = r.report.timeline.iter().map(|s| s.offered).sum();
     assert_eq!(offered, 100);
     assert_eq!(r.report.timeline.last().unwrap().outstanding, 0);
-    for f in ["summary.json", "timeline.csv"] {
+    for f in ["summary.json", "timeline.csv", "client.hlog"] {
         assert!(r.out.path().join(f).exists(), "{f} written");
     }
 }
