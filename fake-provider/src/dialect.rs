@@ -58,6 +58,67 @@ pub fn estimate_tokens(chars: usize) -> u32 {
     chars.div_ceil(CHARS_PER_TOKEN).min(u32::MAX as usize) as u32
 }
 
+#[derive(serde::Deserialize)]
+struct FastBody<'a> {
+    #[serde(borrow)]
+    model: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    messages: Vec<FastMessage<'a>>,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default)]
+    max_tokens: Option<u64>,
+    #[serde(default)]
+    max_completion_tokens: Option<u64>,
+    #[serde(default)]
+    stream_options: Option<FastStreamOptions>,
+    #[serde(default, borrow)]
+    system: Option<&'a serde_json::value::RawValue>,
+}
+
+#[derive(serde::Deserialize)]
+struct FastMessage<'a> {
+    #[serde(borrow)]
+    role: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    content: Option<&'a serde_json::value::RawValue>,
+}
+
+#[derive(serde::Deserialize)]
+struct FastStreamOptions {
+    #[serde(default)]
+    include_usage: Option<bool>,
+}
+
+#[derive(serde::Deserialize)]
+struct FastPart<'a> {
+    #[serde(default, borrow)]
+    text: Option<std::borrow::Cow<'a, str>>,
+}
+
+/// Characters of a message content (string, null, or array of parts), or
+/// `None` to send the request down the checked path.
+fn fast_chars(content: Option<&serde_json::value::RawValue>) -> Option<usize> {
+    let Some(raw) = content else { return Some(0) };
+    let text = raw.get();
+    match text.as_bytes().first()? {
+        b'"' => serde_json::from_str::<std::borrow::Cow<'_, str>>(text)
+            .ok()
+            .map(|s| s.chars().count()),
+        b'n' => Some(0),
+        b'[' => serde_json::from_str::<Vec<FastPart<'_>>>(text)
+            .ok()
+            .map(|parts| {
+                parts
+                    .iter()
+                    .filter_map(|p| p.text.as_ref())
+                    .map(|t| t.chars().count())
+                    .sum()
+            }),
+        _ => None,
+    }
+}
+
 fn content_chars(content: &Value, param: &'static str) -> Result<usize, BadRequest> {
     match content {
         Value::String(s) => Ok(s.chars().count()),
@@ -133,6 +194,63 @@ fn model(body: &Value) -> Result<String, BadRequest> {
 impl Dialect {
     /// Parses a request body of this dialect.
     pub fn parse(self, body: &[u8]) -> Result<Request, BadRequest> {
+        // Well-formed requests take the typed path (no JSON tree is built);
+        // anything it does not accept is parsed again as a tree, which finds
+        // the exact fault for the error message.
+        if let Some(r) = self.parse_fast(body) {
+            return Ok(r);
+        }
+        self.parse_checked(body)
+    }
+
+    fn parse_fast(self, body: &[u8]) -> Option<Request> {
+        let b: FastBody<'_> = serde_json::from_slice(body).ok()?;
+        if b.model.is_empty() || b.messages.is_empty() {
+            return None;
+        }
+        let mut chars = 0;
+        for m in &b.messages {
+            m.role.as_ref()?;
+            chars += fast_chars(m.content)?;
+        }
+        let positive = |n: Option<u64>| match n {
+            None => Some(None),
+            Some(0) => None,
+            Some(n) => Some(Some(n.min(u32::MAX as u64) as u32)),
+        };
+        let stream = b.stream.unwrap_or(false);
+        match self {
+            Dialect::OpenAi => {
+                let max_tokens = match positive(b.max_completion_tokens)? {
+                    Some(n) => Some(n),
+                    None => positive(b.max_tokens)?,
+                };
+                Some(Request {
+                    model: b.model.into_owned(),
+                    prompt_tokens: estimate_tokens(chars).max(1),
+                    max_tokens,
+                    stream,
+                    include_usage: b
+                        .stream_options
+                        .and_then(|o| o.include_usage)
+                        .unwrap_or(false),
+                })
+            }
+            Dialect::Anthropic => {
+                chars += fast_chars(b.system)?;
+                let max_tokens = positive(b.max_tokens)??;
+                Some(Request {
+                    model: b.model.into_owned(),
+                    prompt_tokens: estimate_tokens(chars).max(1),
+                    max_tokens: Some(max_tokens),
+                    stream,
+                    include_usage: true,
+                })
+            }
+        }
+    }
+
+    fn parse_checked(self, body: &[u8]) -> Result<Request, BadRequest> {
         let body: Value = serde_json::from_slice(body).map_err(|e| BadRequest {
             param: None,
             message: format!("the request body is not valid JSON: {e}"),
@@ -313,41 +431,52 @@ impl Answer {
     /// The non-streamed body.
     pub fn body(&self, dialect: Dialect) -> Bytes {
         let text = answer_text(self.completion_tokens);
-        let v = match dialect {
-            Dialect::OpenAi => json!({
-                "id": self.id,
-                "object": "chat.completion",
-                "created": self.created,
-                "model": self.model,
-                "choices": [{
-                    "index": 0,
-                    "message": {"role": "assistant", "content": text, "refusal": null},
-                    "logprobs": null,
-                    "finish_reason": self.finish.openai(),
+        let out = match dialect {
+            Dialect::OpenAi => serde_json::to_vec(&wire::Completion {
+                id: &self.id,
+                object: "chat.completion",
+                created: self.created,
+                model: &self.model,
+                choices: [wire::Choice {
+                    index: 0,
+                    message: wire::Message {
+                        role: "assistant",
+                        content: &text,
+                        refusal: None,
+                    },
+                    logprobs: None,
+                    finish_reason: self.finish.openai(),
                 }],
-                "usage": self.usage_openai(),
-                "system_fingerprint": "fp_rehearse",
+                usage: self.usage(),
+                system_fingerprint: "fp_rehearse",
             }),
-            Dialect::Anthropic => json!({
-                "id": self.id,
-                "type": "message",
-                "role": "assistant",
-                "model": self.model,
-                "content": [{"type": "text", "text": text}],
-                "stop_reason": self.finish.anthropic(),
-                "stop_sequence": null,
-                "usage": {"input_tokens": self.prompt_tokens, "output_tokens": self.completion_tokens},
+            Dialect::Anthropic => serde_json::to_vec(&wire::Msg {
+                id: &self.id,
+                kind: "message",
+                role: "assistant",
+                model: &self.model,
+                content: [wire::TextBlock {
+                    kind: "text",
+                    text: &text,
+                }],
+                stop_reason: self.finish.anthropic(),
+                stop_sequence: None,
+                usage: wire::AnthropicUsage {
+                    input_tokens: self.prompt_tokens,
+                    output_tokens: self.completion_tokens,
+                },
             }),
         };
-        Bytes::from(v.to_string())
+        // Serializing these plain structs into a Vec cannot fail.
+        Bytes::from(out.unwrap_or_default())
     }
 
-    fn usage_openai(&self) -> Value {
-        json!({
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "total_tokens": self.prompt_tokens + self.completion_tokens,
-        })
+    fn usage(&self) -> wire::Usage {
+        wire::Usage {
+            prompt_tokens: self.prompt_tokens,
+            completion_tokens: self.completion_tokens,
+            total_tokens: self.prompt_tokens + self.completion_tokens,
+        }
     }
 
     fn openai_chunk(&self, delta: Value, finish: Option<&str>, include_usage: bool) -> Bytes {
@@ -394,15 +523,32 @@ impl Answer {
     /// The event carrying token `i`.
     pub fn stream_token(&self, dialect: Dialect, i: u32, include_usage: bool) -> Bytes {
         let text = token_text(i);
-        match dialect {
-            Dialect::OpenAi => self.openai_chunk(json!({"content": text}), None, include_usage),
-            Dialect::Anthropic => sse(
-                Some("content_block_delta"),
-                &json!({"type": "content_block_delta", "index": 0,
-                    "delta": {"type": "text_delta", "text": text}})
-                .to_string(),
-            ),
-        }
+        let data = match dialect {
+            Dialect::OpenAi => serde_json::to_string(&wire::Chunk {
+                id: &self.id,
+                object: "chat.completion.chunk",
+                created: self.created,
+                model: &self.model,
+                system_fingerprint: "fp_rehearse",
+                choices: [wire::ChunkChoice {
+                    index: 0,
+                    delta: wire::Delta { content: text },
+                    logprobs: None,
+                    finish_reason: None,
+                }],
+                usage: include_usage.then_some(None),
+            }),
+            Dialect::Anthropic => serde_json::to_string(&wire::BlockDelta {
+                kind: "content_block_delta",
+                index: 0,
+                delta: wire::TextDelta {
+                    kind: "text_delta",
+                    text,
+                },
+            }),
+        };
+        let event = (dialect == Dialect::Anthropic).then_some("content_block_delta");
+        sse(event, &data.unwrap_or_default())
     }
 
     /// The events after the last token.
@@ -419,7 +565,7 @@ impl Answer {
                     let v = json!({
                         "id": self.id, "object": "chat.completion.chunk", "created": self.created,
                         "model": self.model, "system_fingerprint": "fp_rehearse",
-                        "choices": [], "usage": self.usage_openai(),
+                        "choices": [], "usage": serde_json::to_value(self.usage()).unwrap_or_default(),
                     });
                     b.extend_from_slice(&sse(None, &v.to_string()));
                 }
@@ -438,6 +584,113 @@ impl Answer {
             }
         }
         Bytes::from(b)
+    }
+}
+
+/// The wire shapes of the hot paths (non-streamed answers and token
+/// chunks), serialized straight from borrowed fields.
+mod wire {
+    use serde::Serialize;
+
+    #[derive(Serialize)]
+    pub struct Usage {
+        pub prompt_tokens: u32,
+        pub completion_tokens: u32,
+        pub total_tokens: u32,
+    }
+
+    #[derive(Serialize)]
+    pub struct Message<'a> {
+        pub role: &'static str,
+        pub content: &'a str,
+        pub refusal: Option<&'a str>,
+    }
+
+    #[derive(Serialize)]
+    pub struct Choice<'a> {
+        pub index: u32,
+        pub message: Message<'a>,
+        pub logprobs: Option<()>,
+        pub finish_reason: &'static str,
+    }
+
+    #[derive(Serialize)]
+    pub struct Completion<'a> {
+        pub id: &'a str,
+        pub object: &'static str,
+        pub created: u64,
+        pub model: &'a str,
+        pub choices: [Choice<'a>; 1],
+        pub usage: Usage,
+        pub system_fingerprint: &'static str,
+    }
+
+    #[derive(Serialize)]
+    pub struct Delta<'a> {
+        pub content: &'a str,
+    }
+
+    #[derive(Serialize)]
+    pub struct ChunkChoice<'a> {
+        pub index: u32,
+        pub delta: Delta<'a>,
+        pub logprobs: Option<()>,
+        pub finish_reason: Option<&'static str>,
+    }
+
+    #[derive(Serialize)]
+    pub struct Chunk<'a> {
+        pub id: &'a str,
+        pub object: &'static str,
+        pub created: u64,
+        pub model: &'a str,
+        pub system_fingerprint: &'static str,
+        pub choices: [ChunkChoice<'a>; 1],
+        /// Absent without `include_usage`; `null` on every chunk but the
+        /// usage chunk with it.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub usage: Option<Option<Usage>>,
+    }
+
+    #[derive(Serialize)]
+    pub struct TextBlock<'a> {
+        #[serde(rename = "type")]
+        pub kind: &'static str,
+        pub text: &'a str,
+    }
+
+    #[derive(Serialize)]
+    pub struct AnthropicUsage {
+        pub input_tokens: u32,
+        pub output_tokens: u32,
+    }
+
+    #[derive(Serialize)]
+    pub struct Msg<'a> {
+        pub id: &'a str,
+        #[serde(rename = "type")]
+        pub kind: &'static str,
+        pub role: &'static str,
+        pub model: &'a str,
+        pub content: [TextBlock<'a>; 1],
+        pub stop_reason: &'static str,
+        pub stop_sequence: Option<&'a str>,
+        pub usage: AnthropicUsage,
+    }
+
+    #[derive(Serialize)]
+    pub struct TextDelta<'a> {
+        #[serde(rename = "type")]
+        pub kind: &'static str,
+        pub text: &'a str,
+    }
+
+    #[derive(Serialize)]
+    pub struct BlockDelta<'a> {
+        #[serde(rename = "type")]
+        pub kind: &'static str,
+        pub index: u32,
+        pub delta: TextDelta<'a>,
     }
 }
 
@@ -516,6 +769,29 @@ mod tests {
                 String::from_utf8_lossy(body)
             );
         }
+    }
+
+    #[test]
+    fn fast_and_checked_paths_agree() {
+        let bodies: [&[u8]; 6] = [
+            br#"{"model":"m","messages":[{"role":"user","content":"h\u00e9llo w\"rld"}],"max_tokens":7}"#,
+            br#"{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"abc"},{"type":"image_url","image_url":{"url":"x"}}]}],"stream":true,"stream_options":{"include_usage":true}}"#,
+            br#"{"model":"m","messages":[{"role":"assistant","content":null},{"role":"user","content":"x"}],"max_completion_tokens":3,"max_tokens":9,"temperature":0.2}"#,
+            br#"{"model":"m","system":[{"type":"text","text":"sys"}],"messages":[{"role":"user","content":"abcdefgh"}],"max_tokens":5}"#,
+            br#"{"model":"m","system":"1234","messages":[{"role":"user","content":"x"}],"max_tokens":5,"stream":false}"#,
+            br#"{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":5,"metadata":{"user_id":"u"}}"#,
+        ];
+        for body in bodies {
+            for d in [Dialect::OpenAi, Dialect::Anthropic] {
+                let fast = d.parse_fast(body);
+                let checked = d.parse_checked(body).ok();
+                assert_eq!(fast, checked, "{d:?} {}", String::from_utf8_lossy(body));
+            }
+        }
+        // The typed path must not accept what the checked path refuses.
+        let zero = br#"{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":0}"#;
+        assert!(Dialect::OpenAi.parse_fast(zero).is_none());
+        assert!(Dialect::OpenAi.parse(zero).is_err());
     }
 
     #[test]

@@ -1,0 +1,117 @@
+//! Benchmark client: holds N delayed calls open at once against a running
+//! fake provider (a separate process), and reports the provider's memory per
+//! call and how far the observed latency strays from the scripted one.
+//!
+//! Usage: hold BASE_URL PROVIDER_PID N SCRIPTED_MS
+//!
+//! Connections are opened first (so connection set-up is not timed), then
+//! one request is sent on each, spread over one second; every request is
+//! timed from its send to its complete response.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+
+fn rss_kib(pid: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn pct(sorted: &[f64], q: f64) -> f64 {
+    sorted[((sorted.len() as f64 - 1.0) * q).round() as usize]
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() != 5 {
+        eprintln!("usage: hold BASE_URL PROVIDER_PID N SCRIPTED_MS");
+        std::process::exit(2);
+    }
+    let base = args[1].trim_start_matches("http://").to_string();
+    let pid = args[2].clone();
+    let n: usize = args[3].parse().expect("N");
+    let scripted = Duration::from_millis(args[4].parse().expect("SCRIPTED_MS"));
+
+    let baseline = rss_kib(&pid);
+    // Open every connection first.
+    let mut senders = Vec::with_capacity(n);
+    for i in 0..n {
+        let stream = loop {
+            match tokio::net::TcpStream::connect(&base).await {
+                Ok(s) => break s,
+                Err(e) => {
+                    eprintln!("connect {i}: {e}; retrying");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        };
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .expect("handshake");
+        tokio::spawn(conn);
+        senders.push(sender);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let connected = rss_kib(&pid);
+
+    let body = Bytes::from_static(
+        br#"{"model":"gpt-4o-mini","max_tokens":16,"messages":[{"role":"user","content":"hold on [rehearse:id=hold]"}]}"#,
+    );
+    let start = Instant::now();
+    let spread = Duration::from_secs(1);
+    let mut tasks = Vec::with_capacity(n);
+    for (i, mut sender) in senders.into_iter().enumerate() {
+        let at = start + spread.mul_f64(i as f64 / n as f64);
+        let body = body.clone();
+        let host = base.clone();
+        tasks.push(tokio::spawn(async move {
+            tokio::time::sleep_until(at.into()).await;
+            let req = hyper::Request::post("/v1/chat/completions")
+                .header("host", host)
+                .header("content-type", "application/json")
+                .body(Full::new(body))
+                .unwrap();
+            let sent = Instant::now();
+            let resp = sender.send_request(req).await.expect("response");
+            let status = resp.status();
+            let _ = resp.into_body().collect().await;
+            (status.as_u16(), sent.elapsed())
+        }));
+    }
+    // Sample the provider while every call is in flight.
+    tokio::time::sleep_until((start + spread + scripted / 2).into()).await;
+    let peak = rss_kib(&pid);
+    let mut lat = Vec::with_capacity(n);
+    let mut bad = 0;
+    for t in tasks {
+        let (status, took) = t.await.unwrap();
+        if status != 200 {
+            bad += 1;
+        }
+        lat.push((took.as_secs_f64() - scripted.as_secs_f64()) * 1000.0);
+    }
+    lat.sort_by(f64::total_cmp);
+    let per_call = (peak.saturating_sub(baseline)) as f64 * 1024.0 / n as f64;
+    let per_call_req = (peak.saturating_sub(connected)) as f64 * 1024.0 / n as f64;
+    println!(
+        "calls={n} non_200={bad} scripted_ms={}",
+        scripted.as_millis()
+    );
+    println!("provider_rss_kib baseline={baseline} connected={connected} in_flight={peak}");
+    println!("bytes_per_call_incl_connection={per_call:.0} bytes_per_call_request_only={per_call_req:.0}");
+    println!(
+        "latency_minus_scripted_ms p50={:.3} p90={:.3} p99={:.3} max={:.3} min={:.3}",
+        pct(&lat, 0.5),
+        pct(&lat, 0.9),
+        pct(&lat, 0.99),
+        lat[lat.len() - 1],
+        lat[0]
+    );
+}
