@@ -68,6 +68,9 @@ pub struct Args {
     /// aimd: the highest limit.
     #[arg(long)]
     ceiling: Option<u32>,
+    /// Worker threads serving requests (default: one per core).
+    #[arg(long)]
+    threads: Option<u32>,
     /// aimd: a call running past this cuts the limit x0.9.
     #[arg(long, value_parser = parse_duration)]
     latency_target: Option<Duration>,
@@ -76,6 +79,7 @@ pub struct Args {
 /// Runs the subcommand and returns the process exit code.
 pub fn main(args: Args) -> u8 {
     let time_scale = std::env::var("REHEARSE_TIME_SCALE").ok();
+    let threads = args.threads;
     let config = match build_config(args, time_scale.as_deref()) {
         Ok(c) => c,
         Err(e) => {
@@ -90,7 +94,11 @@ pub fn main(args: Args) -> u8 {
             return crate::exit::BAD_INPUT;
         }
     };
-    let runtime = match tokio::runtime::Runtime::new() {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = threads.filter(|&n| n > 0) {
+        builder.worker_threads(n as usize);
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Overhead of the reference gateway in bounded mode: p50 latency through the
+# gateway minus p50 calling the fake provider directly, at ~1,000 req/s.
+#
+#   bash bench/gateway/run.sh            # 3 rounds of 20 s each way
+#   ROUNDS=1 DURATION=10s bash bench/gateway/run.sh
+#
+# Needs wrk (apt-get install wrk). Builds the release binary first. Direct and
+# gateway runs alternate, so that noise from other work on the machine falls
+# on both sides alike. Prints one line per run and a summary; nothing here
+# asserts: the figures go into BENCHMARKS.md.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-20s}
+CONNECTIONS=${CONNECTIONS:-10}
+export PACE_MS=${PACE_MS:-10}
+# Worker threads of each server ("" for one per core). The machine has few
+# cores and wrk needs one: oversubscribing them measures the scheduler.
+PROVIDER_THREADS=${PROVIDER_THREADS:-1}
+GATEWAY_THREADS=${GATEWAY_THREADS:-1}
+OUT=${OUT:-target/bench-gateway}
+mkdir -p "$OUT"
+
+command -v wrk >/dev/null || { echo "wrk not found (apt-get install wrk)" >&2; exit 2; }
+cargo build --release --bin rehearse >&2
+BIN=target/release/rehearse
+
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+# Start a server in the background (its pid kept for the cleanup), then
+# wait for its stdout to show its base URL and put that in $url.
+start() {
+  local log=$1; shift
+  "$@" >"$log" 2>"$log.err" &
+  pids+=($!)
+  url=
+  for _ in $(seq 100); do
+    url=$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$log" | head -1 || true)
+    [ -n "$url" ] && return 0
+    sleep 0.1
+  done
+  echo "server did not start: $*" >&2; cat "$log.err" >&2; exit 3
+}
+
+start "$OUT/provider.log" "$BIN" provider --config bench/gateway/provider.toml --listen 127.0.0.1:0 \
+  ${PROVIDER_THREADS:+--threads "$PROVIDER_THREADS"}
+provider=$url
+start "$OUT/gateway.log" "$BIN" gateway --mode bounded --upstream "$provider" \
+  --concurrency 64 --queue 1024 --wait-budget 10s ${GATEWAY_THREADS:+--threads "$GATEWAY_THREADS"}
+gateway=$url
+echo "provider $provider (threads: ${PROVIDER_THREADS:-per core}), gateway $gateway (bounded, concurrency 64, threads: ${GATEWAY_THREADS:-per core})" >&2
+
+# p50 in microseconds from wrk's --latency distribution.
+p() { awk -v q="$2" '$1 == q { v = $2; if (v ~ /us$/) { sub(/us$/, "", v); print v } else if (v ~ /ms$/) { sub(/ms$/, "", v); print v * 1000 } else if (v ~ /s$/) { sub(/s$/, "", v); print v * 1000000 } }' "$1"; }
+rps() { awk '/^Requests\/sec/ { print $2 }' "$1"; }
+
+run() { # name url round
+  local f="$OUT/$1-$3.txt"
+  wrk -t1 -c"$CONNECTIONS" -d"$DURATION" --latency -s bench/gateway/post.lua "$2/v1/chat/completions" >"$f"
+  printf '%-8s round %s: %8.0f req/s  p50 %6.0f us  p90 %6.0f us  p99 %6.0f us\n' \
+    "$1" "$3" "$(rps "$f")" "$(p "$f" 50%)" "$(p "$f" 90%)" "$(p "$f" 99%)"
+}
+
+# Warm both paths (connection pools, page cache) before measuring.
+wrk -t1 -c"$CONNECTIONS" -d2s -s bench/gateway/post.lua "$provider/v1/chat/completions" >/dev/null
+wrk -t1 -c"$CONNECTIONS" -d2s -s bench/gateway/post.lua "$gateway/v1/chat/completions" >/dev/null
+
+for r in $(seq "$ROUNDS"); do
+  run direct "$provider" "$r"
+  run gateway "$gateway" "$r"
+done | tee "$OUT/summary.txt"
+
+# Added p50 per round (gateway minus direct), and their median.
+awk '/^direct/ { d[$3] = $7 } /^gateway/ { g[$3] = $7 }
+     END { for (r in d) if (r in g) print g[r] - d[r] }' "$OUT/summary.txt" | sort -n >"$OUT/added.txt"
+n=$(wc -l <"$OUT/added.txt")
+median=$(awk -v n="$n" '{ v[NR] = $1 } END { print (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 }' "$OUT/added.txt")
+echo "added p50 latency through bounded mode: median over $n rounds ${median} us (rounds: $(tr '\n' ' ' <"$OUT/added.txt"))"
+curl -s "$gateway/metrics" | grep -E '^gateway_(shed_total|stale_drops_total|requests_total|in_flight) |^process_resident_memory_bytes' >&2 || true
