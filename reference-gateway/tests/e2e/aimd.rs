@@ -33,7 +33,7 @@ latency = { multiplier = 10.0 }
         cfg.aimd.initial = 10;
         cfg.aimd.floor = 2;
         cfg.aimd.ceiling = 40;
-        cfg.aimd.latency_target = Duration::from_millis(150);
+        cfg.aimd.latency_target = Duration::from_millis(250);
         cfg.aimd.queue = 1000;
         cfg.aimd.wait_budget = Duration::from_secs(30);
         let gw = gateway(cfg).await;
