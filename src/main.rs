@@ -10,6 +10,13 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// jemalloc: thousands of held connections each own two 8 KiB buffers of
+/// which a request touches a few hundred bytes; jemalloc's page-aligned size
+/// classes keep the untouched pages out of resident memory, where the
+/// system allocator's headers straddle pages (see BENCHMARKS.md).
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 mod cmd_gateway;
 mod cmd_load;
 mod cmd_provider;
