@@ -162,6 +162,24 @@ impl Dist<Dur> {
     }
 }
 
+impl Dist<Dur> {
+    /// Every duration divided by `by`.
+    pub fn compressed(&self, by: f64) -> Self {
+        let f = |d: Dur| Dur(d.0.div_f64(by));
+        match *self {
+            Dist::Fixed(v) => Dist::Fixed(f(v)),
+            Dist::Uniform { min, max } => Dist::Uniform {
+                min: f(min),
+                max: f(max),
+            },
+            Dist::Lognormal { median, p99 } => Dist::Lognormal {
+                median: f(median),
+                p99: f(p99),
+            },
+        }
+    }
+}
+
 impl Dist<u32> {
     /// Draws one count, rounded to the nearest integer.
     pub fn sample(&self, rng: &mut impl Rng) -> u32 {
@@ -528,6 +546,55 @@ impl ProviderConfig {
         Ok(())
     }
 
+    /// This config for a rehearsal: every duration (latencies, timeline)
+    /// divided by `time_scale`, every per-minute quota multiplied by
+    /// `time_scale / quota_scale`, and the concurrency ceiling and queue
+    /// limit divided by `quota_scale` (never below 1), so that offered load
+    /// over capacity stays what it was at full scale.
+    ///
+    /// ```
+    /// let cfg = fake_provider::ProviderConfig::from_toml(
+    ///     "[quota]\ntokens_per_minute = 500000\n[latency]\nttft = { fixed = \"4s\" }\n",
+    ///     "p.toml",
+    /// ).unwrap();
+    /// let r = cfg.scaled(10.0, 10.0);
+    /// assert_eq!(r.quota.tokens_per_minute, Some(500000));
+    /// assert_eq!(r.latency.ttft.mean(), std::time::Duration::from_millis(400));
+    /// ```
+    pub fn scaled(&self, time_scale: f64, quota_scale: f64) -> ProviderConfig {
+        let rate = |v: Option<u64>| {
+            v.map(|v| ((v as f64) * time_scale / quota_scale).round().max(1.0) as u64)
+        };
+        let count = |v: Option<u32>| v.map(|v| ((v as f64) / quota_scale).round().max(1.0) as u32);
+        let dur = |d: Dur| Dur(d.0.div_f64(time_scale));
+        let latency = |l: &LatencyPatch| LatencyPatch {
+            ttft: l.ttft.as_ref().map(|d| d.compressed(time_scale)),
+            per_token: l.per_token.as_ref().map(|d| d.compressed(time_scale)),
+            multiplier: l.multiplier,
+        };
+        let mut out = self.clone();
+        out.latency.ttft = self.latency.ttft.compressed(time_scale);
+        out.latency.per_token = self.latency.per_token.compressed(time_scale);
+        out.concurrency.ceiling = count(self.concurrency.ceiling);
+        out.concurrency.queue_limit = count(self.concurrency.queue_limit);
+        out.quota.requests_per_minute = rate(self.quota.requests_per_minute);
+        out.quota.tokens_per_minute = rate(self.quota.tokens_per_minute);
+        for p in &mut out.timeline {
+            p.from = dur(p.from);
+            p.until = p.until.map(dur);
+            p.latency = p.latency.as_ref().map(latency);
+            if let Some(c) = p.concurrency.as_mut() {
+                c.ceiling = count(c.ceiling);
+                c.queue_limit = count(c.queue_limit);
+            }
+            if let Some(q) = p.quota.as_mut() {
+                q.requests_per_minute = rate(q.requests_per_minute);
+                q.tokens_per_minute = rate(q.tokens_per_minute);
+            }
+        }
+        out
+    }
+
     /// The settings in force with these phases active (in order) and these
     /// admin overrides on top.
     pub fn effective<'a>(
@@ -832,6 +899,28 @@ concurrency = { ceiling = 4 }
         assert!((p99 - 2.0).abs() < 0.06, "p99 {p99}");
         let mean = v.iter().sum::<f64>() / v.len() as f64;
         assert!((mean - d.mean().as_secs_f64()).abs() < 0.01, "mean {mean}");
+    }
+
+    #[test]
+    fn scaling_keeps_little_law_quantities() {
+        let text = "[latency]\nttft = { uniform = { min = \"1s\", max = \"3s\" } }\n[concurrency]\nceiling = 12\nqueue_limit = 40\n[quota]\nrequests_per_minute = 2000\n[[timeline]]\nname = \"slow\"\nfrom = \"2m\"\nuntil = \"14m\"\nlatency = { ttft = { fixed = \"7s\" } }\nquota = { tokens_per_minute = 600 }\n";
+        let cfg = ProviderConfig::from_toml(text, "t").unwrap();
+        let t = cfg.scaled(10.0, 1.0);
+        assert_eq!(t.latency.ttft.mean(), Duration::from_millis(200));
+        assert_eq!(t.concurrency.ceiling, Some(12), "a count is not a rate");
+        assert_eq!(t.quota.requests_per_minute, Some(20_000));
+        assert_eq!(t.timeline[0].from, Dur(Duration::from_secs(12)));
+        assert_eq!(t.timeline[0].until, Some(Dur(Duration::from_secs(84))));
+        assert_eq!(
+            t.timeline[0].quota.as_ref().unwrap().tokens_per_minute,
+            Some(6000)
+        );
+        let q = cfg.scaled(1.0, 4.0);
+        assert_eq!(q.concurrency.ceiling, Some(3));
+        assert_eq!(q.concurrency.queue_limit, Some(10));
+        assert_eq!(q.quota.requests_per_minute, Some(500));
+        assert_eq!(q.timeline[0].from, Dur(Duration::from_secs(120)));
+        assert_eq!(cfg.scaled(1.0, 1.0), cfg);
     }
 
     #[test]

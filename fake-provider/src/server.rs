@@ -1294,3 +1294,82 @@ fn metrics_text(shared: &Shared) -> String {
     }
     t
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shared(token: Option<&str>) -> Shared {
+        let config = ProviderConfig {
+            admin_token: token.map(str::to_string),
+            ..ProviderConfig::default()
+        };
+        Shared {
+            config,
+            clock: Clock::new(),
+            ceiling: Ceiling::default(),
+            quota: Mutex::new(Quota::default()),
+            seq: AtomicU64::new(0),
+            records: Mutex::new(Vec::new()),
+            counters: Counters::default(),
+            control: RwLock::new(Control::default()),
+            cache: Mutex::new(None),
+            shutdown: CancellationToken::new(),
+        }
+    }
+
+    #[test]
+    fn admin_answers_loopback_or_the_token_only() {
+        let loopback: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+        let v6: SocketAddr = "[::1]:5000".parse().unwrap();
+        let remote: SocketAddr = "192.0.2.7:5000".parse().unwrap();
+        let none = HeaderMap::new();
+        let mut good = HeaderMap::new();
+        good.insert(
+            http::header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer s3cret"),
+        );
+        let mut bad = HeaderMap::new();
+        bad.insert(
+            http::header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer nope"),
+        );
+
+        let open = shared(None);
+        assert!(admin_allowed(&open, &none, loopback));
+        assert!(admin_allowed(&open, &none, v6));
+        assert!(!admin_allowed(&open, &none, remote));
+        assert!(
+            !admin_allowed(&open, &good, remote),
+            "no token configured: remote never"
+        );
+
+        let locked = shared(Some("s3cret"));
+        assert!(admin_allowed(&locked, &good, remote));
+        assert!(!admin_allowed(&locked, &bad, remote));
+        assert!(!admin_allowed(&locked, &none, remote));
+    }
+
+    #[test]
+    fn faults_are_drawn_by_cumulative_rate() {
+        let cfg = ProviderConfig::from_toml(
+            "[faults]\nerrors = { \"500\" = 0.1, \"503\" = 0.1 }\nreset = 0.1\nhang = 0.1\nstream_cut = 0.1\nmalformed = 0.1\n",
+            "t",
+        )
+        .unwrap();
+        let eff = cfg.effective([], None);
+        assert_eq!(draw_fault(&eff, 0.05), Fault::Status(500));
+        assert_eq!(draw_fault(&eff, 0.15), Fault::Status(503));
+        assert_eq!(draw_fault(&eff, 0.25), Fault::Reset);
+        assert_eq!(draw_fault(&eff, 0.35), Fault::Hang);
+        assert_eq!(draw_fault(&eff, 0.45), Fault::StreamCut);
+        assert_eq!(draw_fault(&eff, 0.55), Fault::Malformed);
+        assert_eq!(draw_fault(&eff, 0.65), Fault::None);
+    }
+
+    #[test]
+    fn rfc3339_rounds_up_to_the_second() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(1_500_000), "1970-01-01T00:00:02Z");
+    }
+}
