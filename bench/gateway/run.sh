@@ -25,6 +25,7 @@ mkdir -p "$OUT"
 
 command -v wrk >/dev/null || { echo "wrk not found (apt-get install wrk)" >&2; exit 2; }
 cargo build --release --bin rehearse >&2
+cargo build --release -p reference-gateway --example tcp_relay >&2
 BIN=target/release/rehearse
 
 pids=()
@@ -52,6 +53,10 @@ provider=$url
 start "$OUT/gateway.log" "$BIN" gateway --mode bounded --upstream "$provider" \
   --concurrency 64 --queue 1024 --wait-budget 10s ${GATEWAY_THREADS:+--threads "$GATEWAY_THREADS"}
 gateway=$url
+# The floor of any extra process hop on this machine: a TCP relay, no logic.
+start "$OUT/relay.log" target/release/examples/tcp_relay 127.0.0.1:0 "${provider#http://}"
+relay=$url
+echo "relay $relay (tcp, one thread)" >&2
 echo "provider $provider (threads: ${PROVIDER_THREADS:-per core}), gateway $gateway (bounded, concurrency 64, threads: ${GATEWAY_THREADS:-per core})" >&2
 
 # p50 in microseconds from wrk's --latency distribution.
@@ -68,16 +73,23 @@ run() { # name url round
 # Warm both paths (connection pools, page cache) before measuring.
 wrk -t1 -c"$CONNECTIONS" -d2s -s bench/gateway/post.lua "$provider/v1/chat/completions" >/dev/null
 wrk -t1 -c"$CONNECTIONS" -d2s -s bench/gateway/post.lua "$gateway/v1/chat/completions" >/dev/null
+wrk -t1 -c"$CONNECTIONS" -d2s -s bench/gateway/post.lua "$relay/v1/chat/completions" >/dev/null
 
 for r in $(seq "$ROUNDS"); do
   run direct "$provider" "$r"
   run gateway "$gateway" "$r"
+  run relay "$relay" "$r"
 done | tee "$OUT/summary.txt"
 
 # Added p50 per round (gateway minus direct), and their median.
-awk '/^direct/ { d[$3] = $7 } /^gateway/ { g[$3] = $7 }
-     END { for (r in d) if (r in g) print g[r] - d[r] }' "$OUT/summary.txt" | sort -n >"$OUT/added.txt"
-n=$(wc -l <"$OUT/added.txt")
-median=$(awk -v n="$n" '{ v[NR] = $1 } END { print (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 }' "$OUT/added.txt")
-echo "added p50 latency through bounded mode: median over $n rounds ${median} us (rounds: $(tr '\n' ' ' <"$OUT/added.txt"))"
+added() { # name: p50 of that path minus direct, per round, and the median
+  awk -v name="$1" '/^direct/ { d[$3] = $7 } $1 == name { g[$3] = $7 }
+       END { for (r in d) if (r in g) print g[r] - d[r] }' "$OUT/summary.txt" | sort -n >"$OUT/added-$1.txt"
+  local n median
+  n=$(wc -l <"$OUT/added-$1.txt")
+  median=$(awk -v n="$n" '{ v[NR] = $1 } END { print (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 }' "$OUT/added-$1.txt")
+  echo "added p50 latency, $2: median over $n rounds ${median} us (rounds: $(tr '\n' ' ' <"$OUT/added-$1.txt"))"
+}
+added gateway "gateway in bounded mode"
+added relay "bare TCP relay (the floor of any extra hop)"
 curl -s "$gateway/metrics" | grep -E '^gateway_(shed_total|stale_drops_total|requests_total|in_flight) |^process_resident_memory_bytes' >&2 || true
