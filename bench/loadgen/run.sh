@@ -18,7 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 command -v wrk >/dev/null || { echo "wrk is needed: apt-get install wrk" >&2; exit 2; }
-cargo build --release --quiet --bin rehearse
+[ -n "${NO_BUILD:-}" ] || cargo build --release --quiet --bin rehearse
 BIN=target/release/rehearse
 HERE=bench/loadgen
 OUT=${OUT:-target/bench-loadgen}
@@ -56,13 +56,22 @@ max_tokens = { fixed = 16 }
 TOML
 }
 
+# PARTS selects what runs: wrk, rate (loadgen and oha per rate), hold, long.
+PARTS=" ${PARTS:-wrk rate hold${LONG:+ long}} "
+want() { [[ "$PARTS" == *" $1 "* ]]; }
+
 URL="http://127.0.0.1:$PORT"
+if want wrk; then
 start "$HERE/zero.toml"
 echo "== wrk (closed loop, -t1 -c64, ${DURATION}s): the target's ceiling from one core"
 taskset -c 1 wrk -t1 -c64 -d2s -s "$HERE/post.lua" "$URL/v1/chat/completions" >/dev/null
 taskset -c 1 wrk -t1 -c64 -d"${DURATION}s" --latency -s "$HERE/post.lua" "$URL/v1/chat/completions" \
   | grep -E "Requests/sec|50%|99%"
+cleanup; PID=
+fi
 
+if want rate; then
+start "$HERE/zero.toml"
 for RATE in $RATES; do
   echo "== rehearse load: $RATE/s open loop for ${DURATION}s on one core"
   scenario "rate$RATE" "$DURATION" "$RATE"
@@ -73,7 +82,7 @@ for RATE in $RATES; do
     echo "== oha: $RATE/s (-q, --latency-correction) for ${DURATION}s on one core"
     BODY=$(sed -n "s/^wrk.body = '\(.*\)'$/\1/p" "$HERE/post.lua")
     /usr/bin/time -f "   cpu %P  max rss %M KB" taskset -c 1 oha -z "${DURATION}s" -q "$RATE" \
-      --latency-correction -c 1000 --no-tui -j -m POST -T application/json \
+      --latency-correction -c 1000 --no-tui --output-format json -m POST -T application/json \
       -H "authorization: Bearer rehearse" -d "$BODY" "$URL/v1/chat/completions" > "$OUT/oha$RATE.json" || true
     python3 - "$OUT/oha$RATE.json" "$DURATION" <<'PY'
 import json, sys
@@ -87,7 +96,9 @@ PY
   fi
 done
 cleanup; PID=
+fi
 
+if want hold; then
 N=${N:-10000}
 echo "== $N outstanding requests of 20 s each (loadgen on one core)"
 start "$HERE/slow.toml"
@@ -105,8 +116,9 @@ echo "   provider in flight $OUTSTANDING; loadgen RSS $BASE KB at start, $PEAK K
 wait "$LPID" || true
 python3 "$HERE/summary.py" "$OUT/hold/summary.json" "$((N / RATE_HOLD))"
 cleanup; PID=
+fi
 
-if [ -n "${LONG:-}" ]; then
+if want long; then
   echo "== 1,000/s for 10 minutes: loadgen RSS every 30 s"
   start "$HERE/zero.toml"
   scenario long 600 1000

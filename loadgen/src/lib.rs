@@ -15,6 +15,7 @@
 //! - `request`: OpenAI and Anthropic bodies, with the `[rehearse:id=…]`
 //!   marker, and validating answers;
 //! - `retry`: Retry-After parsing, backoff and the retry budget;
+//! - `http1`: a lean HTTP/1.1 client with an uncapped keep-alive pool;
 //! - `run`: the dispatcher, the person tasks (patience, hang-up, retries)
 //!   and the record writer; entry point [`run()`];
 //! - `record`: [`ClientRecord`], one per attempt, streamed to `client.jsonl`;
@@ -56,6 +57,7 @@
 
 mod config;
 mod dist;
+mod http1;
 mod progress;
 mod record;
 mod replay;

@@ -9,18 +9,15 @@
 //! attempt to the writer.
 
 use std::io::{BufWriter, Write};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
-use http::{Request, Uri};
-use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+use http::header::CONTENT_TYPE;
+use http::Uri;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tokio::sync::mpsc;
@@ -29,6 +26,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info_span, Instrument};
 
 use crate::config::{Dialect, LoadPlan};
+use crate::http1::{Connector, HttpError};
 use crate::progress::Live;
 use crate::record::{ClientRecord, Clock, Outcome};
 use crate::request::AnswerReader;
@@ -39,7 +37,8 @@ use crate::stats::{RunReport, Stats};
 /// Where requests go: an `http://host:port[/base]` URL.
 #[derive(Debug, Clone)]
 pub struct Target {
-    base: String,
+    authority: String,
+    base_path: String,
     host_port: String,
 }
 
@@ -83,14 +82,15 @@ impl Target {
         let host = authority.host();
         let base_path = uri.path().trim_end_matches('/');
         Ok(Target {
-            base: format!("http://{}{}", authority.as_str(), base_path),
+            authority: authority.as_str().to_string(),
+            base_path: base_path.to_string(),
             host_port: format!("{host}:{port}"),
         })
     }
 
     /// The full URL of `path` at this target.
     pub fn url(&self, path: &str) -> String {
-        format!("{}{}", self.base, path)
+        format!("http://{}{}{}", self.authority, self.base_path, path)
     }
 }
 
@@ -157,14 +157,25 @@ fn output_error(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
     }
 }
 
-/// Checks that the target accepts connections, within `within`.
-pub async fn probe(target: &Target, within: Duration) -> Result<(), RunError> {
+/// Checks that the target accepts connections, within `within`; returns
+/// the address that did (names are resolved once, here).
+pub async fn probe(target: &Target, within: Duration) -> Result<SocketAddr, RunError> {
     let unreachable = |cause: String| RunError::Unreachable {
         target: target.host_port.clone(),
         cause,
     };
-    match tokio::time::timeout(within, tokio::net::TcpStream::connect(&target.host_port)).await {
-        Ok(Ok(_)) => Ok(()),
+    let attempt = async {
+        let mut last = None;
+        for addr in tokio::net::lookup_host(&target.host_port).await? {
+            match tokio::net::TcpStream::connect(addr).await {
+                Ok(_) => return Ok(addr),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| std::io::Error::other("the name has no address")))
+    };
+    match tokio::time::timeout(within, attempt).await {
+        Ok(Ok(addr)) => Ok(addr),
         Ok(Err(e)) => Err(unreachable(e.to_string())),
         Err(_) => Err(unreachable(format!(
             "no answer to a connect within {within:?}"
@@ -172,14 +183,12 @@ pub async fn probe(target: &Target, within: Duration) -> Result<(), RunError> {
     }
 }
 
-type HttpClient = Client<HttpConnector, Full<Bytes>>;
-
 /// What every person task shares.
 struct Shared {
     plan: Arc<LoadPlan>,
-    client: HttpClient,
-    uri: Uri,
-    auth: (http::HeaderName, HeaderValue),
+    connector: Connector,
+    /// The request head up to the per-request headers.
+    head_prefix: Vec<u8>,
     clock: Clock,
     start: Instant,
     records: mpsc::UnboundedSender<ClientRecord>,
@@ -219,35 +228,28 @@ pub async fn run(
     options: &RunOptions,
     cancel: CancellationToken,
 ) -> Result<RunReport, RunError> {
-    probe(target, options.probe_timeout).await?;
+    let addr = probe(target, options.probe_timeout).await?;
     std::fs::create_dir_all(&options.out_dir).map_err(output_error(&options.out_dir))?;
     let records_path = options.out_dir.join("client.jsonl");
     let file = std::fs::File::create(&records_path).map_err(output_error(&records_path))?;
 
     let plan = Arc::new(plan.clone());
-    let mut connector = HttpConnector::new();
-    connector.set_nodelay(true);
-    connector.set_connect_timeout(Some(Duration::from_secs(10)));
-    // No cap on connections per host: an open loop never waits for a free one.
-    let client: HttpClient = Client::builder(TokioExecutor::new())
-        .pool_idle_timeout(Duration::from_secs(30))
-        .pool_max_idle_per_host(usize::MAX)
-        .build(connector);
-    let uri: Uri = target
+    let path: Uri = target
         .url(plan.request.path())
         .parse()
         .expect("a parsed target plus a static path is a valid URI");
     let key = &plan.request.api_key;
-    let auth = match plan.request.dialect {
-        Dialect::OpenAi => (
-            AUTHORIZATION,
-            HeaderValue::from_str(&format!("Bearer {key}")).expect("validated api key"),
-        ),
-        Dialect::Anthropic => (
-            http::HeaderName::from_static("x-api-key"),
-            HeaderValue::from_str(key).expect("validated api key"),
-        ),
-    };
+    let mut head_prefix = format!(
+        "POST {} HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\n",
+        path.path(),
+        target.authority
+    );
+    match plan.request.dialect {
+        Dialect::OpenAi => head_prefix.push_str(&format!("authorization: Bearer {key}\r\n")),
+        Dialect::Anthropic => head_prefix.push_str(&format!(
+            "x-api-key: {key}\r\nanthropic-version: 2023-06-01\r\n"
+        )),
+    }
 
     let clock = Clock::new();
     // Start a little after now so the first arrivals are not late because
@@ -263,9 +265,8 @@ pub async fn run(
 
     let shared = Arc::new(Shared {
         plan: plan.clone(),
-        client,
-        uri,
-        auth,
+        connector: Connector::new(addr),
+        head_prefix: head_prefix.into_bytes(),
         clock,
         start,
         records: tx,
@@ -457,61 +458,62 @@ async fn attempt_once(
 ) -> ClientRecord {
     let sent = Instant::now();
     shared.live.sent.fetch_add(1, Ordering::Relaxed);
-    let mut req = Request::post(shared.uri.clone())
-        .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-        .header(shared.auth.0.clone(), shared.auth.1.clone())
-        .header("x-request-id", id);
-    if shared.plan.request.dialect == Dialect::Anthropic {
-        req = req.header("anthropic-version", HeaderValue::from_static("2023-06-01"));
-    }
+    let mut head = Vec::with_capacity(shared.head_prefix.len() + 96);
+    head.extend_from_slice(&shared.head_prefix);
+    head.extend_from_slice(b"x-request-id: ");
+    head.extend_from_slice(id.as_bytes());
+    head.extend_from_slice(b"\r\n");
     if let Some(name) = &shared.plan.patience_header {
         let left = give_up.saturating_duration_since(sent).as_millis() as u64;
-        req = req.header(name.clone(), left);
+        head.extend_from_slice(format!("{name}: {left}\r\n").as_bytes());
     }
-    let req = req
-        .body(Full::new(body.clone()))
-        .expect("headers are validated values");
+    head.extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes());
 
     let mut seen = Seen::default();
     let dialect = shared.plan.request.dialect;
     let clock = shared.clock;
     let exchange = async {
-        let resp = match shared.client.request(req).await {
+        let resp = match shared.connector.send(&head, body).await {
             Ok(r) => r,
-            Err(e) if e.is_connect() => return (Outcome::ConnectError, 0),
+            Err(HttpError::Connect(e)) => {
+                debug!(cause = %e, "connect failed");
+                return (Outcome::ConnectError, 0);
+            }
             Err(e) => {
                 debug!(cause = %e, "request failed");
                 return (Outcome::Reset, 0);
             }
         };
-        let status = resp.status();
-        seen.status = Some(status.as_u16());
-        seen.retry_after = parse_retry_after(resp.headers(), clock.system_time(Instant::now()));
-        let mut reader = status.is_success().then(|| {
+        let status = resp.status;
+        seen.status = Some(status);
+        seen.retry_after = parse_retry_after(&resp.headers, clock.system_time(Instant::now()));
+        let success = (200..300).contains(&status);
+        let mut reader = success.then(|| {
             AnswerReader::new(
                 dialect,
-                resp.headers()
-                    .get(CONTENT_TYPE)
-                    .and_then(|v| v.to_str().ok()),
+                resp.headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()),
             )
         });
-        let mut body = resp.into_body();
-        while let Some(frame) = body.frame().await {
-            match frame {
-                Ok(frame) => {
-                    if let Ok(data) = frame.into_data() {
-                        if seen.first_byte.is_none() && !data.is_empty() {
-                            seen.first_byte = Some(Instant::now());
-                        }
-                        if let Some(r) = reader.as_mut() {
-                            r.feed(&data);
-                        }
-                    }
+        let first_byte = &mut seen.first_byte;
+        let read = resp
+            .read_body(|data| {
+                if first_byte.is_none() && !data.is_empty() {
+                    *first_byte = Some(Instant::now());
                 }
-                Err(e) => {
-                    debug!(cause = %e, "body broke");
-                    return (Outcome::Reset, 0);
+                if let Some(r) = reader.as_mut() {
+                    r.feed(data);
                 }
+            })
+            .await;
+        match read {
+            Ok(()) => {}
+            Err(HttpError::Protocol(e)) if success => {
+                debug!(cause = %e, "bad body framing");
+                return (Outcome::Malformed, 0);
+            }
+            Err(e) => {
+                debug!(cause = %e, "body broke");
+                return (Outcome::Reset, 0);
             }
         }
         match reader {
@@ -519,7 +521,7 @@ async fn attempt_once(
                 Some(tokens) => (Outcome::Ok, tokens),
                 None => (Outcome::Malformed, 0),
             },
-            None if matches!(status.as_u16(), 429 | 503) => (Outcome::Shed, 0),
+            None if matches!(status, 429 | 503) => (Outcome::Shed, 0),
             None => (Outcome::ProviderError, 0),
         }
     };
@@ -637,5 +639,19 @@ mod tests {
         let e = probe(&t, Duration::from_secs(3)).await.unwrap_err();
         assert!(began.elapsed() < Duration::from_secs(3));
         assert!(e.to_string().contains("unreachable"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod size_probe {
+    fn size_of_return<A, R>(_: impl Fn(A) -> R) -> usize {
+        std::mem::size_of::<R>()
+    }
+    #[test]
+    fn print_future_sizes() {
+        let n = size_of_return(|s: std::sync::Arc<super::Shared>| {
+            super::person(s, 0, 0, crate::schedule::Source::Phase(0))
+        });
+        eprintln!("person future: {n} bytes");
     }
 }

@@ -1,0 +1,544 @@
+//! A small HTTP/1.1 client made for an open loop: one request per task,
+//! written and read in that task, over keep-alive connections from an
+//! uncapped pool.
+//!
+//! Why not hyper's pooled client: it runs each connection as a task of its
+//! own and hands requests and responses across channels and a locked pool,
+//! and keeps two 8 KiB buffers per connection for its whole life. Here an
+//! outstanding request holds its socket and its task's state, and a read
+//! buffer only while bytes are arriving, so 10,000 slow requests stay cheap
+//! and one core keeps a 20,000/s schedule. Dropping the future drops the
+//! socket: that is how a person hangs up.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Mutex;
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+/// Response heads larger than this are refused.
+const MAX_HEAD: usize = 64 * 1024;
+/// How much to read at a time.
+const READ_CHUNK: usize = 4096;
+/// Idle connections kept for reuse (each is only a socket).
+const MAX_IDLE: usize = 65_536;
+
+/// Why an exchange failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum HttpError {
+    /// No connection could be made.
+    #[error("connect: {0}")]
+    Connect(io::Error),
+    /// The connection broke or closed before the answer was complete.
+    #[error("connection broke: {0}")]
+    Reset(String),
+    /// The peer did not speak HTTP/1.1.
+    #[error("not HTTP/1.1: {0}")]
+    Protocol(String),
+}
+
+/// Connections to one address, reused when an answer was read in full.
+#[derive(Debug)]
+pub(crate) struct Connector {
+    addr: SocketAddr,
+    idle: Mutex<Vec<TcpStream>>,
+}
+
+impl Connector {
+    pub(crate) fn new(addr: SocketAddr) -> Self {
+        Connector {
+            addr,
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn take_idle(&self) -> Option<TcpStream> {
+        loop {
+            let stream = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop()?;
+            // A connection the server closed while idle reads as EOF (or
+            // has stray bytes): drop it. WouldBlock means alive and quiet.
+            let mut probe = [0u8; 1];
+            match stream.try_read(&mut probe) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Some(stream),
+                _ => continue,
+            }
+        }
+    }
+
+    fn put_idle(&self, stream: TcpStream) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() < MAX_IDLE {
+            idle.push(stream);
+        }
+    }
+
+    async fn connect(&self) -> Result<TcpStream, HttpError> {
+        let stream = TcpStream::connect(self.addr)
+            .await
+            .map_err(HttpError::Connect)?;
+        // Requests are written whole; don't let Nagle hold the last segment.
+        let _ = stream.set_nodelay(true);
+        Ok(stream)
+    }
+
+    /// Sends a request (`head` ending in the blank line, then `body`) and
+    /// reads the response head. A reused connection found closed before any byte of the
+    /// answer is replaced by a fresh one, once, as the server never saw
+    /// the request on it.
+    pub(crate) async fn send(&self, head: &[u8], body: &[u8]) -> Result<Response<'_>, HttpError> {
+        if let Some(stream) = self.take_idle() {
+            match exchange(stream, head, body, true).await {
+                Ok(head) => return Ok(self.response(head)),
+                Err(Failure::Stale) => {}
+                Err(Failure::Failed(e)) => return Err(e),
+            }
+        }
+        let stream = self.connect().await?;
+        match exchange(stream, head, body, false).await {
+            Ok(head) => Ok(self.response(head)),
+            Err(Failure::Stale) => Err(HttpError::Reset("closed before answering".into())),
+            Err(Failure::Failed(e)) => Err(e),
+        }
+    }
+
+    fn response(&self, head: Head) -> Response<'_> {
+        Response {
+            status: head.status,
+            headers: head.headers,
+            connector: self,
+            stream: Some(head.stream),
+            buf: head.rest,
+            pos: 0,
+            framing: head.framing,
+            keep_alive: head.keep_alive,
+        }
+    }
+}
+
+enum Failure {
+    /// A reused connection turned out closed: retry on a fresh one.
+    Stale,
+    Failed(HttpError),
+}
+
+struct Head {
+    stream: TcpStream,
+    status: u16,
+    headers: HeaderMap,
+    rest: Vec<u8>,
+    framing: Framing,
+    keep_alive: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Framing {
+    /// No body (1xx, 204, 304).
+    Empty,
+    /// `content-length` bytes left.
+    Length(u64),
+    /// Chunked transfer coding, in this state.
+    Chunked(Chunk),
+    /// Until the server closes the connection.
+    Eof,
+    /// The body has been read.
+    Done,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Chunk {
+    Size,
+    Data(u64),
+    DataEnd,
+    Trailers,
+}
+
+async fn read_more(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<usize> {
+    loop {
+        stream.readable().await?;
+        // The buffer is only grown once bytes are waiting: a request that
+        // waits for its answer holds no buffer at all.
+        if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+            buf.reserve(READ_CHUNK);
+        }
+        match stream.try_read_buf(buf) {
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+async fn exchange(
+    mut stream: TcpStream,
+    head: &[u8],
+    body: &[u8],
+    reused: bool,
+) -> Result<Head, Failure> {
+    let broke = |e: io::Error| {
+        if reused {
+            Failure::Stale
+        } else {
+            Failure::Failed(HttpError::Reset(e.to_string()))
+        }
+    };
+    // One writev for head and body.
+    let mut request = bytes::Buf::chain(head, body);
+    stream.write_all_buf(&mut request).await.map_err(broke)?;
+    let mut buf = Vec::new();
+    loop {
+        let n = match read_more(&stream, &mut buf).await {
+            Ok(n) => n,
+            Err(e) if buf.is_empty() => return Err(broke(e)),
+            Err(e) => return Err(Failure::Failed(HttpError::Reset(e.to_string()))),
+        };
+        if n == 0 {
+            return Err(if buf.is_empty() && reused {
+                Failure::Stale
+            } else {
+                Failure::Failed(HttpError::Reset("closed before the response head".into()))
+            });
+        }
+        let mut slots = [httparse::EMPTY_HEADER; 64];
+        let mut parsed = httparse::Response::new(&mut slots);
+        let protocol = |m: String| Failure::Failed(HttpError::Protocol(m));
+        match parsed.parse(&buf) {
+            Ok(httparse::Status::Partial) => {
+                if buf.len() > MAX_HEAD {
+                    return Err(protocol("response head too large".into()));
+                }
+            }
+            Err(e) => return Err(protocol(e.to_string())),
+            Ok(httparse::Status::Complete(len)) => {
+                let status = parsed.code.unwrap_or(0);
+                if (100..200).contains(&status) && status != 101 {
+                    // An interim answer (100 Continue): the real one follows.
+                    buf.drain(..len);
+                    continue;
+                }
+                let mut headers = HeaderMap::with_capacity(parsed.headers.len());
+                for h in parsed.headers.iter() {
+                    if let (Ok(name), Ok(value)) = (
+                        HeaderName::from_bytes(h.name.as_bytes()),
+                        HeaderValue::from_bytes(h.value),
+                    ) {
+                        headers.append(name, value);
+                    }
+                }
+                let has = |name: &str, token: &str| {
+                    headers.get_all(name).iter().any(|v| {
+                        v.to_str().is_ok_and(|s| {
+                            s.split(',').any(|t| t.trim().eq_ignore_ascii_case(token))
+                        })
+                    })
+                };
+                let framing = if status == 204 || status == 304 || status < 200 {
+                    Framing::Empty
+                } else if has("transfer-encoding", "chunked") {
+                    Framing::Chunked(Chunk::Size)
+                } else if let Some(v) = headers.get("content-length") {
+                    let n = v
+                        .to_str()
+                        .ok()
+                        .and_then(|s| s.trim().parse::<u64>().ok())
+                        .ok_or_else(|| protocol("bad content-length".into()))?;
+                    Framing::Length(n)
+                } else {
+                    Framing::Eof
+                };
+                let keep_alive = parsed.version == Some(1)
+                    && !has("connection", "close")
+                    && framing != Framing::Eof;
+                buf.drain(..len);
+                return Ok(Head {
+                    stream,
+                    status,
+                    headers,
+                    rest: buf,
+                    framing,
+                    keep_alive,
+                });
+            }
+        }
+    }
+}
+
+/// A response whose head has been read; the body is read with
+/// [`Response::read_body`].
+#[derive(Debug)]
+pub(crate) struct Response<'c> {
+    pub(crate) status: u16,
+    pub(crate) headers: HeaderMap,
+    connector: &'c Connector,
+    stream: Option<TcpStream>,
+    buf: Vec<u8>,
+    pos: usize,
+    framing: Framing,
+    keep_alive: bool,
+}
+
+impl Response<'_> {
+    /// Reads the body to its end, handing each decoded piece to `sink` as
+    /// it arrives. The connection goes back to the pool when the body was
+    /// read in full and the server keeps it alive.
+    pub(crate) async fn read_body(mut self, mut sink: impl FnMut(&[u8])) -> Result<(), HttpError> {
+        if self.framing == Framing::Empty {
+            self.framing = Framing::Done;
+        }
+        loop {
+            self.decode(&mut sink)?;
+            if self.framing == Framing::Done {
+                break;
+            }
+            if self.pos == self.buf.len() {
+                self.buf.clear();
+                self.pos = 0;
+            } else if self.pos > 0 {
+                self.buf.drain(..self.pos);
+                self.pos = 0;
+            }
+            let stream = self
+                .stream
+                .as_ref()
+                .expect("the stream is kept until the end");
+            match read_more(stream, &mut self.buf).await {
+                Ok(0) if self.framing == Framing::Eof => self.framing = Framing::Done,
+                Ok(0) => return Err(HttpError::Reset("closed in the middle of the body".into())),
+                Ok(_) => {}
+                Err(e) => return Err(HttpError::Reset(e.to_string())),
+            }
+        }
+        if self.keep_alive {
+            if let Some(stream) = self.stream.take() {
+                self.connector.put_idle(stream);
+            }
+        }
+        Ok(())
+    }
+
+    /// Decodes as much of the buffered bytes as possible.
+    fn decode(&mut self, sink: &mut impl FnMut(&[u8])) -> Result<(), HttpError> {
+        let protocol = |m: &str| HttpError::Protocol(m.into());
+        loop {
+            let avail = &self.buf[self.pos..];
+            match self.framing {
+                Framing::Empty | Framing::Done => {
+                    self.framing = Framing::Done;
+                    return Ok(());
+                }
+                Framing::Eof => {
+                    if !avail.is_empty() {
+                        sink(avail);
+                    }
+                    self.pos = self.buf.len();
+                    return Ok(());
+                }
+                Framing::Length(left) => {
+                    let n = (left.min(avail.len() as u64)) as usize;
+                    if n > 0 {
+                        sink(&avail[..n]);
+                        self.pos += n;
+                    }
+                    let left = left - n as u64;
+                    self.framing = if left == 0 {
+                        Framing::Done
+                    } else {
+                        Framing::Length(left)
+                    };
+                    if left > 0 {
+                        return Ok(());
+                    }
+                }
+                Framing::Chunked(Chunk::Size) => {
+                    let Some(eol) = find_crlf(avail) else {
+                        if avail.len() > 1024 {
+                            return Err(protocol("chunk size line too long"));
+                        }
+                        return Ok(());
+                    };
+                    let line = std::str::from_utf8(&avail[..eol])
+                        .map_err(|_| protocol("bad chunk size"))?;
+                    let hex = line.split(';').next().unwrap_or("").trim();
+                    let size =
+                        u64::from_str_radix(hex, 16).map_err(|_| protocol("bad chunk size"))?;
+                    self.pos += eol + 2;
+                    self.framing = Framing::Chunked(if size == 0 {
+                        Chunk::Trailers
+                    } else {
+                        Chunk::Data(size)
+                    });
+                }
+                Framing::Chunked(Chunk::Data(left)) => {
+                    let n = (left.min(avail.len() as u64)) as usize;
+                    if n == 0 {
+                        return Ok(());
+                    }
+                    sink(&avail[..n]);
+                    self.pos += n;
+                    let left = left - n as u64;
+                    self.framing = Framing::Chunked(if left == 0 {
+                        Chunk::DataEnd
+                    } else {
+                        Chunk::Data(left)
+                    });
+                }
+                Framing::Chunked(Chunk::DataEnd) => {
+                    if avail.len() < 2 {
+                        return Ok(());
+                    }
+                    if &avail[..2] != b"\r\n" {
+                        return Err(protocol("chunk not followed by CRLF"));
+                    }
+                    self.pos += 2;
+                    self.framing = Framing::Chunked(Chunk::Size);
+                }
+                Framing::Chunked(Chunk::Trailers) => {
+                    let Some(eol) = find_crlf(avail) else {
+                        return Ok(());
+                    };
+                    self.pos += eol + 2;
+                    if eol == 0 {
+                        self.framing = Framing::Done;
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn find_crlf(b: &[u8]) -> Option<usize> {
+    b.windows(2).position(|w| w == b"\r\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+    use tokio::net::TcpListener;
+
+    /// A server that answers each connection's requests with `answers` in
+    /// turn, written in pieces of `piece` bytes, then closes.
+    async fn server(answers: Vec<Vec<u8>>, piece: usize) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            for answer in answers {
+                let mut req = Vec::new();
+                let mut b = [0u8; 1024];
+                while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                    let n = s.read(&mut b).await.unwrap();
+                    if n == 0 {
+                        return;
+                    }
+                    req.extend_from_slice(&b[..n]);
+                }
+                for part in answer.chunks(piece) {
+                    s.write_all(part).await.unwrap();
+                    s.flush().await.unwrap();
+                    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                }
+            }
+        });
+        addr
+    }
+
+    async fn body_of(c: &Connector) -> Result<(u16, Vec<u8>), HttpError> {
+        let r = c.send(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n", b"").await?;
+        let status = r.status;
+        let mut out = Vec::new();
+        r.read_body(|b| out.extend_from_slice(b)).await?;
+        Ok((status, out))
+    }
+
+    #[tokio::test]
+    async fn content_length_and_chunked_over_one_kept_alive_connection() {
+        let a = b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello".to_vec();
+        let b = b"HTTP/1.1 429 Too Many\r\nretry-after-ms: 40\r\ntransfer-encoding: chunked\r\n\r\n3;x=y\r\nabc\r\n2\r\nde\r\n0\r\nt: 1\r\n\r\n".to_vec();
+        let c = b"HTTP/1.1 204 No Content\r\n\r\n".to_vec();
+        let addr = server(vec![a, b, c], 7).await;
+        let conn = Connector::new(addr);
+        assert_eq!(body_of(&conn).await.unwrap(), (200, b"hello".to_vec()));
+        let r = conn
+            .send(b"POST / HTTP/1.1\r\ncontent-length: 2\r\n\r\n", b"{}")
+            .await
+            .unwrap();
+        assert_eq!(r.status, 429);
+        assert_eq!(r.headers.get("retry-after-ms").unwrap(), "40");
+        let mut out = Vec::new();
+        r.read_body(|b| out.extend_from_slice(b)).await.unwrap();
+        assert_eq!(out, b"abcde");
+        assert_eq!(body_of(&conn).await.unwrap(), (204, Vec::new()));
+    }
+
+    #[tokio::test]
+    async fn body_until_close_and_cut_bodies() {
+        let addr = server(
+            vec![b"HTTP/1.1 200 OK\r\nconnection: close\r\n\r\nall of it".to_vec()],
+            4,
+        )
+        .await;
+        assert_eq!(
+            body_of(&Connector::new(addr)).await.unwrap(),
+            (200, b"all of it".to_vec())
+        );
+        let addr = server(
+            vec![b"HTTP/1.1 200 OK\r\ncontent-length: 50\r\n\r\nshort".to_vec()],
+            100,
+        )
+        .await;
+        assert!(matches!(
+            body_of(&Connector::new(addr)).await,
+            Err(HttpError::Reset(_))
+        ));
+        let addr = server(
+            vec![b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nab".to_vec()],
+            100,
+        )
+        .await;
+        assert!(matches!(
+            body_of(&Connector::new(addr)).await,
+            Err(HttpError::Reset(_))
+        ));
+        let addr = server(vec![b"SSH-2.0-OpenSSH\r\n\r\n".to_vec()], 100).await;
+        assert!(matches!(
+            body_of(&Connector::new(addr)).await,
+            Err(HttpError::Protocol(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_closed_idle_connection_is_replaced() {
+        // The first server answers once and closes; the pool then holds a
+        // dead connection, and the next request must go out on a new one.
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            for _ in 0..2 {
+                let (mut s, _) = listener.accept().await.unwrap();
+                let mut b = [0u8; 1024];
+                let _ = s.read(&mut b).await.unwrap();
+                s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                    .await
+                    .unwrap();
+                drop(s);
+            }
+        });
+        let conn = Connector::new(addr);
+        assert_eq!(body_of(&conn).await.unwrap().1, b"ok");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert_eq!(body_of(&conn).await.unwrap().1, b"ok");
+    }
+
+    #[tokio::test]
+    async fn refused_connection_is_a_connect_error() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        drop(l);
+        assert!(matches!(
+            body_of(&Connector::new(addr)).await,
+            Err(HttpError::Connect(_))
+        ));
+    }
+}
