@@ -19,7 +19,10 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 mod cmd_gateway;
 mod cmd_load;
+mod cmd_plan;
 mod cmd_provider;
+mod plan;
+mod scenario;
 
 /// Exit codes, as DESIGN.md lays them out.
 pub mod exit {
@@ -47,6 +50,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Print the arithmetic of a scenario (capacity, backlog, drain, Q*), no traffic.
+    Plan(cmd_plan::Args),
     /// Serve the chaos fake LLM provider (OpenAI and Anthropic APIs).
     Provider(cmd_provider::Args),
     /// Drive a target with open-loop traffic from a scenario's [load] section.
@@ -65,6 +70,7 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let code = match cli.command {
+        Command::Plan(args) => cmd_plan::main(args),
         Command::Provider(args) => cmd_provider::main(args),
         Command::Load(args) => cmd_load::main(args),
         Command::Gateway(args) => cmd_gateway::main(args),

@@ -1,0 +1,773 @@
+//! `rehearse plan`: the arithmetic a person would otherwise do by hand,
+//! before any traffic.
+//!
+//! The model is a fluid queue in front of the provider, with a gateway that
+//! never sheds (the unbounded case a rehearsal is meant to rule out):
+//! - the provider serves at most μ requests per second, the least of its
+//!   token quota ÷ mean tokens per request, its request quota, and its
+//!   concurrency ceiling ÷ mean service time S;
+//! - while arrivals λ exceed μ the backlog grows by (λ − μ) per second; it
+//!   drains at (μ − λ) once they fall below;
+//! - in FIFO order an arrival waits backlog ÷ μ and then S; it is a late
+//!   answer when that passes the callers' patience D;
+//! - the queue bound that keeps every admitted request inside D is
+//!   Q* = μ·(D − S) (DESIGN.md, "Why it exists").
+//!
+//! The time line is cut into segments wherever the load's phases or the
+//! provider's timeline change, and each is integrated in steps of at most
+//! one second (ramps change λ within a segment).
+
+use std::fmt::Write as _;
+
+use fake_provider::config::{Dist, Dur};
+use loadgen::{CountDist, DurationDist, LoadConfig, RateUnit};
+use serde::Serialize;
+
+use crate::scenario::Scenario;
+
+/// One stretch of time with one load phase and one set of provider settings.
+#[derive(Debug, Clone, Serialize)]
+pub struct Segment {
+    /// Load phase name, and the provider's phase when one is active.
+    pub name: String,
+    /// Start, seconds from the start of the load.
+    pub start_s: f64,
+    /// Length in seconds.
+    pub duration_s: f64,
+    /// Mean offered rate, requests per minute.
+    pub offered_per_min: f64,
+    /// Provider capacity μ, requests per minute (`null`: unlimited).
+    pub capacity_per_min: Option<f64>,
+    /// Mean provider service time S, seconds.
+    pub service_s: f64,
+    /// Requests answered during the segment (by a gateway that never sheds).
+    pub served: f64,
+    /// Requests waiting at the segment's end.
+    pub backlog_at_end: f64,
+    /// Q* = μ·(D − S) in requests (`null` when μ is unlimited).
+    pub queue_bound_requests: Option<f64>,
+}
+
+/// The plan at one scale.
+#[derive(Debug, Clone, Serialize)]
+pub struct Figures {
+    /// Per segment.
+    pub phases: Vec<Segment>,
+    /// Minutes to drain the peak backlog at the rate that follows it, if the
+    /// queue were unbounded (`null`: it never drains, the load stays above μ).
+    pub drain_minutes_unbounded: Option<f64>,
+    /// Answers that would arrive after their caller left.
+    pub late_answers: f64,
+    /// Q* in requests, in the tightest overloaded segment.
+    pub queue_bound_requests: Option<f64>,
+    /// Q* in tokens.
+    pub queue_bound_tokens: Option<f64>,
+    /// Memory the unbounded backlog (and the calls in flight) would hold at
+    /// its peak, at the scenario's prompt size.
+    pub unbounded_backlog_bytes: f64,
+    /// The peak backlog, requests.
+    pub peak_backlog: f64,
+}
+
+/// What the checks are judged against (derived from the plan at rehearsal scale).
+#[derive(Debug, Clone, Serialize)]
+pub struct Overload {
+    /// Start of the first overloaded segment, seconds from the load's start.
+    pub from_s: f64,
+    /// End of the last overloaded segment.
+    pub until_s: f64,
+    /// μ in the tightest overloaded segment, requests per second.
+    pub capacity_per_s: f64,
+    /// S there.
+    pub service_s: f64,
+    /// Q* there.
+    pub queue_bound: f64,
+}
+
+/// The whole plan.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    /// Scenario name.
+    pub scenario: String,
+    /// Mean tokens a request settles (prompt + completion).
+    pub tokens_per_request: f64,
+    /// Callers' mean patience D, seconds (full scale).
+    pub patience_s: f64,
+    /// Bytes held per waiting request.
+    pub prompt_bytes: f64,
+    /// Divides quotas and rates.
+    pub quota_scale: f64,
+    /// Divides durations, multiplies rates.
+    pub time_scale: f64,
+    /// At full scale (top-level fields of `--json`).
+    #[serde(flatten)]
+    pub full: Figures,
+    /// At rehearsal scale.
+    pub rehearsal: Figures,
+    /// The overload window at rehearsal scale, if the scenario overloads.
+    pub overload: Option<Overload>,
+}
+
+/// Mean of a loadgen count distribution.
+pub fn count_mean(d: &CountDist) -> f64 {
+    match d {
+        CountDist::Fixed(v) => *v,
+        CountDist::Uniform { min, max } => (min + max) / 2.0,
+        CountDist::Lognormal { median, p99 } => lognormal_mean(*median, *p99),
+        CountDist::Exponential { mean } => *mean,
+        CountDist::Mix(entries) => {
+            let w: f64 = entries.iter().map(|e| e.weight).sum();
+            if w > 0.0 {
+                entries.iter().map(|e| e.value * e.weight).sum::<f64>() / w
+            } else {
+                0.0
+            }
+        }
+    }
+}
+
+/// Mean of a loadgen duration distribution, seconds.
+pub fn duration_mean(d: &DurationDist) -> f64 {
+    match d {
+        DurationDist::Fixed(v) => v.as_secs_f64(),
+        DurationDist::Uniform { min, max } => (min.as_secs_f64() + max.as_secs_f64()) / 2.0,
+        DurationDist::Lognormal { median, p99 } => {
+            lognormal_mean(median.as_secs_f64(), p99.as_secs_f64())
+        }
+        DurationDist::Exponential { mean } => mean.as_secs_f64(),
+        DurationDist::Mix(entries) => {
+            let w: f64 = entries.iter().map(|e| e.weight).sum();
+            if w > 0.0 {
+                entries
+                    .iter()
+                    .map(|e| e.value.0.as_secs_f64() * e.weight)
+                    .sum::<f64>()
+                    / w
+            } else {
+                0.0
+            }
+        }
+    }
+}
+
+fn lognormal_mean(median: f64, p99: f64) -> f64 {
+    if median <= 0.0 {
+        return 0.0;
+    }
+    let sigma = (p99.max(median).ln() - median.ln()) / 2.326_347_874_040_841;
+    median * (sigma * sigma / 2.0).exp()
+}
+
+fn dur_mean(d: &Dist<Dur>) -> f64 {
+    d.mean_f64() / 1000.0
+}
+
+/// A load phase as rates per second.
+struct LoadPhase {
+    name: String,
+    start: f64,
+    end: f64,
+    from_per_s: f64,
+    to_per_s: f64,
+}
+
+fn load_phases(load: &LoadConfig, scenario: &Scenario) -> Vec<LoadPhase> {
+    let mut out = Vec::new();
+    let mut t = 0.0;
+    for (i, p) in load.phases.iter().enumerate() {
+        let div = match p.per {
+            RateUnit::Second => 1.0,
+            RateUnit::Minute => 60.0,
+        };
+        let d = p.duration.as_secs_f64();
+        out.push(LoadPhase {
+            name: p.name.clone().unwrap_or_else(|| format!("phase{i}")),
+            start: t,
+            end: t + d,
+            from_per_s: p.rate / div,
+            to_per_s: p.ramp_to.unwrap_or(p.rate) / div,
+        });
+        t += d;
+    }
+    if out.is_empty() {
+        // A replayed log: one segment at its mean rate.
+        let base = scenario.path.parent().unwrap_or(std::path::Path::new("."));
+        if let Ok(plan) = loadgen::LoadPlan::from_scenario_str(&scenario.text, "scenario", base) {
+            let len = plan.schedule_length().as_secs_f64();
+            let rate = if len > 0.0 {
+                plan.expected_arrivals() / len
+            } else {
+                0.0
+            };
+            out.push(LoadPhase {
+                name: "replay".into(),
+                start: 0.0,
+                end: len,
+                from_per_s: rate,
+                to_per_s: rate,
+            });
+        }
+    }
+    out
+}
+
+/// Provider settings in force at time `t` (seconds from the start).
+struct Provider {
+    capacity_per_s: Option<f64>,
+    service_s: f64,
+    phase: Option<String>,
+}
+
+fn provider_at(s: &Scenario, t: f64, tokens_per_request: f64, max_tokens_mean: f64) -> Provider {
+    let cfg = &s.provider;
+    let active: Vec<_> = cfg
+        .timeline
+        .iter()
+        .filter(|p| p.from.0.as_secs_f64() <= t && p.until.is_none_or(|u| t < u.0.as_secs_f64()))
+        .collect();
+    let overrides: Vec<_> = active.iter().map(|p| p.overrides()).collect();
+    let eff = cfg.effective(overrides.iter(), None);
+    let completion = eff.completion_tokens.mean_f64().min(max_tokens_mean);
+    let service_s = (dur_mean(&eff.latency.ttft) + completion * dur_mean(&eff.latency.per_token))
+        * eff.latency.multiplier;
+    let mut caps = Vec::new();
+    if let Some(tpm) = eff.quota.tokens_per_minute {
+        if tokens_per_request > 0.0 {
+            caps.push(tpm as f64 / 60.0 / tokens_per_request);
+        }
+    }
+    if let Some(rpm) = eff.quota.requests_per_minute {
+        caps.push(rpm as f64 / 60.0);
+    }
+    if let Some(c) = eff.concurrency.ceiling {
+        if service_s > 0.0 {
+            caps.push(c as f64 / service_s);
+        }
+    }
+    let capacity_per_s = caps.into_iter().reduce(f64::min);
+    let phase = (!active.is_empty()).then(|| {
+        active
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect::<Vec<_>>()
+            .join("+")
+    });
+    Provider {
+        capacity_per_s,
+        service_s,
+        phase,
+    }
+}
+
+/// Computes the plan of a scenario.
+pub fn plan(s: &Scenario) -> Plan {
+    let load = &s.load;
+    let prompt_tokens = count_mean(&load.request.prompt_tokens);
+    let padding_bytes = count_mean(&load.request.padding_kb) * 1024.0;
+    let max_tokens_mean = count_mean(&load.request.max_tokens);
+    let completion = s.provider.completion_tokens.mean_f64().min(max_tokens_mean);
+    // The provider estimates prompt tokens at 4 characters each, padding included.
+    let tokens_per_request =
+        prompt_tokens + padding_bytes / fake_provider::CHARS_PER_TOKEN as f64 + completion;
+    let patience_s = duration_mean(&load.patience);
+    let prompt_bytes = s
+        .meta
+        .prompt_bytes
+        .map(|b| b.as_u64() as f64)
+        .unwrap_or(prompt_tokens * fake_provider::CHARS_PER_TOKEN as f64 + padding_bytes);
+
+    // Cut points: load phase edges and provider timeline edges.
+    let phases = load_phases(load, s);
+    let end = phases.last().map_or(0.0, |p| p.end);
+    let mut cuts: Vec<f64> = phases.iter().flat_map(|p| [p.start, p.end]).collect();
+    for p in &s.provider.timeline {
+        cuts.push(p.from.0.as_secs_f64());
+        if let Some(u) = p.until {
+            cuts.push(u.0.as_secs_f64());
+        }
+    }
+    cuts.retain(|c| *c >= 0.0 && *c <= end);
+    cuts.sort_by(f64::total_cmp);
+    cuts.dedup_by(|a, b| (*a - *b).abs() < 1e-9);
+
+    let mut segments = Vec::new();
+    let mut backlog = 0.0f64;
+    let mut late = 0.0f64;
+    let mut peak_held = 0.0f64;
+    let mut peak_backlog = 0.0f64;
+    for w in cuts.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        if b - a < 1e-9 {
+            continue;
+        }
+        let Some(lp) = phases.iter().find(|p| p.start <= a && a < p.end) else {
+            continue;
+        };
+        let prov = provider_at(s, a, tokens_per_request, max_tokens_mean);
+        let rate_at = |t: f64| {
+            let span = lp.end - lp.start;
+            let f = if span > 0.0 {
+                (t - lp.start) / span
+            } else {
+                0.0
+            };
+            lp.from_per_s + (lp.to_per_s - lp.from_per_s) * f
+        };
+        let steps = ((b - a).ceil() as usize).clamp(1, 1_000_000);
+        let dt = (b - a) / steps as f64;
+        let mut arrivals = 0.0;
+        let mut served = 0.0;
+        for i in 0..steps {
+            let t = a + (i as f64 + 0.5) * dt;
+            let lambda = rate_at(t);
+            let came = lambda * dt;
+            arrivals += came;
+            let wait = match prov.capacity_per_s {
+                Some(mu) if mu > 0.0 => backlog / mu + prov.service_s,
+                Some(_) => f64::INFINITY,
+                None => prov.service_s,
+            };
+            if wait > patience_s {
+                late += came;
+            }
+            let can = prov.capacity_per_s.map_or(f64::INFINITY, |mu| mu * dt);
+            let out = can.min(backlog + came);
+            served += out;
+            backlog = backlog + came - out;
+            let in_flight =
+                prov.capacity_per_s.map_or(lambda, |mu| mu.min(lambda)) * prov.service_s;
+            peak_held = peak_held.max(backlog + in_flight);
+            peak_backlog = peak_backlog.max(backlog);
+        }
+        let name = match &prov.phase {
+            Some(p) => format!("{} / provider {p}", lp.name),
+            None => lp.name.clone(),
+        };
+        segments.push(Segment {
+            name,
+            start_s: a,
+            duration_s: b - a,
+            offered_per_min: arrivals / (b - a) * 60.0,
+            capacity_per_min: prov.capacity_per_s.map(|c| c * 60.0),
+            service_s: prov.service_s,
+            served,
+            backlog_at_end: backlog,
+            queue_bound_requests: prov
+                .capacity_per_s
+                .map(|mu| (mu * (patience_s - prov.service_s)).max(0.0)),
+        });
+    }
+
+    // Drain: the peak backlog at the end of a segment, at the rate after it.
+    let drain_minutes_unbounded = segments
+        .iter()
+        .enumerate()
+        .max_by(|x, y| x.1.backlog_at_end.total_cmp(&y.1.backlog_at_end))
+        .filter(|(_, seg)| seg.backlog_at_end > 0.5)
+        .map(|(i, seg)| {
+            let (lambda, mu) = match segments.get(i + 1) {
+                Some(next) => (next.offered_per_min, next.capacity_per_min),
+                // The load stopped: nothing more arrives.
+                None => (0.0, seg.capacity_per_min),
+            };
+            match mu {
+                Some(mu) if mu > lambda => Some(seg.backlog_at_end / (mu - lambda)),
+                Some(_) => None,
+                None => Some(0.0),
+            }
+        })
+        .unwrap_or(Some(0.0));
+
+    // The tightest overloaded segment sets Q*.
+    let overloaded: Vec<&Segment> = segments
+        .iter()
+        .filter(|g| {
+            g.capacity_per_min
+                .is_some_and(|mu| g.offered_per_min > mu * 1.0001)
+        })
+        .collect();
+    let tight = overloaded.iter().min_by(|x, y| {
+        x.capacity_per_min
+            .unwrap_or(0.0)
+            .total_cmp(&y.capacity_per_min.unwrap_or(0.0))
+    });
+    let queue_bound_requests = tight.and_then(|g| g.queue_bound_requests).or_else(|| {
+        segments
+            .iter()
+            .filter_map(|g| g.queue_bound_requests)
+            .reduce(f64::min)
+    });
+    let full = Figures {
+        phases: segments.clone(),
+        drain_minutes_unbounded,
+        late_answers: late,
+        queue_bound_requests,
+        queue_bound_tokens: queue_bound_requests.map(|q| q * tokens_per_request),
+        unbounded_backlog_bytes: peak_held * prompt_bytes,
+        peak_backlog,
+    };
+    let (ts, qs) = (s.meta.time_scale, s.meta.quota_scale);
+    let rehearsal = scaled(&full, ts, qs);
+    let overload = match (overloaded.first(), overloaded.last(), tight) {
+        (Some(first), Some(last), Some(t)) => Some(Overload {
+            from_s: first.start_s / ts,
+            until_s: (last.start_s + last.duration_s) / ts,
+            capacity_per_s: t.capacity_per_min.unwrap_or(0.0) / 60.0 * ts / qs,
+            service_s: t.service_s / ts,
+            queue_bound: t.queue_bound_requests.unwrap_or(0.0) / qs,
+        }),
+        _ => None,
+    };
+    Plan {
+        scenario: s.meta.name.clone(),
+        tokens_per_request,
+        patience_s,
+        prompt_bytes,
+        quota_scale: qs,
+        time_scale: ts,
+        full,
+        rehearsal,
+        overload,
+    }
+}
+
+/// The figures at rehearsal scale: counts ÷ quota_scale, durations ÷
+/// time_scale, rates × time_scale ÷ quota_scale.
+fn scaled(f: &Figures, ts: f64, qs: f64) -> Figures {
+    Figures {
+        phases: f
+            .phases
+            .iter()
+            .map(|g| Segment {
+                name: g.name.clone(),
+                start_s: g.start_s / ts,
+                duration_s: g.duration_s / ts,
+                offered_per_min: g.offered_per_min * ts / qs,
+                capacity_per_min: g.capacity_per_min.map(|c| c * ts / qs),
+                service_s: g.service_s / ts,
+                served: g.served / qs,
+                backlog_at_end: g.backlog_at_end / qs,
+                queue_bound_requests: g.queue_bound_requests.map(|q| q / qs),
+            })
+            .collect(),
+        drain_minutes_unbounded: f.drain_minutes_unbounded.map(|m| m / ts),
+        late_answers: f.late_answers / qs,
+        queue_bound_requests: f.queue_bound_requests.map(|q| q / qs),
+        queue_bound_tokens: f.queue_bound_tokens.map(|q| q / qs),
+        unbounded_backlog_bytes: f.unbounded_backlog_bytes / qs,
+        peak_backlog: f.peak_backlog / qs,
+    }
+}
+
+/// `1234567.8` as `1,234,568`.
+pub fn thousands(v: f64) -> String {
+    if !v.is_finite() {
+        return "∞".into();
+    }
+    let n = v.round() as i64;
+    let digits = n.unsigned_abs().to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if n < 0 {
+        format!("-{out}")
+    } else {
+        out
+    }
+}
+
+/// A rate per minute, with one decimal below 100.
+fn per_min(v: Option<f64>) -> String {
+    match v {
+        None => "unlimited".into(),
+        Some(v) if v < 100.0 => format!("{v:.1}"),
+        Some(v) => thousands(v),
+    }
+}
+
+fn bytes(v: f64) -> String {
+    bytesize::ByteSize(v.max(0.0) as u64).to_string()
+}
+
+fn duration(secs: f64) -> String {
+    humantime::format_duration(std::time::Duration::from_secs(secs.max(0.0).round() as u64))
+        .to_string()
+}
+
+fn render_figures(out: &mut String, f: &Figures, p: &Plan, label: &str) {
+    let _ = writeln!(out, "{label}");
+    let _ = writeln!(
+        out,
+        "  {:<34} {:>9} {:>12} {:>13} {:>11} {:>15}",
+        "phase", "duration", "offered/min", "capacity/min", "served", "backlog at end"
+    );
+    for g in &f.phases {
+        let _ = writeln!(
+            out,
+            "  {:<34} {:>9} {:>12} {:>13} {:>11} {:>15}",
+            g.name,
+            duration(g.duration_s),
+            per_min(Some(g.offered_per_min)),
+            per_min(g.capacity_per_min),
+            thousands(g.served),
+            thousands(g.backlog_at_end),
+        );
+    }
+    match f.drain_minutes_unbounded {
+        Some(m) if f.peak_backlog >= 0.5 => {
+            let _ = writeln!(
+                out,
+                "  The peak backlog of {} requests drains in {:.1} min at the rate that follows it, if the queue is unbounded.",
+                thousands(f.peak_backlog),
+                m
+            );
+        }
+        Some(_) => {
+            let _ = writeln!(
+                out,
+                "  No backlog builds: offered load stays within capacity."
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "  The backlog of {} requests never drains: the load after it stays above capacity.",
+                thousands(f.peak_backlog)
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "  Answers arriving after their caller left (patience {}): {}",
+        duration(
+            p.patience_s
+                / if label.starts_with("Rehearsal") {
+                    p.time_scale
+                } else {
+                    1.0
+                }
+        ),
+        thousands(f.late_answers)
+    );
+    match (f.queue_bound_requests, f.queue_bound_tokens) {
+        (Some(q), Some(t)) => {
+            let _ = writeln!(
+                out,
+                "  Queue bound Q* = μ·(D − S): {} requests, {} tokens.",
+                thousands(q),
+                thousands(t)
+            );
+        }
+        _ => {
+            let _ = writeln!(out, "  Queue bound Q*: none (the provider has no limit).");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "  Memory an unbounded gateway would hold at the peak: {} ({} bytes per request).",
+        bytes(f.unbounded_backlog_bytes),
+        thousands(p.prompt_bytes)
+    );
+}
+
+/// The plan as a person reads it.
+pub fn render(p: &Plan) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "Plan for {}", p.scenario);
+    let _ = writeln!(
+        out,
+        "  {} tokens per request; patience D {}; {} held per waiting request.",
+        thousands(p.tokens_per_request),
+        duration(p.patience_s),
+        bytes(p.prompt_bytes)
+    );
+    out.push('\n');
+    render_figures(&mut out, &p.full, p, "Full scale");
+    if p.time_scale != 1.0 || p.quota_scale != 1.0 {
+        out.push('\n');
+        let label = format!(
+            "Rehearsal scale (quota ÷ {}, time ÷ {})",
+            p.quota_scale, p.time_scale
+        );
+        render_figures(&mut out, &p.rehearsal, p, &label);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn scenario(text: &str) -> Scenario {
+        Scenario::from_str(text, "t.toml", Path::new("t.toml")).unwrap()
+    }
+
+    const FLASH: &str = r#"
+[scenario]
+name = "flash"
+quota_scale = 10
+time_scale = 10
+prompt_bytes = "6KiB"
+[provider]
+completion_tokens = { fixed = 200 }
+[provider.latency]
+ttft = { fixed = "1s" }
+per_token = { fixed = "20ms" }
+[provider.quota]
+tokens_per_minute = 500000
+[gateway]
+url = "http://127.0.0.1:9"
+[load]
+patience = { fixed = "25s" }
+[[load.phases]]
+name = "before"
+duration = "5m"
+rate = 200
+per = "minute"
+[[load.phases]]
+name = "promotion"
+duration = "40m"
+rate = 2000
+per = "minute"
+[[load.phases]]
+name = "after"
+duration = "10m"
+rate = 200
+per = "minute"
+[load.request]
+prompt_tokens = { fixed = 1000 }
+max_tokens = { fixed = 400 }
+"#;
+
+    #[test]
+    fn flash_promotion_by_hand() {
+        let p = plan(&scenario(FLASH));
+        let mu = 500_000.0 / 1200.0; // 416.7 per minute
+        assert!((p.tokens_per_request - 1200.0).abs() < 1e-9);
+        let promo = &p.full.phases[1];
+        assert!((promo.capacity_per_min.unwrap() - mu).abs() < 1e-6);
+        assert!((promo.offered_per_min - 2000.0).abs() < 1e-6);
+        assert!((promo.served - 40.0 * mu).abs() < 1.0, "{}", promo.served);
+        let backlog = 40.0 * (2000.0 - mu);
+        assert!(
+            (promo.backlog_at_end - backlog).abs() < 1.0,
+            "{}",
+            promo.backlog_at_end
+        );
+        let drain = backlog / (mu - 200.0);
+        assert!((p.full.drain_minutes_unbounded.unwrap() - drain).abs() < 0.1);
+        // S = 1 s + 200 × 20 ms = 5 s; Q* = μ/60 × (25 − 5).
+        let q = mu / 60.0 * 20.0;
+        assert!((p.full.queue_bound_requests.unwrap() - q).abs() < 1e-6);
+        assert!((p.full.queue_bound_tokens.unwrap() - q * 1200.0).abs() < 1e-3);
+        // Late: promotion arrivals after the backlog passes Q*, plus "after"
+        // arrivals while it is still above Q* (all 10 minutes here).
+        let t_cross = q / ((2000.0 - mu) / 60.0);
+        let late = 2000.0 / 60.0 * (40.0 * 60.0 - t_cross) + 200.0 * 10.0;
+        assert!(
+            (p.full.late_answers - late).abs() / late < 0.01,
+            "{} vs {late}",
+            p.full.late_answers
+        );
+        // Memory: peak backlog + calls in flight (μ × S), at 6 KiB each.
+        let held = backlog + mu / 60.0 * 5.0;
+        assert!((p.full.unbounded_backlog_bytes - held * 6144.0).abs() / (held * 6144.0) < 0.001);
+        // Rehearsal: depths ÷ 10 (quota), durations ÷ 10, rates × 10 ÷ 10.
+        let r = &p.rehearsal;
+        assert!((r.phases[1].offered_per_min - 2000.0).abs() < 1e-6);
+        assert!((r.phases[1].duration_s - 240.0).abs() < 1e-9);
+        assert!((r.queue_bound_requests.unwrap() - q / 10.0).abs() < 1e-6);
+        assert!((r.drain_minutes_unbounded.unwrap() - drain / 10.0).abs() < 0.01);
+        let o = p.overload.unwrap();
+        assert!((o.from_s - 30.0).abs() < 1e-9 && (o.until_s - 270.0).abs() < 1e-9);
+        assert!((o.capacity_per_s - mu / 60.0).abs() < 1e-6);
+        assert!((o.service_s - 0.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn provider_timeline_cuts_segments_and_ceiling_limits_capacity() {
+        let text = r#"
+[scenario]
+name = "brownout"
+[provider]
+completion_tokens = { fixed = 0 }
+[provider.latency]
+ttft = { fixed = "600ms" }
+[provider.concurrency]
+ceiling = 120
+[[provider.timeline]]
+name = "slow"
+from = "2m"
+until = "14m"
+latency = { multiplier = 7.0 }
+[gateway]
+url = "http://127.0.0.1:9"
+[load]
+patience = { fixed = "30s" }
+[[load.phases]]
+duration = "20m"
+rate = 40
+"#;
+        let p = plan(&scenario(text));
+        assert_eq!(p.full.phases.len(), 3);
+        let slow = &p.full.phases[1];
+        assert!(slow.name.contains("slow"));
+        let mu = 120.0 / 4.2;
+        assert!((slow.capacity_per_min.unwrap() / 60.0 - mu).abs() < 1e-6);
+        assert!((slow.backlog_at_end - (40.0 - mu) * 720.0).abs() < 1.0);
+        let after = &p.full.phases[2];
+        // Drains at 200 − 40 per second after the slowdown.
+        let drain_s = slow.backlog_at_end / (120.0 / 0.6 - 40.0);
+        assert!((p.full.drain_minutes_unbounded.unwrap() - drain_s / 60.0).abs() < 0.01);
+        assert!(after.backlog_at_end < 1.0);
+    }
+
+    #[test]
+    fn no_limit_means_no_backlog_but_slow_calls_are_late() {
+        let text = r#"
+[scenario]
+name = "slow-upstream"
+prompt_bytes = "1MiB"
+[provider]
+completion_tokens = { fixed = 0 }
+[provider.latency]
+ttft = { fixed = "1s" }
+[[provider.timeline]]
+name = "stuck"
+from = "30s"
+until = "90s"
+latency = { ttft = { fixed = "30s" } }
+[gateway]
+url = "http://127.0.0.1:9"
+[load]
+patience = { fixed = "15s" }
+[[load.phases]]
+duration = "3m"
+rate = 20
+"#;
+        let p = plan(&scenario(text));
+        assert!(p.full.queue_bound_requests.is_none());
+        assert!(
+            (p.full.late_answers - 60.0 * 20.0).abs() < 1.0,
+            "{}",
+            p.full.late_answers
+        );
+        // 20/s × 30 s in flight, 1 MiB each.
+        assert!((p.full.unbounded_backlog_bytes - 600.0 * 1048576.0).abs() < 1.0);
+        assert!(p.overload.is_none());
+        assert!(render(&p).contains("none (the provider has no limit)"));
+    }
+
+    #[test]
+    fn thousands_separators() {
+        assert_eq!(thousands(9360.0), "9,360");
+        assert_eq!(thousands(174.2), "174");
+        assert_eq!(thousands(1234567.0), "1,234,567");
+        assert_eq!(thousands(-1000.0), "-1,000");
+    }
+}
