@@ -21,6 +21,7 @@ mod cmd_gateway;
 mod cmd_load;
 mod cmd_plan;
 mod cmd_provider;
+mod gateway_process;
 mod plan;
 mod scenario;
 

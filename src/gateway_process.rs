@@ -1,0 +1,369 @@
+//! The gateway under test as a child process: spawned in its own process
+//! group, its output kept in the run directory, its resident memory sampled
+//! from /proc, and the whole group ended at the end (also on error: the
+//! group is killed when the handle is dropped).
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+
+/// Why the gateway could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// The program could not be run.
+    #[error("cannot start the gateway `{program}`: {cause}")]
+    Exec {
+        /// The program.
+        program: String,
+        /// The cause.
+        cause: std::io::Error,
+    },
+    /// It exited before it was ready.
+    #[error("the gateway exited before it was ready ({status}); its output is in {log}")]
+    Exited {
+        /// Its exit status.
+        status: String,
+        /// Where its output went.
+        log: PathBuf,
+    },
+    /// It did not become ready in time.
+    #[error("the gateway was not ready at {addr} within {waited:?}; its output is in {log}")]
+    NotReady {
+        /// Where it should listen.
+        addr: String,
+        /// How long we waited.
+        waited: Duration,
+        /// Where its output went.
+        log: PathBuf,
+    },
+    /// Something about the run directory.
+    #[error("{0}")]
+    Io(String),
+}
+
+/// A running gateway process group.
+pub struct GatewayProcess {
+    child: Child,
+    pgid: Pid,
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// Its combined output.
+    pub log: PathBuf,
+}
+
+/// Picks a free loopback port by binding port 0 and letting it go. Another
+/// process could take it in between; the readiness check would then fail
+/// with a clear message rather than measure the wrong server.
+pub fn free_port() -> std::io::Result<SocketAddr> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    l.local_addr()
+}
+
+/// Replaces `{provider_url}` and `{listen}` in each argument.
+pub fn fill(args: &[String], provider_url: &str, listen: &SocketAddr) -> Vec<String> {
+    args.iter()
+        .map(|a| {
+            a.replace("{provider_url}", provider_url)
+                .replace("{listen}", &listen.to_string())
+        })
+        .collect()
+}
+
+impl GatewayProcess {
+    /// Spawns `argv` in a new process group with `env`, its stdout and
+    /// stderr appended to `log`. If `announce` is true, the address is read
+    /// from a `listening on http://ADDR` line it prints; else it is `listen`.
+    pub fn spawn(
+        argv: &[String],
+        env: &[(String, String)],
+        log: &Path,
+        listen: SocketAddr,
+        announce: bool,
+        ready_timeout: Duration,
+    ) -> Result<GatewayProcess, SpawnError> {
+        let (program, rest) = argv
+            .split_first()
+            .ok_or_else(|| SpawnError::Io("empty gateway command".into()))?;
+        let file = std::fs::File::create(log)
+            .map_err(|e| SpawnError::Io(format!("cannot create {}: {e}", log.display())))?;
+        let err_file = file
+            .try_clone()
+            .map_err(|e| SpawnError::Io(format!("cannot share {}: {e}", log.display())))?;
+        let mut cmd = Command::new(program);
+        cmd.args(rest)
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(Stdio::null())
+            .stderr(Stdio::from(err_file))
+            .process_group(0);
+        if announce {
+            cmd.stdout(Stdio::piped());
+        } else {
+            cmd.stdout(Stdio::from(
+                file.try_clone()
+                    .map_err(|e| SpawnError::Io(e.to_string()))?,
+            ));
+        }
+        let mut child = cmd.spawn().map_err(|cause| SpawnError::Exec {
+            program: program.clone(),
+            cause,
+        })?;
+        let pgid = Pid::from_raw(child.id() as i32);
+        let mut addr = listen;
+        if announce {
+            // Copy its stdout to the log, handing the first address it
+            // announces back to us.
+            let stdout = child.stdout.take().expect("stdout was piped");
+            let (tx, rx) = mpsc::channel();
+            let mut out = file;
+            std::thread::spawn(move || {
+                let mut tx = Some(tx);
+                for line in BufReader::new(stdout).lines() {
+                    let Ok(line) = line else { break };
+                    let _ = writeln!(out, "{line}");
+                    if let Some(rest) = line.split("listening on http://").nth(1) {
+                        if let (Some(t), Ok(a)) = (tx.take(), rest.trim().parse::<SocketAddr>()) {
+                            let _ = t.send(a);
+                        }
+                    }
+                }
+            });
+            let deadline = Instant::now() + ready_timeout;
+            loop {
+                match rx.recv_timeout(Duration::from_millis(50)) {
+                    Ok(a) => {
+                        addr = a;
+                        break;
+                    }
+                    Err(_) => {
+                        if let Ok(Some(status)) = child.try_wait() {
+                            return Err(SpawnError::Exited {
+                                status: status.to_string(),
+                                log: log.to_path_buf(),
+                            });
+                        }
+                        if Instant::now() > deadline {
+                            let mut p = GatewayProcess {
+                                child,
+                                pgid,
+                                addr,
+                                log: log.to_path_buf(),
+                            };
+                            p.stop(Duration::from_millis(200));
+                            return Err(SpawnError::NotReady {
+                                addr: "(never announced)".into(),
+                                waited: ready_timeout,
+                                log: log.to_path_buf(),
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        Ok(GatewayProcess {
+            child,
+            pgid,
+            addr,
+            log: log.to_path_buf(),
+        })
+    }
+
+    /// The process id of the group leader.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Some(status) if the leader has exited.
+    pub fn exited(&mut self) -> Option<String> {
+        self.child.try_wait().ok().flatten().map(|s| s.to_string())
+    }
+
+    /// Ends the whole group: SIGTERM, then SIGKILL after `grace`.
+    pub fn stop(&mut self, grace: Duration) {
+        let _ = killpg(self.pgid, Signal::SIGTERM);
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Children of the leader may outlive it: end the group regardless.
+        let _ = killpg(self.pgid, Signal::SIGKILL);
+        let _ = self.child.wait();
+    }
+
+    /// Resident memory of every process in the group, in bytes.
+    pub fn rss_bytes(&self) -> u64 {
+        group_rss(self.pgid.as_raw())
+    }
+}
+
+impl Drop for GatewayProcess {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = killpg(self.pgid, Signal::SIGKILL);
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Sums the resident memory of all processes whose process group is `pgid`.
+pub fn group_rss(pgid: i32) -> u64 {
+    let page = page_size();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let mut total = 0;
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // The command name (field 2) may hold spaces and parentheses: the
+        // fields after it start after the last ')'.
+        let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        // After ')': state(3) ppid(4) pgrp(5) ... rss is field 24.
+        let pgrp: i32 = fields.get(2).and_then(|v| v.parse().ok()).unwrap_or(-1);
+        if pgrp != pgid {
+            continue;
+        }
+        let rss_pages: u64 = fields.get(21).and_then(|v| v.parse().ok()).unwrap_or(0);
+        total += rss_pages * page;
+    }
+    total
+}
+
+fn page_size() -> u64 {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+        .ok()
+        .flatten()
+        .map_or(4096, |v| v as u64)
+}
+
+/// Reads a Prometheus text exposition and returns the first sample of
+/// `metric` (any labels).
+pub fn prometheus_value(text: &str, metric: &str) -> Option<f64> {
+    text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
+        let rest = l.strip_prefix(metric)?;
+        let rest = if rest.starts_with('{') {
+            &rest[rest.find('}')? + 1..]
+        } else if rest.starts_with(' ') {
+            rest
+        } else {
+            return None;
+        };
+        rest.split_whitespace().next()?.parse().ok()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_filled() {
+        let a = fill(
+            &["gw".into(), "--up={provider_url}".into(), "{listen}".into()],
+            "http://127.0.0.1:5",
+            &"127.0.0.1:6".parse().unwrap(),
+        );
+        assert_eq!(a, ["gw", "--up=http://127.0.0.1:5", "127.0.0.1:6"]);
+    }
+
+    #[test]
+    fn prometheus_values_are_found() {
+        let t = "# HELP x\nprocess_resident_memory_bytes_total 1\nprocess_resident_memory_bytes{pid=\"1\"} 2.5e7\n";
+        assert_eq!(
+            prometheus_value(t, "process_resident_memory_bytes"),
+            Some(2.5e7)
+        );
+        assert_eq!(prometheus_value("a 1\n", "b"), None);
+    }
+
+    #[test]
+    fn group_rss_sees_a_spawned_group_and_stop_ends_it() {
+        let dir = std::env::temp_dir().join(format!("rehearse-gp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("gw.log");
+        // A shell that starts a child sleeping in the same group.
+        let argv: Vec<String> = ["sh", "-c", "sleep 30 & sleep 30"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let mut p = GatewayProcess::spawn(
+            &argv,
+            &[],
+            &log,
+            "127.0.0.1:1".parse().unwrap(),
+            false,
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(p.rss_bytes() > 0);
+        let pgid = p.pid() as i32;
+        p.stop(Duration::from_millis(500));
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(group_rss(pgid), 0, "the whole group is gone");
+    }
+
+    #[test]
+    fn an_announced_address_is_read() {
+        let dir = std::env::temp_dir().join(format!("rehearse-gp2-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("gw.log");
+        let argv: Vec<String> = [
+            "sh",
+            "-c",
+            "echo 'listening on http://127.0.0.1:4321'; sleep 30",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let mut p = GatewayProcess::spawn(
+            &argv,
+            &[],
+            &log,
+            "127.0.0.1:1".parse().unwrap(),
+            true,
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        assert_eq!(p.addr, "127.0.0.1:4321".parse().unwrap());
+        p.stop(Duration::from_millis(100));
+        let argv: Vec<String> = ["sh", "-c", "exit 3"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let err = GatewayProcess::spawn(
+            &argv,
+            &[],
+            &log,
+            "127.0.0.1:1".parse().unwrap(),
+            true,
+            Duration::from_secs(5),
+        )
+        .err()
+        .unwrap();
+        assert!(
+            err.to_string().contains("exited before it was ready"),
+            "{err}"
+        );
+    }
+}
