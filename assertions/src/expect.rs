@@ -1,0 +1,290 @@
+//! What the checks compare against: the scenario's predictions
+//! ([`Expectations`]) and its `[checklist]` table ([`Thresholds`]).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// The predictions of the scenario's plan, filled by the CLI, at the scale
+/// the run was made (durations in seconds, rates per second, times in
+/// microseconds since the Unix epoch).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Expectations {
+    /// When the run started.
+    pub start_us: u64,
+    /// The last scheduled arrival.
+    pub load_end_us: u64,
+    /// The window `(from_us, to_us)` during which offered load exceeds
+    /// capacity, or `None` if the scenario never overloads.
+    pub overload: Option<(u64, u64)>,
+    /// μ: requests per second the provider can serve in the overload window.
+    pub capacity_per_s: f64,
+    /// D: the callers' patience, in seconds.
+    pub patience_s: f64,
+    /// S: the expected provider time per call in the overload window, in
+    /// seconds.
+    pub service_s: f64,
+    /// Q* = μ·(D − S): the predicted number of requests that may wait.
+    pub queue_bound: f64,
+    /// C: the calls in service at the provider at capacity.
+    pub in_flight_at_provider: f64,
+    /// The gateway's memory budget, if the scenario gives one.
+    pub memory_ceiling_bytes: Option<u64>,
+    /// The load generator's allowed 99th-percentile send lag.
+    pub send_lag_bound_ms: f64,
+    /// The load generator's measured 99th-percentile send lag.
+    pub send_lag_p99_ms: f64,
+}
+
+/// The `[checklist]` table of a scenario: one threshold table per check.
+///
+/// Every table and every field has a default; unknown names are errors.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Thresholds {
+    /// `[checklist.shed_onset]`.
+    pub shed_onset: ShedOnsetThreshold,
+    /// `[checklist.retry_after]`.
+    pub retry_after: RetryAfterThreshold,
+    /// `[checklist.memory_ceiling]`.
+    pub memory_ceiling: MemoryCeilingThreshold,
+    /// `[checklist.drain]`.
+    pub drain: DrainThreshold,
+    /// `[checklist.stale_dispatch]`.
+    pub stale_dispatch: StaleDispatchThreshold,
+    /// `[checklist.served_latency]`.
+    pub served_latency: ServedLatencyThreshold,
+    /// `[checklist.goodput]`.
+    pub goodput: GoodputThreshold,
+    /// `[checklist.no_silent_loss]`.
+    pub no_silent_loss: NoSilentLossThreshold,
+    /// `[checklist.harness_valid]`.
+    pub harness_valid: HarnessValidThreshold,
+}
+
+impl Thresholds {
+    /// The thresholds for a run compressed `time_scale` times: every
+    /// duration (`drain.within`, `served_latency.p99_ms`) divided by it.
+    /// Shares, counts and tolerances are unchanged. A scale that is not a
+    /// positive finite number leaves the thresholds as they are.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let t = assertions::Thresholds::default().scaled(10.0);
+    /// assert_eq!(t.drain.within, Duration::from_secs(6));
+    /// assert_eq!(t.served_latency.p99_ms, 1_000.0);
+    /// ```
+    pub fn scaled(&self, time_scale: f64) -> Thresholds {
+        let mut t = self.clone();
+        if time_scale.is_finite() && time_scale > 0.0 {
+            t.drain.within = t.drain.within.div_f64(time_scale);
+            t.served_latency.p99_ms /= time_scale;
+        }
+        t
+    }
+}
+
+/// `shed_onset`: the depth at the first gateway shed may exceed Q* by this
+/// share (one-sided: shedding earlier is safe).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ShedOnsetThreshold {
+    /// Whether the check runs.
+    pub enabled: bool,
+    /// Allowed excess over Q*, as a share (0.5 = up to 1.5·Q*).
+    pub tolerance: f64,
+}
+
+impl Default for ShedOnsetThreshold {
+    fn default() -> Self {
+        ShedOnsetThreshold {
+            enabled: true,
+            tolerance: 0.5,
+        }
+    }
+}
+
+/// `retry_after`: how close Retry-After must track the backlog drain time,
+/// and how many distinct values it must take.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RetryAfterThreshold {
+    /// Whether the check runs.
+    pub enabled: bool,
+    /// Allowed median relative error against the drain time.
+    pub tolerance: f64,
+    /// Distinct values required when there are at least 5 sheds.
+    pub min_distinct: usize,
+}
+
+impl Default for RetryAfterThreshold {
+    fn default() -> Self {
+        RetryAfterThreshold {
+            enabled: true,
+            tolerance: 1.0,
+            min_distinct: 2,
+        }
+    }
+}
+
+/// `memory_ceiling`: the ceiling itself comes from the scenario's
+/// `[gateway]` ([`Expectations::memory_ceiling_bytes`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MemoryCeilingThreshold {
+    /// Whether the check runs.
+    pub enabled: bool,
+}
+
+impl Default for MemoryCeilingThreshold {
+    fn default() -> Self {
+        MemoryCeilingThreshold { enabled: true }
+    }
+}
+
+/// `drain`: how soon after the overload the backlog must be back to its
+/// baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DrainThreshold {
+    /// Whether the check runs.
+    pub enabled: bool,
+    /// The allowed drain time, written as a humantime string (`"60s"`,
+    /// `"1m 30s"`, `"500ms"`).
+    #[serde(with = "humantime_serde")]
+    pub within: Duration,
+}
+
+impl Default for DrainThreshold {
+    fn default() -> Self {
+        DrainThreshold {
+            enabled: true,
+            within: Duration::from_secs(60),
+        }
+    }
+}
+
+/// `stale_dispatch`: the allowed share of provider calls made for callers
+/// who had already left.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StaleDispatchThreshold {
+    /// Whether the check runs.
+    pub enabled: bool,
+    /// Allowed stale calls / all provider calls.
+    pub max_share: f64,
+}
+
+impl Default for StaleDispatchThreshold {
+    fn default() -> Self {
+        StaleDispatchThreshold {
+            enabled: true,
+            max_share: 0.01,
+        }
+    }
+}
+
+/// `served_latency`: the latency SLO of the people who were served.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServedLatencyThreshold {
+    /// Whether the check runs.
+    pub enabled: bool,
+    /// The allowed 99th percentile, in milliseconds.
+    pub p99_ms: f64,
+}
+
+impl Default for ServedLatencyThreshold {
+    fn default() -> Self {
+        ServedLatencyThreshold {
+            enabled: true,
+            p99_ms: 10_000.0,
+        }
+    }
+}
+
+/// `goodput`: answers per second during the overload, as a share of μ.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GoodputThreshold {
+    /// Whether the check runs.
+    pub enabled: bool,
+    /// Required answers per second / μ.
+    pub min_share: f64,
+}
+
+impl Default for GoodputThreshold {
+    fn default() -> Self {
+        GoodputThreshold {
+            enabled: true,
+            min_share: 0.8,
+        }
+    }
+}
+
+/// `no_silent_loss`: how many attempts may end in a reset, a connection
+/// error, a malformed answer or a timeout.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NoSilentLossThreshold {
+    /// Whether the check runs.
+    pub enabled: bool,
+    /// Allowed lost attempts.
+    pub max_lost: u64,
+}
+
+impl Default for NoSilentLossThreshold {
+    fn default() -> Self {
+        NoSilentLossThreshold {
+            enabled: true,
+            max_lost: 0,
+        }
+    }
+}
+
+/// `harness_valid`: the bound itself comes from the load generator
+/// ([`Expectations::send_lag_bound_ms`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HarnessValidThreshold {
+    /// Whether the check runs.
+    pub enabled: bool,
+}
+
+impl Default for HarnessValidThreshold {
+    fn default() -> Self {
+        HarnessValidThreshold { enabled: true }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thresholds_parse_with_defaults_and_refuse_unknown_fields() {
+        let t: Thresholds =
+            serde_json::from_str(r#"{"drain":{"within":"1m 30s"},"goodput":{"enabled":false}}"#)
+                .unwrap();
+        assert_eq!(t.drain.within, Duration::from_secs(90));
+        assert!(t.drain.enabled);
+        assert!(!t.goodput.enabled);
+        assert_eq!(t.goodput.min_share, 0.8);
+        assert_eq!(t.shed_onset, ShedOnsetThreshold::default());
+        assert!(serde_json::from_str::<Thresholds>(r#"{"drain":{"whithin":"1s"}}"#).is_err());
+        assert!(serde_json::from_str::<Thresholds>(r#"{"drian":{}}"#).is_err());
+        assert_eq!(
+            serde_json::from_str::<Thresholds>("{}").unwrap(),
+            Thresholds::default()
+        );
+    }
+
+    #[test]
+    fn scaling_divides_durations_only() {
+        let t = Thresholds::default().scaled(4.0);
+        assert_eq!(t.drain.within, Duration::from_secs(15));
+        assert_eq!(t.served_latency.p99_ms, 2_500.0);
+        assert_eq!(t.stale_dispatch.max_share, 0.01);
+        assert_eq!(Thresholds::default().scaled(0.0), Thresholds::default());
+    }
+}

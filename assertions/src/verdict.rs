@@ -1,0 +1,156 @@
+//! What a check says: a [`Verdict`] with a [`Status`], and the number
+//! formatting its sentences use.
+
+use serde::Serialize;
+
+/// The outcome of one check, or of the whole checklist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// The check holds.
+    Pass,
+    /// The check does not hold.
+    Fail,
+    /// The run cannot be judged: the harness did not keep its schedule.
+    Invalid,
+    /// The check did not run (disabled, or nothing to judge).
+    Skipped,
+}
+
+impl Status {
+    /// The name used in reports: `pass`, `fail`, `invalid` or `skipped`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pass => "pass",
+            Status::Fail => "fail",
+            Status::Invalid => "invalid",
+            Status::Skipped => "skipped",
+        }
+    }
+}
+
+/// One line of the checklist.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Verdict {
+    /// The check's id, as in DESIGN.md (`shed_onset`, `retry_after`, ...).
+    pub id: &'static str,
+    /// Whether it holds.
+    pub status: Status,
+    /// What the scenario predicts or requires.
+    pub predicted: String,
+    /// What the records show.
+    pub observed: String,
+    /// One sentence a person can act on.
+    pub detail: String,
+}
+
+impl Verdict {
+    pub(crate) fn new(
+        id: &'static str,
+        status: Status,
+        predicted: impl Into<String>,
+        observed: impl Into<String>,
+        detail: impl Into<String>,
+    ) -> Verdict {
+        Verdict {
+            id,
+            status,
+            predicted: predicted.into(),
+            observed: observed.into(),
+            detail: detail.into(),
+        }
+    }
+
+    pub(crate) fn skipped(id: &'static str, why: impl Into<String>) -> Verdict {
+        Verdict::new(id, Status::Skipped, "", "", why)
+    }
+}
+
+/// An integer with thousands separators: `9360` → `"9,360"`.
+pub(crate) fn count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A non-negative quantity rounded to the nearest integer, with thousands
+/// separators (a negative or non-finite one shows as 0).
+pub(crate) fn round(x: f64) -> String {
+    count(if x.is_finite() && x > 0.0 {
+        x.round() as u64
+    } else {
+        0
+    })
+}
+
+/// A number with at most `decimals` decimals, trailing zeros dropped, and
+/// thousands separators in its integer part: `25.0` → `"25"`,
+/// `1234.56` → `"1,234.6"` (with 1 decimal).
+pub(crate) fn num(x: f64, decimals: usize) -> String {
+    if !x.is_finite() {
+        return x.to_string();
+    }
+    let s = format!("{:.*}", decimals, x.abs());
+    let (int, frac) = match s.split_once('.') {
+        Some((i, f)) => (i, f.trim_end_matches('0')),
+        None => (s.as_str(), ""),
+    };
+    let int: u64 = int.parse().unwrap_or(0);
+    let sign = if x < 0.0 && (int > 0 || !frac.is_empty()) {
+        "-"
+    } else {
+        ""
+    };
+    if frac.is_empty() {
+        format!("{sign}{}", count(int))
+    } else {
+        format!("{sign}{}.{frac}", count(int))
+    }
+}
+
+/// Seconds with up to one decimal: `"25 s"`, `"1.5 s"`.
+pub(crate) fn secs(s: f64) -> String {
+    format!("{} s", num(s, 1))
+}
+
+/// Bytes in MiB with one decimal: `"412.3 MiB"`.
+pub(crate) fn mib(bytes: u64) -> String {
+    format!("{} MiB", num(bytes as f64 / (1024.0 * 1024.0), 1))
+}
+
+/// A share as a percentage with up to one decimal: `"2.5%"`.
+pub(crate) fn percent(share: f64) -> String {
+    format!("{}%", num(share * 100.0, 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_read_like_a_person_writes_them() {
+        assert_eq!(count(0), "0");
+        assert_eq!(count(174), "174");
+        assert_eq!(count(9_360), "9,360");
+        assert_eq!(count(1_234_567), "1,234,567");
+        assert_eq!(round(173.6), "174");
+        assert_eq!(round(-3.0), "0");
+        assert_eq!(num(25.0, 1), "25");
+        assert_eq!(num(1234.56, 1), "1,234.6");
+        assert_eq!(num(-0.04, 1), "0");
+        assert_eq!(num(-2.5, 1), "-2.5");
+        assert_eq!(secs(1.5), "1.5 s");
+        assert_eq!(mib(512 * 1024 * 1024), "512 MiB");
+        assert_eq!(percent(0.025), "2.5%");
+        assert_eq!(
+            serde_json::to_string(&Status::Skipped).unwrap(),
+            "\"skipped\""
+        );
+    }
+}
