@@ -340,7 +340,7 @@ pub fn plan(s: &Scenario) -> Plan {
             peak_backlog = peak_backlog.max(backlog);
         }
         let name = match &prov.phase {
-            Some(p) => format!("{} / provider {p}", lp.name),
+            Some(p) => format!("{} / {p}", lp.name),
             None => lp.name.clone(),
         };
         segments.push(Segment {
