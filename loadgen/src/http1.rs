@@ -22,6 +22,13 @@ use tokio::net::TcpStream;
 const MAX_HEAD: usize = 64 * 1024;
 /// How much to read at a time.
 const READ_CHUNK: usize = 4096;
+/// The response headers kept for the caller (the rest are read and dropped).
+const KEPT_HEADERS: [&str; 4] = [
+    "content-type",
+    "retry-after",
+    "retry-after-ms",
+    "x-request-id",
+];
 /// Idle connections kept for reuse (each is only a socket).
 const MAX_IDLE: usize = 65_536;
 
@@ -217,39 +224,49 @@ async fn exchange(
                     buf.drain(..len);
                     continue;
                 }
-                let mut headers = HeaderMap::with_capacity(parsed.headers.len());
+                // Only the headers a caller reads are kept; framing and
+                // keep-alive are decided here.
+                let mut headers = HeaderMap::new();
+                let mut chunked = false;
+                let mut close = false;
+                let mut length = None;
                 for h in parsed.headers.iter() {
-                    if let (Ok(name), Ok(value)) = (
-                        HeaderName::from_bytes(h.name.as_bytes()),
-                        HeaderValue::from_bytes(h.value),
-                    ) {
-                        headers.append(name, value);
+                    let name = h.name;
+                    let tokens = || {
+                        std::str::from_utf8(h.value)
+                            .unwrap_or("")
+                            .split(',')
+                            .map(|t| t.trim().to_ascii_lowercase())
+                    };
+                    if name.eq_ignore_ascii_case("transfer-encoding") {
+                        chunked |= tokens().any(|t| t == "chunked");
+                    } else if name.eq_ignore_ascii_case("connection") {
+                        close |= tokens().any(|t| t == "close");
+                    } else if name.eq_ignore_ascii_case("content-length") {
+                        let n = std::str::from_utf8(h.value)
+                            .ok()
+                            .and_then(|s| s.trim().parse::<u64>().ok())
+                            .ok_or_else(|| protocol("bad content-length".into()))?;
+                        length = Some(n);
+                    } else if KEPT_HEADERS.iter().any(|k| name.eq_ignore_ascii_case(k)) {
+                        if let (Ok(name), Ok(value)) = (
+                            HeaderName::from_bytes(name.as_bytes()),
+                            HeaderValue::from_bytes(h.value),
+                        ) {
+                            headers.append(name, value);
+                        }
                     }
                 }
-                let has = |name: &str, token: &str| {
-                    headers.get_all(name).iter().any(|v| {
-                        v.to_str().is_ok_and(|s| {
-                            s.split(',').any(|t| t.trim().eq_ignore_ascii_case(token))
-                        })
-                    })
-                };
                 let framing = if status == 204 || status == 304 || status < 200 {
                     Framing::Empty
-                } else if has("transfer-encoding", "chunked") {
+                } else if chunked {
                     Framing::Chunked(Chunk::Size)
-                } else if let Some(v) = headers.get("content-length") {
-                    let n = v
-                        .to_str()
-                        .ok()
-                        .and_then(|s| s.trim().parse::<u64>().ok())
-                        .ok_or_else(|| protocol("bad content-length".into()))?;
+                } else if let Some(n) = length {
                     Framing::Length(n)
                 } else {
                     Framing::Eof
                 };
-                let keep_alive = parsed.version == Some(1)
-                    && !has("connection", "close")
-                    && framing != Framing::Eof;
+                let keep_alive = parsed.version == Some(1) && !close && framing != Framing::Eof;
                 buf.drain(..len);
                 return Ok(Head {
                     stream,

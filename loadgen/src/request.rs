@@ -173,49 +173,46 @@ impl AnswerReader {
             self.done = true;
             return;
         }
-        let Ok(v) = serde_json::from_slice::<serde_json::Value>(data) else {
-            self.invalid = true;
-            return;
-        };
         match self.dialect {
             Dialect::OpenAi => {
-                if v.get("error").is_some() {
+                let Ok(chunk) = serde_json::from_slice::<wire::OaChunk<'_>>(data) else {
+                    self.invalid = true;
+                    return;
+                };
+                if chunk.error.is_some() {
                     self.invalid = true;
                     return;
                 }
-                if let Some(t) = v
-                    .get("usage")
-                    .and_then(|u| u.get("completion_tokens"))
-                    .and_then(|t| t.as_u64())
-                {
+                if let Some(t) = chunk.usage.and_then(|u| u.completion_tokens) {
                     self.usage_tokens = Some(t);
                 }
-                let has_content = v
-                    .get("choices")
-                    .and_then(|c| c.get(0))
-                    .and_then(|c| c.get("delta"))
-                    .and_then(|d| d.get("content"))
-                    .and_then(|c| c.as_str())
-                    .is_some_and(|s| !s.is_empty());
+                let has_content = chunk
+                    .choices
+                    .first()
+                    .and_then(|c| c.delta.as_ref())
+                    .and_then(|d| d.content.as_ref())
+                    .is_some_and(|c| !c.is_empty());
                 if has_content {
                     self.chunks += 1;
                 }
             }
-            Dialect::Anthropic => match v.get("type").and_then(|t| t.as_str()) {
-                Some("content_block_delta") => self.chunks += 1,
-                Some("message_delta") => {
-                    if let Some(t) = v
-                        .get("usage")
-                        .and_then(|u| u.get("output_tokens"))
-                        .and_then(|t| t.as_u64())
-                    {
-                        self.usage_tokens = Some(t);
+            Dialect::Anthropic => {
+                let Ok(event) = serde_json::from_slice::<wire::AnEvent<'_>>(data) else {
+                    self.invalid = true;
+                    return;
+                };
+                match event.kind.as_ref() {
+                    "content_block_delta" => self.chunks += 1,
+                    "message_delta" => {
+                        if let Some(t) = event.usage.and_then(|u| u.output_tokens) {
+                            self.usage_tokens = Some(t);
+                        }
                     }
+                    "message_stop" => self.done = true,
+                    "error" => self.invalid = true,
+                    _ => {}
                 }
-                Some("message_stop") => self.done = true,
-                Some("error") | None => self.invalid = true,
-                Some(_) => {}
-            },
+            }
         }
     }
 
@@ -233,31 +230,89 @@ impl AnswerReader {
             }
             return (self.done && !self.invalid).then(|| self.usage_tokens.unwrap_or(self.chunks));
         }
-        let v: serde_json::Value = serde_json::from_slice(&self.buf).ok()?;
         match self.dialect {
             Dialect::OpenAi => {
-                let choices = v.get("choices")?.as_array()?;
-                choices.first()?.get("message")?;
-                Some(
-                    v.get("usage")
-                        .and_then(|u| u.get("completion_tokens"))
-                        .and_then(|t| t.as_u64())
-                        .unwrap_or(0),
-                )
-            }
-            Dialect::Anthropic => {
-                if v.get("type")?.as_str()? != "message" {
+                let c: wire::OaCompletion = serde_json::from_slice(&self.buf).ok()?;
+                if c.choices.is_empty() {
                     return None;
                 }
-                v.get("content")?.as_array()?;
-                Some(
-                    v.get("usage")
-                        .and_then(|u| u.get("output_tokens"))
-                        .and_then(|t| t.as_u64())
-                        .unwrap_or(0),
-                )
+                Some(c.usage.and_then(|u| u.completion_tokens).unwrap_or(0))
+            }
+            Dialect::Anthropic => {
+                let m: wire::AnMessage<'_> = serde_json::from_slice(&self.buf).ok()?;
+                if m.kind != "message" {
+                    return None;
+                }
+                Some(m.usage.and_then(|u| u.output_tokens).unwrap_or(0))
             }
         }
+    }
+}
+
+/// The parts of provider answers that are read, as typed structs (faster
+/// than a generic JSON value; unknown fields are skipped).
+mod wire {
+    use std::borrow::Cow;
+
+    use serde::de::IgnoredAny;
+    use serde::Deserialize;
+
+    #[derive(Deserialize)]
+    pub(super) struct OaUsage {
+        pub(super) completion_tokens: Option<u64>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct OaChoice {
+        #[allow(dead_code)]
+        message: IgnoredAny,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct OaCompletion {
+        pub(super) choices: Vec<OaChoice>,
+        pub(super) usage: Option<OaUsage>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct OaDelta<'a> {
+        #[serde(borrow)]
+        pub(super) content: Option<Cow<'a, str>>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct OaDeltaChoice<'a> {
+        #[serde(borrow)]
+        pub(super) delta: Option<OaDelta<'a>>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct OaChunk<'a> {
+        #[serde(default, borrow)]
+        pub(super) choices: Vec<OaDeltaChoice<'a>>,
+        pub(super) usage: Option<OaUsage>,
+        pub(super) error: Option<IgnoredAny>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct AnUsage {
+        pub(super) output_tokens: Option<u64>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct AnEvent<'a> {
+        #[serde(rename = "type", borrow)]
+        pub(super) kind: Cow<'a, str>,
+        pub(super) usage: Option<AnUsage>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct AnMessage<'a> {
+        #[serde(rename = "type", borrow)]
+        pub(super) kind: Cow<'a, str>,
+        #[allow(dead_code)]
+        content: Vec<IgnoredAny>,
+        pub(super) usage: Option<AnUsage>,
     }
 }
 

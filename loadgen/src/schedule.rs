@@ -123,7 +123,7 @@ impl Arrivals {
                 index: 0,
                 phase_start: 0.0,
                 next_l: None,
-                rng,
+                rng: Box::new(rng),
             },
             Arrivals::Replay {
                 rows,
@@ -168,7 +168,7 @@ pub(crate) enum ScheduleIter {
         phase_start: f64,
         /// The cumulative intensity of the next arrival in the current phase.
         next_l: Option<f64>,
-        rng: ChaCha8Rng,
+        rng: Box<ChaCha8Rng>,
     },
     Replay(std::vec::IntoIter<Arrival>),
 }
