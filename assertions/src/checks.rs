@@ -9,16 +9,14 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use hdrhistogram::Histogram;
-
 use crate::expect::{
     DrainThreshold, Expectations, GoodputThreshold, HarnessValidThreshold, MemoryCeilingThreshold,
     NoSilentLossThreshold, RetryAfterThreshold, ServedLatencyThreshold, ShedOnsetThreshold,
     StaleDispatchThreshold,
 };
 use crate::record::ClientOutcome;
-use crate::timeline::{Drain, DrainOutcome, FirstShed, Joined, Summary};
-use crate::verdict::{count, mib, num, percent, round, secs, Status, Verdict};
+use crate::timeline::{histogram, record, Drain, DrainOutcome, FirstShed, Joined, Summary};
+use crate::verdict::{count, mib, num, percent, plural, round, secs, Status, Verdict};
 
 const US: f64 = 1_000_000.0;
 
@@ -61,7 +59,8 @@ const DISABLED: &str = "disabled in [checklist]";
 const NO_ATTEMPTS: &str = "no data: the load generator recorded no attempts";
 
 /// `shed_onset`: the gateway sheds, and the depth at its first shed is at
-/// most Q*·(1 + tolerance).
+/// most Q*·(1 + tolerance). A gateway that never sheds through a predicted
+/// overload fails.
 pub(crate) fn shed_onset(ev: &Evidence, th: &ShedOnsetThreshold) -> Verdict {
     const ID: &str = "shed_onset";
     if !th.enabled {
@@ -137,22 +136,7 @@ pub(crate) fn shed_onset(ev: &Evidence, th: &ShedOnsetThreshold) -> Verdict {
         None => {
             let peak = ev.peak_waiting();
             let observed = format!("no gateway shed; at most {} waiting", count(peak));
-            if peak as f64 <= limit {
-                // The overload was too short for the queue to reach the
-                // bound: not shedding was right.
-                Verdict::new(
-                    ID,
-                    Status::Pass,
-                    predicted,
-                    observed,
-                    format!(
-                        "never shed, and never needed to: at most {} requests were waiting, within the bound of {}",
-                        count(peak),
-                        round(limit)
-                    ),
-                )
-            } else {
-                Verdict::new(
+            Verdict::new(
                     ID,
                     Status::Fail,
                     predicted,
@@ -163,7 +147,6 @@ pub(crate) fn shed_onset(ev: &Evidence, th: &ShedOnsetThreshold) -> Verdict {
                         round(q)
                     ),
                 )
-            }
         }
     }
 }
@@ -246,11 +229,11 @@ pub(crate) fn retry_after(ev: &Evidence, th: &RetryAfterThreshold) -> Verdict {
 
     // Relative errors, in thousandths, in an HDR histogram: the whole run's
     // sheds are never kept and sorted.
-    let mut errors = Histogram::<u64>::new(3).expect("3 significant figures is valid");
+    let mut errors = histogram();
     for &(ra, done) in &given {
         let drain_ms = j.drain_at_us(done) as f64 / 1000.0;
         let err = (ra as f64 - drain_ms).abs() / drain_ms.max(1000.0);
-        errors.saturating_record((err * 1000.0).round() as u64);
+        record(&mut errors, (err * 1000.0).round() as u64);
     }
     let median_err = (!errors.is_empty()).then(|| errors.value_at_quantile(0.5) as f64 / 1000.0);
     if let Some(err) = median_err {
@@ -439,10 +422,10 @@ pub(crate) fn drain(ev: &Evidence, th: &DrainThreshold) -> Verdict {
                     predicted,
                     observed,
                     format!(
-                        "the backlog ({} at most after {what}) was back to its baseline of {} {} after {what} ended",
-                        count(d.peak_after),
+                        "the backlog was back to its baseline (at most {} waiting) {} after {what} ended, down from {}",
                         count(d.baseline),
-                        secs(drain_s)
+                        secs(drain_s),
+                        count(d.peak_after)
                     ),
                 )
             } else {
@@ -497,12 +480,12 @@ pub(crate) fn stale_dispatch(ev: &Evidence, th: &StaleDispatchThreshold) -> Verd
         count(p.wasted_tokens)
     );
     let detail = format!(
-        "{} of {} provider calls ({}) were made for callers who had already left, wasting {} tokens; {} answers were written after their caller left",
+        "{} of {} provider calls ({}) were made for callers who had already left, wasting {} tokens; {} written after the caller left",
         count(p.stale_dispatch),
         count(p.calls),
         percent(share),
         count(p.wasted_tokens),
-        count(late)
+        plural(late, "answer was", "answers were"),
     );
     let status = if share <= th.max_share {
         Status::Pass
@@ -745,5 +728,480 @@ pub(crate) fn harness_valid(
                 num(expect.send_lag_bound_ms, 1)
             ),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::record::{Attempt, ClientOutcome, RssSample};
+    use crate::stories::{self, at, attempt, call, expect, Story, MIB};
+    use crate::{judge, Judgement, Status, Thresholds, Verdict};
+
+    fn run(s: &Story, t: &Thresholds) -> Judgement {
+        judge(&s.attempts, &s.calls, &s.rss, &s.expect, t)
+    }
+
+    /// The defaults, with five seconds to drain (the stories are short).
+    fn five_seconds() -> Thresholds {
+        let mut t = Thresholds::default();
+        t.drain.within = Duration::from_secs(5);
+        t
+    }
+
+    fn verdict(j: &Judgement, id: &str) -> Verdict {
+        j.verdict(id).expect("every check has a verdict").clone()
+    }
+
+    fn status(j: &Judgement, id: &str) -> Status {
+        verdict(j, id).status
+    }
+
+    fn detail(j: &Judgement, id: &str) -> String {
+        verdict(j, id).detail
+    }
+
+    #[test]
+    fn the_bounded_story_passes_every_check() {
+        let j = run(&stories::bounded(), &five_seconds());
+        for v in &j.verdicts {
+            assert_eq!(v.status, Status::Pass, "{v:?}");
+        }
+        assert_eq!(j.overall, Status::Pass);
+        assert_eq!(
+            detail(&j, "shed_onset"),
+            "sheds on time: 11 requests were waiting at the first shed, within the bound of 24 that keeps them inside 3 s"
+        );
+        assert_eq!(
+            verdict(&j, "shed_onset").predicted,
+            "first shed at a depth of at most 24 (Q* = 8/s × (3 s − 1 s) = 16, +50%)"
+        );
+        let ra = detail(&j, "retry_after");
+        assert!(ra.starts_with("all 62 sheds carried a Retry-After"), "{ra}");
+        assert!(
+            ra.ends_with(
+                "12 of 13 retries that honoured Retry-After after the overload were admitted"
+            ),
+            "{ra}"
+        );
+        let drain_s = j.summary.drain_s.expect("drained");
+        assert!(drain_s > 0.0 && drain_s <= 5.0, "{drain_s}");
+        assert!(detail(&j, "drain")
+            .starts_with("the backlog was back to its baseline (at most 1 waiting)"));
+        assert_eq!(
+            detail(&j, "goodput"),
+            "76 answers in the 10 s overload is 7.6/s, 95% of capacity μ = 8/s (the provider answered 7.6/s); at least 80% is required"
+        );
+    }
+
+    #[test]
+    fn the_naive_story_fails_with_numbers_that_explain_why() {
+        let s = stories::naive();
+        let j = run(&s, &five_seconds());
+        assert_eq!(j.overall, Status::Fail);
+        // 4/s before the overload keep 4 of 8 slots busy; 400 arrive in the
+        // window and 80 are admitted (8/s for 10 s): 320 wait at its end.
+        // Q* = 8/s × (30 s − 1 s) = 232.
+        assert_eq!(status(&j, "shed_onset"), Status::Fail);
+        assert_eq!(
+            detail(&j, "shed_onset"),
+            "never shed: 320 requests were queued at the peak; the bound that keeps them inside 30 s is 232"
+        );
+        assert_eq!(status(&j, "retry_after"), Status::Fail);
+        assert_eq!(
+            detail(&j, "retry_after"),
+            "never shed, so no Retry-After was ever given: 320 requests were queued at the peak"
+        );
+        // The baseline is 1 + 1 (each call spends 200 µs in the gateway
+        // before the overload). The last three arrivals (14.925, 14.95 and
+        // 14.975 s) give up 30 s later, still queued at the provider: the
+        // backlog is down to 2 at 44.925 s, 29.925 s after the overload.
+        assert_eq!(status(&j, "drain"), Status::Fail);
+        assert_eq!(
+            detail(&j, "drain"),
+            "the backlog took 29.9 s to drain after the overload (320 waiting at most), over the allowed 5 s"
+        );
+        assert_eq!(j.summary.drain_s, Some(29.925));
+        // Counted here straight from the story: person i's call is calls[i].
+        let stale: Vec<usize> = (0..s.attempts.len())
+            .filter(|&i| s.calls[i].admitted_us.unwrap() > s.attempts[i].done_us)
+            .collect();
+        let late = (0..s.attempts.len())
+            .filter(|&i| s.calls[i].finished_us.unwrap() > s.attempts[i].done_us)
+            .count();
+        assert_eq!(stale.len(), 97);
+        assert_eq!(late, 106);
+        assert_eq!(status(&j, "stale_dispatch"), Status::Fail);
+        assert_eq!(
+            detail(&j, "stale_dispatch"),
+            format!(
+                "97 of 420 provider calls (23.1%) were made for callers who had already left, wasting {} tokens; 106 answers were written after the caller left",
+                super::count(stale.len() as u64 * 150)
+            )
+        );
+        assert_eq!(status(&j, "memory_ceiling"), Status::Fail);
+        assert_eq!(
+            detail(&j, "memory_ceiling"),
+            "resident memory reached 378 MiB 15 s into the run, over the 200 MiB ceiling: bound what the gateway holds per waiting request"
+        );
+        assert_eq!(status(&j, "no_silent_loss"), Status::Fail);
+        assert_eq!(
+            detail(&j, "no_silent_loss"),
+            "106 of 420 attempts ended without an answer or a shed (106 timeouts): the gateway must answer or shed inside the caller's patience"
+        );
+        assert_eq!(status(&j, "harness_valid"), Status::Pass);
+    }
+
+    #[test]
+    fn shed_onset_fails_late_notes_early_and_skips_without_overload() {
+        let mut s = stories::bounded();
+        s.expect.queue_bound = 4.0;
+        let j = run(&s, &five_seconds());
+        assert_eq!(status(&j, "shed_onset"), Status::Fail);
+        assert_eq!(
+            detail(&j, "shed_onset"),
+            "sheds late: 11 requests were waiting at the first shed; the bound that keeps them inside 3 s is 4"
+        );
+        s.expect.queue_bound = 100.0;
+        let j = run(&s, &five_seconds());
+        assert_eq!(status(&j, "shed_onset"), Status::Pass);
+        assert_eq!(
+            detail(&j, "shed_onset"),
+            "sheds early: 11 requests were waiting at the first shed, under a quarter of Q* = 100; capacity may be left unused"
+        );
+        s.expect.overload = None;
+        let j = run(&s, &five_seconds());
+        assert_eq!(status(&j, "shed_onset"), Status::Skipped);
+        assert_eq!(status(&j, "goodput"), Status::Skipped);
+        let mut t = five_seconds();
+        t.shed_onset.enabled = false;
+        let j = run(&stories::naive(), &t);
+        assert_eq!(status(&j, "shed_onset"), Status::Skipped);
+        assert_eq!(detail(&j, "shed_onset"), "disabled in [checklist]");
+    }
+
+    /// The bounded story with every gateway shed's Retry-After rewritten.
+    fn bounded_with_retry_after(mut f: impl FnMut(u64) -> Option<u64>) -> Story {
+        let mut s = stories::bounded();
+        for a in &mut s.attempts {
+            if let Some(ra) = a.retry_after_ms {
+                a.retry_after_ms = f(ra);
+            }
+        }
+        s
+    }
+
+    #[test]
+    fn retry_after_fails_when_constant_missing_or_untrue() {
+        let j = run(&bounded_with_retry_after(|_| Some(1_000)), &five_seconds());
+        assert_eq!(status(&j, "retry_after"), Status::Fail);
+        assert!(detail(&j, "retry_after")
+            .starts_with("Retry-After never varies: 62 sheds said 1,000 ms whatever the backlog"));
+
+        let mut k = 0;
+        let j = run(
+            &bounded_with_retry_after(|ra| {
+                k += 1;
+                (k % 2 == 0).then_some(ra)
+            }),
+            &five_seconds(),
+        );
+        assert_eq!(status(&j, "retry_after"), Status::Fail);
+        assert!(detail(&j, "retry_after").starts_with("31 of 62 sheds carried no Retry-After"));
+
+        let j = run(
+            &bounded_with_retry_after(|ra| Some(ra * 10)),
+            &five_seconds(),
+        );
+        assert_eq!(status(&j, "retry_after"), Status::Fail);
+        let d = detail(&j, "retry_after");
+        assert!(
+            d.starts_with("Retry-After is off the backlog drain time by"),
+            "{d}"
+        );
+        assert!(d.ends_with("at the median, over the 100% tolerance"), "{d}");
+    }
+
+    #[test]
+    fn retry_after_fails_when_honouring_retries_are_shed_again() {
+        let mut s = stories::bounded();
+        let after = s.expect.overload.unwrap().1;
+        for a in &mut s.attempts {
+            if a.attempt == 2 && a.sent_us >= after {
+                a.outcome = ClientOutcome::Shed;
+            }
+        }
+        let j = run(&s, &five_seconds());
+        assert_eq!(status(&j, "retry_after"), Status::Fail);
+        assert_eq!(
+            detail(&j, "retry_after"),
+            "only 0 of 13 retries that honoured Retry-After after the overload were admitted"
+        );
+    }
+
+    #[test]
+    fn retry_after_without_retries_judges_the_rest_and_says_so() {
+        let mut s = stories::bounded();
+        s.attempts.retain(|a| a.attempt == 1);
+        let j = run(&s, &five_seconds());
+        assert_eq!(status(&j, "retry_after"), Status::Pass);
+        assert!(detail(&j, "retry_after").ends_with(
+            "no retry honoured a Retry-After after the overload (retry policy none?), so admission was not judged"
+        ));
+    }
+
+    #[test]
+    fn memory_ceiling_is_skipped_without_a_ceiling_or_samples() {
+        let mut s = stories::bounded();
+        let j = run(&s, &five_seconds());
+        assert_eq!(
+            detail(&j, "memory_ceiling"),
+            "peak resident memory 70 MiB stayed under the 100 MiB ceiling (70% of it)"
+        );
+        s.rss.clear();
+        let j = run(&s, &five_seconds());
+        assert_eq!(status(&j, "memory_ceiling"), Status::Skipped);
+        assert!(detail(&j, "memory_ceiling").starts_with("no data"));
+        s.expect.memory_ceiling_bytes = None;
+        let j = run(&s, &five_seconds());
+        assert_eq!(status(&j, "memory_ceiling"), Status::Skipped);
+        s.rss = vec![RssSample {
+            t_us: at(500),
+            rss_bytes: 600 * MIB,
+        }];
+        s.expect.memory_ceiling_bytes = Some(512 * MIB);
+        let j = run(&s, &five_seconds());
+        assert_eq!(status(&j, "memory_ceiling"), Status::Fail);
+        assert_eq!(j.summary.gateway.peak_rss_bytes, Some(600 * MIB));
+    }
+
+    /// Five people waiting from 1 s to the end of the records at 10 s, with
+    /// no provider call: cut off by the run's end, not drained.
+    fn cut_short() -> Story {
+        let attempts = (0..5)
+            .map(|i| {
+                attempt(
+                    &format!("p{i}"),
+                    1,
+                    1_000 + i * 100,
+                    10_000,
+                    ClientOutcome::Timeout,
+                    None,
+                )
+            })
+            .collect();
+        Story {
+            attempts,
+            calls: Vec::new(),
+            rss: Vec::new(),
+            expect: expect(Some((1_000, 2_000)), 1_400, 30.0),
+        }
+    }
+
+    #[test]
+    fn drain_fails_when_the_run_ends_before_the_backlog_drains() {
+        let j = run(&cut_short(), &five_seconds());
+        assert_eq!(status(&j, "drain"), Status::Fail);
+        assert_eq!(
+            detail(&j, "drain"),
+            "still 5 waiting when the run ended, 8 s after the overload"
+        );
+        assert_eq!(j.summary.drain_s, None);
+    }
+
+    #[test]
+    fn drain_fails_when_the_records_end_before_the_overload() {
+        let mut s = cut_short();
+        s.expect.overload = Some((at(1_000), at(15_000)));
+        let j = run(&s, &five_seconds());
+        assert_eq!(status(&j, "drain"), Status::Fail);
+        assert_eq!(
+            detail(&j, "drain"),
+            "the records end 5 s before the overload ended, so the drain was never seen"
+        );
+    }
+
+    #[test]
+    fn drain_passes_at_once_without_a_backlog() {
+        // One person served at once, after the load: nothing to drain.
+        let s = Story {
+            attempts: vec![attempt("a", 1, 100, 1_200, ClientOutcome::Ok, None)],
+            calls: vec![call("a", 101, 101, 1_100)],
+            rss: Vec::new(),
+            expect: expect(None, 100, 30.0),
+        };
+        let j = run(&s, &Thresholds::default());
+        assert_eq!(status(&j, "drain"), Status::Pass);
+        assert_eq!(j.summary.drain_s, Some(0.0));
+        assert!(detail(&j, "drain").contains("0 s after the load ended"));
+    }
+
+    /// Two people: `a` served, `b` gave up at 2 s while its call waited in
+    /// the provider's queue, admitted at 3 s and answered at 4 s.
+    fn one_stale() -> Story {
+        Story {
+            attempts: vec![
+                attempt("a", 1, 0, 1_100, ClientOutcome::Ok, None),
+                attempt("b", 1, 0, 2_000, ClientOutcome::Timeout, None),
+            ],
+            calls: vec![call("a", 1, 1, 1_000), call("b", 1, 3_000, 4_000)],
+            rss: Vec::new(),
+            expect: expect(None, 0, 2.0),
+        }
+    }
+
+    #[test]
+    fn stale_dispatch_counts_calls_admitted_after_their_caller_left() {
+        let j = run(&one_stale(), &Thresholds::default());
+        assert_eq!(status(&j, "stale_dispatch"), Status::Fail);
+        assert_eq!(
+            detail(&j, "stale_dispatch"),
+            "1 of 2 provider calls (50%) were made for callers who had already left, wasting 150 tokens; 1 answer was written after the caller left"
+        );
+        let mut t = Thresholds::default();
+        t.stale_dispatch.max_share = 0.5;
+        assert_eq!(
+            status(&run(&one_stale(), &t), "stale_dispatch"),
+            Status::Pass
+        );
+        let mut s = one_stale();
+        // A gateway that cancels: the call is hung up before admission.
+        s.calls[1].admitted_us = None;
+        s.calls[1].finished_us = Some(at(2_000));
+        s.calls[1].hung_up_us = Some(at(2_000));
+        let j = run(&s, &Thresholds::default());
+        assert_eq!(status(&j, "stale_dispatch"), Status::Pass);
+        assert_eq!(j.summary.counts.late, 0);
+    }
+
+    #[test]
+    fn served_latency_compares_the_p99_of_people_served() {
+        let mut t = five_seconds();
+        t.served_latency.p99_ms = 1_000.0;
+        let j = run(&stories::bounded(), &t);
+        assert_eq!(status(&j, "served_latency"), Status::Fail);
+        let d = detail(&j, "served_latency");
+        assert!(d.starts_with("the 143 people served waited"), "{d}");
+        assert!(d.ends_with("over the 1,000 ms SLO"), "{d}");
+        // Nobody served.
+        let mut s = one_stale();
+        s.attempts[0].outcome = ClientOutcome::Shed;
+        let j = run(&s, &t);
+        assert_eq!(status(&j, "served_latency"), Status::Fail);
+        assert_eq!(
+            detail(&j, "served_latency"),
+            "no data: none of the 2 people was served"
+        );
+        // Person `a` retried and was served at 1.1 s after first being due
+        // at 0: per person, 1,100 ms (reported as the top of its HDR bucket
+        // at 3 significant figures, never below the true value).
+        let s = Story {
+            attempts: vec![
+                attempt("a", 1, 0, 1, ClientOutcome::Shed, Some(100)),
+                attempt("a", 2, 101, 1_100, ClientOutcome::Ok, None),
+            ],
+            calls: vec![call("a", 102, 102, 1_000)],
+            rss: Vec::new(),
+            expect: expect(None, 0, 2.0),
+        };
+        let j = run(&s, &t);
+        let p99 = j.summary.latency_ms.e2e.p99.unwrap();
+        assert!((1_100.0..1_101.0).contains(&p99), "{p99}");
+        assert_eq!(status(&j, "served_latency"), Status::Fail);
+        t.served_latency.p99_ms = 1_101.0;
+        assert_eq!(status(&run(&s, &t), "served_latency"), Status::Pass);
+    }
+
+    #[test]
+    fn goodput_fails_below_its_share_of_capacity() {
+        let mut t = five_seconds();
+        t.goodput.min_share = 1.0;
+        let j = run(&stories::bounded(), &t);
+        assert_eq!(status(&j, "goodput"), Status::Fail);
+        // The naive gateway answers the same 76 during the overload: its
+        // failures are elsewhere.
+        let j = run(&stories::naive(), &five_seconds());
+        assert_eq!(status(&j, "goodput"), Status::Pass);
+    }
+
+    #[test]
+    fn no_silent_loss_allows_up_to_max_lost() {
+        let mut t = five_seconds();
+        t.no_silent_loss.max_lost = 200;
+        let j = run(&stories::naive(), &t);
+        assert_eq!(status(&j, "no_silent_loss"), Status::Pass);
+        assert_eq!(
+            detail(&j, "no_silent_loss"),
+            "106 of 420 attempts ended without an answer or a shed (106 timeouts), within the allowed 200"
+        );
+        let mut s = one_stale();
+        s.attempts[0].outcome = ClientOutcome::Reset;
+        s.attempts[1].outcome = ClientOutcome::ProviderError;
+        let j = run(&s, &Thresholds::default());
+        assert_eq!(
+            detail(&j, "no_silent_loss"),
+            "1 of 2 attempts ended without an answer or a shed (1 resets): the gateway must answer or shed inside the caller's patience"
+        );
+    }
+
+    #[test]
+    fn a_lagging_harness_makes_the_run_invalid() {
+        let mut s = stories::naive();
+        s.expect.send_lag_p99_ms = 12.0;
+        let j = run(&s, &five_seconds());
+        assert_eq!(status(&j, "harness_valid"), Status::Invalid);
+        assert_eq!(j.overall, Status::Invalid);
+        assert!(!j.summary.harness.valid);
+        assert_eq!(
+            detail(&j, "harness_valid"),
+            "the load generator fell behind its schedule (send lag p99 12 ms, over the 5 ms bound), so the run proves nothing: rerun on a quieter machine or at a smaller time scale"
+        );
+        s.expect.send_lag_p99_ms = f64::NAN;
+        assert_eq!(run(&s, &five_seconds()).overall, Status::Invalid);
+        let mut t = five_seconds();
+        t.harness_valid.enabled = false;
+        assert_eq!(run(&s, &t).overall, Status::Fail);
+    }
+
+    #[test]
+    fn no_records_is_invalid_and_never_panics() {
+        let e = expect(Some((1_000, 2_000)), 2_000, 30.0);
+        let j = judge(&[], &[], &[], &e, &Thresholds::default());
+        assert_eq!(j.overall, Status::Invalid);
+        for v in &j.verdicts {
+            if v.id == "harness_valid" {
+                assert_eq!(v.status, Status::Invalid);
+            } else {
+                assert_eq!(v.status, Status::Skipped, "{v:?}");
+            }
+        }
+        assert!(j.timeline.seconds.is_empty());
+        assert_eq!(j.summary.drain_s, None);
+        serde_json::to_string(&j).expect("serializes");
+    }
+
+    #[test]
+    fn odd_runs_never_panic() {
+        let e = expect(Some((1_000, 2_000)), 2_000, 30.0);
+        let one: Vec<Attempt> = vec![attempt("a", 1, 10, 20, ClientOutcome::Shed, Some(0))];
+        let runs: [(&[Attempt], Vec<crate::Call>); 4] = [
+            // A single person, shed at once, in a single second.
+            (&one, Vec::new()),
+            // Calls nobody made.
+            (&[], vec![call("ghost", 5, 5, 6)]),
+            // Records from before the run's start.
+            (&one, vec![call("a", 0, 0, 0)]),
+            (&one, vec![call("a", 15, 15, 900_000_000_000)]),
+        ];
+        for (attempts, calls) in runs {
+            for t in [Thresholds::default(), Thresholds::default().scaled(1e9)] {
+                let mut e = e.clone();
+                e.start_us = at(12);
+                let j = judge(attempts, &calls, &[], &e, &t);
+                assert_eq!(j.verdicts.len(), 9);
+                assert!(j.timeline.seconds.len() <= 1_000_000);
+            }
+        }
     }
 }

@@ -25,6 +25,8 @@
 mod checks;
 mod expect;
 mod record;
+#[cfg(test)]
+mod stories;
 mod timeline;
 mod verdict;
 

@@ -865,14 +865,28 @@ fn ms_percentiles(values: &mut [u64]) -> (Option<f64>, Option<f64>) {
     )
 }
 
+/// An empty HDR histogram of 3 significant figures that grows to fit.
+pub(crate) fn histogram() -> Histogram<u64> {
+    // Three significant figures is in the accepted range (0..=5), so this
+    // constructor cannot fail.
+    Histogram::<u64>::new(3).expect("3 significant figures is valid")
+}
+
+/// Records `v`, growing the histogram to fit it. (`saturating_record`
+/// alone would clamp to the histogram's current, tiny, range instead of
+/// growing it.)
+pub(crate) fn record(h: &mut Histogram<u64>, v: u64) {
+    if h.record(v).is_err() {
+        h.saturating_record(v);
+    }
+}
+
 /// The median and 99th percentile, in milliseconds, of a whole run's
 /// microsecond values, through an HDR histogram (3 significant digits).
 pub(crate) fn hdr_percentiles(values: impl Iterator<Item = u64>) -> Percentiles {
-    // Three significant figures is in the accepted range (0..=5), so this
-    // constructor cannot fail; the histogram resizes itself to any value.
-    let mut h = Histogram::<u64>::new(3).expect("3 significant figures is valid");
+    let mut h = histogram();
     for v in values {
-        h.saturating_record(v);
+        record(&mut h, v);
     }
     if h.is_empty() {
         return Percentiles::default();

@@ -79,6 +79,12 @@ pub(crate) fn count(n: u64) -> String {
     out
 }
 
+/// A count with the noun that agrees with it: `plural(1, "answer was",
+/// "answers were")` → `"1 answer was"`.
+pub(crate) fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{} {}", count(n), if n == 1 { one } else { many })
+}
+
 /// A non-negative quantity rounded to the nearest integer, with thousands
 /// separators (a negative or non-finite one shows as 0).
 pub(crate) fn round(x: f64) -> String {
@@ -148,6 +154,8 @@ mod tests {
         assert_eq!(secs(1.5), "1.5 s");
         assert_eq!(mib(512 * 1024 * 1024), "512 MiB");
         assert_eq!(percent(0.025), "2.5%");
+        assert_eq!(plural(1, "call", "calls"), "1 call");
+        assert_eq!(plural(1_000, "call", "calls"), "1,000 calls");
         assert_eq!(
             serde_json::to_string(&Status::Skipped).unwrap(),
             "\"skipped\""

@@ -1,0 +1,236 @@
+//! Hand-made runs for the unit tests: small constructors, and two whole
+//! stories simulated in a few lines, a `bounded` gateway that sheds at its
+//! queue bound and a `naive` one that forwards everything to a queueing
+//! provider.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use crate::expect::Expectations;
+use crate::record::{Attempt, Call, CallOutcome, ClientOutcome, RssSample};
+
+/// The run's start: a real epoch, so nothing relies on small numbers.
+pub(crate) const T0: u64 = 1_700_000_000_000_000;
+
+/// The instant `ms` milliseconds into the run.
+pub(crate) fn at(ms: u64) -> u64 {
+    T0 + ms * 1000
+}
+
+/// An attempt sent (and due) at `sent_ms`, ended at `done_ms`.
+pub(crate) fn attempt(
+    id: &str,
+    n: u32,
+    sent_ms: u64,
+    done_ms: u64,
+    outcome: ClientOutcome,
+    retry_after_ms: Option<u64>,
+) -> Attempt {
+    Attempt {
+        id: id.to_string(),
+        attempt: n,
+        intended_us: at(sent_ms),
+        sent_us: at(sent_ms),
+        first_byte_us: None,
+        done_us: at(done_ms),
+        status: match outcome {
+            ClientOutcome::Ok => Some(200),
+            ClientOutcome::Shed => Some(429),
+            ClientOutcome::ProviderError => Some(500),
+            _ => None,
+        },
+        outcome,
+        retry_after_ms,
+        tokens: 0,
+        stream: false,
+        last: true,
+        patience_ms: 30_000,
+    }
+}
+
+/// An answered call with 100 prompt and 50 completion tokens.
+pub(crate) fn call(id: &str, received_ms: u64, admitted_ms: u64, finished_ms: u64) -> Call {
+    Call {
+        id: id.to_string(),
+        received_us: at(received_ms),
+        admitted_us: Some(at(admitted_ms)),
+        first_byte_us: Some(at(admitted_ms)),
+        finished_us: Some(at(finished_ms)),
+        hung_up_us: None,
+        prompt_tokens: 100,
+        completion_tokens: 50,
+        outcome: CallOutcome::Ok,
+        status: 200,
+        phase: "base".to_string(),
+    }
+}
+
+/// Expectations for a provider of 8 slots at 1 s per call (μ = 8/s), with
+/// callers of `patience_s`.
+pub(crate) fn expect(
+    overload_ms: Option<(u64, u64)>,
+    load_end_ms: u64,
+    patience_s: f64,
+) -> Expectations {
+    Expectations {
+        start_us: T0,
+        load_end_us: at(load_end_ms),
+        overload: overload_ms.map(|(a, b)| (at(a), at(b))),
+        capacity_per_s: 8.0,
+        patience_s,
+        service_s: 1.0,
+        queue_bound: 8.0 * (patience_s - 1.0),
+        in_flight_at_provider: 8.0,
+        memory_ceiling_bytes: Some(200 * MIB),
+        send_lag_bound_ms: 5.0,
+        send_lag_p99_ms: 0.5,
+    }
+}
+
+pub(crate) const MIB: u64 = 1024 * 1024;
+
+/// A whole run.
+pub(crate) struct Story {
+    pub(crate) attempts: Vec<Attempt>,
+    pub(crate) calls: Vec<Call>,
+    pub(crate) rss: Vec<RssSample>,
+    pub(crate) expect: Expectations,
+}
+
+/// Arrival times, in ms: `rate` per second from `from_ms` to `to_ms`.
+fn arrivals(from_ms: u64, to_ms: u64, per_s: u64) -> impl Iterator<Item = u64> {
+    let step = 1000 / per_s;
+    (from_ms..to_ms).step_by(step as usize)
+}
+
+/// 1 s per call on 8 slots, first come first served: the dispatch time of
+/// a job ready at `t_us`.
+fn take_slot(slots: &mut BinaryHeap<Reverse<u64>>, t_us: u64) -> u64 {
+    let free = slots.pop().map_or(t_us, |Reverse(f)| f);
+    let start = free.max(t_us);
+    slots.push(Reverse(start + 1_000_000));
+    start
+}
+
+fn eight_slots() -> BinaryHeap<Reverse<u64>> {
+    (0..8).map(|_| Reverse(0)).collect()
+}
+
+/// Memory of 50 MiB plus 1 MiB per open attempt, every 100 ms.
+fn rss(attempts: &[Attempt], end_ms: u64) -> Vec<RssSample> {
+    (0..=end_ms)
+        .step_by(100)
+        .map(|ms| {
+            let t = at(ms);
+            let open = attempts
+                .iter()
+                .filter(|a| a.sent_us <= t && t < a.done_us)
+                .count() as u64;
+            RssSample {
+                t_us: t,
+                rss_bytes: 50 * MIB + open * MIB,
+            }
+        })
+        .collect()
+}
+
+/// A bounded gateway: 8 upstream calls at a time, a queue of 11, sheds
+/// with a Retry-After of the time its queue needs to empty (rounded up to
+/// 100 ms). Load: 4/s for 5 s, 12/s for 10 s (the overload, μ = 8/s), 2/s
+/// for 10 s. Callers have 3 s of patience and retry a shed once, after
+/// its Retry-After plus some jitter.
+pub(crate) fn bounded() -> Story {
+    const QUEUE: usize = 11;
+    let mut pending: BinaryHeap<Reverse<(u64, u32, u32)>> = BinaryHeap::new();
+    let times = arrivals(0, 5_000, 4)
+        .chain(arrivals(5_000, 15_000, 12))
+        .chain(arrivals(15_000, 25_000, 2));
+    for (n, ms) in times.enumerate() {
+        pending.push(Reverse((at(ms), n as u32, 1)));
+    }
+    let mut slots = eight_slots();
+    let mut dispatched: Vec<u64> = Vec::new();
+    let (mut attempts, mut calls) = (Vec::new(), Vec::new());
+    while let Some(Reverse((t, person, n))) = pending.pop() {
+        let id = format!("p{person:05}");
+        let waiting: Vec<u64> = dispatched.iter().copied().filter(|&d| d > t).collect();
+        let mut a = attempt(&id, n, 0, 0, ClientOutcome::Ok, None);
+        a.intended_us = t;
+        a.sent_us = t;
+        a.patience_ms = 3_000;
+        if waiting.len() >= QUEUE {
+            let drain_us = waiting.iter().max().map_or(0, |&d| d - t);
+            let ra = drain_us.div_ceil(100_000).max(1) * 100;
+            a.done_us = t + 1_000;
+            a.outcome = ClientOutcome::Shed;
+            a.status = Some(429);
+            a.retry_after_ms = Some(ra);
+            if n == 1 {
+                a.last = false;
+                let jitter_ms = ra * u64::from(person % 10) / 10;
+                pending.push(Reverse((a.done_us + (ra + jitter_ms) * 1000, person, 2)));
+            }
+        } else {
+            let start = take_slot(&mut slots, t);
+            dispatched.push(start);
+            a.done_us = start + 1_001_000;
+            let mut c = call(&id, 0, 0, 0);
+            c.received_us = start;
+            c.admitted_us = Some(start);
+            c.first_byte_us = Some(start + 100_000);
+            c.finished_us = Some(start + 1_000_000);
+            calls.push(c);
+        }
+        attempts.push(a);
+    }
+    let rss = rss(&attempts, 27_000);
+    let mut expect = expect(Some((5_000, 15_000)), 24_500, 3.0);
+    expect.memory_ceiling_bytes = Some(100 * MIB);
+    Story {
+        attempts,
+        calls,
+        rss,
+        expect,
+    }
+}
+
+/// A naive gateway: forwards every request at once (200 µs later), never
+/// sheds and never hangs up on the provider, which serves 8 calls at a
+/// time, 1 s each, and queues the rest. Load: 4/s for 5 s, then 40/s for
+/// 10 s (the overload, μ = 8/s), then nothing. Callers have 30 s of
+/// patience; those who give up leave their call queued at the provider.
+pub(crate) fn naive() -> Story {
+    let mut slots = eight_slots();
+    let (mut attempts, mut calls) = (Vec::new(), Vec::new());
+    let times = arrivals(0, 5_000, 4).chain(arrivals(5_000, 15_000, 40));
+    for (person, ms) in times.enumerate() {
+        let id = format!("p{person:05}");
+        let t = at(ms);
+        let received = t + 200;
+        let start = take_slot(&mut slots, received);
+        let finished = start + 1_000_000;
+        let gives_up = t + 30_000_000;
+        let mut a = attempt(&id, 1, ms, 0, ClientOutcome::Ok, None);
+        if finished + 200 <= gives_up {
+            a.done_us = finished + 200;
+        } else {
+            a.done_us = gives_up;
+            a.outcome = ClientOutcome::Timeout;
+            a.status = None;
+        }
+        attempts.push(a);
+        let mut c = call(&id, 0, 0, 0);
+        c.received_us = received;
+        c.admitted_us = Some(start);
+        c.first_byte_us = Some(start + 100_000);
+        c.finished_us = Some(finished);
+        calls.push(c);
+    }
+    let rss = rss(&attempts, 60_000);
+    Story {
+        attempts,
+        calls,
+        rss,
+        expect: expect(Some((5_000, 15_000)), 14_975, 30.0),
+    }
+}
