@@ -46,9 +46,9 @@ use crate::record::{Attempt, Call, CallOutcome, ClientOutcome, RssSample};
 
 const US: u64 = 1_000_000;
 
-/// The longest timeline built, in seconds (about 11.6 days): a record with a
+/// The longest timeline built, in seconds (about 27 hours): a record with a
 /// wild timestamp must not make the timeline exhaust memory.
-const MAX_SECONDS: u64 = 1_000_000;
+const MAX_SECONDS: u64 = 100_000;
 
 /// One row of the [`Timeline`]: what happened during one second of the run.
 ///
@@ -535,9 +535,13 @@ impl<'a> Joined<'a> {
         let mut filled = 0;
         for (t, d) in intervals_to_events(intervals) {
             let s = self.second_of(t, n);
+            // The level carried into a second is seen at its start, unless
+            // this event happens exactly then.
             while filled < s {
                 filled += 1;
-                max[filled] = max[filled].max(cur as u64);
+                if filled < s || t > self.start_us + filled as u64 * US {
+                    max[filled] = max[filled].max(cur as u64);
+                }
             }
             cur = (cur + d).max(0);
             max[s] = max[s].max(cur as u64);
@@ -895,5 +899,252 @@ pub(crate) fn hdr_percentiles(values: impl Iterator<Item = u64>) -> Percentiles 
     Percentiles {
         p50: ms(0.5),
         p99: ms(0.99),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stories::{self, at, attempt, call, T0};
+
+    #[test]
+    fn calls_join_the_attempt_whose_window_they_arrive_in() {
+        let attempts = vec![
+            attempt("a", 1, 1_000, 1_500, ClientOutcome::Shed, Some(500)),
+            attempt("a", 2, 2_000, 4_000, ClientOutcome::Ok, None),
+            attempt("b", 1, 1_000, 1_200, ClientOutcome::Timeout, None),
+        ];
+        let calls = vec![
+            // Before a's first attempt: joins nothing.
+            call("a", 500, 500, 600),
+            // During a's first attempt: the provider saw it, so that shed
+            // was the provider's, not the gateway's.
+            call("a", 1_100, 1_100, 1_200),
+            // Between the attempts: still the first attempt's, and stale.
+            call("a", 1_800, 1_800, 1_900),
+            // The retry's.
+            call("a", 2_100, 2_200, 3_900),
+            // Received after b gave up: stale, and a late answer.
+            call("b", 1_300, 1_300, 2_300),
+            call("nobody", 1_000, 1_000, 2_000),
+        ];
+        let j = Joined::new(&attempts, &calls, &[], T0);
+        assert_eq!(j.matched, vec![Some(1), Some(3), Some(4)]);
+        assert_eq!(
+            j.caller,
+            vec![None, Some(0), Some(0), Some(1), Some(2), None]
+        );
+        assert!(!j.is_gateway_shed(0));
+        let stale: Vec<usize> = (0..calls.len()).filter(|&c| j.is_stale(c)).collect();
+        assert_eq!(stale, vec![2, 4]);
+        let late: Vec<usize> = (0..calls.len()).filter(|&c| j.is_late(c)).collect();
+        assert_eq!(late, vec![2, 4]);
+        // b left the gateway when its call was received (after it gave up),
+        // but the backlog when it gave up.
+        assert_eq!(j.gateway_leave[2], at(1_300));
+        assert_eq!(j.backlog_leave[2], at(1_200));
+        assert_eq!(j.backlog_leave[1], at(2_200));
+        assert_eq!(j.served_us, vec![3_000_000]);
+        assert_eq!(j.people, 2);
+        let s = j.summary(&j.timeline());
+        assert_eq!(s.provider.stale_dispatch, 2);
+        assert_eq!(s.provider.wasted_tokens, 300);
+        assert_eq!(s.counts.late, 2);
+        assert_eq!(s.counts.offered, 2);
+        assert_eq!(s.counts.sent, 3);
+    }
+
+    #[test]
+    fn a_shed_the_provider_never_saw_is_the_gateways() {
+        let attempts = vec![
+            attempt("a", 1, 0, 10, ClientOutcome::Ok, None),
+            attempt("b", 1, 100, 101, ClientOutcome::Shed, Some(900)),
+        ];
+        let calls = vec![call("a", 1, 1, 9), call("b", 500, 500, 600)];
+        let j = Joined::new(&attempts, &calls, &[], T0);
+        // b's call came after b was shed: a shed by the gateway, then a
+        // stale dispatch.
+        assert!(j.is_gateway_shed(1));
+        assert!(j.is_stale(1));
+        assert!(!j.is_gateway_shed(0));
+    }
+
+    /// Three people in a gateway with one upstream slot and no provider
+    /// queue: sent at 0, 0.1 and 0.2 s, dispatched at 0, 1 and 2 s, each
+    /// answered 1 s later.
+    fn one_slot() -> (Vec<Attempt>, Vec<Call>) {
+        let attempts = vec![
+            attempt("a", 1, 0, 1_000, ClientOutcome::Ok, None),
+            attempt("b", 1, 100, 2_000, ClientOutcome::Ok, None),
+            attempt("c", 1, 200, 3_000, ClientOutcome::Ok, None),
+        ];
+        let calls = vec![
+            call("a", 0, 0, 1_000),
+            call("b", 1_000, 1_000, 2_000),
+            call("c", 2_000, 2_000, 3_000),
+        ];
+        (attempts, calls)
+    }
+
+    #[test]
+    fn depth_backlog_and_drain_second_by_second() {
+        let (attempts, calls) = one_slot();
+        let rss = [
+            RssSample {
+                t_us: at(0),
+                rss_bytes: 10,
+            },
+            RssSample {
+                t_us: at(900),
+                rss_bytes: 30,
+            },
+            RssSample {
+                t_us: at(1_500),
+                rss_bytes: 20,
+            },
+        ];
+        let t = Timeline::build(&attempts, &calls, &rss, T0);
+        let col = |f: fn(&Second) -> u64| t.seconds.iter().map(f).collect::<Vec<_>>();
+        assert_eq!(t.seconds.len(), 4);
+        assert_eq!(col(|s| s.offered), vec![3, 0, 0, 0]);
+        assert_eq!(col(|s| s.ok), vec![0, 1, 1, 1]);
+        assert_eq!(col(|s| s.gateway_depth), vec![2, 1, 0, 0]);
+        assert_eq!(col(|s| s.backlog), vec![2, 1, 0, 0]);
+        assert_eq!(col(|s| s.client_outstanding), vec![3, 2, 1, 0]);
+        assert_eq!(col(|s| s.provider_in_flight), vec![1, 1, 1, 0]);
+        assert_eq!(col(|s| s.provider_in_service), vec![1, 1, 1, 0]);
+        let peaks: Vec<_> = t.seconds.iter().map(|s| s.rss_bytes).collect();
+        assert_eq!(peaks, vec![Some(30), Some(20), None, None]);
+        // At 1 s, c (inside since 0.2 s) leaves the gateway at 2 s.
+        let drain: Vec<_> = t.seconds.iter().map(|s| s.drain_s).collect();
+        assert_eq!(drain, vec![0.0, 1.0, 0.0, 0.0]);
+        // Waits of 0.9 s and 1.8 s, received in seconds 1 and 2.
+        assert_eq!(t.seconds[1].queue_wait_p50_ms, Some(900.0));
+        assert_eq!(t.seconds[2].queue_wait_p99_ms, Some(1_800.0));
+        assert_eq!(t.seconds[3].e2e_p50_ms, Some(2_800.0));
+        assert_eq!(t.seconds[1].provider_p99_ms, Some(1_000.0));
+        let j = Joined::new(&attempts, &calls, &rss, T0);
+        // At 0.15 s b is inside until 1 s; at 0.25 s c is too, until 2 s.
+        assert_eq!(j.drain_at_us(at(150)), 850_000);
+        assert_eq!(j.drain_at_us(at(250)), 1_750_000);
+        assert_eq!(j.drain_at_us(at(2_500)), 0);
+        assert_eq!(j.drain_at_us(T0 - 1), 0);
+    }
+
+    #[test]
+    fn per_second_levels_match_a_brute_force_count() {
+        let s = stories::naive();
+        let j = Joined::new(&s.attempts, &s.calls, &s.rss, T0);
+        let t = j.timeline();
+        // The most open intervals at any instant of each second: it is
+        // enough to look at each second's start and each interval's start.
+        let brute = |iv: &[(u64, u64)]| {
+            let mut max = vec![0u64; t.seconds.len()];
+            let starts = iv
+                .iter()
+                .map(|&(a, _)| a)
+                .chain((0..t.seconds.len() as u64).map(|s| T0 + s * US));
+            for p in starts {
+                let open = iv.iter().filter(|&&(a, b)| a <= p && p < b).count() as u64;
+                let s = j.second_of(p, max.len());
+                max[s] = max[s].max(open);
+            }
+            max
+        };
+        let backlog: Vec<_> = s
+            .attempts
+            .iter()
+            .zip(&j.backlog_leave)
+            .map(|(a, &l)| (a.sent_us, l))
+            .collect();
+        let depth: Vec<_> = s
+            .attempts
+            .iter()
+            .zip(&j.gateway_leave)
+            .map(|(a, &l)| (a.sent_us, l))
+            .collect();
+        let service: Vec<_> = s
+            .calls
+            .iter()
+            .map(|c| (c.admitted_us.unwrap(), c.finished_us.unwrap()))
+            .collect();
+        assert_eq!(
+            brute(&backlog),
+            t.seconds.iter().map(|s| s.backlog).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            brute(&depth),
+            t.seconds
+                .iter()
+                .map(|s| s.gateway_depth)
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(
+            brute(&service),
+            t.seconds
+                .iter()
+                .map(|s| s.provider_in_service)
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(t.seconds.iter().map(|s| s.backlog).max(), Some(320));
+        // A naive gateway in front of a queueing provider: small depth,
+        // huge backlog.
+        assert_eq!(t.seconds.iter().map(|s| s.gateway_depth).max(), Some(1));
+    }
+
+    #[test]
+    fn csv_has_a_header_and_a_row_per_second() {
+        let (attempts, calls) = one_slot();
+        let csv = Timeline::build(&attempts, &calls, &[], T0).to_csv();
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(lines.len(), 5);
+        assert!(lines.iter().all(|l| l.split(',').count() == 21));
+        assert!(lines[0].ends_with("rss_bytes,retry_after_ms,drain_s"));
+        assert!(
+            lines[1].starts_with("0,3,3,0,0,0,0,3,1,1,2,2,,,"),
+            "{}",
+            lines[1]
+        );
+    }
+
+    #[test]
+    fn summary_serializes_in_the_report_shape() {
+        let (attempts, calls) = one_slot();
+        let j = Joined::new(&attempts, &calls, &[], T0);
+        let v = serde_json::to_value(j.summary(&j.timeline())).unwrap();
+        let keys = |v: &serde_json::Value| {
+            let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+            k.sort();
+            k
+        };
+        assert_eq!(
+            keys(&v),
+            [
+                "counts",
+                "drain_s",
+                "gateway",
+                "harness",
+                "latency_ms",
+                "provider"
+            ]
+        );
+        assert_eq!(
+            keys(&v["counts"]),
+            ["error", "late", "offered", "ok", "sent", "shed", "timeout"]
+        );
+        assert_eq!(
+            keys(&v["provider"]),
+            ["calls", "stale_dispatch", "wasted_tokens"]
+        );
+        assert_eq!(keys(&v["latency_ms"]), ["e2e", "provider", "queue_wait"]);
+        assert_eq!(keys(&v["latency_ms"]["e2e"]), ["p50", "p99"]);
+        assert_eq!(
+            keys(&v["gateway"]),
+            ["peak_backlog", "peak_depth", "peak_rss_bytes"]
+        );
+        assert_eq!(keys(&v["harness"]), ["send_lag_p99_ms", "valid"]);
+        assert_eq!(v["gateway"]["peak_depth"], 2);
+        let p99 = v["latency_ms"]["queue_wait"]["p99"].as_f64().unwrap();
+        assert!((1_800.0..1_801.0).contains(&p99), "{p99}");
     }
 }
