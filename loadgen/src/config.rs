@@ -384,6 +384,8 @@ pub struct LoadPlan {
     pub(crate) retry: RetryPolicy,
     pub(crate) send_lag_bound: Duration,
     pub(crate) id_prefix: String,
+    /// Durations drawn at run time (patience) are divided by this.
+    pub(crate) time_scale: f64,
 }
 
 impl LoadPlan {
@@ -423,6 +425,39 @@ impl LoadPlan {
     /// The bound on the send lag's p99.
     pub fn send_lag_bound(&self) -> Duration {
         self.send_lag_bound
+    }
+
+    /// The same plan compressed in time by `factor` (as `--time-scale`
+    /// does): phase durations, patience and retry waits divided by it,
+    /// rates and a replay's speed-up multiplied by it. Counts, and so
+    /// Little's-law quantities, stay the same; the send-lag bound, a
+    /// property of the harness, does not change. A factor that is not a
+    /// finite number above 0 leaves the plan as it is.
+    pub fn time_scaled(mut self, factor: f64) -> LoadPlan {
+        if !(factor.is_finite() && factor > 0.0) {
+            return self;
+        }
+        match &mut self.arrivals {
+            Arrivals::Phases(phases) => {
+                for p in phases {
+                    p.duration = p.duration.div_f64(factor);
+                    p.from_per_sec *= factor;
+                    p.to_per_sec *= factor;
+                }
+            }
+            Arrivals::Replay { speedup, .. } => *speedup *= factor,
+        }
+        self.time_scale *= factor;
+        let r = &mut self.retry;
+        r.cap = r.cap.div_f64(factor);
+        r.backoff_initial = r.backoff_initial.div_f64(factor);
+        r.backoff_max = r.backoff_max.div_f64(factor);
+        self
+    }
+
+    /// Draws one person's patience.
+    pub(crate) fn draw_patience<R: rand::Rng + ?Sized>(&self, rng: &mut R) -> Duration {
+        Duration::from_secs_f64(self.patience.sample(rng) / self.time_scale)
     }
 }
 
@@ -617,6 +652,7 @@ fn validate(cfg: &LoadConfig, source: &Source<'_>, base_dir: &Path) -> Result<Lo
         retry,
         send_lag_bound: cfg.send_lag_p99_max,
         id_prefix: cfg.id_prefix.clone(),
+        time_scale: 1.0,
     })
 }
 
@@ -682,6 +718,22 @@ mod tests {
     fn missing_load_table_is_an_error() {
         let e = config_err("[provider]\nseed = 1\n");
         assert!(e.message.contains("load"), "{e}");
+    }
+
+    #[test]
+    fn time_scaling_keeps_counts() {
+        let p = plan(
+            "[load]\npatience = { fixed = \"20s\" }\n[[load.phases]]\nduration = \"40m\"\nrate = 2000\nper = \"minute\"\n[load.retry]\npolicy = \"retry_after\"\n",
+        )
+        .unwrap();
+        let before = p.expected_arrivals();
+        let p = p.time_scaled(10.0);
+        assert_eq!(p.schedule_length(), Duration::from_secs(240));
+        assert!((p.expected_arrivals() - before).abs() < 1e-6);
+        let mut rng = rand::thread_rng();
+        assert_eq!(p.draw_patience(&mut rng), Duration::from_secs(2));
+        assert_eq!(p.retry.cap, Duration::from_secs(6));
+        assert_eq!(p.send_lag_bound(), Duration::from_millis(5));
     }
 
     #[test]

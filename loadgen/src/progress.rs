@@ -51,8 +51,7 @@ pub(crate) fn spawn(live: Arc<Live>, start: Instant, total: Duration) -> BarTask
         ProgressDrawTarget::stderr_with_hz(5),
     );
     bar.set_style(
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {msg}")
-            .expect("a static template is valid"),
+        ProgressStyle::with_template("{bar:20} {msg}").expect("a static template is valid"),
     );
     let (stop, mut stopped) = oneshot::channel();
     let task = tokio::spawn(async move {
@@ -73,7 +72,7 @@ pub(crate) fn spawn(live: Arc<Live>, start: Instant, total: Duration) -> BarTask
             let elapsed = now.saturating_duration_since(start);
             bar.set_position(elapsed.as_millis() as u64);
             bar.set_message(format!(
-                "{:.0}s/{:.0}s  {:>7.0} req/s  outstanding {}  ok {}  shed {}  timeout {}  errors {}  retries {}",
+                "{:.0}/{:.0}s {:.0}/s waiting {} ok {} shed {} timeout {} err {} retries {}",
                 elapsed.as_secs_f64(),
                 total.as_secs_f64(),
                 rate,

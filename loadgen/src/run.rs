@@ -384,7 +384,7 @@ async fn person(shared: Arc<Shared>, index: u64, offset_us: u64, source: Source)
     let drawn = plan.request.draw(&mut rng, row);
     let id = format!("{}{:06}", plan.id_prefix, index);
     let body = plan.request.body(&id, &drawn);
-    let patience = Duration::from_secs_f64(plan.patience.sample(&mut rng));
+    let patience = plan.draw_patience(&mut rng);
     let first_intended = shared.start + Duration::from_micros(offset_us);
     let give_up = first_intended + patience;
     shared.budget.first_attempt();
