@@ -14,6 +14,8 @@ mod basics;
 mod hangup;
 #[path = "e2e/omission.rs"]
 mod omission;
+#[path = "e2e/replay.rs"]
+mod replay;
 #[path = "e2e/retry_after.rs"]
 mod retry_after;
 
@@ -28,13 +30,18 @@ pub struct Rehearsal {
 /// Starts a fake provider from `provider_toml`, runs the scenario text
 /// `scenario` against it, and collects both sides' records.
 pub async fn rehearse(scenario: &str, provider_toml: &str) -> Rehearsal {
+    rehearse_in(Path::new("."), scenario, provider_toml).await
+}
+
+/// [`rehearse`], with a replay log's path taken relative to `base_dir`.
+pub async fn rehearse_in(base_dir: &Path, scenario: &str, provider_toml: &str) -> Rehearsal {
     let config =
         ProviderConfig::from_toml(provider_toml, "provider.toml").expect("provider config");
     let handle = FakeProvider::new(config)
         .bind("127.0.0.1:0")
         .await
         .expect("bind the fake provider");
-    let plan = LoadPlan::from_scenario_str(scenario, "scenario.toml", Path::new("."))
+    let plan = LoadPlan::from_scenario_str(scenario, "scenario.toml", base_dir)
         .expect("a valid [load] table");
     let out = tempfile::tempdir().expect("a temp dir");
     let target = Target::parse(&handle.base_url()).expect("the provider's URL");
