@@ -80,22 +80,26 @@ pub(crate) fn shed_onset(ev: &Evidence, th: &ShedOnsetThreshold) -> Verdict {
     let limit = q * (1.0 + th.tolerance);
     let patience = secs(e.patience_s);
     let predicted = format!(
-        "first shed at a depth of at most {} (Q* = {}/s × ({} − {}) = {}, +{})",
+        "first shed at a depth of at most {} (Q* = {}/s × ({} − {}) = {}, +{}), with {} more in service at the provider",
         round(limit),
         num(e.capacity_per_s, 1),
         patience,
         secs(e.service_s),
         round(q),
         percent(th.tolerance),
+        round(e.in_flight_at_provider),
     );
     match ev.first_shed {
         Some(FirstShed { at_us, depth, .. }) => {
             let when = secs(at_us.saturating_sub(e.start_us) as f64 / US);
             let observed = format!(
-                "first shed at a depth of {}, {when} into the run",
-                count(depth)
+                "first shed at a depth of {}, {when} into the run{}",
+                count(depth),
+                measured_bound(ev)
             );
-            if depth as f64 > limit {
+            // Written so that a NaN bound fails rather than passes.
+            let within = depth as f64 <= limit;
+            if !within {
                 Verdict::new(
                     ID,
                     Status::Fail,
@@ -135,19 +139,35 @@ pub(crate) fn shed_onset(ev: &Evidence, th: &ShedOnsetThreshold) -> Verdict {
         }
         None => {
             let peak = ev.peak_waiting();
-            let observed = format!("no gateway shed; at most {} waiting", count(peak));
-            Verdict::new(
-                    ID,
-                    Status::Fail,
-                    predicted,
-                    observed,
-                    format!(
-                        "never shed: {} requests were queued at the peak; the bound that keeps them inside {patience} is {}",
-                        count(peak),
-                        round(q)
-                    ),
-                )
+            let observed = format!(
+                "no gateway shed; at most {} waiting{}",
+                count(peak),
+                measured_bound(ev)
+            );
+            let detail = format!(
+                "never shed: {} requests were queued at the peak; the bound that keeps them inside {patience} is {}",
+                count(peak),
+                round(q)
+            );
+            Verdict::new(ID, Status::Fail, predicted, observed, detail)
         }
+    }
+}
+
+/// Q* again from μ as measured at the provider during the overload, as a
+/// clause for `observed` (empty without an overload window).
+fn measured_bound(ev: &Evidence) -> String {
+    let e = ev.expect;
+    match e
+        .overload
+        .and_then(|(a, b)| ev.joined.measured_capacity(a, b))
+    {
+        Some(mu) => format!(
+            "; μ measured at the provider {}/s gives Q* = {}",
+            num(mu, 1),
+            round(mu * (e.patience_s - e.service_s))
+        ),
+        None => String::new(),
     }
 }
 
@@ -237,7 +257,8 @@ pub(crate) fn retry_after(ev: &Evidence, th: &RetryAfterThreshold) -> Verdict {
     }
     let median_err = (!errors.is_empty()).then(|| errors.value_at_quantile(0.5) as f64 / 1000.0);
     if let Some(err) = median_err {
-        if err > th.tolerance {
+        let close = err <= th.tolerance;
+        if !close {
             failures.push(format!(
                 "Retry-After is off the backlog drain time by {} at the median, over the {} tolerance",
                 percent(err),
@@ -622,14 +643,22 @@ pub(crate) fn no_silent_loss(ev: &Evidence, th: &NoSilentLossThreshold) -> Verdi
         return Verdict::skipped(ID, NO_ATTEMPTS);
     }
     let kinds = [
-        (ClientOutcome::Timeout, "timeouts"),
-        (ClientOutcome::Reset, "resets"),
-        (ClientOutcome::ConnectError, "connection errors"),
-        (ClientOutcome::Malformed, "malformed answers"),
+        (ClientOutcome::Timeout, "timeout", "timeouts"),
+        (ClientOutcome::Reset, "reset", "resets"),
+        (
+            ClientOutcome::ConnectError,
+            "connection error",
+            "connection errors",
+        ),
+        (
+            ClientOutcome::Malformed,
+            "malformed answer",
+            "malformed answers",
+        ),
     ];
     let mut by_kind = [0u64; 4];
     for a in ev.joined.attempts {
-        if let Some(k) = kinds.iter().position(|(o, _)| *o == a.outcome) {
+        if let Some(k) = kinds.iter().position(|(o, _, _)| *o == a.outcome) {
             by_kind[k] += 1;
         }
     }
@@ -639,7 +668,7 @@ pub(crate) fn no_silent_loss(ev: &Evidence, th: &NoSilentLossThreshold) -> Verdi
         .iter()
         .zip(by_kind)
         .filter(|(_, n)| *n > 0)
-        .map(|((_, name), n)| format!("{} {name}", count(n)))
+        .map(|((_, one, many), n)| plural(n, one, many))
         .collect::<Vec<_>>()
         .join(", ");
     let predicted = format!("at most {} attempts lost", count(th.max_lost));
@@ -775,7 +804,7 @@ mod tests {
         );
         assert_eq!(
             verdict(&j, "shed_onset").predicted,
-            "first shed at a depth of at most 24 (Q* = 8/s × (3 s − 1 s) = 16, +50%)"
+            "first shed at a depth of at most 24 (Q* = 8/s × (3 s − 1 s) = 16, +50%), with 8 more in service at the provider"
         );
         let ra = detail(&j, "retry_after");
         assert!(ra.starts_with("all 62 sheds carried a Retry-After"), "{ra}");
@@ -862,6 +891,11 @@ mod tests {
         assert_eq!(
             detail(&j, "shed_onset"),
             "sheds late: 11 requests were waiting at the first shed; the bound that keeps them inside 3 s is 4"
+        );
+        s.expect.queue_bound = f64::NAN;
+        assert_eq!(
+            status(&run(&s, &five_seconds()), "shed_onset"),
+            Status::Fail
         );
         s.expect.queue_bound = 100.0;
         let j = run(&s, &five_seconds());
@@ -1141,7 +1175,7 @@ mod tests {
         let j = run(&s, &Thresholds::default());
         assert_eq!(
             detail(&j, "no_silent_loss"),
-            "1 of 2 attempts ended without an answer or a shed (1 resets): the gateway must answer or shed inside the caller's patience"
+            "1 of 2 attempts ended without an answer or a shed (1 reset): the gateway must answer or shed inside the caller's patience"
         );
     }
 

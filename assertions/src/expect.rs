@@ -77,7 +77,9 @@ impl Thresholds {
     pub fn scaled(&self, time_scale: f64) -> Thresholds {
         let mut t = self.clone();
         if time_scale.is_finite() && time_scale > 0.0 {
-            t.drain.within = t.drain.within.div_f64(time_scale);
+            // A tiny scale could overflow a Duration: saturate instead.
+            t.drain.within = Duration::try_from_secs_f64(t.drain.within.as_secs_f64() / time_scale)
+                .unwrap_or(Duration::MAX);
             t.served_latency.p99_ms /= time_scale;
         }
         t
@@ -286,5 +288,13 @@ mod tests {
         assert_eq!(t.served_latency.p99_ms, 2_500.0);
         assert_eq!(t.stale_dispatch.max_share, 0.01);
         assert_eq!(Thresholds::default().scaled(0.0), Thresholds::default());
+        assert_eq!(
+            Thresholds::default().scaled(f64::NAN),
+            Thresholds::default()
+        );
+        assert_eq!(
+            Thresholds::default().scaled(1e-300).drain.within,
+            Duration::MAX
+        );
     }
 }
