@@ -21,8 +21,12 @@ mod cmd_gateway;
 mod cmd_load;
 mod cmd_plan;
 mod cmd_provider;
+mod cmd_report;
+mod cmd_run;
 mod gateway_process;
 mod plan;
+mod report;
+mod run;
 mod scenario;
 
 /// Exit codes, as DESIGN.md lays them out.
@@ -51,6 +55,10 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Rehearse a scenario end to end and judge the checklist.
+    Run(cmd_run::Args),
+    /// Judge a saved run again (with changed thresholds) and rewrite its reports.
+    Report(cmd_report::Args),
     /// Print the arithmetic of a scenario (capacity, backlog, drain, Q*), no traffic.
     Plan(cmd_plan::Args),
     /// Serve the chaos fake LLM provider (OpenAI and Anthropic APIs).
@@ -71,6 +79,8 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let code = match cli.command {
+        Command::Run(args) => cmd_run::main(args),
+        Command::Report(args) => cmd_report::main(args),
         Command::Plan(args) => cmd_plan::main(args),
         Command::Provider(args) => cmd_provider::main(args),
         Command::Load(args) => cmd_load::main(args),

@@ -459,3 +459,151 @@ rate = 5
         assert_eq!(parse(&text).unwrap().provider.seed, 5);
     }
 }
+
+/// The scenario text with its `[load]` section at rehearsal scale: every
+/// duration divided by `time_scale`, every rate multiplied by
+/// `time_scale / quota_scale`; a replay's speed-up multiplied by
+/// `time_scale` and its multiplier divided by `quota_scale`. The send-lag
+/// bound is the harness's own and is not scaled.
+pub fn scale_load(text: &str, time_scale: f64, quota_scale: f64) -> Result<String, ScenarioError> {
+    if time_scale == 1.0 && quota_scale == 1.0 {
+        return Ok(text.to_string());
+    }
+    let mut doc: toml_edit::DocumentMut = text
+        .parse()
+        .map_err(|e: toml_edit::TomlError| ScenarioError::BadSet(e.to_string()))?;
+    let Some(load) = doc.get_mut("load").and_then(|l| l.as_table_like_mut()) else {
+        return Ok(text.to_string());
+    };
+    let rate = time_scale / quota_scale;
+    if let Some(item) = load.get_mut("patience") {
+        divide_durations(item, time_scale);
+    }
+    if let Some(phases) = load.get_mut("phases") {
+        let each = |t: &mut dyn toml_edit::TableLike| {
+            if let Some(d) = t.get_mut("duration") {
+                divide_durations(d, time_scale);
+            }
+            for key in ["rate", "ramp_to"] {
+                if let Some(v) = t.get_mut(key) {
+                    multiply_number(v, rate);
+                }
+            }
+        };
+        if let Some(a) = phases.as_array_of_tables_mut() {
+            for t in a.iter_mut() {
+                each(t);
+            }
+        } else if let Some(a) = phases.as_array_mut() {
+            for v in a.iter_mut() {
+                if let Some(t) = v.as_inline_table_mut() {
+                    each(t);
+                }
+            }
+        }
+    }
+    if let Some(retry) = load.get_mut("retry").and_then(|r| r.as_table_like_mut()) {
+        for key in ["cap", "backoff_initial", "backoff_max"] {
+            if let Some(v) = retry.get_mut(key) {
+                divide_durations(v, time_scale);
+            }
+        }
+    }
+    if let Some(replay) = load.get_mut("replay").and_then(|r| r.as_table_like_mut()) {
+        let speedup = replay
+            .get("speedup")
+            .and_then(|v| v.as_float().or(v.as_integer().map(|i| i as f64)))
+            .unwrap_or(1.0);
+        replay.insert("speedup", toml_edit::value(speedup * time_scale));
+        let multiply = replay
+            .get("multiply")
+            .and_then(|v| v.as_float().or(v.as_integer().map(|i| i as f64)))
+            .unwrap_or(1.0);
+        replay.insert("multiply", toml_edit::value(multiply / quota_scale));
+    }
+    Ok(doc.to_string())
+}
+
+/// Divides every humantime string under `item` (a duration or a
+/// distribution of durations) by `by`.
+fn divide_durations(item: &mut toml_edit::Item, by: f64) {
+    fn value(v: &mut toml_edit::Value, by: f64) {
+        match v {
+            toml_edit::Value::String(s) => {
+                if let Ok(d) = humantime::parse_duration(s.value()) {
+                    let scaled = d.div_f64(by);
+                    // Whole microseconds: humantime prints them exactly.
+                    let scaled = Duration::from_micros(scaled.as_micros() as u64);
+                    *v = toml_edit::Value::from(humantime::format_duration(scaled).to_string());
+                }
+            }
+            toml_edit::Value::InlineTable(t) => {
+                for (_, v) in t.iter_mut() {
+                    value(v, by);
+                }
+            }
+            toml_edit::Value::Array(a) => {
+                for v in a.iter_mut() {
+                    value(v, by);
+                }
+            }
+            _ => {}
+        }
+    }
+    match item {
+        toml_edit::Item::Value(v) => value(v, by),
+        toml_edit::Item::Table(t) => {
+            for (_, i) in t.iter_mut() {
+                divide_durations(i, by);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn multiply_number(item: &mut toml_edit::Item, by: f64) {
+    let n = item
+        .as_float()
+        .or_else(|| item.as_integer().map(|i| i as f64));
+    if let Some(n) = n {
+        *item = toml_edit::value(n * by);
+    }
+}
+
+#[cfg(test)]
+mod scale_tests {
+    use super::*;
+
+    #[test]
+    fn load_is_scaled_in_time_and_quota() {
+        let text = r#"
+[load]
+patience = { mix = [ { value = "25s", weight = 1 }, { value = "5s", weight = 1 } ] }
+send_lag_p99_max = "5ms"
+[[load.phases]]
+duration = "40m"
+rate = 2000
+per = "minute"
+ramp_to = 1000
+[load.retry]
+cap = "60s"
+"#;
+        let out = scale_load(text, 10.0, 4.0).unwrap();
+        let v: toml::Table = toml::from_str(&out).unwrap();
+        let load = &v["load"];
+        assert_eq!(load["phases"][0]["duration"].as_str(), Some("4m"));
+        assert_eq!(load["phases"][0]["rate"].as_float(), Some(5000.0));
+        assert_eq!(load["phases"][0]["ramp_to"].as_float(), Some(2500.0));
+        assert_eq!(
+            load["patience"]["mix"][0]["value"].as_str(),
+            Some("2s 500ms")
+        );
+        assert_eq!(load["retry"]["cap"].as_str(), Some("6s"));
+        assert_eq!(
+            load["send_lag_p99_max"].as_str(),
+            Some("5ms"),
+            "the harness bound is not scaled"
+        );
+        assert_eq!(scale_load(text, 1.0, 1.0).unwrap(), text);
+    }
+}
