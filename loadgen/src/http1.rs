@@ -14,6 +14,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Mutex;
 
+use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -90,20 +91,26 @@ impl Connector {
         Ok(stream)
     }
 
-    /// Sends a request (`head` ending in the blank line, then `body`) and
-    /// reads the response head. A reused connection found closed before any byte of the
+    /// Sends a request (`head` ending in the blank line, then the body that
+    /// `body` makes) and reads the response head. The body is made when it
+    /// is written and dropped right after, so a request waiting for its
+    /// answer does not hold it. A reused connection found closed before any byte of the
     /// answer is replaced by a fresh one, once, as the server never saw
     /// the request on it.
-    pub(crate) async fn send(&self, head: &[u8], body: &[u8]) -> Result<Response<'_>, HttpError> {
+    pub(crate) async fn send(
+        &self,
+        head: &[u8],
+        body: impl Fn() -> Bytes,
+    ) -> Result<Response<'_>, HttpError> {
         if let Some(stream) = self.take_idle() {
-            match exchange(stream, head, body, true).await {
+            match exchange(stream, head, body(), true).await {
                 Ok(head) => return Ok(self.response(head)),
                 Err(Failure::Stale) => {}
                 Err(Failure::Failed(e)) => return Err(e),
             }
         }
         let stream = self.connect().await?;
-        match exchange(stream, head, body, false).await {
+        match exchange(stream, head, body(), false).await {
             Ok(head) => Ok(self.response(head)),
             Err(Failure::Stale) => Err(HttpError::Reset("closed before answering".into())),
             Err(Failure::Failed(e)) => Err(e),
@@ -180,7 +187,7 @@ async fn read_more(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<usize> {
 async fn exchange(
     mut stream: TcpStream,
     head: &[u8],
-    body: &[u8],
+    body: Bytes,
     reused: bool,
 ) -> Result<Head, Failure> {
     let broke = |e: io::Error| {
@@ -193,6 +200,7 @@ async fn exchange(
     // One writev for head and body.
     let mut request = bytes::Buf::chain(head, body);
     stream.write_all_buf(&mut request).await.map_err(broke)?;
+    drop(request);
     let mut buf = Vec::new();
     loop {
         let n = match read_more(&stream, &mut buf).await {
@@ -462,7 +470,9 @@ mod tests {
     }
 
     async fn body_of(c: &Connector) -> Result<(u16, Vec<u8>), HttpError> {
-        let r = c.send(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n", b"").await?;
+        let r = c
+            .send(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n", Bytes::new)
+            .await?;
         let status = r.status;
         let mut out = Vec::new();
         r.read_body(|b| out.extend_from_slice(b)).await?;
@@ -478,7 +488,9 @@ mod tests {
         let conn = Connector::new(addr);
         assert_eq!(body_of(&conn).await.unwrap(), (200, b"hello".to_vec()));
         let r = conn
-            .send(b"POST / HTTP/1.1\r\ncontent-length: 2\r\n\r\n", b"{}")
+            .send(b"POST / HTTP/1.1\r\ncontent-length: 2\r\n\r\n", || {
+                Bytes::from_static(b"{}")
+            })
             .await
             .unwrap();
         assert_eq!(r.status, 429);

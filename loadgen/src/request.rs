@@ -46,6 +46,25 @@ impl RequestShape {
         }
     }
 
+    /// The length of [`RequestShape::body`], without making it.
+    pub(crate) fn body_len(&self, id: &str, d: &Drawn) -> usize {
+        let model = d.model.as_deref().unwrap_or(&self.model);
+        let mut n = r#"{"model":"#.len() + json_string_len(model);
+        n += r#","max_tokens":"#.len() + d.max_tokens.to_string().len();
+        if d.stream {
+            n += r#","stream":true"#.len();
+            if self.dialect == Dialect::OpenAi {
+                n += r#","stream_options":{"include_usage":true}"#.len();
+            }
+        }
+        n += r#","messages":[{"role":"user","content":"[rehearse:id="#.len() + id.len() + 2;
+        n += d.prompt_tokens as usize * CHARS_PER_TOKEN;
+        if d.padding_kb > 0 {
+            n += r#"\n\nContext:\n"#.len() + d.padding_kb as usize * 1024;
+        }
+        n + r#""}]}"#.len()
+    }
+
     /// The JSON body of a request.
     pub(crate) fn body(&self, id: &str, d: &Drawn) -> Bytes {
         let model = d.model.as_deref().unwrap_or(&self.model);
@@ -72,8 +91,14 @@ impl RequestShape {
             put_filler(&mut b, padding_chars);
         }
         b.put_slice(b"\"}]}");
+        debug_assert_eq!(b.len(), self.body_len(id, d), "content-length must match");
         b.freeze()
     }
+}
+
+fn json_string_len(s: &str) -> usize {
+    // A String always serializes.
+    serde_json::to_string(s).map_or(2, |j| j.len())
 }
 
 /// Plain lowercase words and spaces: nothing to escape in JSON.
@@ -340,6 +365,7 @@ mod tests {
         let mut d = s.draw(&mut rng, None);
         d.stream = true;
         let body = s.body("r000042", &d);
+        assert_eq!(body.len(), s.body_len("r000042", &d));
         let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(v["model"], "m\"odel");
         assert_eq!(v["max_tokens"], 50);
@@ -363,6 +389,7 @@ mod tests {
             ..ReplayRow::default()
         };
         let d = s.draw(&mut rand::thread_rng(), Some(&row));
+        assert_eq!(s.body("x1", &d).len(), s.body_len("x1", &d));
         let v: serde_json::Value = serde_json::from_slice(&s.body("x1", &d)).unwrap();
         assert_eq!(v["model"], "claude");
         assert_eq!(v["max_tokens"], 9);

@@ -15,7 +15,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use http::header::CONTENT_TYPE;
 use http::Uri;
 use rand::SeedableRng;
@@ -29,7 +28,7 @@ use crate::config::{Dialect, LoadPlan};
 use crate::http1::{Connector, HttpError};
 use crate::progress::Live;
 use crate::record::{ClientRecord, Clock, Outcome};
-use crate::request::AnswerReader;
+use crate::request::{AnswerReader, Drawn};
 use crate::retry::{parse_retry_after, retryable, RetryBudget};
 use crate::schedule::{Arrivals, Source};
 use crate::stats::{RunReport, Stats};
@@ -383,7 +382,6 @@ async fn person(shared: Arc<Shared>, index: u64, offset_us: u64, source: Source)
     };
     let drawn = plan.request.draw(&mut rng, row);
     let id = format!("{}{:06}", plan.id_prefix, index);
-    let body = plan.request.body(&id, &drawn);
     let patience = plan.draw_patience(&mut rng);
     let first_intended = shared.start + Duration::from_micros(offset_us);
     let give_up = first_intended + patience;
@@ -396,16 +394,7 @@ async fn person(shared: Arc<Shared>, index: u64, offset_us: u64, source: Source)
             if attempt > 1 {
                 tokio::time::sleep_until(intended.into()).await;
             }
-            let mut rec = attempt_once(
-                &shared,
-                &id,
-                &body,
-                drawn.stream,
-                attempt,
-                intended,
-                give_up,
-            )
-            .await;
+            let mut rec = attempt_once(&shared, &id, &drawn, attempt, intended, give_up).await;
             rec.patience_ms = patience.as_millis() as u64;
             let mut next = None;
             let policy = &plan.retry;
@@ -448,8 +437,7 @@ struct Seen {
 async fn attempt_once(
     shared: &Shared,
     id: &str,
-    body: &Bytes,
-    stream: bool,
+    drawn: &Drawn,
     attempt: u32,
     intended: Instant,
     give_up: Instant,
@@ -465,13 +453,20 @@ async fn attempt_once(
         let left = give_up.saturating_duration_since(sent).as_millis() as u64;
         head.extend_from_slice(format!("{name}: {left}\r\n").as_bytes());
     }
-    head.extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes());
+    let request = &shared.plan.request;
+    head.extend_from_slice(
+        format!("content-length: {}\r\n\r\n", request.body_len(id, drawn)).as_bytes(),
+    );
 
     let mut seen = Seen::default();
     let dialect = shared.plan.request.dialect;
     let clock = shared.clock;
     let exchange = async {
-        let resp = match shared.connector.send(&head, body).await {
+        let resp = match shared
+            .connector
+            .send(&head, || request.body(id, drawn))
+            .await
+        {
             Ok(r) => r,
             Err(HttpError::Connect(e)) => {
                 debug!(cause = %e, "connect failed");
@@ -541,7 +536,7 @@ async fn attempt_once(
         outcome,
         retry_after_ms: seen.retry_after.map(|d| d.as_millis() as u64),
         tokens,
-        stream,
+        stream: drawn.stream,
         last: true,
         patience_ms: 0,
     }
