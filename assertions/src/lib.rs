@@ -78,7 +78,19 @@ pub struct Judgement {
 }
 
 impl Judgement {
-    /// The verdict of the check `id`, if there is one.
+    /// The verdict of the check `id` (one of [`CHECKS`]), if there is one.
+    ///
+    /// ```
+    /// # let expect = assertions::Expectations {
+    /// #     start_us: 0, load_end_us: 0, overload: None, capacity_per_s: 1.0,
+    /// #     patience_s: 2.0, service_s: 1.0, queue_bound: 1.0,
+    /// #     in_flight_at_provider: 1.0, memory_ceiling_bytes: None,
+    /// #     send_lag_bound_ms: 1.0, send_lag_p99_ms: 0.0,
+    /// # };
+    /// let j = assertions::judge(&[], &[], &[], &expect, &Default::default());
+    /// let v = j.verdict("harness_valid").unwrap();
+    /// assert_eq!(v.detail, "no data: the load generator recorded no attempts");
+    /// ```
     pub fn verdict(&self, id: &str) -> Option<&Verdict> {
         self.verdicts.iter().find(|v| v.id == id)
     }
