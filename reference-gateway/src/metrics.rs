@@ -53,6 +53,13 @@ impl Histogram {
 }
 
 /// Why a request was answered without calling the provider.
+///
+/// ```
+/// use reference_gateway::ShedReason;
+/// assert_eq!(ShedReason::QueueFull.status(), 429);
+/// assert_eq!(ShedReason::WaitExpired.status(), 503);
+/// assert_eq!(ShedReason::WaitExpired.code(), "wait_expired");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ShedReason {
     /// 429: the queue was full (bounded, aimd).
@@ -225,7 +232,14 @@ impl Metrics {
     }
 }
 
-/// The process's resident set size, from `/proc/self/statm` (Linux only).
+/// The process's resident set size, from `/proc/self/statm` (Linux only;
+/// `None` elsewhere).
+///
+/// ```
+/// if let Some(rss) = reference_gateway::resident_memory_bytes() {
+///     assert!(rss > 0);
+/// }
+/// ```
 pub fn resident_memory_bytes() -> Option<u64> {
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
     let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;

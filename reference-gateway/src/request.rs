@@ -88,7 +88,13 @@ fn text_chars(v: &Value) -> usize {
 
 /// Token estimate for `chars` characters of text: one token per four
 /// characters, rounded up, the usual rule of thumb for English with GPT-style
-/// tokenizers. Admission needs the order of magnitude, not the exact count.
+/// tokenizers (and the fake provider's count). Admission needs the order of
+/// magnitude, not the exact count.
+///
+/// ```
+/// assert_eq!(reference_gateway::estimate_tokens(400), 100);
+/// assert_eq!(reference_gateway::estimate_tokens(5), 2);
+/// ```
 pub fn estimate_tokens(chars: usize) -> u64 {
     chars.div_ceil(4) as u64
 }

@@ -83,6 +83,23 @@ impl Gateway {
 }
 
 /// A running gateway. Dropping it stops the gateway (without waiting).
+///
+/// ```
+/// use reference_gateway::{Gateway, GatewayConfig, Mode};
+/// use tokio_util::sync::CancellationToken;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let mut config = GatewayConfig::new(Mode::Aimd, "http://127.0.0.1:9");
+/// config.aimd.initial = 5;
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+/// let handle = Gateway::new(config)?.serve(listener, CancellationToken::new())?;
+/// assert_eq!(handle.snapshot().limit, Some(5));
+/// assert!(handle.metrics_text().contains("gateway_concurrency_limit 5"));
+/// handle.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 pub struct GatewayHandle {
     addr: SocketAddr,
     mode: Mode,
