@@ -311,8 +311,11 @@ pub(crate) fn retry_after(ev: &Evidence, th: &RetryAfterThreshold) -> Verdict {
 }
 
 /// Retries sent after the overload (or, without one, at any time) no
-/// earlier than the previous attempt's done plus its Retry-After: how many,
-/// and how many of them were not shed.
+/// earlier than the previous attempt's done plus its Retry-After, by people
+/// with patience left for a call (at least twice the service time S): how
+/// many, and how many of them were not shed. A retry whose caller has less
+/// patience left than a call takes is rightly shed by a deadline-aware
+/// gateway, so it says nothing about the Retry-After.
 fn honoured_retries(ev: &Evidence) -> (u64, u64) {
     let j = ev.joined;
     let after = ev.expect.overload.map_or(ev.expect.start_us, |(_, to)| to);
@@ -334,6 +337,14 @@ fn honoured_retries(ev: &Evidence) -> (u64, u64) {
         let Some(ra) = prev.retry_after_ms else {
             continue;
         };
+        let first_intended = by_attempt
+            .get(&(a.id.as_str(), 1))
+            .map_or(a.intended_us, |&f| j.attempts[f].intended_us);
+        let used_us = a.sent_us.saturating_sub(first_intended);
+        let left_us = a.patience_ms.saturating_mul(1000).saturating_sub(used_us);
+        if (left_us as f64) < 2.0 * ev.expect.service_s * 1e6 {
+            continue;
+        }
         if a.sent_us >= prev.done_us.saturating_add(ra.saturating_mul(1000)) {
             honouring += 1;
             if a.outcome != ClientOutcome::Shed {
@@ -972,6 +983,23 @@ mod tests {
             detail(&j, "retry_after"),
             "only 0 of 13 retries that honoured Retry-After after the overload were admitted"
         );
+    }
+
+    #[test]
+    fn retries_without_patience_left_are_not_judged() {
+        let mut s = stories::bounded();
+        let after = s.expect.overload.unwrap().1;
+        for a in &mut s.attempts {
+            if a.attempt == 2 && a.sent_us >= after {
+                a.outcome = ClientOutcome::Shed;
+                // Only a sliver of patience was left: a deadline-aware
+                // gateway is right to shed it.
+                a.patience_ms = (a.sent_us - a.intended_us) / 1000 + 1;
+            }
+        }
+        let j = run(&s, &five_seconds());
+        let d = detail(&j, "retry_after");
+        assert!(!d.starts_with("only 0 of"), "{d}");
     }
 
     #[test]

@@ -137,7 +137,8 @@ fn rss(attempts: &[Attempt], end_ms: u64) -> Vec<RssSample> {
 /// A bounded gateway: 8 upstream calls at a time, a queue of 11, sheds
 /// with a Retry-After of the time its queue needs to empty (rounded up to
 /// 100 ms). Load: 4/s for 5 s, 12/s for 10 s (the overload, μ = 8/s), 2/s
-/// for 10 s. Callers have 3 s of patience and retry a shed once, after
+/// for 10 s. The gateway bounds waits for a patience of 3 s; callers give
+/// up after 10 s over all attempts, and retry a shed once, after
 /// its Retry-After plus some jitter.
 pub(crate) fn bounded() -> Story {
     const QUEUE: usize = 11;
@@ -157,7 +158,7 @@ pub(crate) fn bounded() -> Story {
         let mut a = attempt(&id, n, 0, 0, ClientOutcome::Ok, None);
         a.intended_us = t;
         a.sent_us = t;
-        a.patience_ms = 3_000;
+        a.patience_ms = 10_000;
         if waiting.len() >= QUEUE {
             let drain_us = waiting.iter().max().map_or(0, |&d| d - t);
             let ra = drain_us.div_ceil(100_000).max(1) * 100;
