@@ -19,3 +19,5 @@ mod hang_up;
 mod naive;
 #[path = "e2e/passthrough.rs"]
 mod passthrough;
+#[path = "e2e/pool_demo.rs"]
+mod pool_demo;
