@@ -2,7 +2,7 @@
 # Overhead of the reference gateway in bounded mode: p50 latency through the
 # gateway minus p50 calling the fake provider directly, at ~1,000 req/s.
 #
-#   bash bench/gateway/run.sh            # 3 rounds of 20 s each way
+#   bash bench/gateway/run.sh            # 3 rounds of 20 s on each path
 #   ROUNDS=1 DURATION=10s bash bench/gateway/run.sh
 #
 # Needs wrk (apt-get install wrk). Builds the release binary first. Direct and
@@ -92,4 +92,16 @@ added() { # name: p50 of that path minus direct, per round, and the median
 }
 added gateway "gateway in bounded mode"
 added relay "bare TCP relay (the floor of any extra hop)"
+
+# The same three paths back to back on one connection (no pacing, so no
+# process sleeps between requests): the processing cost without the
+# machine's idle wake-ups.
+for r in $(seq "$ROUNDS"); do
+  for t in direct:"$provider" gateway:"$gateway" relay:"$relay"; do
+    f="$OUT/b2b-${t%%:*}-$r.txt"
+    PACE_MS=0 wrk -t1 -c1 -d"$DURATION" --latency -s bench/gateway/post.lua "${t#*:}/v1/chat/completions" >"$f"
+    printf 'b2b-%-8s round %s: %8.0f req/s  p50 %6.0f us  p90 %6.0f us  p99 %6.0f us\n' \
+      "${t%%:*}" "$r" "$(rps "$f")" "$(p "$f" 50%)" "$(p "$f" 90%)" "$(p "$f" 99%)"
+  done
+done | tee "$OUT/b2b.txt"
 curl -s "$gateway/metrics" | grep -E '^gateway_(shed_total|stale_drops_total|requests_total|in_flight) |^process_resident_memory_bytes' >&2 || true
