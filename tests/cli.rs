@@ -218,3 +218,273 @@ mod plan {
         assert!(String::from_utf8_lossy(&out.stderr).contains("gateway.reference.mode"));
     }
 }
+
+/// Rehearsals in this binary run one at a time: two at once on a 2-core
+/// machine would make the load generator miss its schedule.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+mod run {
+    use super::*;
+
+    struct Rehearsal {
+        code: Option<i32>,
+        stdout: String,
+        report: serde_json::Value,
+        dir: std::path::PathBuf,
+    }
+
+    impl Rehearsal {
+        fn status(&self, id: &str) -> String {
+            self.report["checks"]
+                .as_array()
+                .and_then(|c| c.iter().find(|c| c["id"] == id))
+                .map(|c| c["status"].as_str().unwrap_or("").to_string())
+                .unwrap_or_else(|| panic!("no check {id} in {}", self.report))
+        }
+
+        fn detail(&self, id: &str) -> String {
+            self.report["checks"]
+                .as_array()
+                .and_then(|c| c.iter().find(|c| c["id"] == id))
+                .map(|c| c["detail"].as_str().unwrap_or("").to_string())
+                .unwrap_or_default()
+        }
+    }
+
+    fn rehearse_run(scenario: &str, extra: &[&str]) -> Rehearsal {
+        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = std::env::temp_dir().join(format!(
+            "rehearse-run-{}-{}-{}",
+            std::process::id(),
+            scenario.trim_end_matches(".toml"),
+            extra.join("_").replace(['/', '=', '.', ' '], "-")
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        let started = Instant::now();
+        let out = rehearse()
+            .arg("run")
+            .arg(format!(
+                "{}/scenarios/{scenario}",
+                env!("CARGO_MANIFEST_DIR")
+            ))
+            .arg("--out")
+            .arg(&dir)
+            .arg("--no-progress")
+            .args(extra)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "a rehearsal in a test must take under a minute"
+        );
+        let report = std::fs::read_to_string(dir.join("report.json")).unwrap_or_else(|e| {
+            panic!("no report.json ({e})\nstdout:\n{stdout}\nstderr:\n{stderr}")
+        });
+        let report: serde_json::Value = serde_json::from_str(&report).unwrap();
+        assert_ne!(
+            report["harness"]["valid"], false,
+            "the load generator missed its schedule; the run proves nothing:\n{stdout}"
+        );
+        Rehearsal {
+            code: out.status.code(),
+            stdout,
+            report,
+            dir,
+        }
+    }
+
+    /// SCENARIOS.md 4: against `naive` the pool demo never sheds and keeps
+    /// draining long after the last arrival.
+    #[test]
+    fn pool_demo_fails_against_naive() {
+        let naive = rehearse_run("pool-demo.toml", &["--set", "gateway.reference.mode=naive"]);
+        assert_eq!(naive.code, Some(1), "{}", naive.stdout);
+        assert_eq!(naive.status("shed_onset"), "fail");
+        assert!(
+            naive.detail("shed_onset").starts_with("never shed: "),
+            "{}",
+            naive.detail("shed_onset")
+        );
+        assert_eq!(naive.status("drain"), "fail");
+        assert!(
+            naive.detail("drain").contains("over the allowed 5 s"),
+            "{}",
+            naive.detail("drain")
+        );
+        assert!(
+            naive.report["counts"]["ok"].as_u64().unwrap() > 350,
+            "naive serves nearly everything, late"
+        );
+    }
+
+    /// Against `bounded` it serves about a third, sheds most of the rest at
+    /// once, and drains at once: every check passes.
+    #[test]
+    fn pool_demo_passes_against_bounded() {
+        let bounded = rehearse_run("pool-demo.toml", &[]);
+        assert_eq!(bounded.code, Some(0), "{}", bounded.stdout);
+        assert_eq!(bounded.report["verdict"], "pass");
+        let ok = bounded.report["counts"]["ok"].as_u64().unwrap();
+        let shed = bounded.report["counts"]["shed"].as_u64().unwrap();
+        assert!((90..=200).contains(&ok), "about a third served: {ok}");
+        assert!(shed > 200, "most of the rest shed: {shed}");
+        for file in [
+            "report.json",
+            "junit.xml",
+            "client.jsonl",
+            "provider.jsonl",
+            "timeline.csv",
+            "client.hlog",
+            "gateway.log",
+        ] {
+            assert!(
+                bounded.dir.join(file).exists(),
+                "{file} is in the run directory"
+            );
+        }
+        let junit = std::fs::read_to_string(bounded.dir.join("junit.xml")).unwrap();
+        assert!(
+            junit.contains("shed_onset") && junit.contains("testsuite"),
+            "{junit}"
+        );
+    }
+
+    const MAIN_FOUR: [&str; 4] = ["shed_onset", "retry_after", "memory_ceiling", "drain"];
+
+    /// The CI smoke scenario: a deadline gateway passes the four main checks
+    /// (shed onset, Retry-After, memory ceiling, drain)...
+    #[test]
+    fn ci_smoke_passes_against_deadline() {
+        let deadline = rehearse_run("ci-smoke.toml", &[]);
+        for id in MAIN_FOUR {
+            assert_eq!(
+                deadline.status(id),
+                "pass",
+                "{id}: {}\n{}",
+                deadline.detail(id),
+                deadline.stdout
+            );
+        }
+    }
+
+    /// ...and naive fails all four.
+    #[test]
+    fn ci_smoke_fails_against_naive() {
+        let naive = rehearse_run("ci-smoke.toml", &["--set", "gateway.reference.mode=naive"]);
+        for id in MAIN_FOUR {
+            assert_eq!(
+                naive.status(id),
+                "fail",
+                "{id}: {}\n{}",
+                naive.detail(id),
+                naive.stdout
+            );
+        }
+        assert_eq!(naive.code, Some(1));
+    }
+
+    /// Little's-law quantities do not change with the time scale, so
+    /// neither do the verdicts.
+    #[test]
+    fn time_scale_ten_gives_the_same_verdicts() {
+        let one = rehearse_run("pool-demo.toml", &["--time-scale", "1"]);
+        let ten = rehearse_run("pool-demo.toml", &["--time-scale", "10"]);
+        for id in [
+            "shed_onset",
+            "retry_after",
+            "memory_ceiling",
+            "drain",
+            "stale_dispatch",
+            "served_latency",
+            "goodput",
+            "no_silent_loss",
+        ] {
+            assert_eq!(
+                one.status(id),
+                ten.status(id),
+                "{id}: {} / {}",
+                one.detail(id),
+                ten.detail(id)
+            );
+        }
+        assert_eq!(ten.report["time_scale"], 10.0);
+    }
+
+    /// `rehearse report DIR --set` judges the saved records again.
+    #[test]
+    fn report_rejudges_a_saved_run_with_new_thresholds() {
+        let run = rehearse_run(
+            "pool-demo.toml",
+            &["--time-scale", "10", "--junit", "/dev/null"],
+        );
+        assert_eq!(run.code, Some(0), "{}", run.stdout);
+        let out = rehearse()
+            .arg("report")
+            .arg(&run.dir)
+            .args([
+                "--set",
+                "checklist.memory_ceiling.enabled=false",
+                "--set",
+                "checklist.served_latency.p99_ms=1",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(run.dir.join("report.json")).unwrap())
+                .unwrap();
+        let status = |id: &str| {
+            report["checks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["id"] == id)
+                .unwrap()["status"]
+                .clone()
+        };
+        assert_eq!(status("served_latency"), "fail");
+        assert_eq!(status("memory_ceiling"), "skipped");
+        let out = rehearse()
+            .args(["report", "/nonexistent/run"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+    }
+
+    #[test]
+    fn a_remote_target_is_refused_without_allow_remote() {
+        // TEST-NET-1: refused before any traffic, nothing is sent there.
+        let out = rehearse()
+            .args([
+                "run",
+                "--no-progress",
+                "--target",
+                "http://192.0.2.10:8080",
+                "--out",
+            ])
+            .arg(std::env::temp_dir().join(format!("rehearse-remote-{}", std::process::id())))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--allow-remote"));
+    }
+
+    #[test]
+    fn a_bad_scenario_exits_2_naming_the_line() {
+        let path = write_temp("bad-run.toml", "[scenario]\nname = \"x\"\n[gateway]\nreference = { mode = \"bounded\" }\n[load]\npatience = { fixed = \"forever\" }\n[[load.phases]]\nduration = \"1s\"\nrate = 1\n");
+        let out = rehearse().arg("run").arg(&path).output().unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(":6:") && err.contains("load.patience"),
+            "{err}"
+        );
+    }
+}

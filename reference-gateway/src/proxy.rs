@@ -227,6 +227,7 @@ impl Shared {
             Ok(u) => u,
             Err(e) => return bad_gateway(&e.to_string()),
         };
+        let held = bytes.clone();
         let mut up = Request::new(Full::new(bytes));
         *up.method_mut() = Method::POST;
         *up.uri_mut() = uri;
@@ -239,7 +240,7 @@ impl Shared {
                 .insert(self.patience_header.clone(), HeaderValue::from(left as u64));
         }
 
-        let call = CallGuard::new(self.clone(), permit, arrived, dispatched);
+        let call = CallGuard::new(self.clone(), permit, arrived, dispatched, held);
         let response = if self.mode == Mode::Naive {
             self.clone().call_detached(up, call).await
         } else {
@@ -351,6 +352,11 @@ struct CallGuard {
     dispatched: Instant,
     status: Option<StatusCode>,
     ended: bool,
+    /// The request as the caller sent it, kept until the call ends, as a
+    /// gateway does that may retry, fall back or log it: what the gateway
+    /// holds per call is the prompt, in every mode. (In naive mode that is
+    /// what makes an unbounded backlog show in its memory.)
+    _request: Bytes,
 }
 
 impl CallGuard {
@@ -359,6 +365,7 @@ impl CallGuard {
         permit: Permit,
         arrived: Instant,
         dispatched: Instant,
+        request: Bytes,
     ) -> CallGuard {
         shared.metrics.in_flight.fetch_add(1, Ordering::Relaxed);
         CallGuard {
@@ -368,6 +375,7 @@ impl CallGuard {
             dispatched,
             status: None,
             ended: false,
+            _request: request,
         }
     }
 
