@@ -5,9 +5,9 @@
 #   bash bench/gateway/run.sh            # 3 rounds of 20 s on each path
 #   ROUNDS=1 DURATION=10s bash bench/gateway/run.sh
 #
-# Needs wrk (apt-get install wrk). Builds the release binary first. Direct and
-# gateway runs alternate, so that noise from other work on the machine falls
-# on both sides alike. Prints one line per run and a summary; nothing here
+# Needs wrk (apt-get install wrk) and taskset. Builds the release binary first. Direct,
+# gateway and relay runs alternate, so that noise from other work on the machine falls
+# on all alike. Prints one line per run and a summary; nothing here
 # asserts: the figures go into BENCHMARKS.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -20,6 +20,18 @@ export PACE_MS=${PACE_MS:-10}
 # cores and wrk needs one: oversubscribing them measures the scheduler.
 PROVIDER_THREADS=${PROVIDER_THREADS:-1}
 GATEWAY_THREADS=${GATEWAY_THREADS:-1}
+# PIN=1 (default): the gateway (and the relay) on their own core, wrk and
+# the provider on another, as a gateway runs in production: not sharing its
+# core with its caller and its provider. PIN=0 lets the scheduler place all.
+PIN=${PIN:-1}
+if [ "$PIN" = 1 ] && command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
+  last=$(( $(nproc) - 1 ))
+  on_sut=(taskset -c "$last")
+  on_rest=(taskset -c "0-$(( last - 1 ))")
+else
+  on_sut=()
+  on_rest=()
+fi
 OUT=${OUT:-target/bench-gateway}
 mkdir -p "$OUT"
 
@@ -47,16 +59,16 @@ start() {
   echo "server did not start: $*" >&2; cat "$log.err" >&2; exit 3
 }
 
-start "$OUT/provider.log" "$BIN" provider --config bench/gateway/provider.toml --listen 127.0.0.1:0 \
+start "$OUT/provider.log" "${on_rest[@]}" "$BIN" provider --config bench/gateway/provider.toml --listen 127.0.0.1:0 \
   ${PROVIDER_THREADS:+--threads "$PROVIDER_THREADS"}
 provider=$url
-start "$OUT/gateway.log" "$BIN" gateway --mode bounded --upstream "$provider" \
+start "$OUT/gateway.log" "${on_sut[@]}" "$BIN" gateway --mode bounded --upstream "$provider" \
   --concurrency 64 --queue 1024 --wait-budget 10s ${GATEWAY_THREADS:+--threads "$GATEWAY_THREADS"}
 gateway=$url
 # The floor of any extra process hop on this machine: a TCP relay, no logic.
-start "$OUT/relay.log" target/release/examples/tcp_relay 127.0.0.1:0 "${provider#http://}"
+start "$OUT/relay.log" "${on_sut[@]}" target/release/examples/tcp_relay 127.0.0.1:0 "${provider#http://}"
 relay=$url
-echo "relay $relay (tcp, one thread)" >&2
+echo "relay $relay (tcp, one thread); pinned: ${on_sut[*]:-no} (servers under test), ${on_rest[*]:-no} (wrk, provider)" >&2
 echo "provider $provider (threads: ${PROVIDER_THREADS:-per core}), gateway $gateway (bounded, concurrency 64, threads: ${GATEWAY_THREADS:-per core})" >&2
 
 # p50 in microseconds from wrk's --latency distribution.
@@ -65,15 +77,15 @@ rps() { awk '/^Requests\/sec/ { print $2 }' "$1"; }
 
 run() { # name url round
   local f="$OUT/$1-$3.txt"
-  wrk -t1 -c"$CONNECTIONS" -d"$DURATION" --latency -s bench/gateway/post.lua "$2/v1/chat/completions" >"$f"
+  "${on_rest[@]}" wrk -t1 -c"$CONNECTIONS" -d"$DURATION" --latency -s bench/gateway/post.lua "$2/v1/chat/completions" >"$f"
   printf '%-8s round %s: %8.0f req/s  p50 %6.0f us  p90 %6.0f us  p99 %6.0f us\n' \
     "$1" "$3" "$(rps "$f")" "$(p "$f" 50%)" "$(p "$f" 90%)" "$(p "$f" 99%)"
 }
 
 # Warm both paths (connection pools, page cache) before measuring.
-wrk -t1 -c"$CONNECTIONS" -d2s -s bench/gateway/post.lua "$provider/v1/chat/completions" >/dev/null
-wrk -t1 -c"$CONNECTIONS" -d2s -s bench/gateway/post.lua "$gateway/v1/chat/completions" >/dev/null
-wrk -t1 -c"$CONNECTIONS" -d2s -s bench/gateway/post.lua "$relay/v1/chat/completions" >/dev/null
+"${on_rest[@]}" wrk -t1 -c"$CONNECTIONS" -d2s -s bench/gateway/post.lua "$provider/v1/chat/completions" >/dev/null
+"${on_rest[@]}" wrk -t1 -c"$CONNECTIONS" -d2s -s bench/gateway/post.lua "$gateway/v1/chat/completions" >/dev/null
+"${on_rest[@]}" wrk -t1 -c"$CONNECTIONS" -d2s -s bench/gateway/post.lua "$relay/v1/chat/completions" >/dev/null
 
 for r in $(seq "$ROUNDS"); do
   run direct "$provider" "$r"
@@ -99,7 +111,7 @@ added relay "bare TCP relay (the floor of any extra hop)"
 for r in $(seq "$ROUNDS"); do
   for t in direct:"$provider" gateway:"$gateway" relay:"$relay"; do
     f="$OUT/b2b-${t%%:*}-$r.txt"
-    PACE_MS=0 wrk -t1 -c1 -d"$DURATION" --latency -s bench/gateway/post.lua "${t#*:}/v1/chat/completions" >"$f"
+    PACE_MS=0 "${on_rest[@]}" wrk -t1 -c1 -d"$DURATION" --latency -s bench/gateway/post.lua "${t#*:}/v1/chat/completions" >"$f"
     printf 'b2b-%-8s round %s: %8.0f req/s  p50 %6.0f us  p90 %6.0f us  p99 %6.0f us\n' \
       "${t%%:*}" "$r" "$(rps "$f")" "$(p "$f" 50%)" "$(p "$f" 90%)" "$(p "$f" 99%)"
   done
