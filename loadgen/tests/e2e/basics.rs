@@ -14,7 +14,7 @@ async fn openai_run_is_joined_by_id_and_written_out() {
 name = "basics"
 [load]
 seed = 3
-send_lag_p99_max = "20ms"
+send_lag_p99_max = "100ms"
 [[load.phases]]
 duration = "2s"
 rate = 50

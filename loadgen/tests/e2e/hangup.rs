@@ -15,7 +15,7 @@ patience = { fixed = "400ms" }
 duration = "500ms"
 rate = 10
 "#,
-        "[latency]\nttft = { fixed = \"3s\" }\n",
+        "[latency]\nttft = { fixed = \"5s\" }\n",
     )
     .await;
     assert_eq!(r.client.len(), 5);
@@ -25,7 +25,7 @@ rate = 10
         assert_eq!(c.patience_ms, 400);
         let waited = c.latency_us();
         assert!(
-            (400_000..1_000_000).contains(&waited),
+            (400_000..2_000_000).contains(&waited),
             "gave up after {waited} µs"
         );
         let p = r
@@ -36,9 +36,9 @@ rate = 10
         let hung_up = p
             .hung_up_us
             .unwrap_or_else(|| panic!("the provider saw {} hang up: {p:?}", c.id));
-        // Seen at the client's give-up time, well before the 3 s answer.
+        // Seen at the client's give-up time, well before the 5 s answer.
         assert!(hung_up >= c.done_us - 50_000, "{hung_up} vs {}", c.done_us);
-        assert!(hung_up - p.received_us < 1_500_000, "{p:?}");
+        assert!(hung_up - p.received_us < 3_000_000, "{p:?}");
         assert_eq!(p.first_byte_us, None, "{p:?}");
     }
     assert_eq!(r.report.outcome(Outcome::Timeout).first_attempts, 5);

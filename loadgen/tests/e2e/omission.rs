@@ -11,7 +11,7 @@ async fn requests_during_a_stall_are_sent_on_time_and_show_it() {
     let r = rehearse(
         r#"
 [load]
-send_lag_p99_max = "20ms"
+send_lag_p99_max = "100ms"
 [[load.phases]]
 duration = "4s"
 rate = 50
@@ -29,10 +29,12 @@ latency = { ttft = { fixed = "2s" } }
     .await;
     assert_eq!(r.client.len(), 200);
     assert!(r.client.iter().all(|c| c.outcome == Outcome::Ok));
-    // Sent on schedule, stall or not: every attempt within 50 ms of its
-    // intended time, and the run is valid.
+    // Sent on schedule, stall or not: every attempt within 100 ms of its
+    // intended time (a generator that waited for answers would be up to
+    // 2 s late), and the run is valid. The bound is loose because the test
+    // may share a busy machine; the benchmark measures the real figure.
     for c in &r.client {
-        assert!(c.send_lag_us() < 50_000, "{c:?}");
+        assert!(c.send_lag_us() < 100_000, "{c:?}");
     }
     assert!(r.report.valid, "{}", r.report.table());
     // Evenly spaced intended times: the schedule did not bend.
@@ -51,7 +53,7 @@ latency = { ttft = { fixed = "2s" } }
     for p in &stalled {
         let c = r.client.iter().find(|c| c.id == p.id).unwrap();
         let l = c.latency_us();
-        assert!((2_000_000..2_500_000).contains(&l), "{} took {l} µs", c.id);
+        assert!((2_000_000..3_000_000).contains(&l), "{} took {l} µs", c.id);
     }
     let stalled_max = r.report.outcome(Outcome::Ok).latency.max_us;
     assert!(
@@ -63,6 +65,6 @@ latency = { ttft = { fixed = "2s" } }
         .iter()
         .filter(|c| !stalled.iter().any(|p| p.id == c.id))
     {
-        assert!(c.latency_us() < 500_000, "{c:?}");
+        assert!(c.latency_us() < 1_000_000, "{c:?}");
     }
 }

@@ -50,7 +50,7 @@ jitter = 1.0
         assert!(c.sent_us >= prev.done_us + ra_us, "{prev:?} -> {c:?}");
         // ...and within full jitter: at most twice the wait (plus scheduling slack).
         assert!(
-            c.intended_us <= prev.done_us + 2 * ra_us + 20_000,
+            c.intended_us <= prev.done_us + 2 * ra_us + 100_000,
             "{prev:?} -> {c:?}"
         );
     }
