@@ -17,6 +17,7 @@ use clap::{Parser, Subcommand};
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+mod charts;
 mod cmd_gateway;
 mod cmd_load;
 mod cmd_plan;
@@ -24,6 +25,7 @@ mod cmd_provider;
 mod cmd_report;
 mod cmd_run;
 mod gateway_process;
+mod html;
 mod plan;
 mod report;
 mod run;

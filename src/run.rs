@@ -553,8 +553,9 @@ fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, Run
 }
 
 /// Judges the run in `dir` from its files (with `sets` applied to the
-/// saved scenario's checklist), rewrites report.json, junit.xml and
-/// timeline.csv, prints the checklist, and returns the overall verdict.
+/// saved scenario's checklist), rewrites report.json, junit.xml,
+/// timeline.csv, report.html and its chart PNGs, prints the checklist
+/// (ending with the path of report.html), and returns the overall verdict.
 pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Status, RunError> {
     let meta_path = dir.join("run.json");
     let meta: RunMeta =
@@ -585,8 +586,10 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<St
         write_atomic(extra, junit_xml.as_bytes())?;
     }
     write_atomic(&dir.join("timeline.csv"), j.timeline.to_csv().as_bytes())?;
+    let html = crate::html::write(dir, &meta, &j, &thresholds, &attempts, &text)?;
     print!("{}", crate::report::checklist_text(&meta, &j));
     println!("report: {}", dir.join("report.json").display());
+    println!("charts: {}", html.display());
     Ok(crate::report::verdict(&meta, &j))
 }
 
