@@ -488,3 +488,271 @@ mod run {
         );
     }
 }
+
+/// `report.html` in a real browser: headless Chromium (Debian's
+/// `chromium`, which `.ci/run` installs) opens a real run's report from
+/// disk, and the DevTools protocol reports what a person would see go wrong.
+mod html_report {
+    use super::*;
+    use std::ffi::OsStr;
+    use std::path::Path;
+    use std::sync::{Arc, Mutex};
+
+    use headless_chrome::protocol::cdp::types::Event;
+    use headless_chrome::protocol::cdp::{Log, Network, Page, Runtime};
+    use headless_chrome::{Browser, LaunchOptions};
+
+    const CHROMIUM: &str = "/usr/bin/chromium";
+    const CHARTS: [&str; 6] = [
+        "traffic",
+        "requests",
+        "latency",
+        "memory",
+        "retry-after",
+        "distribution",
+    ];
+
+    /// A short real rehearsal (the pool demo, ten times faster); returns
+    /// its run directory and what `rehearse run` printed.
+    fn short_run() -> (std::path::PathBuf, String) {
+        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = std::env::temp_dir().join(format!("rehearse-html-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let out = rehearse()
+            .arg("run")
+            .arg(format!(
+                "{}/scenarios/pool-demo.toml",
+                env!("CARGO_MANIFEST_DIR")
+            ))
+            .args(["--time-scale", "10", "--no-progress", "--out"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            dir.join("report.html").exists(),
+            "no report.html\nstdout:\n{stdout}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (dir, stdout)
+    }
+
+    /// Evaluates `js` (an expression returning a string) in the page.
+    fn eval(tab: &headless_chrome::Tab, js: &str) -> String {
+        let v = tab.evaluate(js, false).unwrap().value;
+        match v {
+            Some(serde_json::Value::String(s)) => s,
+            other => panic!("{js} gave {other:?}"),
+        }
+    }
+
+    #[test]
+    fn report_html_opens_from_disk_in_headless_chromium_with_every_chart_drawn() {
+        assert!(
+            Path::new(CHROMIUM).exists(),
+            "{CHROMIUM} is missing: this test opens report.html in Debian's headless Chromium; \
+             `bash .ci/run` installs it (apt-get install -y chromium)"
+        );
+        let started = Instant::now();
+        let (dir, stdout) = short_run();
+        let html = dir.join("report.html");
+        assert_eq!(
+            stdout.trim_end().lines().last(),
+            Some(format!("charts: {}", html.display()).as_str()),
+            "the terminal output ends with the path of report.html:\n{stdout}"
+        );
+        for id in CHARTS {
+            let png = std::fs::read(dir.join(format!("chart-{id}.png"))).unwrap();
+            assert_eq!(&png[1..4], b"PNG", "chart-{id}.png");
+        }
+
+        let profile = dir.join("chromium-profile");
+        let options = LaunchOptions::default_builder()
+            .path(Some(CHROMIUM.into()))
+            .headless(true)
+            .sandbox(false)
+            .window_size(Some((1280, 1000)))
+            .user_data_dir(Some(profile))
+            .idle_browser_timeout(Duration::from_secs(60))
+            .args(
+                [
+                    "--disable-gpu",
+                    "--disable-quic",
+                    "--no-first-run",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--disable-sync",
+                ]
+                .iter()
+                .map(OsStr::new)
+                .collect(),
+            )
+            .build()
+            .unwrap();
+        let browser = Browser::new(options).expect("headless chromium starts");
+        let tab = browser.new_tab().unwrap();
+        tab.set_default_timeout(Duration::from_secs(20));
+
+        // Everything that goes wrong while the page loads: console errors
+        // and warnings, uncaught exceptions, failed requests; and every
+        // request the page makes.
+        let problems = Arc::new(Mutex::new(Vec::<String>::new()));
+        let requests = Arc::new(Mutex::new(Vec::<String>::new()));
+        {
+            let (problems, requests) = (problems.clone(), requests.clone());
+            tab.add_event_listener(Arc::new(move |event: &Event| {
+                let problem = match event {
+                    Event::LogEntryAdded(e)
+                        if matches!(
+                            e.params.entry.level,
+                            Log::LogEntryLevel::Error | Log::LogEntryLevel::Warning
+                        ) =>
+                    {
+                        Some(format!("log: {}", e.params.entry.text))
+                    }
+                    Event::RuntimeConsoleAPICalled(e)
+                        if matches!(
+                            e.params.Type,
+                            Runtime::ConsoleAPICalledEventTypeOption::Error
+                                | Runtime::ConsoleAPICalledEventTypeOption::Warning
+                                | Runtime::ConsoleAPICalledEventTypeOption::Assert
+                        ) =>
+                    {
+                        Some(format!("console: {:?}", e.params.args))
+                    }
+                    Event::RuntimeExceptionThrown(e) => {
+                        Some(format!("exception: {:?}", e.params.exception_details))
+                    }
+                    Event::NetworkLoadingFailed(e) => {
+                        Some(format!("failed request: {}", e.params.error_text))
+                    }
+                    Event::NetworkRequestWillBeSent(e) => {
+                        requests.lock().unwrap().push(e.params.request.url.clone());
+                        None
+                    }
+                    _ => None,
+                };
+                if let Some(p) = problem {
+                    problems.lock().unwrap().push(p);
+                }
+            }))
+            .unwrap();
+        }
+        tab.enable_log().unwrap();
+        tab.enable_runtime().unwrap();
+        tab.call_method(Network::Enable {
+            max_total_buffer_size: None,
+            max_resource_buffer_size: None,
+            max_post_data_size: None,
+            report_direct_socket_traffic: None,
+            enable_durable_messages: None,
+        })
+        .unwrap();
+        let url = format!("file://{}", html.display());
+        tab.navigate_to(&url)
+            .unwrap()
+            .wait_until_navigated()
+            .unwrap();
+
+        // Every chart is drawn at a size a person can see.
+        let sizes: Vec<(String, f64, f64)> = serde_json::from_str(&eval(
+            &tab,
+            "JSON.stringify([...document.querySelectorAll('figure.chart')].map(f => {
+                const s = f.querySelector('svg');
+                const r = s ? s.getBoundingClientRect() : { width: 0, height: 0 };
+                return [f.id, r.width, r.height];
+            }))",
+        ))
+        .unwrap();
+        let ids: Vec<_> = sizes.iter().map(|s| s.0.as_str()).collect();
+        let want: Vec<_> = CHARTS.iter().map(|c| format!("chart-{c}")).collect();
+        assert_eq!(ids, want);
+        for (id, w, h) in &sizes {
+            assert!(*w > 300.0 && *h > 100.0, "{id} is drawn {w} x {h}");
+        }
+        // The checklist above them, one row per check, and nothing loaded
+        // from anywhere (no image, font, script or style sheet).
+        assert_eq!(
+            eval(
+                &tab,
+                "String(document.querySelectorAll('#checklist tbody tr').length)"
+            ),
+            "9"
+        );
+        assert_eq!(
+            eval(
+                &tab,
+                "String(performance.getEntriesByType('resource').length)"
+            ),
+            "0"
+        );
+
+        // A screenshot of the whole page, as a test artifact.
+        let height: f64 = eval(&tab, "String(document.documentElement.scrollHeight)")
+            .parse()
+            .unwrap();
+        let shot = tab
+            .call_method(Page::CaptureScreenshot {
+                format: Some(Page::CaptureScreenshotFormatOption::Png),
+                quality: None,
+                clip: Some(Page::Viewport {
+                    x: 0.0,
+                    y: 0.0,
+                    width: 1280.0,
+                    height: height.min(16_000.0),
+                    scale: 1.0,
+                }),
+                from_surface: Some(true),
+                capture_beyond_viewport: Some(true),
+                optimize_for_speed: None,
+            })
+            .unwrap()
+            .data;
+        let png = base64_decode(&shot);
+        assert_eq!(&png[1..4], b"PNG");
+        let artifact = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-screenshot.png");
+        std::fs::write(&artifact, &png).unwrap();
+        std::fs::write(dir.join("report-screenshot.png"), &png).unwrap();
+
+        let problems = problems.lock().unwrap();
+        assert!(
+            problems.is_empty(),
+            "{url} in Chromium:\n{}",
+            problems.join("\n")
+        );
+        let requests = requests.lock().unwrap();
+        assert!(
+            requests.iter().all(|r| *r == url),
+            "report.html must fetch nothing: {requests:?}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "a rehearsal and a page load must take under a minute"
+        );
+        eprintln!("screenshot: {}", artifact.display());
+    }
+
+    /// Standard base64 (the screenshot as DevTools sends it).
+    fn base64_decode(s: &str) -> Vec<u8> {
+        let value = |c: u8| match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => panic!("not base64: {c}"),
+        };
+        let bytes: Vec<u8> = s.bytes().filter(|c| *c != b'=').map(value).collect();
+        let mut out = Vec::with_capacity(bytes.len() * 3 / 4);
+        for chunk in bytes.chunks(4) {
+            let n = chunk
+                .iter()
+                .enumerate()
+                .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (18 - 6 * i)));
+            for i in 0..chunk.len().saturating_sub(1) {
+                out.push((n >> (16 - 8 * i)) as u8);
+            }
+        }
+        out
+    }
+}
