@@ -44,6 +44,9 @@ pub fn main(args: Args) -> u8 {
             return crate::exit::BAD_INPUT;
         }
     };
+    if let Err(e) = loadgen::raise_open_files_limit() {
+        eprintln!("warning: cannot raise the open-files limit: {e}");
+    }
     let mut options = RunOptions::new(&args.out);
     options.progress = !args.no_progress && std::io::stderr().is_terminal();
 

@@ -76,6 +76,8 @@ pub use progress::Live;
 pub use record::{ClientRecord, Clock, Outcome};
 pub use replay::{ReplayFormat, TimestampUnit};
 pub use retry::parse_retry_after;
-pub use run::{probe, run, RunError, RunOptions, StopCondition, Target, TargetError};
+pub use run::{
+    probe, raise_open_files_limit, run, RunError, RunOptions, StopCondition, Target, TargetError,
+};
 pub use schedule::PhaseArrivals;
 pub use stats::{OutcomeSummary, Percentiles, RunReport, Second};

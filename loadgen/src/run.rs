@@ -11,7 +11,7 @@
 use std::io::{BufWriter, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,7 +22,7 @@ use rand_chacha::ChaCha8Rng;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{debug, info_span, Instrument};
+use tracing::{debug, info_span, warn, Instrument};
 
 use crate::config::{Dialect, LoadPlan};
 use crate::http1::{Connector, HttpError};
@@ -182,6 +182,30 @@ pub async fn probe(target: &Target, within: Duration) -> Result<SocketAddr, RunE
     }
 }
 
+/// Raises this process's soft limit on open files to its hard limit, and
+/// returns the new soft limit. Every outstanding request holds a socket, so
+/// the usual soft limit of 1,024 caps an open loop long before the target
+/// does. A process-wide change: the binary calls it, the library does not.
+pub fn raise_open_files_limit() -> std::io::Result<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+    }
+    Ok(lim.rlim_cur as u64)
+}
+
 /// What every person task shares.
 struct Shared {
     plan: Arc<LoadPlan>,
@@ -194,6 +218,8 @@ struct Shared {
     live: Arc<Live>,
     budget: RetryBudget,
     cancel: CancellationToken,
+    /// Whether the first connect error was logged.
+    connect_warned: AtomicBool,
 }
 
 /// Runs `plan` against `target` until the schedule ends, `options.stop`
@@ -272,6 +298,7 @@ pub async fn run(
         live: live.clone(),
         budget: RetryBudget::default(),
         cancel: cancel.clone(),
+        connect_warned: AtomicBool::new(false),
     });
 
     let tracker = TaskTracker::new();
@@ -469,7 +496,9 @@ async fn attempt_once(
         {
             Ok(r) => r,
             Err(HttpError::Connect(e)) => {
-                debug!(cause = %e, "connect failed");
+                if !shared.connect_warned.swap(true, Ordering::Relaxed) {
+                    warn!(cause = %e, "cannot connect to the target; later connect errors are only counted");
+                }
                 return (Outcome::ConnectError, 0);
             }
             Err(e) => {
@@ -623,6 +652,19 @@ mod tests {
             Err(TargetError::Scheme { .. })
         ));
         assert!(Target::parse("not a url").is_err());
+    }
+
+    #[test]
+    fn open_files_limit_goes_up_to_the_hard_limit() {
+        let raised = raise_open_files_limit().unwrap();
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes only the struct passed.
+        assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
+        assert_eq!(raised, lim.rlim_cur as u64);
+        assert_eq!(lim.rlim_cur, lim.rlim_max);
     }
 
     #[test]
