@@ -111,40 +111,43 @@ async fn serve(config: ProviderConfig, listen: &str) -> anyhow::Result<()> {
         .bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
+    // Listen for signals before announcing the address: whoever reads it
+    // may signal at once.
+    let stop = shutdown_signal();
     let base = handle.base_url();
-    println!("fake provider listening on {base}");
-    println!("  OpenAI:    {base}/v1/chat/completions   (SDK base_url: {base}/v1)");
-    println!("  Anthropic: {base}/v1/messages           (SDK base_url: {base})");
-    println!(
-        "  admin:     {base}/_fake/stats  /_fake/records  /_fake/phase  /_fake/overrides  /metrics"
+    let mut banner = format!(
+        "fake provider listening on {base}\n  OpenAI:    {base}/v1/chat/completions   (SDK base_url: {base}/v1)\n  Anthropic: {base}/v1/messages           (SDK base_url: {base})\n  admin:     {base}/_fake/stats  /_fake/records  /_fake/phase  /_fake/overrides  /metrics\n"
     );
     if !phases.is_empty() {
-        println!("  timeline:  {}", phases.join(", "));
+        banner.push_str(&format!("  timeline:  {}\n", phases.join(", ")));
     }
-    shutdown_signal().await;
+    // A reader that went away (a closed pipe) must not stop the server.
+    let mut out = std::io::stdout();
+    let _ = std::io::Write::write_all(&mut out, banner.as_bytes());
+    let _ = std::io::Write::flush(&mut out);
+    stop.await;
     eprintln!("stopping: {} calls served", handle.stats().received);
     handle.shutdown().await;
     Ok(())
 }
 
-/// Resolves on Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
+/// Registers for Ctrl-C and SIGTERM now, and returns a future that
+/// resolves on either.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    async move {
+        match (term, int) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
                 }
-            };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
+            }
+            _ => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
         }
     }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
 }

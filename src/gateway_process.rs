@@ -87,11 +87,16 @@ impl GatewayProcess {
         listen: SocketAddr,
         announce: bool,
         ready_timeout: Duration,
+        limit: Option<&MemoryLimit>,
     ) -> Result<GatewayProcess, SpawnError> {
         let (program, rest) = argv
             .split_first()
             .ok_or_else(|| SpawnError::Io("empty gateway command".into()))?;
-        let file = std::fs::File::create(log)
+        // Appended to: a restarted gateway writes after its earlier life.
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
             .map_err(|e| SpawnError::Io(format!("cannot create {}: {e}", log.display())))?;
         let err_file = file
             .try_clone()
@@ -102,6 +107,9 @@ impl GatewayProcess {
             .stdin(Stdio::null())
             .stderr(Stdio::from(err_file))
             .process_group(0);
+        if let Some(limit) = limit {
+            limit.apply_on_exec(&mut cmd);
+        }
         if announce {
             cmd.stdout(Stdio::piped());
         } else {
@@ -214,6 +222,170 @@ impl Drop for GatewayProcess {
     }
 }
 
+/// A memory limit for the gateway's processes: a cgroup where this machine
+/// lets us make one (v2, else v1), else an address-space limit.
+#[derive(Debug)]
+pub struct MemoryLimit {
+    bytes: u64,
+    kind: LimitKind,
+}
+
+#[derive(Debug)]
+enum LimitKind {
+    /// A cgroup directory and its `cgroup.procs` path, ready for `pre_exec`.
+    Cgroup {
+        dir: PathBuf,
+        procs: std::ffi::CString,
+        v2: bool,
+    },
+    /// `RLIMIT_AS`: coarser (it counts reserved address space, not resident
+    /// memory), used only where no cgroup can be made.
+    AddressSpace,
+}
+
+impl MemoryLimit {
+    /// Prepares a limit of `bytes` for processes spawned later.
+    pub fn new(bytes: u64, name: &str) -> MemoryLimit {
+        match Self::cgroup(bytes, name) {
+            Ok(kind) => MemoryLimit { bytes, kind },
+            Err(e) => {
+                tracing::info!(cause = %e, "no cgroup for the memory limit; using RLIMIT_AS");
+                MemoryLimit {
+                    bytes,
+                    kind: LimitKind::AddressSpace,
+                }
+            }
+        }
+    }
+
+    fn cgroup(bytes: u64, name: &str) -> std::io::Result<LimitKind> {
+        let own = std::fs::read_to_string("/proc/self/cgroup")?;
+        let root = Path::new("/sys/fs/cgroup");
+        // cgroup v2 with the memory controller delegated to our group.
+        if let Some(path) = own.lines().find_map(|l| l.strip_prefix("0::")) {
+            let parent = root.join(path.trim_start_matches('/'));
+            let controllers =
+                std::fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap_or_default();
+            if controllers.split_whitespace().any(|c| c == "memory") {
+                let dir = parent.join(name);
+                std::fs::create_dir_all(&dir)?;
+                std::fs::write(dir.join("memory.max"), bytes.to_string())?;
+                let _ = std::fs::write(dir.join("memory.swap.max"), "0");
+                return Self::ready(dir, true);
+            }
+        }
+        // cgroup v1: the memory hierarchy.
+        if let Some(path) = own.lines().find_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (_, ctl, path) = (f.next()?, f.next()?, f.next()?);
+            ctl.split(',').any(|c| c == "memory").then_some(path)
+        }) {
+            let dir = root
+                .join("memory")
+                .join(path.trim_start_matches('/'))
+                .join(name);
+            std::fs::create_dir_all(&dir)?;
+            std::fs::write(dir.join("memory.limit_in_bytes"), bytes.to_string())?;
+            // Without swap accounting this file is absent; the limit still holds.
+            let _ = std::fs::write(dir.join("memory.memsw.limit_in_bytes"), bytes.to_string());
+            return Self::ready(dir, false);
+        }
+        Err(std::io::Error::other("no writable memory cgroup"))
+    }
+
+    fn ready(dir: PathBuf, v2: bool) -> std::io::Result<LimitKind> {
+        let procs = std::ffi::CString::new(dir.join("cgroup.procs").as_os_str().as_encoded_bytes())
+            .map_err(std::io::Error::other)?;
+        Ok(LimitKind::Cgroup { dir, procs, v2 })
+    }
+
+    /// How the limit is enforced, for the report.
+    pub fn describe(&self) -> String {
+        let mib = self.bytes as f64 / 1048576.0;
+        match &self.kind {
+            LimitKind::Cgroup { dir, v2, .. } => format!(
+                "{mib:.0} MiB, cgroup {} at {}",
+                if *v2 { "v2" } else { "v1" },
+                dir.display()
+            ),
+            LimitKind::AddressSpace => {
+                format!("{mib:.0} MiB of address space (RLIMIT_AS; no cgroup here)")
+            }
+        }
+    }
+
+    /// Processes the kernel killed for going over the limit (cgroups only).
+    pub fn oom_kills(&self) -> Option<u64> {
+        let LimitKind::Cgroup { dir, v2, .. } = &self.kind else {
+            return None;
+        };
+        let file = if *v2 {
+            "memory.events"
+        } else {
+            "memory.oom_control"
+        };
+        let text = std::fs::read_to_string(dir.join(file)).ok()?;
+        text.lines()
+            .find_map(|l| l.strip_prefix("oom_kill "))
+            .and_then(|v| v.trim().parse().ok())
+    }
+
+    fn apply_on_exec(&self, cmd: &mut Command) {
+        match &self.kind {
+            LimitKind::Cgroup { procs, .. } => {
+                let procs = procs.clone();
+                // SAFETY: between fork and exec only async-signal-safe calls
+                // are allowed: open(2), write(2) and close(2) on a path and
+                // bytes prepared before the fork; nothing allocates.
+                unsafe {
+                    cmd.pre_exec(move || {
+                        let fd = nix::libc::open(
+                            procs.as_ptr(),
+                            nix::libc::O_WRONLY | nix::libc::O_CLOEXEC,
+                        );
+                        if fd < 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                        // "0" moves the writing process itself.
+                        let n = nix::libc::write(fd, b"0".as_ptr().cast(), 1);
+                        nix::libc::close(fd);
+                        if n != 1 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                        Ok(())
+                    });
+                }
+            }
+            LimitKind::AddressSpace => {
+                let bytes = self.bytes as nix::libc::rlim_t;
+                // SAFETY: setrlimit(2) is async-signal-safe and the struct
+                // lives on the child's stack.
+                unsafe {
+                    cmd.pre_exec(move || {
+                        let lim = nix::libc::rlimit {
+                            rlim_cur: bytes,
+                            rlim_max: bytes,
+                        };
+                        if nix::libc::setrlimit(nix::libc::RLIMIT_AS, &lim) != 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                        Ok(())
+                    });
+                }
+            }
+        }
+    }
+}
+
+impl Drop for MemoryLimit {
+    fn drop(&mut self) {
+        if let LimitKind::Cgroup { dir, .. } = &self.kind {
+            // Empty by now (the group was killed); a cgroup is removed with rmdir.
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
 /// Sums the resident memory of all processes whose process group is `pgid`.
 pub fn group_rss(pgid: i32) -> u64 {
     let page = page_size();
@@ -313,6 +485,7 @@ mod tests {
             "127.0.0.1:1".parse().unwrap(),
             false,
             Duration::from_secs(1),
+            None,
         )
         .unwrap();
         std::thread::sleep(Duration::from_millis(100));
@@ -321,6 +494,57 @@ mod tests {
         p.stop(Duration::from_millis(500));
         std::thread::sleep(Duration::from_millis(100));
         assert_eq!(group_rss(pgid), 0, "the whole group is gone");
+    }
+
+    #[test]
+    fn a_memory_limit_kills_a_process_that_outgrows_it() {
+        let dir = std::env::temp_dir().join(format!("rehearse-gp3-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("gw.log");
+        let limit = MemoryLimit::new(
+            64 * 1024 * 1024,
+            &format!("rehearse-test-{}", std::process::id()),
+        );
+        // python3 allocating and touching 256 MiB: killed by the cgroup
+        // (SIGKILL) or refused by RLIMIT_AS (MemoryError, exit 1).
+        let argv: Vec<String> = [
+            "python3",
+            "-c",
+            "x = bytearray(256 * 1024 * 1024); print('survived')",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let mut p = GatewayProcess::spawn(
+            &argv,
+            &[],
+            &log,
+            "127.0.0.1:1".parse().unwrap(),
+            false,
+            Duration::from_secs(1),
+            Some(&limit),
+        )
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(s) = p.exited() {
+                break s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the process was not stopped by the limit"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(
+            !status.contains("exit status: 0"),
+            "{status}: {}",
+            limit.describe()
+        );
+        assert!(!std::fs::read_to_string(&log).unwrap().contains("survived"));
+        if let Some(kills) = limit.oom_kills() {
+            assert!(kills >= 1, "{}", limit.describe());
+        }
     }
 
     #[test]
@@ -343,6 +567,7 @@ mod tests {
             "127.0.0.1:1".parse().unwrap(),
             true,
             Duration::from_secs(5),
+            None,
         )
         .unwrap();
         assert_eq!(p.addr, "127.0.0.1:4321".parse().unwrap());
@@ -358,6 +583,7 @@ mod tests {
             "127.0.0.1:1".parse().unwrap(),
             true,
             Duration::from_secs(5),
+            None,
         )
         .err()
         .unwrap();

@@ -77,6 +77,9 @@ pub struct RunMeta {
     pub target_url: String,
     /// Things a reader of the report should know (gateway exit, ...).
     pub notes: Vec<String>,
+    /// The gateway's deaths and restarts.
+    #[serde(default)]
+    pub gateway_events: Vec<GatewayEvent>,
 }
 
 /// Writes `bytes` to `path` through a temporary file and a rename, so a
@@ -147,7 +150,7 @@ pub fn scale_reference(t: &toml::Table, quota_scale: f64) -> toml::Table {
 struct RssLog(Arc<Mutex<Vec<RssSample>>>);
 
 enum RssSource {
-    Group(i32),
+    Group(Arc<Mutex<SupState>>),
     Metric { url: String, metric: String },
     None,
 }
@@ -171,11 +174,20 @@ async fn sample_rss(source: RssSource, log: RssLog, stop: CancellationToken) {
             _ = tick.tick() => {}
         }
         let bytes = match &source {
-            RssSource::Group(pgid) => {
-                let pgid = *pgid;
-                tokio::task::spawn_blocking(move || gateway_process::group_rss(pgid))
-                    .await
+            RssSource::Group(state) => {
+                let pgid = state
+                    .lock()
                     .ok()
+                    .and_then(|s| s.process.as_ref().map(|p| p.pid() as i32));
+                match pgid {
+                    Some(pgid) => {
+                        tokio::task::spawn_blocking(move || gateway_process::group_rss(pgid))
+                            .await
+                            .ok()
+                    }
+                    // Dead (and maybe restarting): nothing resident.
+                    None => Some(0),
+                }
             }
             RssSource::Metric { url, metric } => match &client {
                 Some(c) => match c.get(url).send().await {
@@ -197,6 +209,244 @@ async fn sample_rss(source: RssSource, log: RssLog, stop: CancellationToken) {
                     t_us: now_us(),
                     rss_bytes: b,
                 });
+            }
+        }
+    }
+}
+
+/// File descriptors the run will hold, by Little's law: people in flight
+/// at the peak (peak arrival rate × patience, the longest a person holds a
+/// connection) on both sides of the gateway (the load's sockets and the
+/// provider's), with half again as margin, plus the harness's own files.
+pub fn predicted_fds(peak_per_s: f64, patience_s: f64) -> u64 {
+    (peak_per_s * patience_s * 2.0 * 1.5).ceil() as u64 + 256
+}
+
+/// Raises the soft limit on open files to the hard limit, and says whether
+/// `needed` then fits. Returns the limit in force.
+pub fn ensure_fds(needed: u64) -> Result<u64, String> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)
+        .map_err(|e| format!("cannot read the open-files limit: {e}"))?;
+    let soft = if soft < hard {
+        setrlimit(Resource::RLIMIT_NOFILE, hard, hard)
+            .map(|_| hard)
+            .unwrap_or(soft)
+    } else {
+        soft
+    };
+    if soft < needed {
+        return Err(format!(
+            "this run needs about {needed} open files (peak arrivals x patience, both sides of the gateway) but the limit is {soft} (hard limit {hard}); raise it (ulimit -n) or lower the scenario's rate or time scale"
+        ));
+    }
+    Ok(soft)
+}
+
+/// What happened to a spawned gateway during the run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GatewayEvent {
+    /// `died` or `restarted`.
+    pub kind: String,
+    /// When, in microseconds since the Unix epoch.
+    pub at_us: u64,
+    /// The exit status and its cause, or the restart's downtime.
+    pub detail: String,
+}
+
+impl GatewayEvent {
+    /// A sentence for the report. For a death: how many requests were
+    /// inside the gateway then and ended without an answer.
+    fn note(&self, start_us: u64, attempts: &[Attempt]) -> String {
+        let at_s = self.at_us.saturating_sub(start_us) as f64 / 1e6;
+        if self.kind == "died" {
+            // In flight at the death: sent before it, not done before it.
+            let inside: Vec<&Attempt> = attempts
+                .iter()
+                .filter(|a| {
+                    a.sent_us <= self.at_us && a.done_us >= self.at_us.saturating_sub(100_000)
+                })
+                .collect();
+            let lost = inside
+                .iter()
+                .filter(|a| a.outcome.is_silent_loss() || a.outcome.is_error())
+                .count();
+            format!(
+                "the gateway died {at_s:.1} s into the run ({}); {} requests were inside it, {lost} of them lost",
+                self.detail,
+                inside.len()
+            )
+        } else if self.kind == "restarted" {
+            format!(
+                "the gateway was restarted {at_s:.1} s into the run ({})",
+                self.detail
+            )
+        } else {
+            format!(
+                "the gateway could not be restarted {at_s:.1} s into the run: {}",
+                self.detail
+            )
+        }
+    }
+}
+
+/// How to start (and restart) the gateway.
+struct Launch {
+    argv: Vec<String>,
+    env: Vec<(String, String)>,
+    log: PathBuf,
+    listen: std::net::SocketAddr,
+    ready_path: Option<String>,
+    ready_timeout: Duration,
+    limit: Option<Arc<gateway_process::MemoryLimit>>,
+    restart: bool,
+    restart_delay: Duration,
+}
+
+impl Launch {
+    async fn spawn(&self) -> Result<GatewayProcess, String> {
+        let mut p = GatewayProcess::spawn(
+            &self.argv,
+            &self.env,
+            &self.log,
+            self.listen,
+            false,
+            self.ready_timeout,
+            self.limit.as_deref(),
+        )
+        .map_err(|e| e.to_string())?;
+        let url = format!("http://{}", self.listen);
+        let ready = tokio::select! {
+            ready = wait_ready(&url, self.ready_path.as_deref(), self.ready_timeout) => ready,
+            _ = async {
+                while p.exited().is_none() {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            } => false,
+        };
+        if !ready {
+            let status = p.exited();
+            p.stop(Duration::from_millis(500));
+            return Err(match status {
+                Some(st) => format!(
+                    "the gateway exited before it was ready ({st}); its output is in {}",
+                    self.log.display()
+                ),
+                None => format!(
+                    "the gateway was not ready at {url} within {:?}; its output is in {}",
+                    self.ready_timeout,
+                    self.log.display()
+                ),
+            });
+        }
+        Ok(p)
+    }
+}
+
+struct SupState {
+    process: Option<GatewayProcess>,
+    events: Vec<GatewayEvent>,
+}
+
+/// A spawned gateway under watch: a death is recorded (with the memory
+/// limit's kills) and, when asked, the gateway is restarted on the same
+/// address after a delay, as an orchestrator would.
+struct Supervised {
+    state: Arc<Mutex<SupState>>,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Supervised {
+    async fn start(launch: Launch) -> Result<Supervised, String> {
+        let p = launch.spawn().await?;
+        let state = Arc::new(Mutex::new(SupState {
+            process: Some(p),
+            events: Vec::new(),
+        }));
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(watch(launch, state.clone(), stop.clone()));
+        Ok(Supervised { state, stop, task })
+    }
+
+    /// Stops watching, ends the gateway's process group, and returns what
+    /// happened to it.
+    async fn stop(self, grace: Duration) -> Vec<GatewayEvent> {
+        self.stop.cancel();
+        let _ = self.task.await;
+        let (process, events) = match self.state.lock() {
+            Ok(mut s) => (s.process.take(), std::mem::take(&mut s.events)),
+            Err(_) => (None, Vec::new()),
+        };
+        if let Some(mut p) = process {
+            let _ = tokio::task::spawn_blocking(move || p.stop(grace)).await;
+        }
+        events
+    }
+}
+
+async fn watch(launch: Launch, state: Arc<Mutex<SupState>>, stop: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+        }
+        let died = {
+            let Ok(mut s) = state.lock() else { return };
+            match s.process.as_mut().and_then(|p| p.exited()) {
+                Some(status) => {
+                    s.process = None;
+                    let oom = launch
+                        .limit
+                        .as_ref()
+                        .and_then(|l| l.oom_kills().filter(|k| *k > 0).map(|k| (k, l.describe())));
+                    let detail = match oom {
+                        Some((k, how)) => {
+                            format!("{status}; killed by its memory limit, {how} ({k} OOM kills)")
+                        }
+                        None => status,
+                    };
+                    s.events.push(GatewayEvent {
+                        kind: "died".into(),
+                        at_us: now_us(),
+                        detail,
+                    });
+                    true
+                }
+                None => false,
+            }
+        };
+        if !died {
+            continue;
+        }
+        if !launch.restart {
+            return;
+        }
+        let down_at = Instant::now();
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(launch.restart_delay) => {}
+        }
+        match launch.spawn().await {
+            Ok(p) => {
+                if let Ok(mut s) = state.lock() {
+                    s.process = Some(p);
+                    s.events.push(GatewayEvent {
+                        kind: "restarted".into(),
+                        at_us: now_us(),
+                        detail: format!("down for {:.1} s", down_at.elapsed().as_secs_f64()),
+                    });
+                }
+            }
+            Err(e) => {
+                if let Ok(mut s) = state.lock() {
+                    s.events.push(GatewayEvent {
+                        kind: "restart_failed".into(),
+                        at_us: now_us(),
+                        detail: e,
+                    });
+                }
+                return;
             }
         }
     }
@@ -270,6 +520,15 @@ pub async fn run(
         loadgen::LoadPlan::from_scenario_str(&load_text, &s.path.display().to_string(), &base)
             .map_err(|e| RunError::BadInput(e.to_string()))?;
 
+    let peak_per_s = plan
+        .rehearsal
+        .phases
+        .iter()
+        .map(|p| p.offered_per_min / 60.0)
+        .fold(0.0, f64::max);
+    let patience_s = plan.patience_s / ts;
+    ensure_fds(predicted_fds(peak_per_s, patience_s)).map_err(RunError::Invalid)?;
+
     std::fs::create_dir_all(&opts.out)
         .map_err(|e| RunError::Invalid(format!("cannot create {}: {e}", opts.out.display())))?;
     write_atomic(&opts.out.join("scenario.toml"), s.text.as_bytes())?;
@@ -296,16 +555,20 @@ pub async fn run(
     // The gateway.
     let env = vec![("REHEARSE_TIME_SCALE".to_string(), ts.to_string())];
     let log = opts.out.join("gateway.log");
-    let (mut process, target_url, gateway_name) = match (&explicit, &s.gateway.kind) {
-        (Some(t), _) => (
-            None,
-            t.trim_end_matches('/').to_string(),
-            format!("gateway at {t}"),
-        ),
+    let limit = s.gateway.memory_limit.map(|bytes| {
+        Arc::new(gateway_process::MemoryLimit::new(
+            bytes,
+            &format!("rehearse-{}-{}", std::process::id(), now_us()),
+        ))
+    });
+    let launcher = match (&explicit, &s.gateway.kind) {
+        (Some(_), _) => None,
         (None, GatewayKind::Reference(table)) => {
+            let listen = gateway_process::free_port()
+                .map_err(|e| RunError::Invalid(format!("cannot find a free port: {e}")))?;
             let mut t = scale_reference(table, qs);
             t.insert("upstream".into(), toml::Value::String(provider_url.clone()));
-            t.insert("listen".into(), toml::Value::String("127.0.0.1:0".into()));
+            t.insert("listen".into(), toml::Value::String(listen.to_string()));
             let mode = t
                 .get("mode")
                 .and_then(|m| m.as_str())
@@ -321,50 +584,58 @@ pub async fn run(
                 "--config".into(),
                 cfg.display().to_string(),
             ];
-            let p = GatewayProcess::spawn(
-                &argv,
-                &env,
-                &log,
-                "127.0.0.1:0".parse().unwrap_or_else(|_| unreachable!()),
-                true,
-                s.gateway.ready_timeout,
-            )
-            .map_err(|e| RunError::Invalid(e.to_string()))?;
-            let url = format!("http://{}", p.addr);
-            (Some(p), url, format!("reference gateway ({mode})"))
+            Some((argv, listen, format!("reference gateway ({mode})")))
         }
         (None, GatewayKind::Command(argv)) => {
             let listen = gateway_process::free_port()
                 .map_err(|e| RunError::Invalid(format!("cannot find a free port: {e}")))?;
             let argv = gateway_process::fill(argv, &provider_url, &listen);
-            let p =
-                GatewayProcess::spawn(&argv, &env, &log, listen, false, s.gateway.ready_timeout)
-                    .map_err(|e| RunError::Invalid(e.to_string()))?;
-            (
-                Some(p),
-                format!("http://{listen}"),
-                format!("`{}`", argv.join(" ")),
-            )
+            let name = format!("`{}`", argv.join(" "));
+            Some((argv, listen, name))
         }
         (None, GatewayKind::Url(_)) => unreachable!("a url gateway is an explicit target"),
     };
-    if !wait_ready(
-        &target_url,
-        s.gateway.ready_path.as_deref(),
-        s.gateway.ready_timeout,
-    )
-    .await
-    {
-        if let Some(p) = process.as_mut() {
-            p.stop(Duration::from_secs(1));
+    let (supervised, target_url, gateway_name) = match (launcher, &explicit) {
+        (Some((argv, listen, name)), _) => {
+            let launch = Launch {
+                argv,
+                env,
+                log: log.clone(),
+                listen,
+                ready_path: s.gateway.ready_path.clone(),
+                ready_timeout: s.gateway.ready_timeout,
+                limit: limit.clone(),
+                restart: s.gateway.restart,
+                restart_delay: s.gateway.restart_delay,
+            };
+            let sup = match Supervised::start(launch).await {
+                Ok(sup) => sup,
+                Err(e) => {
+                    provider.shutdown().await;
+                    return Err(RunError::Invalid(e));
+                }
+            };
+            (Some(sup), format!("http://{listen}"), name)
         }
-        provider.shutdown().await;
-        return Err(RunError::Invalid(format!(
-            "the gateway was not ready at {target_url} within {:?}; its output is in {}",
-            s.gateway.ready_timeout,
-            log.display()
-        )));
-    }
+        (None, Some(t)) => {
+            let url = t.trim_end_matches('/').to_string();
+            if !wait_ready(
+                &url,
+                s.gateway.ready_path.as_deref(),
+                s.gateway.ready_timeout,
+            )
+            .await
+            {
+                provider.shutdown().await;
+                return Err(RunError::Invalid(format!(
+                    "the gateway at {url} was not ready within {:?}",
+                    s.gateway.ready_timeout
+                )));
+            }
+            (None, url, format!("gateway at {t}"))
+        }
+        (None, None) => unreachable!("either spawned or explicit"),
+    };
     if !is_loopback_url(&target_url) {
         let peak = plan
             .rehearsal
@@ -377,16 +648,19 @@ pub async fn run(
         );
     }
     eprintln!("gateway: {gateway_name} at {target_url}");
+    if let Some(l) = &limit {
+        eprintln!("gateway memory limit: {}", l.describe());
+    }
 
     // Memory samples.
     let rss = RssLog::default();
     let stop_rss = CancellationToken::new();
-    let source = match (&process, &s.gateway.metrics_url, &s.gateway.rss_metric) {
+    let source = match (&supervised, &s.gateway.metrics_url, &s.gateway.rss_metric) {
         (_, Some(url), Some(metric)) => RssSource::Metric {
             url: url.clone(),
             metric: metric.clone(),
         },
-        (Some(p), _, _) => RssSource::Group(p.pid() as i32),
+        (Some(sup), _, _) => RssSource::Group(sup.state.clone()),
         _ => RssSource::None,
     };
     let sampler = tokio::spawn(sample_rss(source, rss.clone(), stop_rss.clone()));
@@ -425,14 +699,17 @@ pub async fn run(
     }
     stop_rss.cancel();
     let _ = sampler.await;
-    if let Some(mut p) = process.take() {
-        if let Some(status) = p.exited() {
-            notes.push(format!("the gateway exited during the run ({status})"));
-        }
-        tokio::task::spawn_blocking(move || p.stop(Duration::from_secs(2)))
+    let events = match supervised {
+        Some(sup) => {
+            sup.stop(if partial {
+                Duration::from_millis(300)
+            } else {
+                Duration::from_secs(2)
+            })
             .await
-            .ok();
-    }
+        }
+        None => Vec::new(),
+    };
     // Hung-up calls are recorded when their connections close.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let calls = provider.records();
@@ -460,6 +737,9 @@ pub async fn run(
         .min()
         .unwrap_or(started_us);
     let expectations = expectations(&plan, &s, start_us, &load_plan, report.as_ref());
+    for e in &events {
+        notes.push(e.note(start_us, &attempts));
+    }
     let meta = RunMeta {
         scenario: s.meta.name.clone(),
         gateway: gateway_name,
@@ -470,6 +750,7 @@ pub async fn run(
         provider_url,
         target_url,
         notes,
+        gateway_events: events,
     };
     write_atomic(
         &opts.out.join("run.json"),
@@ -626,6 +907,16 @@ mod tests {
             scale_reference(&t, 1000.0)["bounded"]["concurrency"].as_integer(),
             Some(1)
         );
+    }
+
+    #[test]
+    fn file_descriptors_are_predicted_and_checked() {
+        // 40 requests/s held up to 30 s, both sides, +50%, +256.
+        assert_eq!(predicted_fds(40.0, 30.0), 3856);
+        let limit = ensure_fds(64).unwrap();
+        assert!(limit >= 64);
+        let err = ensure_fds(u64::MAX / 2).unwrap_err();
+        assert!(err.contains("open files"), "{err}");
     }
 
     #[test]

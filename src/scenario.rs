@@ -15,6 +15,8 @@
 //! memory_ceiling = "512MiB"
 //! # metrics_url = "http://staging:9090/metrics", rss_metric = "process_resident_memory_bytes"
 //! # ready_path = "/healthz", ready_timeout = "10s"
+//! # memory_limit = "400MiB"   # run a spawned gateway under this limit (cgroup, else RLIMIT_AS)
+//! # restart = true, restart_delay = "2s"   # restart it when it dies, as an orchestrator would
 //! [gateway.reference]     # the built-in gateway, spawned as a child process
 //! mode = "deadline"
 //! deadline = { tokens_per_minute = 500000, expected_service = "5s" }
@@ -85,6 +87,15 @@ struct GatewayRaw {
     ready_path: Option<String>,
     #[serde(default = "default_ready_timeout", with = "humantime_serde")]
     ready_timeout: Duration,
+    memory_limit: Option<bytesize::ByteSize>,
+    #[serde(default)]
+    restart: bool,
+    #[serde(default = "default_restart_delay", with = "humantime_serde")]
+    restart_delay: Duration,
+}
+
+fn default_restart_delay() -> Duration {
+    Duration::from_secs(2)
 }
 
 fn default_ready_timeout() -> Duration {
@@ -107,6 +118,12 @@ pub struct Gateway {
     pub ready_path: Option<String>,
     /// How long to wait for readiness.
     pub ready_timeout: Duration,
+    /// Run a spawned gateway under this memory limit.
+    pub memory_limit: Option<u64>,
+    /// Restart a spawned gateway when it dies.
+    pub restart: bool,
+    /// How long after its death it is restarted.
+    pub restart_delay: Duration,
 }
 
 /// A whole scenario file as written.
@@ -253,7 +270,20 @@ impl Scenario {
             rss_metric: g.rss_metric,
             ready_path: g.ready_path,
             ready_timeout: g.ready_timeout,
+            memory_limit: g.memory_limit.map(|b| b.as_u64()),
+            restart: g.restart,
+            restart_delay: g.restart_delay,
         };
+        if matches!(gateway.kind, GatewayKind::Url(_))
+            && (gateway.memory_limit.is_some() || gateway.restart)
+        {
+            return Err(src
+                .error(
+                    "gateway",
+                    "`memory_limit` and `restart` apply to a gateway the harness spawns, not to a `url`",
+                )
+                .into());
+        }
         // The loadgen validates its own section, with its own rules.
         let base = path.parent().unwrap_or(Path::new("."));
         loadgen::LoadPlan::from_scenario_str(text, origin, base).map_err(|e| match e {

@@ -256,17 +256,18 @@ mod run {
         let dir = std::env::temp_dir().join(format!(
             "rehearse-run-{}-{}-{}",
             std::process::id(),
-            scenario.trim_end_matches(".toml"),
+            scenario.trim_end_matches(".toml").replace('/', "-"),
             extra.join("_").replace(['/', '=', '.', ' '], "-")
         ));
         let _ = std::fs::remove_dir_all(&dir);
         let started = Instant::now();
         let out = rehearse()
             .arg("run")
-            .arg(format!(
-                "{}/scenarios/{scenario}",
-                env!("CARGO_MANIFEST_DIR")
-            ))
+            .arg(if scenario.starts_with('/') {
+                scenario.to_string()
+            } else {
+                format!("{}/scenarios/{scenario}", env!("CARGO_MANIFEST_DIR"))
+            })
             .arg("--out")
             .arg(&dir)
             .arg("--no-progress")
@@ -386,11 +387,48 @@ mod run {
     }
 
     /// Little's-law quantities do not change with the time scale, so
-    /// neither do the verdicts.
+    /// neither do the verdicts. (A scenario of its own, at rates a loaded
+    /// 2-core machine keeps at ten times: 160 requests/s at the peak.)
     #[test]
     fn time_scale_ten_gives_the_same_verdicts() {
-        let one = rehearse_run("pool-demo.toml", &["--time-scale", "1"]);
-        let ten = rehearse_run("pool-demo.toml", &["--time-scale", "10"]);
+        let path = write_temp(
+            "scaled.toml",
+            r#"[scenario]
+name = "scaled"
+[provider]
+completion_tokens = { fixed = 10 }
+[provider.latency]
+ttft = { fixed = "500ms" }
+[provider.concurrency]
+ceiling = 4
+[gateway]
+memory_ceiling = "256MiB"
+[gateway.reference]
+mode = "bounded"
+bounded = { concurrency = 4, queue = 20, wait_budget = "4s" }
+[load]
+patience = { fixed = "6s" }
+# Service takes 500 ms (50 ms at ten times): a 20 ms send lag still keeps
+# the schedule well inside what is measured, on a shared 2-core machine.
+send_lag_p99_max = "20ms"
+[[load.phases]]
+duration = "5s"
+rate = 4
+[[load.phases]]
+duration = "15s"
+rate = 16
+[[load.phases]]
+duration = "10s"
+rate = 2
+[checklist]
+drain = { within = "10s" }
+goodput = { min_share = 0.6 }
+served_latency = { p99_ms = 5000 }
+"#,
+        );
+        let path = path.to_str().unwrap();
+        let one = rehearse_run(path, &["--time-scale", "1"]);
+        let ten = rehearse_run(path, &["--time-scale", "10"]);
         for id in [
             "shed_onset",
             "retry_after",
@@ -409,6 +447,7 @@ mod run {
                 ten.detail(id)
             );
         }
+        assert_eq!(one.report["verdict"], "pass", "{}", one.stdout);
         assert_eq!(ten.report["time_scale"], 10.0);
     }
 
@@ -486,6 +525,152 @@ mod run {
             err.contains(":6:") && err.contains("load.patience"),
             "{err}"
         );
+    }
+}
+
+mod faults {
+    use super::*;
+
+    /// A scenario whose gateway is `rehearse gateway` wrapped in `timeout`,
+    /// so it is killed (SIGKILL) a few seconds into the load.
+    fn dying_gateway_scenario(name: &str, restart: bool) -> std::path::PathBuf {
+        let bin = env!("CARGO_BIN_EXE_rehearse");
+        write_temp(
+            name,
+            &format!(
+                r#"[scenario]
+name = "{name}"
+[provider.latency]
+ttft = {{ fixed = "300ms" }}
+[gateway]
+command = ["timeout", "-s", "KILL", "3", "{bin}", "gateway", "--mode", "bounded", "--upstream", "{{provider_url}}", "--listen", "{{listen}}"]
+restart = {restart}
+restart_delay = "500ms"
+[load]
+patience = {{ fixed = "2s" }}
+[[load.phases]]
+duration = "6s"
+rate = 20
+[checklist]
+memory_ceiling = {{ enabled = false }}
+"#
+            ),
+        )
+    }
+
+    fn run_scenario(
+        path: &std::path::Path,
+        out: &std::path::Path,
+    ) -> (Option<i32>, serde_json::Value, String) {
+        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = std::fs::remove_dir_all(out);
+        let o = rehearse()
+            .arg("run")
+            .arg(path)
+            .arg("--out")
+            .arg(out)
+            .arg("--no-progress")
+            .output()
+            .unwrap();
+        let stdout =
+            String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr);
+        let report = std::fs::read_to_string(out.join("report.json"))
+            .unwrap_or_else(|e| panic!("no report.json: {e}\n{stdout}"));
+        (
+            o.status.code(),
+            serde_json::from_str(&report).unwrap(),
+            stdout,
+        )
+    }
+
+    fn check<'a>(report: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == id)
+            .unwrap()
+    }
+
+    /// The gateway dies mid-run: the run goes on to its end, the report
+    /// says when it died and how many requests it took with it, and
+    /// no_silent_loss fails with that number.
+    #[test]
+    fn a_gateway_killed_mid_run_is_reported_and_its_losses_counted() {
+        let path = dying_gateway_scenario("dies", false);
+        let out = std::env::temp_dir().join(format!("rehearse-dies-{}", std::process::id()));
+        let (code, report, stdout) = run_scenario(&path, &out);
+        assert_eq!(code, Some(1), "{stdout}");
+        let notes = report["notes"].to_string();
+        assert!(
+            notes.contains("the gateway died") && notes.contains("requests were inside it"),
+            "{notes}"
+        );
+        let loss = check(&report, "no_silent_loss");
+        assert_eq!(loss["status"], "fail", "{loss}");
+        // Everything after the death fails to connect: far more than zero lost.
+        let errors = report["counts"]["error"].as_u64().unwrap()
+            + report["counts"]["timeout"].as_u64().unwrap();
+        assert!(errors >= 20, "{}", report["counts"]);
+    }
+
+    /// With `restart = true` the harness restarts it after the delay, as an
+    /// orchestrator would, and counts the downtime.
+    #[test]
+    fn a_dead_gateway_is_restarted_when_asked() {
+        let path = dying_gateway_scenario("restarts", true);
+        let out = std::env::temp_dir().join(format!("rehearse-restarts-{}", std::process::id()));
+        let (_, report, stdout) = run_scenario(&path, &out);
+        let notes = report["notes"].to_string();
+        assert!(notes.contains("the gateway died"), "{notes}\n{stdout}");
+        assert!(
+            notes.contains("the gateway was restarted") && notes.contains("down for"),
+            "{notes}"
+        );
+        // Served before the death and again after the restart.
+        assert!(
+            report["counts"]["ok"].as_u64().unwrap() > 60,
+            "{}",
+            report["counts"]
+        );
+    }
+
+    /// `memory_limit` runs the gateway under that limit: an unbounded
+    /// gateway whose backlog outgrows it is killed, and the report says so.
+    #[test]
+    fn a_memory_limit_kills_an_unbounded_gateway() {
+        let path = write_temp(
+            "oom.toml",
+            r#"[scenario]
+name = "oom"
+[provider.latency]
+ttft = { fixed = "4s" }
+[gateway]
+memory_limit = "48MiB"
+[gateway.reference]
+mode = "naive"
+[load]
+patience = { fixed = "6s" }
+# Service takes 500 ms (50 ms at ten times): a 20 ms send lag still keeps
+# the schedule well inside what is measured, on a shared 2-core machine.
+send_lag_p99_max = "20ms"
+[[load.phases]]
+duration = "5s"
+rate = 40
+[load.request]
+padding_kb = { fixed = 512 }
+"#,
+        );
+        let out = std::env::temp_dir().join(format!("rehearse-oom-{}", std::process::id()));
+        let (code, report, stdout) = run_scenario(&path, &out);
+        assert_eq!(code, Some(1), "{stdout}");
+        let notes = report["notes"].to_string();
+        assert!(notes.contains("the gateway died"), "{notes}\n{stdout}");
+        assert!(
+            notes.contains("memory limit") || notes.contains("signal"),
+            "{notes}"
+        );
+        assert_eq!(check(&report, "no_silent_loss")["status"], "fail");
     }
 }
 
