@@ -203,6 +203,8 @@ pub fn raise_open_files_limit() -> std::io::Result<u64> {
             }
         }
     }
+    // rlim_t is u64 here but not on every platform.
+    #[allow(clippy::unnecessary_cast)]
     Ok(lim.rlim_cur as u64)
 }
 
@@ -663,7 +665,9 @@ mod tests {
         };
         // SAFETY: getrlimit writes only the struct passed.
         assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
-        assert_eq!(raised, lim.rlim_cur as u64);
+        #[allow(clippy::unnecessary_cast)]
+        let soft = lim.rlim_cur as u64;
+        assert_eq!(raised, soft);
         assert_eq!(lim.rlim_cur, lim.rlim_max);
     }
 
