@@ -50,7 +50,8 @@ pub struct Second {
 pub(crate) struct Stats {
     start_us: u64,
     latency: Vec<Histogram<u64>>,
-    ttft: Histogram<u64>,
+    /// Time to first byte of streamed attempts, by outcome.
+    ttft: Vec<Histogram<u64>>,
     send_lag: Histogram<u64>,
     retry_send_lag: Histogram<u64>,
     person_ok: Histogram<u64>,
@@ -70,7 +71,7 @@ impl Stats {
         Stats {
             start_us,
             latency: Outcome::ALL.iter().map(|_| histogram()).collect(),
-            ttft: histogram(),
+            ttft: Outcome::ALL.iter().map(|_| histogram()).collect(),
             send_lag: histogram(),
             retry_send_lag: histogram(),
             person_ok: histogram(),
@@ -103,9 +104,9 @@ impl Stats {
         } else {
             record(&mut self.retry_send_lag, r.send_lag_us());
         }
-        if r.stream && r.outcome == Outcome::Ok {
+        if r.stream {
             if let Some(fb) = r.first_byte_us {
-                record(&mut self.ttft, fb.saturating_sub(r.intended_us));
+                record(&mut self.ttft[o], fb.saturating_sub(r.intended_us));
             }
         }
         self.tokens += r.tokens;
@@ -161,7 +162,7 @@ impl Stats {
     }
 
     /// Writes every histogram, whole-run, to an HDR interval log (tags
-    /// `latency.<outcome>`, `ttft.stream_ok`, `person.ok`, `send_lag`,
+    /// `latency.<outcome>`, `ttft_stream.<outcome>`, `person.ok`, `send_lag`,
     /// `send_lag.retry`; values in microseconds), readable by the HdrHistogram
     /// tools (HistogramLogProcessor, the hdrhistogram crate).
     pub(crate) fn write_histogram_log(
@@ -182,7 +183,11 @@ impl Stats {
             .iter()
             .map(|o| (format!("latency.{}", o.as_str()), &self.latency[o.index()]))
             .collect();
-        named.push(("ttft.stream_ok".into(), &self.ttft));
+        named.extend(
+            Outcome::ALL
+                .iter()
+                .map(|o| (format!("ttft_stream.{}", o.as_str()), &self.ttft[o.index()])),
+        );
         named.push(("person.ok".into(), &self.person_ok));
         named.push(("send_lag".into(), &self.send_lag));
         named.push(("send_lag.retry".into(), &self.retry_send_lag));
@@ -206,6 +211,7 @@ impl Stats {
                 first_attempts: self.first[o.index()],
                 retries: self.retry[o.index()],
                 latency: Percentiles::of(&self.latency[o.index()]),
+                ttft_stream: Percentiles::of(&self.ttft[o.index()]),
             })
             .collect();
         let lag_p99 = self.send_lag_p99_us();
@@ -215,7 +221,7 @@ impl Stats {
             attempts: self.first.iter().sum::<u64>() + self.retry.iter().sum::<u64>(),
             tokens: self.tokens,
             outcomes,
-            ttft_stream_ok: Percentiles::of(&self.ttft),
+            ttft_stream_ok: Percentiles::of(&self.ttft[Outcome::Ok.index()]),
             person_ok: Percentiles::of(&self.person_ok),
             send_lag: Percentiles::of(&self.send_lag),
             retry_send_lag: Percentiles::of(&self.retry_send_lag),
@@ -274,6 +280,9 @@ pub struct OutcomeSummary {
     pub retries: u64,
     /// Latency of those attempts, from their intended send time.
     pub latency: Percentiles,
+    /// Time to first byte of those that were streamed and got one, from
+    /// their intended send time.
+    pub ttft_stream: Percentiles,
 }
 
 /// What a run measured.
@@ -504,7 +513,7 @@ mod tests {
                 _ => None,
             })
             .collect();
-        assert_eq!(tags.len(), 11, "{tags:?}");
+        assert_eq!(tags.len(), 17, "{tags:?}");
         assert!(tags.contains(&"latency.ok".to_string()));
     }
 
