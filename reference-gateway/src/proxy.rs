@@ -172,12 +172,15 @@ impl Shared {
             Err(e) if e.is::<http_body_util::LengthLimitError>() => return self.too_large(),
             Err(e) => {
                 metrics.bad_requests.fetch_add(1, Ordering::Relaxed);
-                return error_response(
+                let mut r = error_response(
                     StatusCode::BAD_REQUEST,
                     "body_unreadable",
                     "invalid_request_error",
                     &format!("could not read the request body: {e}"),
                 );
+                r.headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                return r;
             }
         };
         let shape = match RequestShape::parse(&bytes) {
@@ -333,12 +336,17 @@ impl Shared {
 
     fn too_large(&self) -> Response<GatewayBody> {
         self.metrics.bad_requests.fetch_add(1, Ordering::Relaxed);
-        error_response(
+        let mut r = error_response(
             StatusCode::PAYLOAD_TOO_LARGE,
             "body_too_large",
             "invalid_request_error",
             &format!("the request body is over {} bytes", self.max_body_bytes),
-        )
+        );
+        // The rest of the body is still on the wire, unread: the connection
+        // cannot carry another request, and the caller must not try.
+        r.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        r
     }
 }
 

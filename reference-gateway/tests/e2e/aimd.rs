@@ -13,6 +13,7 @@ use crate::support::*;
 /// it again. The limit is read from /metrics as a client would.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lowers_its_limit_during_a_slowdown_and_raises_it_after() {
+    let _alone = SUSTAINED_LOAD.lock().await;
     bounded_in_time(async {
         let provider = provider(
             r#"

@@ -21,6 +21,11 @@ async fn oversized_and_malformed_bodies_are_refused_in_every_mode() {
             let big = chat_body("big", 4000, 5, false);
             let r = client.post(&url).body(big).send().await.unwrap();
             assert_eq!(r.status(), 413, "{mode}");
+            assert_eq!(
+                r.headers()["connection"],
+                "close",
+                "the unread body spoils the connection"
+            );
             let v: serde_json::Value = r.json().await.unwrap();
             assert_eq!(v["error"]["code"], "body_too_large");
 

@@ -91,6 +91,7 @@ latency = { multiplier = 7.0 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bounded_serves_a_third_and_sheds_the_rest_where_naive_drains_for_long() {
+    let _alone = SUSTAINED_LOAD.lock().await;
     bounded_in_time(async {
         // bounded: the scenario's gateway, time-scaled.
         let provider = demo_provider().await;

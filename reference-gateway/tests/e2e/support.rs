@@ -18,6 +18,11 @@ pub async fn bounded_in_time<F: Future<Output = ()>>(test: F) {
         .expect("the test ran past its time limit");
 }
 
+/// Held by the tests that keep up sustained load for seconds (hundreds of
+/// requests a second), so that two of them never share the machine's few
+/// cores and skew each other's timing. Taken before the time limit starts.
+pub static SUSTAINED_LOAD: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 pub async fn provider(toml: &str) -> ProviderHandle {
     let config = ProviderConfig::from_toml(toml, "test-provider.toml").expect("provider config");
     FakeProvider::new(config)
