@@ -215,13 +215,15 @@ pub fn num(x: f64, decimals: usize) -> String {
     }
 }
 
-/// A tick label for a linear axis: as many decimals as the step needs.
+/// A tick label for a linear axis: as many decimals as the step needs
+/// (0.25 → 2, 0.5 → 1, 5 → 0).
 fn tick(v: f64, step: f64) -> String {
-    let decimals = if step >= 1.0 {
-        0
-    } else {
-        (-step.log10()).ceil().clamp(0.0, 6.0) as usize
-    };
+    let decimals = (0..6)
+        .find(|d| {
+            let scaled = step * 10f64.powi(*d);
+            (scaled - scaled.round()).abs() < 1e-6 * scaled.max(1.0)
+        })
+        .unwrap_or(6) as usize;
     num(v, decimals)
 }
 
@@ -334,6 +336,16 @@ impl TimeAxis {
             count(total / 60)
         } else {
             format!("{}:{:02}", total / 60, total % 60)
+        }
+    }
+
+    /// An instant for a sentence: `2.3 s`, or `3:10` (min:s) on a long run.
+    fn instant(&self, t: f64) -> String {
+        if self.minutes {
+            let total = t.max(0.0).round() as u64;
+            format!("{}:{:02}", total / 60, total % 60)
+        } else {
+            format!("{} s", num(t, 1))
         }
     }
 
@@ -873,7 +885,11 @@ fn requests(fr: &Frame) -> DrawResult<String> {
     }
     match d.first_shed {
         Some((t, depth)) => items.push((
-            format!("first shed: {} waiting, {} s in", count(depth), num(t, 1)),
+            format!(
+                "first shed: {} waiting, {} in",
+                count(depth),
+                fr.x.instant(t)
+            ),
             Mark::Point(C_LIMIT),
         )),
         None => items.push(("the gateway never shed".to_string(), Mark::Point(C_GREY))),
@@ -1384,6 +1400,11 @@ mod tests {
         let axis = TimeAxis::new(2400.0);
         assert_eq!(axis.step, 300.0);
         assert_eq!(axis.label(600.0), "10");
+        assert!(charts[1]
+            .svg
+            .as_ref()
+            .unwrap()
+            .contains("first shed: 245 waiting, 3:20 in"));
     }
 
     #[test]
@@ -1427,6 +1448,10 @@ mod tests {
         let (lo, hi, ticks) = log_axis(30.0, 1900.0);
         assert_eq!((lo, hi), (10.0, 10_000.0));
         assert!(ticks.contains(&200.0));
+        assert_eq!(tick(0.75, 0.25), "0.75");
+        assert_eq!(tick(1.0, 0.25), "1");
+        assert_eq!(tick(1.5, 0.5), "1.5");
+        assert_eq!(tick(2500.0, 500.0), "2,500");
         assert_eq!(ms_label(1500.0), "1.5 s");
         assert_eq!(ms_label(0.5), "0.5 ms");
         assert_eq!(quantile_label(2.0), "50%");

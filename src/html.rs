@@ -364,7 +364,7 @@ pub fn render(i: &Inputs, charts: &[Chart]) -> String {
          shaded bands are the scenario's phases (orange: overloaded in the plan).</p>\n",
     );
     for c in charts {
-        let _ = write!(h, "<figure class=\"chart\" id=\"chart-{}\">\n", esc(c.id));
+        let _ = writeln!(h, "<figure class=\"chart\" id=\"chart-{}\">", esc(c.id));
         match &c.svg {
             Ok(svg) => {
                 // Skip an XML declaration if the backend wrote one.
