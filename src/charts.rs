@@ -310,8 +310,8 @@ impl TimeAxis {
         };
         let minutes = span > 300.0;
         let steps = [
-            1.0, 2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1200.0,
-            1800.0, 3600.0, 7200.0, 10800.0, 21600.0, 43200.0, 86400.0,
+            0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0,
+            1200.0, 1800.0, 3600.0, 7200.0, 10800.0, 21600.0, 43200.0, 86400.0,
         ];
         let step = steps
             .into_iter()
@@ -329,7 +329,7 @@ impl TimeAxis {
 
     fn label(&self, v: f64) -> String {
         if !self.minutes {
-            return num(v, 0);
+            return tick(v, self.step);
         }
         let total = v.round() as u64;
         if self.step >= 60.0 {
@@ -1434,6 +1434,8 @@ mod tests {
     #[test]
     fn axes_tick_sensibly() {
         assert_eq!(TimeAxis::new(10.0).step, 1.0);
+        let short = TimeAxis::new(2.0);
+        assert_eq!((short.step, short.label(1.6).as_str()), (0.2, "1.6"));
         assert_eq!(TimeAxis::new(66.0).step, 10.0);
         assert_eq!(TimeAxis::new(180.0).step, 15.0);
         let a = TimeAxis::new(400.0);
