@@ -32,7 +32,7 @@ cleanup() { [ -n "${PID:-}" ] && kill "$PID" 2>/dev/null || true; wait 2>/dev/nu
 trap cleanup EXIT
 
 start() {
-  taskset -c 0 "$BIN" provider --config "$1" --listen "127.0.0.1:$PORT" --threads 1 >/dev/null &
+  taskset -c 0 "$BIN" provider --config "$1" --listen "127.0.0.1:$PORT" --threads 1 >/dev/null 2>>"$OUT/provider.log" &
   PID=$!
   for _ in $(seq 100); do
     curl -s -o /dev/null "http://127.0.0.1:$PORT/_fake/stats" && return 0
