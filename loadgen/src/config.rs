@@ -6,6 +6,8 @@
 //! seed = 7                      # every draw (arrivals, shapes, jitter) follows it
 //! send_lag_p99_max = "5ms"      # the run is invalid past this send lag p99
 //! id_prefix = "r"               # request ids are r000000, r000001, ...
+//! max_connections = 1000        # optional cap on open connections (none by
+//!                               # default: an open loop never waits for one)
 //! patience = { fixed = "25s" }  # or uniform / lognormal / exponential / mix
 //! send_patience = false         # send the remaining patience in a header...
 //! patience_header = "x-request-timeout-ms"  # ...named so, in milliseconds
@@ -81,6 +83,9 @@ pub struct LoadConfig {
     /// Prefix of request ids.
     #[serde(default = "default_id_prefix")]
     pub id_prefix: String,
+    /// A cap on open connections; none by default. With a cap, a request
+    /// may wait for a connection, and the wait counts in its latency.
+    pub max_connections: Option<usize>,
     /// How long a person waits, over all their attempts, before hanging up.
     #[serde(default = "default_patience")]
     pub patience: DurationDist,
@@ -384,6 +389,7 @@ pub struct LoadPlan {
     pub(crate) retry: RetryPolicy,
     pub(crate) send_lag_bound: Duration,
     pub(crate) id_prefix: String,
+    pub(crate) max_connections: Option<usize>,
     /// Durations drawn at run time (patience) are divided by this.
     pub(crate) time_scale: f64,
 }
@@ -594,6 +600,9 @@ fn validate(cfg: &LoadConfig, source: &Source<'_>, base_dir: &Path) -> Result<Lo
         None
     };
 
+    if cfg.max_connections == Some(0) {
+        return Err(source.error("load.max_connections", "must be >= 1").into());
+    }
     let r = &cfg.retry;
     if r.max_attempts == 0 {
         return Err(source
@@ -652,6 +661,7 @@ fn validate(cfg: &LoadConfig, source: &Source<'_>, base_dir: &Path) -> Result<Lo
         retry,
         send_lag_bound: cfg.send_lag_p99_max,
         id_prefix: cfg.id_prefix.clone(),
+        max_connections: cfg.max_connections,
         time_scale: 1.0,
     })
 }

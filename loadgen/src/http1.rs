@@ -12,12 +12,13 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 /// Response heads larger than this are refused.
 const MAX_HEAD: usize = 64 * 1024;
@@ -47,38 +48,86 @@ pub(crate) enum HttpError {
     Protocol(String),
 }
 
+/// A connection's place under the cap, held as long as the connection lives.
+type Slot = Option<OwnedSemaphorePermit>;
+
 /// Connections to one address, reused when an answer was read in full.
 #[derive(Debug)]
 pub(crate) struct Connector {
     addr: SocketAddr,
-    idle: Mutex<Vec<TcpStream>>,
+    idle: Mutex<Vec<(TcpStream, Slot)>>,
+    /// With a cap on open connections: one permit per connection.
+    slots: Option<Arc<Semaphore>>,
+    /// Signalled when a connection goes back to the idle pool.
+    returned: Notify,
 }
 
 impl Connector {
-    pub(crate) fn new(addr: SocketAddr) -> Self {
+    /// Connections to `addr`, at most `cap` open at once if given (a
+    /// request then waits for one, and that wait is part of its latency).
+    pub(crate) fn new(addr: SocketAddr, cap: Option<usize>) -> Self {
         Connector {
             addr,
             idle: Mutex::new(Vec::new()),
+            slots: cap.map(|n| Arc::new(Semaphore::new(n))),
+            returned: Notify::new(),
         }
     }
 
-    fn take_idle(&self) -> Option<TcpStream> {
+    fn take_idle(&self) -> Option<(TcpStream, Slot)> {
         loop {
-            let stream = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop()?;
+            let (stream, slot) = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop()?;
             // A connection the server closed while idle reads as EOF (or
             // has stray bytes): drop it. WouldBlock means alive and quiet.
             let mut probe = [0u8; 1];
             match stream.try_read(&mut probe) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Some(stream),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Some((stream, slot)),
                 _ => continue,
             }
         }
     }
 
-    fn put_idle(&self, stream: TcpStream) {
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        if idle.len() < MAX_IDLE {
-            idle.push(stream);
+    fn put_idle(&self, stream: TcpStream, slot: Slot) {
+        {
+            let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+            if idle.len() >= MAX_IDLE {
+                return;
+            }
+            idle.push((stream, slot));
+        }
+        if self.slots.is_some() {
+            self.returned.notify_one();
+        }
+    }
+
+    /// An idle connection, else a new one; under a cap, waits for either.
+    /// Returns whether the connection was reused.
+    async fn checkout(&self) -> Result<(TcpStream, Slot, bool), HttpError> {
+        let Some(slots) = &self.slots else {
+            if let Some((stream, slot)) = self.take_idle() {
+                return Ok((stream, slot, true));
+            }
+            return Ok((self.connect().await?, None, false));
+        };
+        loop {
+            // Registered before looking, so a return in between is not missed.
+            let returned = self.returned.notified();
+            tokio::pin!(returned);
+            returned.as_mut().enable();
+            if let Some((stream, slot)) = self.take_idle() {
+                return Ok((stream, slot, true));
+            }
+            let permit = match slots.clone().try_acquire_owned() {
+                Ok(p) => p,
+                Err(_) => tokio::select! {
+                    _ = &mut returned => continue,
+                    p = slots.clone().acquire_owned() => match p {
+                        Ok(p) => p,
+                        Err(_) => continue,
+                    },
+                },
+            };
+            return Ok((self.connect().await?, Some(permit), false));
         }
     }
 
@@ -102,26 +151,24 @@ impl Connector {
         head: &[u8],
         body: impl Fn() -> Bytes,
     ) -> Result<Response<'_>, HttpError> {
-        if let Some(stream) = self.take_idle() {
-            match exchange(stream, head, body(), true).await {
-                Ok(head) => return Ok(self.response(head)),
-                Err(Failure::Stale) => {}
+        loop {
+            let (stream, slot, reused) = self.checkout().await?;
+            match exchange(stream, head, body(), reused).await {
+                Ok(head) => return Ok(self.response(head, slot)),
+                // Only a reused connection is stale; each is dropped, so
+                // this ends on a fresh connection at the latest.
+                Err(Failure::Stale) => continue,
                 Err(Failure::Failed(e)) => return Err(e),
             }
         }
-        let stream = self.connect().await?;
-        match exchange(stream, head, body(), false).await {
-            Ok(head) => Ok(self.response(head)),
-            Err(Failure::Stale) => Err(HttpError::Reset("closed before answering".into())),
-            Err(Failure::Failed(e)) => Err(e),
-        }
     }
 
-    fn response(&self, head: Head) -> Response<'_> {
+    fn response(&self, head: Head, slot: Slot) -> Response<'_> {
         Response {
             status: head.status,
             headers: head.headers,
             connector: self,
+            slot,
             stream: Some(head.stream),
             buf: head.rest,
             pos: 0,
@@ -296,6 +343,7 @@ pub(crate) struct Response<'c> {
     pub(crate) status: u16,
     pub(crate) headers: HeaderMap,
     connector: &'c Connector,
+    slot: Slot,
     stream: Option<TcpStream>,
     buf: Vec<u8>,
     pos: usize,
@@ -336,7 +384,7 @@ impl Response<'_> {
         }
         if self.keep_alive {
             if let Some(stream) = self.stream.take() {
-                self.connector.put_idle(stream);
+                self.connector.put_idle(stream, self.slot.take());
             }
         }
         Ok(())
@@ -485,7 +533,7 @@ mod tests {
         let b = b"HTTP/1.1 429 Too Many\r\nretry-after-ms: 40\r\ntransfer-encoding: chunked\r\n\r\n3;x=y\r\nabc\r\n2\r\nde\r\n0\r\nt: 1\r\n\r\n".to_vec();
         let c = b"HTTP/1.1 204 No Content\r\n\r\n".to_vec();
         let addr = server(vec![a, b, c], 7).await;
-        let conn = Connector::new(addr);
+        let conn = Connector::new(addr, None);
         assert_eq!(body_of(&conn).await.unwrap(), (200, b"hello".to_vec()));
         let r = conn
             .send(b"POST / HTTP/1.1\r\ncontent-length: 2\r\n\r\n", || {
@@ -509,7 +557,7 @@ mod tests {
         )
         .await;
         assert_eq!(
-            body_of(&Connector::new(addr)).await.unwrap(),
+            body_of(&Connector::new(addr, None)).await.unwrap(),
             (200, b"all of it".to_vec())
         );
         let addr = server(
@@ -518,7 +566,7 @@ mod tests {
         )
         .await;
         assert!(matches!(
-            body_of(&Connector::new(addr)).await,
+            body_of(&Connector::new(addr, None)).await,
             Err(HttpError::Reset(_))
         ));
         let addr = server(
@@ -527,12 +575,12 @@ mod tests {
         )
         .await;
         assert!(matches!(
-            body_of(&Connector::new(addr)).await,
+            body_of(&Connector::new(addr, None)).await,
             Err(HttpError::Reset(_))
         ));
         let addr = server(vec![b"SSH-2.0-OpenSSH\r\n\r\n".to_vec()], 100).await;
         assert!(matches!(
-            body_of(&Connector::new(addr)).await,
+            body_of(&Connector::new(addr, None)).await,
             Err(HttpError::Protocol(_))
         ));
     }
@@ -554,10 +602,49 @@ mod tests {
                 drop(s);
             }
         });
-        let conn = Connector::new(addr);
+        let conn = Connector::new(addr, None);
         assert_eq!(body_of(&conn).await.unwrap().1, b"ok");
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         assert_eq!(body_of(&conn).await.unwrap().1, b"ok");
+    }
+
+    #[tokio::test]
+    async fn a_cap_makes_requests_share_connections() {
+        // A server that counts connections and answers every request.
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            loop {
+                let (mut s, _) = listener.accept().await.unwrap();
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut b = [0u8; 1024];
+                    while let Ok(n) = s.read(&mut b).await {
+                        if n == 0 {
+                            return;
+                        }
+                        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                        let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                        if s.write_all(ok).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        let conn = Arc::new(Connector::new(addr, Some(2)));
+        let tasks: Vec<_> = (0..10)
+            .map(|_| {
+                let c = conn.clone();
+                tokio::spawn(async move { body_of(&c).await.unwrap().1 })
+            })
+            .collect();
+        for t in tasks {
+            assert_eq!(t.await.unwrap(), b"ok");
+        }
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 
     #[tokio::test]
@@ -566,7 +653,7 @@ mod tests {
         let addr = l.local_addr().unwrap();
         drop(l);
         assert!(matches!(
-            body_of(&Connector::new(addr)).await,
+            body_of(&Connector::new(addr, None)).await,
             Err(HttpError::Connect(_))
         ));
     }

@@ -292,7 +292,7 @@ pub async fn run(
 
     let shared = Arc::new(Shared {
         plan: plan.clone(),
-        connector: Connector::new(addr),
+        connector: Connector::new(addr, plan.max_connections),
         head_prefix: head_prefix.into_bytes(),
         clock,
         start,
