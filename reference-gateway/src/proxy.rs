@@ -278,7 +278,7 @@ impl Shared {
             }
             Err(e) => {
                 call.failed();
-                warn!(cause = %e, "upstream call failed");
+                warn!(cause = %error_chain(&e), "upstream call failed");
                 bad_gateway(&error_chain(&e))
             }
         }
