@@ -21,6 +21,14 @@
 //! time apart, sheds and stale drops apart, and in-flight, queue depth,
 //! limit and resident memory gauges.
 //!
+//! On the wire: requests keep their `x-request-id` and their prompt; the
+//! caller's remaining patience (`x-request-timeout-ms`, relative ms) is
+//! passed on upstream as what is left of it at dispatch. Every forwarded
+//! answer carries `x-gateway-queue-wait-us` (time spent in the gateway before
+//! the upstream call); every shed answer carries `x-gateway-shed` with the
+//! reason (`queue_full`, `would_miss_deadline`, `wait_expired`), also the
+//! `code` of its OpenAI-shaped JSON error body.
+//!
 //! The rooms:
 //! - `config`: [`GatewayConfig`] and each mode's knobs, from flags or TOML,
 //!   time-scaled by `REHEARSE_TIME_SCALE`;
