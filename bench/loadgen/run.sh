@@ -41,10 +41,11 @@ start() {
   echo "provider did not start" >&2; exit 1
 }
 
-# A scenario at a constant rate; $3 extra [load] lines.
+# A scenario: name, seconds, rate per second, patience, extra [load] line.
 scenario() {
   cat > "$OUT/$1.toml" <<TOML
 [load]
+${5:-}
 send_lag_p99_max = "1ms"
 patience = { fixed = "${4:-30s}" }
 [[load.phases]]
@@ -78,6 +79,11 @@ for RATE in $RATES; do
   /usr/bin/time -f "   cpu %P  max rss %M KB" taskset -c 1 "$BIN" load "$OUT/rate$RATE.toml" \
     --target "$URL" --out "$OUT/rate$RATE" --no-progress > "$OUT/rate$RATE.txt" || true
   python3 "$HERE/summary.py" "$OUT/rate$RATE/summary.json" "$DURATION"
+  echo "== rehearse load: $RATE/s with max_connections = 1000 (as oha -c 1000)"
+  scenario "cap$RATE" "$DURATION" "$RATE" 30s "max_connections = 1000"
+  /usr/bin/time -f "   cpu %P  max rss %M KB" taskset -c 1 "$BIN" load "$OUT/cap$RATE.toml" \
+    --target "$URL" --out "$OUT/cap$RATE" --no-progress > "$OUT/cap$RATE.txt" || true
+  python3 "$HERE/summary.py" "$OUT/cap$RATE/summary.json" "$DURATION"
   if command -v oha >/dev/null; then
     echo "== oha: $RATE/s (-q, --latency-correction) for ${DURATION}s on one core"
     BODY=$(sed -n "s/^wrk.body = '\(.*\)'$/\1/p" "$HERE/post.lua")

@@ -23,11 +23,15 @@ pub enum Outcome {
     Reset,
     /// A 2xx whose body is not valid for the dialect.
     Malformed,
+    /// The run was stopped (Ctrl-C, SIGTERM) while this attempt was in
+    /// flight, and its grace period ran out: neither the target's fault nor
+    /// the person's.
+    Cancelled,
 }
 
 impl Outcome {
     /// Every outcome, in report order.
-    pub const ALL: [Outcome; 7] = [
+    pub const ALL: [Outcome; 8] = [
         Outcome::Ok,
         Outcome::Shed,
         Outcome::ProviderError,
@@ -35,6 +39,7 @@ impl Outcome {
         Outcome::ConnectError,
         Outcome::Reset,
         Outcome::Malformed,
+        Outcome::Cancelled,
     ];
 
     /// The name used in records and reports.
@@ -47,6 +52,7 @@ impl Outcome {
             Outcome::ConnectError => "connect_error",
             Outcome::Reset => "reset",
             Outcome::Malformed => "malformed",
+            Outcome::Cancelled => "cancelled",
         }
     }
 

@@ -41,7 +41,7 @@ pub(crate) fn retryable(outcome: Outcome, status: Option<u16>) -> bool {
         Outcome::ProviderError => {
             matches!(status, Some(408 | 409 | 429) | Some(500..=599))
         }
-        Outcome::Ok | Outcome::Timeout | Outcome::Malformed => false,
+        Outcome::Ok | Outcome::Timeout | Outcome::Malformed | Outcome::Cancelled => false,
     }
 }
 

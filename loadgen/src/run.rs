@@ -114,6 +114,9 @@ pub struct RunOptions {
     pub stop: StopCondition,
     /// How long the connect probe before the run may take.
     pub probe_timeout: Duration,
+    /// After a cancellation, how long attempts in flight may still finish;
+    /// those still running then end as `cancelled`.
+    pub cancel_grace: Duration,
 }
 
 impl RunOptions {
@@ -124,6 +127,7 @@ impl RunOptions {
             progress: false,
             stop: StopCondition::default(),
             probe_timeout: Duration::from_secs(3),
+            cancel_grace: Duration::from_millis(500),
         }
     }
 }
@@ -220,6 +224,9 @@ struct Shared {
     live: Arc<Live>,
     budget: RetryBudget,
     cancel: CancellationToken,
+    /// Cancelled `cancel_grace` after `cancel`: attempts still in flight
+    /// then end as `cancelled`.
+    hard_stop: CancellationToken,
     /// Whether the first connect error was logged.
     connect_warned: AtomicBool,
 }
@@ -290,6 +297,18 @@ pub async fn run(
         .progress
         .then(|| crate::progress::spawn(live.clone(), start, plan.schedule_length()));
 
+    // The grace after a cancellation: in-flight attempts get this long to
+    // finish, then end as `cancelled` (one task for the run, so each person
+    // future stays small).
+    let hard_stop = CancellationToken::new();
+    {
+        let (cancel, hard_stop, grace) = (cancel.clone(), hard_stop.clone(), options.cancel_grace);
+        tokio::spawn(async move {
+            cancel.cancelled().await;
+            tokio::time::sleep(grace).await;
+            hard_stop.cancel();
+        });
+    }
     let shared = Arc::new(Shared {
         plan: plan.clone(),
         connector: Connector::new(addr, plan.max_connections),
@@ -300,6 +319,7 @@ pub async fn run(
         live: live.clone(),
         budget: RetryBudget::default(),
         cancel: cancel.clone(),
+        hard_stop: hard_stop.clone(),
         connect_warned: AtomicBool::new(false),
     });
 
@@ -364,8 +384,14 @@ fn dispatch(
     cancel: CancellationToken,
 ) {
     const SLICE: Duration = Duration::from_millis(50);
+    // Wake-ups are at least this far apart; arrivals due in between are
+    // spawned together at the next wake-up, at most this late. At 20,000/s
+    // that is a wake-up per 4 arrivals instead of one each: far fewer
+    // context switches, for a lag still well under the millisecond.
+    const MIN_WAKE_GAP: Duration = Duration::from_micros(200);
     raise_priority();
     let after_us = stop.after.map(|d| d.as_micros() as u64);
+    let mut last_wake = Instant::now();
     for (index, arrival) in (0u64..).zip(shared.plan.arrivals.iter(shared.plan.seed)) {
         if stop.max_people.is_some_and(|m| index >= m)
             || after_us.is_some_and(|a| arrival.offset_us > a)
@@ -381,7 +407,9 @@ fn dispatch(
             if now >= due {
                 break;
             }
-            std::thread::sleep((due - now).min(SLICE));
+            let until = due.max(last_wake + MIN_WAKE_GAP);
+            std::thread::sleep((until - now).min(SLICE));
+            last_wake = Instant::now();
         }
         shared.live.offered.fetch_add(1, Ordering::Relaxed);
         shared.live.outstanding.fetch_add(1, Ordering::Relaxed);
@@ -443,7 +471,11 @@ async fn person(shared: Arc<Shared>, index: u64, offset_us: u64, source: Source)
         let mut attempt = 1;
         loop {
             if attempt > 1 {
-                tokio::time::sleep_until(intended.into()).await;
+                tokio::select! {
+                    _ = tokio::time::sleep_until(intended.into()) => {}
+                    // Stopped while waiting to retry: no new attempt.
+                    _ = Box::pin(shared.cancel.cancelled()) => break,
+                }
             }
             let mut rec = attempt_once(&shared, &id, &drawn, attempt, intended, give_up).await;
             rec.patience_ms = patience.as_millis() as u64;
@@ -573,9 +605,14 @@ async fn attempt_once(
     };
     // Dropping the exchange at the deadline drops its connection: the
     // client hangs up, as a person who gave up does.
-    let (outcome, tokens) = match tokio::time::timeout_at(give_up.into(), exchange).await {
-        Ok(r) => r,
-        Err(_) => (Outcome::Timeout, 0),
+    let (outcome, tokens) = tokio::select! {
+        r = tokio::time::timeout_at(give_up.into(), exchange) => match r {
+            Ok(r) => r,
+            Err(_) => (Outcome::Timeout, 0),
+        },
+        // Boxed: 8 bytes in every waiting person's state instead of the
+        // cancellation future itself.
+        () = Box::pin(shared.hard_stop.cancelled()) => (Outcome::Cancelled, 0),
     };
     let done = Instant::now();
     ClientRecord {

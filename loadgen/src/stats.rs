@@ -55,8 +55,8 @@ pub(crate) struct Stats {
     send_lag: Histogram<u64>,
     retry_send_lag: Histogram<u64>,
     person_ok: Histogram<u64>,
-    first: [u64; 7],
-    retry: [u64; 7],
+    first: [u64; Outcome::ALL.len()],
+    retry: [u64; Outcome::ALL.len()],
     tokens: u64,
     people: u64,
     /// Deltas of outstanding people per second, summed up at the end.
@@ -75,8 +75,8 @@ impl Stats {
             send_lag: histogram(),
             retry_send_lag: histogram(),
             person_ok: histogram(),
-            first: [0; 7],
-            retry: [0; 7],
+            first: [0; Outcome::ALL.len()],
+            retry: [0; Outcome::ALL.len()],
             tokens: 0,
             people: 0,
             timeline: Vec::new(),
@@ -513,7 +513,8 @@ mod tests {
                 _ => None,
             })
             .collect();
-        assert_eq!(tags.len(), 17, "{tags:?}");
+        // latency and ttft_stream per outcome, person.ok, and two send lags.
+        assert_eq!(tags.len(), 2 * Outcome::ALL.len() + 3, "{tags:?}");
         assert!(tags.contains(&"latency.ok".to_string()));
     }
 
