@@ -97,8 +97,9 @@ pub fn main(args: Args) -> u8 {
         tokio::spawn(stop_on_signals(cancel.clone()));
         crate::run::run(&scenario, &opts, cancel).await
     });
-    // Do not wait for stray tasks (a hanging connection) to finish.
-    rt.shutdown_timeout(std::time::Duration::from_millis(500));
+    // The reports are written: do not wait for stray tasks (a hanging
+    // connection, a blocked read) to finish.
+    rt.shutdown_background();
     match result {
         Ok(Status::Pass) => crate::exit::OK,
         Ok(Status::Fail) => crate::exit::CHECK_FAILED,
@@ -132,6 +133,8 @@ async fn stop_on_signals(cancel: CancellationToken) {
             eprintln!("\nstopping: writing a partial report (again to quit at once)");
             cancel.cancel();
         } else {
+            // Exit now, but leave no gateway behind.
+            crate::gateway_process::kill_live_group();
             std::process::exit(130);
         }
     }

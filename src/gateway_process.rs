@@ -48,6 +48,19 @@ pub enum SpawnError {
     Io(String),
 }
 
+/// The process group of the gateway alive now (0: none), so that a second
+/// Ctrl-C, which exits at once, can still end it.
+static LIVE_GROUP: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// Kills the gateway's process group at once, if one is alive. For the
+/// exit-now path; the normal path is [`GatewayProcess::stop`].
+pub fn kill_live_group() {
+    let pgid = LIVE_GROUP.swap(0, std::sync::atomic::Ordering::SeqCst);
+    if pgid > 0 {
+        let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+    }
+}
+
 /// A running gateway process group.
 pub struct GatewayProcess {
     child: Child,
@@ -123,6 +136,7 @@ impl GatewayProcess {
             cause,
         })?;
         let pgid = Pid::from_raw(child.id() as i32);
+        LIVE_GROUP.store(pgid.as_raw(), std::sync::atomic::Ordering::SeqCst);
         let mut addr = listen;
         if announce {
             // Copy its stdout to the log, handing the first address it
@@ -194,6 +208,12 @@ impl GatewayProcess {
 
     /// Ends the whole group: SIGTERM, then SIGKILL after `grace`.
     pub fn stop(&mut self, grace: Duration) {
+        let _ = LIVE_GROUP.compare_exchange(
+            self.pgid.as_raw(),
+            0,
+            std::sync::atomic::Ordering::SeqCst,
+            std::sync::atomic::Ordering::SeqCst,
+        );
         let _ = killpg(self.pgid, Signal::SIGTERM);
         let deadline = Instant::now() + grace;
         while Instant::now() < deadline {

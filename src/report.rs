@@ -30,9 +30,10 @@ pub struct Report<'a> {
     pub notes: &'a [String],
 }
 
-/// The overall verdict, where a partial run cannot pass.
+/// The overall verdict. A partial run (stopped before its end) is
+/// `invalid` whatever its checks say: the scenario was not rehearsed.
 pub fn verdict(meta: &RunMeta, j: &Judgement) -> Status {
-    if meta.partial && j.overall == Status::Pass {
+    if meta.partial {
         Status::Invalid
     } else {
         j.overall

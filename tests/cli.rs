@@ -672,6 +672,142 @@ padding_kb = { fixed = 512 }
         );
         assert_eq!(check(&report, "no_silent_loss")["status"], "fail");
     }
+
+    /// SIGTERM during a run: the load stops, the gateway's group is ended,
+    /// and a report marked partial is written within about 2 seconds.
+    #[test]
+    fn sigterm_writes_a_partial_report_quickly() {
+        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let out = std::env::temp_dir().join(format!("rehearse-sigterm-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let mut child = rehearse()
+            .arg("run")
+            .arg(format!(
+                "{}/scenarios/pool-demo.toml",
+                env!("CARGO_MANIFEST_DIR")
+            ))
+            .arg("--out")
+            .arg(&out)
+            .arg("--no-progress")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Wait until the gateway is up, then let the load flow a while.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !std::fs::read_to_string(out.join("gateway.log"))
+            .is_ok_and(|l| l.contains("listening on"))
+        {
+            assert!(Instant::now() < deadline, "the run did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_secs(3));
+        let gateway_cfg = std::fs::read_to_string(out.join("gateway.toml")).unwrap();
+        let listen = gateway_cfg
+            .lines()
+            .find_map(|l| l.strip_prefix("listen = "))
+            .unwrap()
+            .trim_matches('"')
+            .to_string();
+        let signalled = Instant::now();
+        Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        let mut running = Running(child);
+        let status = loop {
+            if let Some(s) = running.0.try_wait().unwrap() {
+                break s;
+            }
+            assert!(
+                signalled.elapsed() < Duration::from_secs(10),
+                "the run did not stop on SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let took = signalled.elapsed();
+        assert_eq!(status.code(), Some(3), "a partial run is not a pass");
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap())
+                .unwrap();
+        assert_eq!(report["partial"], true);
+        assert_eq!(report["verdict"], "invalid");
+        // The gateway's process group is gone: nothing listens any more.
+        assert!(
+            std::net::TcpStream::connect(&listen).is_err(),
+            "the gateway still listens on {listen}"
+        );
+        // No half-written files.
+        for entry in std::fs::read_dir(&out).unwrap() {
+            let name = entry.unwrap().file_name().to_string_lossy().to_string();
+            assert!(!name.ends_with(".tmp"), "{name} left behind");
+        }
+        // The release binary writes its partial report about 1.1 s after
+        // SIGTERM (0.5 s of grace for requests in flight, then the reports);
+        // this debug build on a shared machine is given more room.
+        assert!(took < Duration::from_secs(10), "took {took:?} to stop");
+        eprintln!("stopped {took:?} after SIGTERM");
+    }
+
+    /// A second SIGTERM (or Ctrl-C) exits at once, and still ends the
+    /// gateway's process group.
+    #[test]
+    fn a_second_signal_exits_at_once_and_ends_the_gateway() {
+        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let out = std::env::temp_dir().join(format!("rehearse-sigterm2-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let child = rehearse()
+            .arg("run")
+            .arg(format!(
+                "{}/scenarios/pool-demo.toml",
+                env!("CARGO_MANIFEST_DIR")
+            ))
+            .arg("--out")
+            .arg(&out)
+            .arg("--no-progress")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut running = Running(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !std::fs::read_to_string(out.join("gateway.log"))
+            .is_ok_and(|l| l.contains("listening on"))
+        {
+            assert!(Instant::now() < deadline, "the run did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_secs(1));
+        let listen = std::fs::read_to_string(out.join("gateway.toml"))
+            .unwrap()
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("listen = ")
+                    .map(|v| v.trim_matches('"').to_string())
+            })
+            .unwrap();
+        let pid = running.0.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        let signalled = Instant::now();
+        let status = loop {
+            if let Some(s) = running.0.try_wait().unwrap() {
+                break s;
+            }
+            assert!(
+                signalled.elapsed() < Duration::from_secs(3),
+                "the second signal did not exit at once"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!(status.code(), Some(130));
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(
+            std::net::TcpStream::connect(&listen).is_err(),
+            "the gateway outlived the harness"
+        );
+    }
 }
 
 /// `report.html` in a real browser: headless Chromium (Debian's

@@ -25,6 +25,9 @@ pub enum ClientOutcome {
     Reset,
     /// A 2xx whose body is not valid.
     Malformed,
+    /// The run was stopped while the attempt was in flight: neither an
+    /// answer nor a loss (a partial report says so).
+    Cancelled,
 }
 
 impl ClientOutcome {
@@ -64,6 +67,7 @@ impl ClientOutcome {
             ClientOutcome::ConnectError => "connect_error",
             ClientOutcome::Reset => "reset",
             ClientOutcome::Malformed => "malformed",
+            ClientOutcome::Cancelled => "cancelled",
         }
     }
 }
