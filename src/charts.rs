@@ -102,16 +102,23 @@ pub struct Chart {
 pub fn render_all(d: &ChartData) -> Vec<Chart> {
     let rows = Rows::of(d.seconds);
     let x = TimeAxis::new(d.span_s.max(rows.end()));
-    let mk = |id, title: &str, f: &dyn Fn(&Frame) -> DrawResult<String>| Chart {
-        id,
-        title: title.to_string(),
-        svg: f(&Frame {
+    let mk = |id, title: &str, f: &dyn Fn(&Frame) -> DrawResult<String>| {
+        let frame = Frame {
             d,
             rows: &rows,
             x: &x,
             title,
-        })
-        .map_err(|e| e.to_string()),
+        };
+        // A chart that cannot be drawn must not cost the run its verdict
+        // and other reports: it becomes a sentence in the page instead.
+        let svg = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&frame)))
+            .unwrap_or_else(|_| Err("the chart library panicked".into()))
+            .map_err(|e| e.to_string());
+        Chart {
+            id,
+            title: title.to_string(),
+            svg,
+        }
     };
     vec![
         mk("traffic", "1. Traffic per second", &traffic),
@@ -303,8 +310,10 @@ struct TimeAxis {
 
 impl TimeAxis {
     fn new(span: f64) -> TimeAxis {
+        // At most about eleven days (a wild timestamp in a record must not
+        // ask for millions of ticks); the timeline itself stops sooner.
         let span = if span.is_finite() && span >= 1.0 {
-            span
+            span.min(1e6)
         } else {
             1.0
         };
@@ -1434,6 +1443,8 @@ mod tests {
     #[test]
     fn axes_tick_sensibly() {
         assert_eq!(TimeAxis::new(10.0).step, 1.0);
+        assert!(TimeAxis::new(1e15).ticks.len() <= 13);
+        assert_eq!(TimeAxis::new(f64::NAN).span, 1.0);
         let short = TimeAxis::new(2.0);
         assert_eq!((short.step, short.label(1.6).as_str()), (0.2, "1.6"));
         assert_eq!(TimeAxis::new(66.0).step, 10.0);

@@ -1053,6 +1053,22 @@ mod html_report {
             "a rehearsal and a page load must take under a minute"
         );
         eprintln!("screenshot: {}", artifact.display());
+
+        // `rehearse report DIR` writes the page and its PNGs again, and
+        // ends with its path too.
+        std::fs::remove_file(&html).unwrap();
+        std::fs::remove_file(dir.join("chart-traffic.png")).unwrap();
+        let out = rehearse().arg("report").arg(&dir).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            stdout.trim_end().lines().last(),
+            Some(format!("charts: {}", html.display()).as_str()),
+            "{stdout}"
+        );
+        assert!(std::fs::read_to_string(&html)
+            .unwrap()
+            .contains("id=\"chart-distribution\""));
+        assert!(dir.join("chart-traffic.png").exists());
     }
 
     /// Standard base64 (the screenshot as DevTools sends it).
