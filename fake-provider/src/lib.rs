@@ -37,6 +37,6 @@ mod server;
 
 pub use config::{ConfigError, Overrides, ProviderConfig};
 pub use dialect::{estimate_tokens, Dialect, CHARS_PER_TOKEN};
-pub use quota::{go_duration, retry_after_values};
+pub use quota::{go_duration, parse_go_duration, retry_after_values};
 pub use record::{Outcome, ProviderRecord, Stats};
 pub use server::{FakeProvider, ProviderHandle, UnknownPhase};
