@@ -74,7 +74,7 @@ pub use config::{
 pub use dist::{CountDist, DurationDist, HumanDuration, MixEntry};
 pub use progress::Live;
 pub use record::{ClientRecord, Clock, Outcome};
-pub use replay::{ReplayFormat, TimestampUnit};
+pub use replay::{parse_replay_log, ReplayFormat, TimestampUnit};
 pub use retry::parse_retry_after;
 pub use run::{
     probe, raise_open_files_limit, run, RunError, RunOptions, StopCondition, Target, TargetError,

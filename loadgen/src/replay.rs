@@ -181,6 +181,22 @@ impl RowBuilder<'_> {
     }
 }
 
+/// Parses a replay log read from `origin` as a replay run would, and
+/// returns each row's offset from the earliest, in time order. The same
+/// parser as `[load.replay]`, public for tools and fuzzing.
+pub fn parse_replay_log(
+    text: &str,
+    origin: &str,
+    format: ReplayFormat,
+    timestamp: &str,
+    unit: TimestampUnit,
+) -> Result<Vec<std::time::Duration>, ConfigError> {
+    Ok(parse(text, origin, format, timestamp, unit)?
+        .iter()
+        .map(|r| std::time::Duration::from_micros(r.offset_us))
+        .collect())
+}
+
 /// Parses a log read from `origin`; rows come back in time order with
 /// offsets from the earliest.
 pub(crate) fn parse(
