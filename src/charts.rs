@@ -81,6 +81,9 @@ pub struct ChartData<'a> {
     pub slo_ms: Option<f64>,
     /// The gateway's memory ceiling, if any.
     pub memory_ceiling_bytes: Option<u64>,
+    /// What happened to the gateway process (`died`, `restarted`), seconds
+    /// since start: drawn as vertical lines across every time chart.
+    pub events: Vec<(f64, String)>,
     /// End-to-end latency of answered attempts, in microseconds.
     pub served: &'a Histogram<u64>,
     /// End-to-end latency of every attempt, in microseconds.
@@ -658,12 +661,27 @@ fn legend_rows(items: &[(String, Mark)]) -> u32 {
 const BAND_OVERLOAD: RGBColor = RGBColor(230, 159, 0);
 const BAND_PLAIN: RGBColor = RGBColor(120, 120, 120);
 
+/// Legend items every time chart shares: the overloaded band, and the
+/// gateway's deaths and restarts.
 fn band_items(d: &ChartData) -> Vec<(String, Mark)> {
     let mut out = Vec::new();
     if d.bands.iter().any(|b| b.overloaded) {
         out.push((
             "phase overloaded (plan)".to_string(),
             Mark::Band(BAND_OVERLOAD),
+        ));
+    }
+    let x = TimeAxis::new(d.span_s);
+    for (t, kind) in d.events.iter().take(4) {
+        out.push((
+            format!("gateway {kind} at {}", x.instant(*t)),
+            Mark::Line(C_TEXT, 1),
+        ));
+    }
+    if d.events.len() > 4 {
+        out.push((
+            format!("… {} more gateway events", d.events.len() - 4),
+            Mark::Line(C_TEXT, 1),
         ));
     }
     out
@@ -728,6 +746,13 @@ fn time_chart<'a, 'b>(
                     .pos(Pos::new(HPos::Center, VPos::Bottom)),
             ))?;
         }
+    }
+    // The gateway's deaths and restarts, across the whole plot.
+    for (t, _) in &fr.d.events {
+        chart.draw_series(std::iter::once(PathElement::new(
+            vec![(*t, ylo), (*t, yhi)],
+            C_TEXT.stroke_width(1),
+        )))?;
     }
     let x_fmt = |v: &f64| fr.x.label(*v);
     chart
@@ -1283,6 +1308,7 @@ mod tests {
             first_shed,
             slo_ms: Some(5000.0),
             memory_ceiling_bytes: Some(256 << 20),
+            events: vec![(6.2, "died".into()), (7.0, "restarted".into())],
             served: &served,
             all: &all,
         })
@@ -1328,6 +1354,12 @@ mod tests {
         let latency = charts[2].svg.as_ref().unwrap();
         assert!(latency.contains("SLO: p99 ≤ 5 s"));
         assert!(charts[3].svg.as_ref().unwrap().contains("ceiling 256 MiB"));
+        // The gateway's death and restart, on every time chart.
+        for c in &charts[..5] {
+            let svg = c.svg.as_ref().unwrap();
+            assert!(svg.contains("gateway died at 6.2 s"), "{}", c.id);
+            assert!(svg.contains("gateway restarted at 7 s"), "{}", c.id);
+        }
     }
 
     #[test]
@@ -1382,6 +1414,7 @@ mod tests {
             first_shed: None,
             slo_ms: None,
             memory_ceiling_bytes: None,
+            events: Vec::new(),
             served: &empty,
             all: &empty,
         });
@@ -1432,6 +1465,7 @@ mod tests {
             first_shed: None,
             slo_ms: None,
             memory_ceiling_bytes: None,
+            events: Vec::new(),
             served: &served,
             all: &served,
         });

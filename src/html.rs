@@ -209,6 +209,12 @@ pub fn chart_data<'a>(i: &Inputs<'a>) -> ChartData<'a> {
             .enabled
             .then_some(i.thresholds.served_latency.p99_ms),
         memory_ceiling_bytes: e.memory_ceiling_bytes,
+        events: i
+            .meta
+            .gateway_events
+            .iter()
+            .map(|ev| (secs(ev.at_us), ev.kind.clone()))
+            .collect(),
         served: i.served,
         all: i.all,
     }
