@@ -6,7 +6,7 @@
 #
 # 1. Throughput: the provider on ONE core (taskset -c 0, one worker thread),
 #    wrk on the other core, 64 keep-alive connections, zero latency.
-# 2. Holding 10,000 delayed calls (3 s each): provider RSS per call, and
+# 2. Holding 10,000 delayed calls (12 s each, started over 5 s): provider RSS per call, and
 #    observed latency minus scripted latency (p50/p99), from a client that
 #    opens its connections first and times each request from its send.
 set -euo pipefail
@@ -39,6 +39,6 @@ taskset -c 1 wrk -t1 -c64 -d"$DURATION" --latency -s bench/provider/post.lua "ht
 cleanup; PID=
 
 N=${N:-10000}
-echo "== holding $N calls of 3 s each (provider on one core)"
+echo "== holding $N calls of 12 s each (provider on one core)"
 start bench/provider/delayed.toml
-taskset -c 1 "$HOLD" "http://127.0.0.1:$PORT" "$PID" "$N" 3000
+taskset -c 1 "$HOLD" "http://127.0.0.1:$PORT" "$PID" "$N" 12000

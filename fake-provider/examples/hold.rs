@@ -4,9 +4,9 @@
 //!
 //! Usage: hold BASE_URL PROVIDER_PID N SCRIPTED_MS
 //!
-//! Connections are opened first (so connection set-up is not timed), then
-//! one request is sent on each, spread over one second; every request is
-//! timed from its send to its complete response.
+//! Calls start spread over five seconds, each on a connection of its own,
+//! and are held for the scripted latency (longer than the spread, so all are
+//! in flight at once); each is timed from its send to its complete response.
 
 use std::time::{Duration, Instant};
 
@@ -40,72 +40,62 @@ async fn main() {
     let scripted = Duration::from_millis(args[4].parse().expect("SCRIPTED_MS"));
 
     let baseline = rss_kib(&pid);
-    // Open every connection first.
-    let mut senders = Vec::with_capacity(n);
-    for i in 0..n {
-        let stream = loop {
-            match tokio::net::TcpStream::connect(&base).await {
-                Ok(s) => break s,
-                Err(e) => {
-                    eprintln!("connect {i}: {e}; retrying");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            }
-        };
-        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .expect("handshake");
-        tokio::spawn(conn);
-        senders.push(sender);
-    }
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let connected = rss_kib(&pid);
-
     let body = Bytes::from_static(
         br#"{"model":"gpt-4o-mini","max_tokens":16,"messages":[{"role":"user","content":"hold on [rehearse:id=hold]"}]}"#,
     );
+    // Each call connects and sends at its own moment, spread over the
+    // spread; it is timed from its send (connection set-up excluded). With
+    // the scripted latency longer than the spread, all N are held at once.
     let start = Instant::now();
-    let spread = Duration::from_secs(1);
+    let spread = Duration::from_secs(5);
     let mut tasks = Vec::with_capacity(n);
-    for (i, mut sender) in senders.into_iter().enumerate() {
+    for i in 0..n {
         let at = start + spread.mul_f64(i as f64 / n as f64);
         let body = body.clone();
         let host = base.clone();
         tasks.push(tokio::spawn(async move {
             tokio::time::sleep_until(at.into()).await;
+            let stream = tokio::net::TcpStream::connect(&host).await.ok()?;
+            let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                .await
+                .ok()?;
+            tokio::spawn(conn);
+            sender.ready().await.ok()?;
             let req = hyper::Request::post("/v1/chat/completions")
                 .header("host", host)
                 .header("content-type", "application/json")
                 .body(Full::new(body))
-                .unwrap();
+                .ok()?;
             let sent = Instant::now();
-            let resp = sender.send_request(req).await.expect("response");
+            let resp = sender.send_request(req).await.ok()?;
             let status = resp.status();
             let _ = resp.into_body().collect().await;
-            (status.as_u16(), sent.elapsed())
+            Some((status.as_u16(), sent.elapsed()))
         }));
     }
     // Sample the provider while every call is in flight.
-    tokio::time::sleep_until((start + spread + scripted / 2).into()).await;
+    tokio::time::sleep_until((start + spread + (scripted - spread) / 2).into()).await;
     let peak = rss_kib(&pid);
     let mut lat = Vec::with_capacity(n);
     let mut bad = 0;
     for t in tasks {
-        let (status, took) = t.await.unwrap();
-        if status != 200 {
-            bad += 1;
+        match t.await.ok().flatten() {
+            Some((200, took)) => lat.push((took.as_secs_f64() - scripted.as_secs_f64()) * 1000.0),
+            _ => bad += 1,
         }
-        lat.push((took.as_secs_f64() - scripted.as_secs_f64()) * 1000.0);
+    }
+    if lat.is_empty() {
+        eprintln!("no call succeeded");
+        std::process::exit(1);
     }
     lat.sort_by(f64::total_cmp);
     let per_call = (peak.saturating_sub(baseline)) as f64 * 1024.0 / n as f64;
-    let per_call_req = (peak.saturating_sub(connected)) as f64 * 1024.0 / n as f64;
     println!(
-        "calls={n} non_200={bad} scripted_ms={}",
+        "calls={n} failed={bad} scripted_ms={}",
         scripted.as_millis()
     );
-    println!("provider_rss_kib baseline={baseline} connected={connected} in_flight={peak}");
-    println!("bytes_per_call_incl_connection={per_call:.0} bytes_per_call_request_only={per_call_req:.0}");
+    println!("provider_rss_kib baseline={baseline} in_flight={peak}");
+    println!("bytes_per_call_incl_connection={per_call:.0}");
     println!(
         "latency_minus_scripted_ms p50={:.3} p90={:.3} p99={:.3} max={:.3} min={:.3}",
         pct(&lat, 0.5),
