@@ -13,19 +13,21 @@ use crate::record::Outcome;
 /// Returns the wait a response asks for, from `retry-after-ms` (milliseconds,
 /// fractions allowed) or else `retry-after` (whole or fractional seconds, or
 /// an HTTP date, taken relative to `now`). Returns `None` when neither header
-/// is present or readable. A date in the past means no wait.
+/// is present or readable. A date in the past means no wait. A negative
+/// value, NaN, or one too large for a `Duration` (`1e300`) is unreadable:
+/// it used to panic the attempt's task.
 pub fn parse_retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     if let Some(ms) = headers
         .get("retry-after-ms")
         .and_then(|v| v.to_str().ok())
         .and_then(|s| s.trim().parse::<f64>().ok())
-        .filter(|v| v.is_finite() && *v >= 0.0)
+        .and_then(|v| Duration::try_from_secs_f64(v / 1000.0).ok())
     {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
+        return Some(ms);
     }
     let value = headers.get("retry-after")?.to_str().ok()?.trim();
     if let Ok(secs) = value.parse::<f64>() {
-        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+        return Duration::try_from_secs_f64(secs).ok();
     }
     let date = httpdate::parse_http_date(value).ok()?;
     Some(date.duration_since(now).unwrap_or(Duration::ZERO))
@@ -156,6 +158,13 @@ mod tests {
         assert_eq!(p(&[("retry-after", &earlier)]), Some(Duration::ZERO));
         assert_eq!(p(&[("retry-after", "soon")]), None);
         assert_eq!(p(&[("retry-after", "-3")]), None);
+        // Too large for a Duration: unreadable, not a panic (found by fuzzing).
+        assert_eq!(p(&[("retry-after", "1e300")]), None);
+        assert_eq!(p(&[("retry-after-ms", "1e30"), ("retry-after", "NaN")]), None);
+        assert_eq!(
+            p(&[("retry-after", "1000000000000")]),
+            Some(Duration::from_secs(1_000_000_000_000))
+        );
         // Garbage in retry-after-ms falls back to retry-after.
         assert_eq!(
             p(&[("retry-after-ms", "x"), ("retry-after", "2")]),
