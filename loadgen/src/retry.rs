@@ -160,7 +160,10 @@ mod tests {
         assert_eq!(p(&[("retry-after", "-3")]), None);
         // Too large for a Duration: unreadable, not a panic (found by fuzzing).
         assert_eq!(p(&[("retry-after", "1e300")]), None);
-        assert_eq!(p(&[("retry-after-ms", "1e30"), ("retry-after", "NaN")]), None);
+        assert_eq!(
+            p(&[("retry-after-ms", "1e30"), ("retry-after", "NaN")]),
+            None
+        );
         assert_eq!(
             p(&[("retry-after", "1000000000000")]),
             Some(Duration::from_secs(1_000_000_000_000))
