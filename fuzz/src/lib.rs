@@ -1,0 +1,168 @@
+//! Fuzz targets for the parsers that read what the outside world writes:
+//! scenario and config TOML, provider request bodies, Retry-After and
+//! rate-limit reset headers, and replay logs.
+//!
+//! Each target is a function from bytes to nothing that must not panic
+//! (and, for the round trips, asserts what must hold). The same functions
+//! are driven three ways:
+//! - `cargo test` (`tests/targets.rs`) replays every file of
+//!   `corpus/<target>/` and then feeds each target random and spliced
+//!   inputs for a couple of seconds (`arbtest`);
+//! - `fuzz/run.sh TARGET SECONDS` builds `src/bin/afl.rs` with `cargo afl`
+//!   and runs AFL++ (coverage-guided) on it, from the same corpus;
+//! - `REHEARSE_FUZZ_SECONDS=600 cargo test -p rehearse-fuzz --release`
+//!   runs the random driver longer, where AFL++ is not installed.
+
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+/// A fuzz target: its name (the folder under `corpus/`) and its function.
+pub struct Target {
+    /// The name, as given to `run.sh` and used as the corpus folder.
+    pub name: &'static str,
+    /// Runs one input; panics if and only if it found a bug.
+    pub run: fn(&[u8]),
+}
+
+/// Every target.
+pub const TARGETS: &[Target] = &[
+    Target {
+        name: "scenario_toml",
+        run: scenario_toml,
+    },
+    Target {
+        name: "provider_request",
+        run: provider_request,
+    },
+    Target {
+        name: "retry_after",
+        run: retry_after,
+    },
+    Target {
+        name: "go_duration",
+        run: go_duration,
+    },
+    Target {
+        name: "replay_log",
+        run: replay_log,
+    },
+];
+
+/// Returns the target named `name`, if there is one.
+pub fn target(name: &str) -> Option<&'static Target> {
+    TARGETS.iter().find(|t| t.name == name)
+}
+
+/// A scenario (or a provider or gateway config) as TOML, read by every
+/// library loader and then scaled as `rehearse run --time-scale` would.
+pub fn scenario_toml(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let _ = toml_located::from_str::<toml::Table>(text, "fuzz.toml");
+    if let Ok(cfg) = fake_provider::ProviderConfig::from_toml(text, "fuzz.toml") {
+        let _ = cfg.scaled(10.0, 10.0);
+        let _ = cfg.scaled(0.5, 1000.0);
+    }
+    if let Ok(cfg) = reference_gateway::GatewayConfig::from_toml(text, "fuzz.toml") {
+        let _ = cfg.clone().time_scaled(10.0);
+        let _ = cfg.time_scaled(0.01);
+    }
+    // A replay path resolves against a folder that does not exist, so no
+    // input can make the target read the disk.
+    let base = Path::new("/nonexistent/rehearse-fuzz");
+    if let Ok(plan) = loadgen::LoadPlan::from_scenario_str(text, "fuzz.toml", base) {
+        let _ = plan.schedule_length();
+        let _ = plan.expected_arrivals();
+        let _ = plan.send_lag_bound();
+        let plan = plan.time_scaled(10.0);
+        let _ = plan.schedule_length();
+    }
+}
+
+/// A request body, parsed as both dialects.
+pub fn provider_request(data: &[u8]) {
+    let _ = fake_provider::Dialect::OpenAi.parse(data);
+    let _ = fake_provider::Dialect::Anthropic.parse(data);
+}
+
+/// The first byte picks which header(s) carry the rest: `retry-after-ms`,
+/// `retry-after`, or both (split at the first newline).
+pub fn retry_after(data: &[u8]) {
+    let Some((&which, rest)) = data.split_first() else {
+        return;
+    };
+    let mut headers = http::HeaderMap::new();
+    let mut put = |name: &'static str, bytes: &[u8]| {
+        if let Ok(v) = http::HeaderValue::from_bytes(bytes) {
+            headers.insert(name, v);
+        }
+    };
+    match which % 3 {
+        0 => put("retry-after-ms", rest),
+        1 => put("retry-after", rest),
+        _ => {
+            let cut = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
+            put("retry-after-ms", &rest[..cut]);
+            put("retry-after", rest.get(cut + 1..).unwrap_or_default());
+        }
+    }
+    // Two clocks: now, and a date near the edge of what SystemTime holds.
+    for now in [SystemTime::now(), SystemTime::UNIX_EPOCH] {
+        if let Some(wait) = loadgen::parse_retry_after(&headers, now) {
+            // The wait is used as a delay: it must survive the arithmetic a
+            // client does with it.
+            let _ = wait.as_secs_f64();
+        }
+    }
+}
+
+/// Go durations (`x-ratelimit-reset-*`): arbitrary text must not panic, and
+/// a duration formatted then parsed comes back the same at millisecond
+/// precision.
+pub fn go_duration(data: &[u8]) {
+    if let Ok(text) = std::str::from_utf8(data) {
+        let _ = fake_provider::parse_go_duration(text);
+    }
+    if data.len() >= 8 {
+        let raw = u64::from_le_bytes(data[..8].try_into().expect("8 bytes"));
+        // Go's range is 2^63 − 1 ns, about 9.2e12 ms.
+        let ms = raw % (i64::MAX as u64 / 1_000_000 + 1);
+        let d = Duration::from_millis(ms);
+        let text = fake_provider::go_duration(d);
+        assert_eq!(
+            fake_provider::parse_go_duration(&text),
+            Some(d),
+            "{ms} ms formatted as {text:?}"
+        );
+    }
+}
+
+/// A replay log. The first byte picks the format and timestamp unit; the
+/// rest is the log, its timestamp column named `ts`.
+pub fn replay_log(data: &[u8]) {
+    let Some((&which, rest)) = data.split_first() else {
+        return;
+    };
+    let Ok(text) = std::str::from_utf8(rest) else {
+        return;
+    };
+    let format = if which & 1 == 0 {
+        loadgen::ReplayFormat::Csv
+    } else {
+        loadgen::ReplayFormat::Jsonl
+    };
+    let unit = match (which >> 1) % 3 {
+        0 => loadgen::TimestampUnit::S,
+        1 => loadgen::TimestampUnit::Ms,
+        _ => loadgen::TimestampUnit::Us,
+    };
+    if let Ok(offsets) = loadgen::parse_replay_log(text, "fuzz.log", format, "ts", unit) {
+        assert!(!offsets.is_empty(), "an accepted log has rows");
+        assert!(
+            offsets.windows(2).all(|w| w[0] <= w[1]),
+            "rows come back in time order"
+        );
+        assert_eq!(offsets[0], Duration::ZERO, "offsets count from the first");
+    }
+}
