@@ -226,11 +226,6 @@ impl GatewayProcess {
         let _ = killpg(self.pgid, Signal::SIGKILL);
         let _ = self.child.wait();
     }
-
-    /// Resident memory of every process in the group, in bytes.
-    pub fn rss_bytes(&self) -> u64 {
-        group_rss(self.pgid.as_raw())
-    }
 }
 
 impl Drop for GatewayProcess {
@@ -509,7 +504,7 @@ mod tests {
         )
         .unwrap();
         std::thread::sleep(Duration::from_millis(100));
-        assert!(p.rss_bytes() > 0);
+        assert!(group_rss(p.pid() as i32) > 0);
         let pgid = p.pid() as i32;
         p.stop(Duration::from_millis(500));
         std::thread::sleep(Duration::from_millis(100));

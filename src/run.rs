@@ -315,7 +315,7 @@ impl Launch {
             self.limit.as_deref(),
         )
         .map_err(|e| e.to_string())?;
-        let url = format!("http://{}", self.listen);
+        let url = format!("http://{}", p.addr);
         let ready = tokio::select! {
             ready = wait_ready(&url, self.ready_path.as_deref(), self.ready_timeout) => ready,
             _ = async {
@@ -330,12 +330,12 @@ impl Launch {
             return Err(match status {
                 Some(st) => format!(
                     "the gateway exited before it was ready ({st}); its output is in {}",
-                    self.log.display()
+                    p.log.display()
                 ),
                 None => format!(
                     "the gateway was not ready at {url} within {:?}; its output is in {}",
                     self.ready_timeout,
-                    self.log.display()
+                    p.log.display()
                 ),
             });
         }
@@ -498,7 +498,7 @@ pub async fn run(
     }
     let (ts, qs) = (s.meta.time_scale, s.meta.quota_scale);
     let plan = plan::plan(&s);
-    let thresholds = thresholds(&s.text, &s.path.display().to_string())?.scaled(ts);
+    let thresholds = s.checklist.scaled(ts);
 
     // Where the load goes, and whether we may send it there.
     let explicit = opts.target.clone().or(match &s.gateway.kind {
@@ -648,6 +648,9 @@ pub async fn run(
         );
     }
     eprintln!("gateway: {gateway_name} at {target_url}");
+    if !s.meta.description.is_empty() {
+        eprintln!("rehearsing {}: {}", s.meta.name, s.meta.description);
+    }
     if let Some(l) = &limit {
         eprintln!("gateway memory limit: {}", l.describe());
     }

@@ -136,7 +136,7 @@ struct ScenarioRaw {
     gateway: GatewayRaw,
     load: loadgen::LoadConfig,
     #[serde(default)]
-    checklist: Option<toml::Table>,
+    checklist: assertions::Thresholds,
 }
 
 /// A validated scenario, at full scale (see [`Scenario::rehearsal`] for the
@@ -155,8 +155,8 @@ pub struct Scenario {
     pub gateway: Gateway,
     /// `[load]`, at full scale.
     pub load: loadgen::LoadConfig,
-    /// `[checklist]`, as written.
-    pub checklist: toml::Table,
+    /// `[checklist]`, at full scale.
+    pub checklist: assertions::Thresholds,
 }
 
 /// Why a scenario could not be used.
@@ -297,7 +297,7 @@ impl Scenario {
             provider,
             gateway,
             load: raw.load,
-            checklist: raw.checklist.unwrap_or_default(),
+            checklist: raw.checklist,
         })
     }
 }
@@ -474,7 +474,8 @@ rate = 5
             other => panic!("{other:?}"),
         }
         assert_eq!(s.meta.time_scale, 10.0);
-        assert_eq!(s.checklist["drain"]["within"].as_str(), Some("5s"));
+        let doc: toml::Table = toml::from_str(&out).unwrap();
+        assert_eq!(doc["checklist"]["drain"]["within"].as_str(), Some("5s"));
         assert!(matches!(
             apply_sets(MINIMAL, &["nonsense".into()]),
             Err(ScenarioError::BadSet(_))
