@@ -548,6 +548,8 @@ restart = {restart}
 restart_delay = "500ms"
 [load]
 patience = {{ fixed = "2s" }}
+# The gateway is being killed: schedule precision is not what is tested.
+send_lag_p99_max = "50ms"
 [[load.phases]]
 duration = "6s"
 rate = 20
@@ -600,7 +602,9 @@ memory_ceiling = {{ enabled = false }}
         let path = dying_gateway_scenario("dies", false);
         let out = std::env::temp_dir().join(format!("rehearse-dies-{}", std::process::id()));
         let (code, report, stdout) = run_scenario(&path, &out);
-        assert_eq!(code, Some(1), "{stdout}");
+        // A check failed (1), or a busy machine made the run invalid (3):
+        // either way not a pass, and the notes below are what is tested.
+        assert!(matches!(code, Some(1) | Some(3)), "{code:?}: {stdout}");
         let notes = report["notes"].to_string();
         assert!(
             notes.contains("the gateway died") && notes.contains("requests were inside it"),
@@ -651,9 +655,8 @@ memory_limit = "48MiB"
 mode = "naive"
 [load]
 patience = { fixed = "6s" }
-# Service takes 500 ms (50 ms at ten times): a 20 ms send lag still keeps
-# the schedule well inside what is measured, on a shared 2-core machine.
-send_lag_p99_max = "20ms"
+# The gateway is being killed: schedule precision is not what is tested.
+send_lag_p99_max = "50ms"
 [[load.phases]]
 duration = "5s"
 rate = 40
@@ -663,7 +666,9 @@ padding_kb = { fixed = 512 }
         );
         let out = std::env::temp_dir().join(format!("rehearse-oom-{}", std::process::id()));
         let (code, report, stdout) = run_scenario(&path, &out);
-        assert_eq!(code, Some(1), "{stdout}");
+        // A check failed (1), or a busy machine made the run invalid (3):
+        // either way not a pass, and the notes below are what is tested.
+        assert!(matches!(code, Some(1) | Some(3)), "{code:?}: {stdout}");
         let notes = report["notes"].to_string();
         assert!(notes.contains("the gateway died"), "{notes}\n{stdout}");
         assert!(
