@@ -216,6 +216,11 @@ enum Chunk {
 }
 
 async fn read_more(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<usize> {
+    // A server that writes without end keeps the socket always readable,
+    // and readiness alone never yields: without this, one attempt reading
+    // an endless body held its worker, and its patience timer went
+    // unchecked for seconds.
+    tokio::task::consume_budget().await;
     loop {
         stream.readable().await?;
         // The buffer is only grown once bytes are waiting: a request that
@@ -382,7 +387,10 @@ impl Response<'_> {
                 Err(e) => return Err(HttpError::Reset(e.to_string())),
             }
         }
-        if self.keep_alive {
+        // Bytes past the end of the answer were not asked for (no request is
+        // pipelined): the server broke its framing, so the connection is not
+        // reused, or the next answer on it would be read from that surplus.
+        if self.keep_alive && self.pos == self.buf.len() {
             if let Some(stream) = self.stream.take() {
                 self.connector.put_idle(stream, self.slot.take());
             }
