@@ -89,3 +89,5 @@ pub fn read_client_records(path: &Path) -> Vec<ClientRecord> {
         .map(|l| serde_json::from_str(l).expect("a ClientRecord per line"))
         .collect()
 }
+#[path = "e2e/hostile.rs"]
+mod hostile;
