@@ -2,10 +2,6 @@
 
 use std::path::PathBuf;
 
-use assertions::Status;
-
-use crate::run::RunError;
-
 /// Flags of `rehearse report`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -21,17 +17,9 @@ pub struct Args {
 
 /// Runs `rehearse report` and returns the exit code.
 pub fn main(args: Args) -> u8 {
-    match crate::run::judge_dir(&args.dir, &args.sets, args.junit.as_deref()) {
-        Ok(Status::Pass) => crate::exit::OK,
-        Ok(Status::Fail) => crate::exit::CHECK_FAILED,
-        Ok(_) => crate::exit::INVALID,
-        Err(RunError::BadInput(e)) => {
-            eprintln!("error: {e}");
-            crate::exit::BAD_INPUT
-        }
-        Err(RunError::Invalid(e)) => {
-            eprintln!("error: {e}");
-            crate::exit::INVALID
-        }
-    }
+    crate::run::exit_code(crate::run::judge_dir(
+        &args.dir,
+        &args.sets,
+        args.junit.as_deref(),
+    ))
 }

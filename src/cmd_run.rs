@@ -3,10 +3,9 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
-use assertions::Status;
 use tokio_util::sync::CancellationToken;
 
-use crate::run::{RunError, RunOptions};
+use crate::run::RunOptions;
 use crate::scenario::Scenario;
 
 /// The scenario run when none is named: the CI smoke rehearsal, shipped in
@@ -100,19 +99,7 @@ pub fn main(args: Args) -> u8 {
     // The reports are written: do not wait for stray tasks (a hanging
     // connection, a blocked read) to finish.
     rt.shutdown_background();
-    match result {
-        Ok(Status::Pass) => crate::exit::OK,
-        Ok(Status::Fail) => crate::exit::CHECK_FAILED,
-        Ok(_) => crate::exit::INVALID,
-        Err(RunError::BadInput(e)) => {
-            eprintln!("error: {e}");
-            crate::exit::BAD_INPUT
-        }
-        Err(RunError::Invalid(e)) => {
-            eprintln!("error: {e}");
-            crate::exit::INVALID
-        }
-    }
+    crate::run::exit_code(result)
 }
 
 /// The first Ctrl-C or SIGTERM stops the load and lets the run write a

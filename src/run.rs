@@ -82,6 +82,24 @@ pub struct RunMeta {
     pub gateway_events: Vec<GatewayEvent>,
 }
 
+/// The process exit code of a run's (or a report's) outcome, printing the
+/// error if there is one: 0 pass, 1 a check failed, 2 bad input, 3 invalid.
+pub fn exit_code(result: Result<Status, RunError>) -> u8 {
+    match result {
+        Ok(Status::Pass) => crate::exit::OK,
+        Ok(Status::Fail) => crate::exit::CHECK_FAILED,
+        Ok(_) => crate::exit::INVALID,
+        Err(RunError::BadInput(e)) => {
+            eprintln!("error: {e}");
+            crate::exit::BAD_INPUT
+        }
+        Err(RunError::Invalid(e)) => {
+            eprintln!("error: {e}");
+            crate::exit::INVALID
+        }
+    }
+}
+
 /// Writes `bytes` to `path` through a temporary file and a rename, so a
 /// reader never sees half a file.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RunError> {
