@@ -204,6 +204,14 @@ pub struct GatewayConfig {
     /// On shutdown, connections get this long to finish.
     #[serde(default = "default_shutdown_grace", with = "humantime_serde")]
     pub shutdown_grace: Duration,
+    /// A caller must send a request's whole head within this, else the
+    /// connection is closed: a slow-loris caller cannot hold it forever.
+    #[serde(default = "default_header_read_timeout", with = "humantime_serde")]
+    pub header_read_timeout: Duration,
+    /// A caller must send a request's whole body within this, else it gets
+    /// 408 and the connection is closed.
+    #[serde(default = "default_body_read_timeout", with = "humantime_serde")]
+    pub body_read_timeout: Duration,
     /// Knobs of `bounded` mode.
     #[serde(default)]
     pub bounded: BoundedConfig,
@@ -231,6 +239,12 @@ fn default_drain_window() -> Duration {
 fn default_shutdown_grace() -> Duration {
     Duration::from_secs(5)
 }
+fn default_header_read_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+fn default_body_read_timeout() -> Duration {
+    Duration::from_secs(30)
+}
 
 impl GatewayConfig {
     /// A configuration with every knob at its default.
@@ -243,6 +257,8 @@ impl GatewayConfig {
             connect_timeout: default_connect_timeout(),
             drain_window: default_drain_window(),
             shutdown_grace: default_shutdown_grace(),
+            header_read_timeout: default_header_read_timeout(),
+            body_read_timeout: default_body_read_timeout(),
             bounded: BoundedConfig::default(),
             deadline: DeadlineConfig::default(),
             aimd: AimdConfig::default(),
@@ -276,6 +292,12 @@ impl GatewayConfig {
         }
         if self.drain_window.is_zero() {
             return Err(("drain_window", "must be above 0".into()));
+        }
+        if self.header_read_timeout.is_zero() {
+            return Err(("header_read_timeout", "must be above 0".into()));
+        }
+        if self.body_read_timeout.is_zero() {
+            return Err(("body_read_timeout", "must be above 0".into()));
         }
         match self.mode {
             Mode::Naive => {}

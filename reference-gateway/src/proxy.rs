@@ -39,6 +39,8 @@ pub(crate) struct Shared {
     client: UpstreamClient,
     upstream: UpstreamBase,
     max_body_bytes: usize,
+    body_read_timeout: Duration,
+    pub(crate) header_read_timeout: Duration,
     patience_header: HeaderName,
     default_deadline: Duration,
     default_max_tokens: u64,
@@ -90,6 +92,8 @@ impl Shared {
             client,
             upstream: UpstreamBase { origin, prefix },
             max_body_bytes: config.max_body_bytes,
+            body_read_timeout: config.body_read_timeout,
+            header_read_timeout: config.header_read_timeout,
             patience_header: HeaderName::from_bytes(config.deadline.patience_header.as_bytes())
                 .expect("validated by GatewayConfig::validate"),
             default_deadline: config.deadline.default_deadline,
@@ -167,7 +171,23 @@ impl Shared {
         if declared.is_some_and(|n| n > self.max_body_bytes as u64) {
             return self.too_large();
         }
-        let bytes = match Limited::new(body, self.max_body_bytes).collect().await {
+        // A body that never finishes would hold the connection and its
+        // task forever: past the timeout it is a 408, and the connection
+        // closes (the rest of the body may still come).
+        let collect = Limited::new(body, self.max_body_bytes).collect();
+        let Ok(collected) = tokio::time::timeout(self.body_read_timeout, collect).await else {
+            metrics.bad_requests.fetch_add(1, Ordering::Relaxed);
+            let mut r = error_response(
+                StatusCode::REQUEST_TIMEOUT,
+                "body_timeout",
+                "invalid_request_error",
+                "the request body was not sent in time",
+            );
+            r.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            return r;
+        };
+        let bytes = match collected {
             Ok(c) => c.to_bytes(),
             Err(e) if e.is::<http_body_util::LengthLimitError>() => return self.too_large(),
             Err(e) => {

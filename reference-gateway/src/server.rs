@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
@@ -236,11 +236,17 @@ async fn accept_loop(
 async fn serve_connection(stream: TcpStream, shared: Arc<Shared>, stop: CancellationToken) {
     // Answers are small frames that should leave at once.
     let _ = stream.set_nodelay(true);
+    let header_read_timeout = shared.header_read_timeout;
     let service = service_fn(move |req| shared.clone().handle(req));
     // half_close(false) is hyper's default and matters here: a caller's EOF
     // ends the connection, which drops its in-flight request future, which
     // is how a hang-up cancels a queued job or an upstream call.
-    let conn = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+    // Without a timer hyper applies no header timeout at all: a caller
+    // sending its head a byte a second held a connection forever.
+    let conn = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_read_timeout)
+        .serve_connection(TokioIo::new(stream), service);
     tokio::pin!(conn);
     tokio::select! {
         res = conn.as_mut() => {
