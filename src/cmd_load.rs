@@ -95,3 +95,77 @@ pub fn main(args: Args) -> u8 {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh folder for one test (the binary has no tempfile dependency).
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("rehearse-load-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn args(dir: &std::path::Path, scenario: &str, target: String) -> Args {
+        let path = dir.join("scenario.toml");
+        std::fs::write(&path, scenario).unwrap();
+        Args {
+            scenario: path,
+            target,
+            out: dir.join("out"),
+            no_progress: true,
+        }
+    }
+
+    const SMALL: &str =
+        "[load]\nsend_lag_p99_max = \"1s\"\n[[load.phases]]\nduration = \"500ms\"\nrate = 20\n";
+
+    #[test]
+    fn bad_load_table_is_bad_input() {
+        let dir = scratch("bad");
+        let a = args(
+            &dir,
+            "[load]\n[[load.phases]]\nduration = \"1s\"\nrate = \"fast\"\n",
+            "http://127.0.0.1:9".into(),
+        );
+        assert_eq!(main(a), crate::exit::BAD_INPUT);
+    }
+
+    #[test]
+    fn unreachable_target_is_bad_input_and_fast() {
+        let dir = scratch("unreachable");
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let began = std::time::Instant::now();
+        let a = args(&dir, SMALL, format!("http://127.0.0.1:{port}"));
+        assert_eq!(main(a), crate::exit::BAD_INPUT);
+        assert!(began.elapsed() < std::time::Duration::from_secs(5));
+        assert!(!dir.join("out").join("client.jsonl").exists());
+    }
+
+    #[test]
+    fn a_run_against_the_fake_provider_writes_its_records() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let provider = rt
+            .block_on(
+                fake_provider::FakeProvider::new(fake_provider::ProviderConfig::default())
+                    .bind("127.0.0.1:0"),
+            )
+            .unwrap();
+        let dir = scratch("run");
+        let a = args(&dir, SMALL, provider.base_url());
+        assert_eq!(main(a), crate::exit::OK);
+        let out = dir.join("out");
+        let lines = std::fs::read_to_string(out.join("client.jsonl")).unwrap();
+        assert_eq!(lines.lines().count(), 10);
+        for f in ["summary.json", "timeline.csv", "client.hlog"] {
+            assert!(out.join(f).exists(), "{f}");
+        }
+        rt.block_on(provider.shutdown());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
