@@ -119,10 +119,17 @@ pub fn checklist_text(meta: &RunMeta, j: &Judgement) -> String {
         );
     }
     let c = &j.summary.counts;
+    let n = |v: u64| crate::plan::thousands(v as f64);
     let _ = writeln!(
         out,
         "  counts: offered {}, sent {}, ok {}, shed {}, timed out {}, errors {}, late answers {}",
-        c.offered, c.sent, c.ok, c.shed, c.timeout, c.error, c.late
+        n(c.offered),
+        n(c.sent),
+        n(c.ok),
+        n(c.shed),
+        n(c.timeout),
+        n(c.error),
+        n(c.late)
     );
     for n in &meta.notes {
         let _ = writeln!(out, "  note: {n}");
