@@ -813,6 +813,34 @@ padding_kb = { fixed = 512 }
             "the gateway outlived the harness"
         );
     }
+
+    /// Before a run the harness predicts the connections it will hold; if
+    /// even the hard limit on open files cannot hold them, it refuses to
+    /// start, with the numbers, before any traffic.
+    #[test]
+    fn too_few_file_descriptors_refuse_the_run() {
+        let out = std::env::temp_dir().join(format!("rehearse-fds-{}", std::process::id()));
+        let o = Command::new("prlimit")
+            .arg("--nofile=200:200")
+            .arg(env!("CARGO_BIN_EXE_rehearse"))
+            .arg("run")
+            .arg(format!(
+                "{}/scenarios/pool-demo.toml",
+                env!("CARGO_MANIFEST_DIR")
+            ))
+            .arg("--out")
+            .arg(&out)
+            .arg("--no-progress")
+            .output()
+            .expect("prlimit (util-linux) runs");
+        assert_eq!(o.status.code(), Some(3));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("needs about 3856 open files") && err.contains("limit is 200"),
+            "{err}"
+        );
+        assert!(!out.join("client.jsonl").exists(), "no load was sent");
+    }
 }
 
 /// `report.html` in a real browser: headless Chromium (Debian's
