@@ -23,7 +23,7 @@ pub enum ClientOutcome {
     ConnectError,
     /// The connection broke before the answer was complete.
     Reset,
-    /// A 2xx whose body is not valid.
+    /// A 2xx whose body is not valid, or an answer that is not HTTP.
     Malformed,
     /// The run was stopped while the attempt was in flight: neither an
     /// answer nor a loss (a partial report says so).

@@ -21,7 +21,8 @@ pub enum Outcome {
     ConnectError,
     /// The connection broke before the answer was complete.
     Reset,
-    /// A 2xx whose body is not valid for the dialect.
+    /// A 2xx whose body is not valid for the dialect, or an answer that is
+    /// not HTTP at all (garbage bytes, a head over the size limit).
     Malformed,
     /// The run was stopped (Ctrl-C, SIGTERM) while this attempt was in
     /// flight, and its grace period ran out: neither the target's fault nor

@@ -557,6 +557,11 @@ async fn attempt_once(
                 }
                 return (Outcome::ConnectError, 0);
             }
+            Err(HttpError::Protocol(e)) => {
+                // An answer, but not HTTP: the target is broken, not gone.
+                debug!(cause = %e, "not an HTTP answer");
+                return (Outcome::Malformed, 0);
+            }
             Err(e) => {
                 debug!(cause = %e, "request failed");
                 return (Outcome::Reset, 0);
