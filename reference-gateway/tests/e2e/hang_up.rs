@@ -74,6 +74,24 @@ fixed = 5
         4,
         "{snap:?}"
     );
+    // Nothing is sent after the hang-ups settle. A job granted a slot the
+    // very instant its caller left can still reach the provider a moment
+    // after the first look above; it must then be a call the gateway
+    // cancelled, and the provider must have seen it hang up too.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    until(|| provider.stats().in_flight == 0).await;
+    let records = provider.records();
+    assert_eq!(
+        provider.stats().received,
+        records.len() as u64,
+        "every call that reached the provider has ended"
+    );
+    for r in &records {
+        assert!(
+            r.hung_up_us.is_some(),
+            "{mode}: the provider saw no hang-up: {r:?}"
+        );
+    }
     assert!(snap.cancelled_upstream >= records.len() as u64, "{snap:?}");
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(
