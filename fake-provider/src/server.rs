@@ -27,6 +27,9 @@ use crate::config::{Effective, Overflow, Overrides, ProviderConfig};
 use crate::dialect::{marker_id, Answer, BadRequest, Dialect, Finish};
 use crate::quota::{go_duration, retry_after_values, Limit, Quota, Snapshot};
 use crate::record::{Clock, Counters, Outcome, ProviderRecord, Stats};
+// Scripted delays use the provider's own sub-millisecond timer, not
+// tokio's millisecond wheel.
+use crate::timer::sleep_until;
 
 type Body = BoxBody<Bytes, io::Error>;
 
@@ -689,12 +692,6 @@ fn draw_fault(eff: &Effective, u: f64) -> Fault {
         }
     }
     Fault::None
-}
-
-async fn sleep_until(at: Instant) {
-    if at > Instant::now() {
-        tokio::time::sleep_until(at.into()).await;
-    }
 }
 
 async fn call(
