@@ -72,6 +72,10 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Before any thread starts: a descriptor table grown later, with
+    // thousands of connections open, stalls every thread for an RCU grace
+    // period at each doubling (see fake_provider::presize_fd_table).
+    fake_provider::presize_fd_table();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

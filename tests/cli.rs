@@ -685,7 +685,7 @@ padding_kb = { fixed = 512 }
         let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
         let out = std::env::temp_dir().join(format!("rehearse-sigterm-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&out);
-        let mut child = rehearse()
+        let child = rehearse()
             .arg("run")
             .arg(format!(
                 "{}/scenarios/pool-demo.toml",

@@ -27,8 +27,17 @@ fn pct(sorted: &[f64], q: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * q).round() as usize]
 }
 
-#[tokio::main]
-async fn main() {
+fn main() {
+    // Before the runtime's threads start, so that growing the descriptor
+    // table to 10,000 connections does not stall this client (and skew its
+    // timings) at each doubling.
+    fake_provider::presize_fd_table();
+    tokio::runtime::Runtime::new()
+        .expect("a tokio runtime")
+        .block_on(hold());
+}
+
+async fn hold() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() != 5 {
         eprintln!("usage: hold BASE_URL PROVIDER_PID N SCRIPTED_MS");
@@ -70,20 +79,31 @@ async fn main() {
             let resp = sender.send_request(req).await.ok()?;
             let status = resp.status();
             let _ = resp.into_body().collect().await;
-            Some((status.as_u16(), sent.elapsed()))
+            Some((status.as_u16(), sent.elapsed(), i))
         }));
     }
     // Sample the provider while every call is in flight.
     tokio::time::sleep_until((start + spread + (scripted - spread) / 2).into()).await;
     let peak = rss_kib(&pid);
     let mut lat = Vec::with_capacity(n);
+    let mut by_call = Vec::with_capacity(n);
     let mut bad = 0;
     for t in tasks {
         match t.await.ok().flatten() {
-            Some((200, took)) => lat.push((took.as_secs_f64() - scripted.as_secs_f64()) * 1000.0),
+            Some((200, took, i)) => {
+                let late = (took.as_secs_f64() - scripted.as_secs_f64()) * 1000.0;
+                lat.push(late);
+                by_call.push((late, i));
+            }
             _ => bad += 1,
         }
     }
+    by_call.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let worst: Vec<String> = by_call
+        .iter()
+        .take(10)
+        .map(|(late, i)| format!("#{i}:{late:.2}"))
+        .collect();
     if lat.is_empty() {
         eprintln!("no call succeeded");
         std::process::exit(1);
@@ -103,5 +123,51 @@ async fn main() {
         pct(&lat, 0.99),
         lat[lat.len() - 1],
         lat[0]
+    );
+    println!("worst (call index: ms late) {}", worst.join(" "));
+    provider_view(&base, scripted).await;
+}
+
+/// The same error as the provider's own records see it: finished minus
+/// admitted minus the scripted latency (the caller's view above adds both
+/// sides' network and scheduling).
+async fn provider_view(host: &str, scripted: Duration) {
+    let Ok(stream) = tokio::net::TcpStream::connect(host).await else {
+        return;
+    };
+    let Ok((mut sender, conn)) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await
+    else {
+        return;
+    };
+    tokio::spawn(conn);
+    let Ok(req) = hyper::Request::get("/_fake/records")
+        .header("host", host)
+        .body(Full::new(Bytes::new()))
+    else {
+        return;
+    };
+    let Ok(resp) = sender.send_request(req).await else {
+        return;
+    };
+    let Ok(body) = resp.into_body().collect().await else {
+        return;
+    };
+    let mut late: Vec<f64> = body
+        .to_bytes()
+        .split(|b| *b == b'\n')
+        .filter_map(|line| serde_json::from_slice::<serde_json::Value>(line).ok())
+        .filter_map(|r| Some((r["finished_us"].as_u64()?, r["admitted_us"].as_u64()?)))
+        .map(|(fin, adm)| (fin - adm) as f64 / 1000.0 - scripted.as_secs_f64() * 1000.0)
+        .collect();
+    if late.is_empty() {
+        return;
+    }
+    late.sort_by(f64::total_cmp);
+    println!(
+        "provider_records finished_minus_admitted_minus_scripted_ms p50={:.3} p90={:.3} p99={:.3} max={:.3}",
+        pct(&late, 0.5),
+        pct(&late, 0.9),
+        pct(&late, 0.99),
+        late[late.len() - 1]
     );
 }

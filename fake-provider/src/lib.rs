@@ -15,7 +15,9 @@
 //! - `ceiling`: at most C calls in service, a FIFO queue behind;
 //! - `dialect`: request parsing and answers in each provider's shape;
 //! - `record`: the per-call record, the clock and live counters;
-//! - `server`: HTTP serving, one call's life, the admin API and metrics.
+//! - `server`: HTTP serving, one call's life, the admin API and metrics;
+//! - `timer`: the sub-millisecond timer behind the scripted delays;
+//! - `fd_table`: sizing the descriptor table before threads start.
 //!
 //! ```
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -31,12 +33,15 @@
 mod ceiling;
 pub mod config;
 mod dialect;
+mod fd_table;
 mod quota;
 mod record;
 mod server;
+mod timer;
 
 pub use config::{ConfigError, Overrides, ProviderConfig};
 pub use dialect::{estimate_tokens, Dialect, CHARS_PER_TOKEN};
+pub use fd_table::{presize_fd_table, PRESIZE_MAX};
 pub use quota::{go_duration, parse_go_duration, retry_after_values};
 pub use record::{Outcome, ProviderRecord, Stats};
 pub use server::{FakeProvider, ProviderHandle, UnknownPhase};
