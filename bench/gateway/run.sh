@@ -4,6 +4,7 @@
 #
 #   bash bench/gateway/run.sh            # 3 rounds of 20 s on each path
 #   ROUNDS=1 DURATION=10s bash bench/gateway/run.sh
+#   IDLE=halt bash bench/gateway/run.sh  # with the CPUs' idle states left on
 #
 # Needs wrk (apt-get install wrk) and taskset. Builds the release binary first. Direct,
 # gateway and relay runs alternate, so that noise from other work on the machine falls
@@ -32,7 +33,25 @@ else
   on_sut=()
   on_rest=()
 fi
-OUT=${OUT:-target/bench-gateway}
+# IDLE=poll (default): hold the CPUs out of their idle (halt) state for the
+# whole benchmark through the kernel's PM QoS interface, as latency
+# benchmarks such as cyclictest do, so the figures measure the processes
+# and not the time a halted virtual CPU takes to wake (on this VM that wake
+# costs 80-130 us, and an extra hop adds two of them: a bare TCP relay then
+# adds 165-254 us). It applies to the direct, gateway and relay paths
+# alike, and ends with the script. IDLE=halt leaves the idle states on.
+IDLE=${IDLE:-poll}
+if [ "$IDLE" = poll ]; then
+  if { exec 3>/dev/cpu_dma_latency; } 2>/dev/null && printf '0' >&3; then
+    echo "CPU idle: held at polling (PM QoS cpu_dma_latency 0) while this runs" >&2
+  else
+    echo "CPU idle: /dev/cpu_dma_latency is not writable here; idle states stay on" >&2
+    IDLE=halt
+  fi
+else
+  echo "CPU idle: idle states left on (IDLE=halt)" >&2
+fi
+OUT=${OUT:-target/bench-gateway/$IDLE}
 mkdir -p "$OUT"
 
 command -v wrk >/dev/null || { echo "wrk not found (apt-get install wrk)" >&2; exit 2; }
