@@ -8,6 +8,8 @@
 //! seed = 7
 //! models = ["gpt-4o-mini", "claude-3-5-haiku-latest"]
 //! max_body_bytes = 8388608      # larger request bodies get 413
+//! header_read_timeout = "10s"    # a connection whose request head takes longer is closed
+//! body_read_timeout = "30s"      # a request body that takes longer gets 408
 //! default_max_tokens = 1024     # reserved when a request names no max_tokens
 //! # admin_token = "s3cret"      # admin endpoints from non-loopback callers need it
 //!
@@ -389,6 +391,14 @@ fn default_max_tokens() -> u32 {
     1024
 }
 
+fn default_header_read_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+
+fn default_body_read_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+
 fn default_completion() -> Dist<u32> {
     Dist::Fixed(16)
 }
@@ -411,6 +421,14 @@ pub struct ProviderConfig {
     /// Reserved at admission when a request sets no `max_tokens`.
     #[serde(default = "default_max_tokens")]
     pub default_max_tokens: u32,
+    /// A connection whose request head is not in within this is closed
+    /// (the slow-loris guard). Not divided by a rehearsal's time scale: it
+    /// guards the server, it is not part of the scenario.
+    #[serde(default = "default_header_read_timeout", with = "humantime_serde")]
+    pub header_read_timeout: Duration,
+    /// A request body not in within this gets 408. Not time-scaled either.
+    #[serde(default = "default_body_read_timeout", with = "humantime_serde")]
+    pub body_read_timeout: Duration,
     /// Lets non-loopback callers use the admin endpoints (as a bearer token).
     #[serde(default)]
     pub admin_token: Option<String>,
@@ -441,6 +459,8 @@ impl Default for ProviderConfig {
             models: default_models(),
             max_body_bytes: default_max_body(),
             default_max_tokens: default_max_tokens(),
+            header_read_timeout: default_header_read_timeout(),
+            body_read_timeout: default_body_read_timeout(),
             admin_token: None,
             latency: Latency::default(),
             completion_tokens: default_completion(),
@@ -520,6 +540,14 @@ impl ProviderConfig {
         )?;
         if self.max_body_bytes == 0 {
             return Err(src.error(&p("max_body_bytes"), "must be positive"));
+        }
+        for (field, value) in [
+            ("header_read_timeout", self.header_read_timeout),
+            ("body_read_timeout", self.body_read_timeout),
+        ] {
+            if value.is_zero() {
+                return Err(src.error(&p(field), "must be positive"));
+            }
         }
         if self.timeline.len() > MAX_PHASES {
             return Err(src.error(
@@ -834,6 +862,15 @@ concurrency = { ceiling = 4 }
 "#;
         let cfg = ProviderConfig::from_toml(text, "p.toml").unwrap();
         assert_eq!(cfg.concurrency.overflow, Overflow::Reject);
+        assert_eq!(cfg.header_read_timeout, Duration::from_secs(10), "default");
+        assert_eq!(cfg.body_read_timeout, Duration::from_secs(30), "default");
+        let guarded = ProviderConfig::from_toml(
+            "header_read_timeout = \"2s\"\nbody_read_timeout = \"1500ms\"\n",
+            "p.toml",
+        )
+        .unwrap();
+        assert_eq!(guarded.header_read_timeout, Duration::from_secs(2));
+        assert_eq!(guarded.body_read_timeout, Duration::from_millis(1500));
         assert_eq!(
             cfg.timeline[0].until,
             Some(Dur(Duration::from_secs(14 * 60)))
@@ -862,6 +899,8 @@ concurrency = { ceiling = 4 }
             ("[faults]\nerrors = { \"418\" = 0.1 }\n", 2, "faults.errors.418"),
             ("[faults]\nreset = 1.5\n", 2, "faults.reset"),
             ("[concurrency]\nceiling = 0\n", 2, "concurrency.ceiling"),
+            ("seed = 1\nbody_read_timeout = \"0s\"\n", 2, "body_read_timeout"),
+            ("header_read_timeout = \"0ms\"\n", 1, "header_read_timeout"),
         ];
         for (text, line, field) in cases {
             let err = ProviderConfig::from_toml(text, "p.toml").unwrap_err();

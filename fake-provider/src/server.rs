@@ -33,12 +33,6 @@ use crate::timer::sleep_until;
 
 type Body = BoxBody<Bytes, io::Error>;
 
-/// How long a client may take to send a request body before it gets 408.
-const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long a client may take to send request headers before the
-/// connection is closed (slow-loris).
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
-
 fn full(b: impl Into<Bytes>) -> Body {
     Full::new(b.into())
         .map_err(|e: Infallible| match e {})
@@ -342,7 +336,7 @@ async fn serve_connection(stream: tokio::net::TcpStream, peer: SocketAddr, share
     });
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .header_read_timeout(shared.config.header_read_timeout)
         .max_buf_size(64 * 1024)
         .serve_connection(TokioIo::new(stream), service);
     tokio::pin!(conn);
@@ -441,6 +435,7 @@ fn models(shared: &Shared, headers: &HeaderMap) -> Response<Body> {
 async fn read_body(
     req: Request<Incoming>,
     limit: usize,
+    within: Duration,
 ) -> Result<(HeaderMap, Bytes), (StatusCode, String)> {
     let (parts, body) = req.into_parts();
     if let Some(len) = parts
@@ -456,7 +451,7 @@ async fn read_body(
             ));
         }
     }
-    match tokio::time::timeout(BODY_READ_TIMEOUT, Limited::new(body, limit).collect()).await {
+    match tokio::time::timeout(within, Limited::new(body, limit).collect()).await {
         Err(_) => Err((
             StatusCode::REQUEST_TIMEOUT,
             "the request body was not sent in time".into(),
@@ -701,7 +696,7 @@ async fn call(
     fd: RawFd,
 ) -> RouteResult {
     let limit = shared.config.max_body_bytes;
-    let (headers, body) = match read_body(req, limit).await {
+    let (headers, body) = match read_body(req, limit, shared.config.body_read_timeout).await {
         Ok(x) => x,
         Err((status, msg)) => return Ok(simple_error(dialect, status, &msg)),
     };
@@ -1143,7 +1138,7 @@ async fn admin(shared: Arc<Shared>, req: Request<Incoming>, peer: SocketAddr) ->
             )
         }
         (Method::POST, "/_fake/phase") => {
-            let body = match read_body(req, 64 * 1024).await {
+            let body = match read_body(req, 64 * 1024, shared.config.body_read_timeout).await {
                 Ok((_, b)) => b,
                 Err((s, m)) => return admin_json(s, serde_json::json!({"error": m})),
             };
@@ -1170,7 +1165,7 @@ async fn admin(shared: Arc<Shared>, req: Request<Incoming>, peer: SocketAddr) ->
             }
         }
         (Method::POST | Method::PUT, "/_fake/overrides") => {
-            let body = match read_body(req, 64 * 1024).await {
+            let body = match read_body(req, 64 * 1024, shared.config.body_read_timeout).await {
                 Ok((_, b)) => b,
                 Err((s, m)) => return admin_json(s, serde_json::json!({"error": m})),
             };

@@ -970,13 +970,13 @@ mod hostile {
 
     /// A normal request must be answered within this, abuse or not.
     const QUICK: Duration = Duration::from_secs(3);
-    /// The server's slow-loris guard (`HEADER_READ_TIMEOUT` in server.rs).
-    const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
-    /// The server's body guard (`BODY_READ_TIMEOUT` in server.rs).
-    const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+    /// The provider's slow-loris guard here (`header_read_timeout` in CONFIG).
+    const HEADER_TIMEOUT: Duration = Duration::from_secs(3);
+    /// The provider's body guard here (`body_read_timeout` in CONFIG).
+    const BODY_TIMEOUT: Duration = Duration::from_secs(3);
     /// Slack for a shared two-core machine.
     const SLACK: Duration = Duration::from_secs(3);
-    const CONFIG: &str = "max_body_bytes = 65536\n[latency]\nttft = { fixed = \"1ms\" }\nper_token = { fixed = \"0ms\" }\n";
+    const CONFIG: &str = "max_body_bytes = 65536\nheader_read_timeout = \"3s\"\nbody_read_timeout = \"3s\"\n[latency]\nttft = { fixed = \"1ms\" }\nper_token = { fixed = \"0ms\" }\n";
 
     /// What an abuser got back.
     #[derive(Debug)]
