@@ -964,7 +964,7 @@ mod sdk {
 /// the abusers are still connected.
 mod hostile {
     use super::*;
-    use std::net::SocketAddr;
+    use test_support::hostile::{abuse, chat_head, Then};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpStream;
 
@@ -978,93 +978,6 @@ mod hostile {
     const SLACK: Duration = Duration::from_secs(3);
     const CONFIG: &str = "max_body_bytes = 65536\nheader_read_timeout = \"3s\"\nbody_read_timeout = \"3s\"\n[latency]\nttft = { fixed = \"1ms\" }\nper_token = { fixed = \"0ms\" }\n";
 
-    /// What an abuser got back.
-    #[derive(Debug)]
-    struct Ending {
-        /// The bytes read (a response, if the server answered).
-        bytes: Vec<u8>,
-        /// The server closed (EOF or reset).
-        closed: bool,
-        elapsed: Duration,
-    }
-
-    impl Ending {
-        fn status(&self) -> Option<u16> {
-            let text = std::str::from_utf8(self.bytes.get(..12)?).ok()?;
-            text.strip_prefix("HTTP/1.1 ")?.trim().parse().ok()
-        }
-        /// Returns true if and only if the server answered 4xx or closed
-        /// without answering.
-        fn refused(&self) -> bool {
-            matches!(self.status(), Some(400..=499)) || (self.bytes.is_empty() && self.closed)
-        }
-    }
-
-    /// How an abuser goes on after its first bytes.
-    #[derive(Clone)]
-    enum Then {
-        Idle,
-        /// One byte (`a`) at this interval, forever.
-        Drip(Duration),
-        /// This chunk, again and again, as fast as the server reads.
-        Flood(Vec<u8>),
-    }
-
-    /// Connects, writes `first`, goes on as `then` says, and reads until a
-    /// whole response head has arrived, the server closes, or `within`.
-    async fn abuse(addr: SocketAddr, first: Vec<u8>, then: Then, within: Duration) -> Ending {
-        let start = Instant::now();
-        let stream = TcpStream::connect(addr).await.expect("connect");
-        let (mut rd, mut wr) = stream.into_split();
-        let writer = tokio::spawn(async move {
-            if wr.write_all(&first).await.is_err() {
-                return;
-            }
-            loop {
-                let res = match &then {
-                    Then::Idle => {
-                        tokio::time::sleep(Duration::from_secs(3600)).await;
-                        Ok(())
-                    }
-                    Then::Drip(every) => {
-                        tokio::time::sleep(*every).await;
-                        wr.write_all(b"a").await
-                    }
-                    Then::Flood(chunk) => wr.write_all(chunk).await,
-                };
-                if res.is_err() {
-                    return;
-                }
-            }
-        });
-        let mut bytes = Vec::new();
-        let mut closed = false;
-        let mut buf = vec![0u8; 16 * 1024];
-        let read = async {
-            loop {
-                match rd.read(&mut buf).await {
-                    Ok(0) | Err(_) => {
-                        closed = true;
-                        break;
-                    }
-                    Ok(n) => {
-                        bytes.extend_from_slice(&buf[..n]);
-                        if bytes.windows(4).any(|w| w == b"\r\n\r\n") {
-                            break;
-                        }
-                    }
-                }
-            }
-        };
-        let _ = tokio::time::timeout(within, read).await;
-        writer.abort();
-        Ending {
-            bytes,
-            closed,
-            elapsed: start.elapsed(),
-        }
-    }
-
     /// Asserts that a normal chat request is answered 200 within [`QUICK`].
     async fn normal_ok(p: &ProviderHandle) {
         let start = Instant::now();
@@ -1074,13 +987,6 @@ mod hostile {
         assert_eq!(resp.status(), 200);
         resp.bytes().await.expect("the body");
         assert!(start.elapsed() < QUICK, "{:?}", start.elapsed());
-    }
-
-    fn chat_head(content_length: usize) -> Vec<u8> {
-        format!(
-            "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {content_length}\r\n\r\n"
-        )
-        .into_bytes()
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
