@@ -899,6 +899,68 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<St
 mod tests {
     use super::*;
 
+    /// Every field the checklist reads from a writer's record: present in
+    /// the writer's JSON, with the same value after the reader's parse.
+    fn reader_agrees<R: serde::de::DeserializeOwned + Serialize>(writer: serde_json::Value) {
+        let reader: R = serde_json::from_value(writer.clone())
+            .unwrap_or_else(|e| panic!("the checklist cannot read {writer}: {e}"));
+        let back = serde_json::to_value(&reader).unwrap();
+        for (field, value) in back.as_object().expect("a record is an object") {
+            assert_eq!(
+                writer.get(field),
+                Some(value),
+                "field {field}: the writer says {writer}"
+            );
+        }
+    }
+
+    /// The `assertions` crate keeps its own copy of the record types (it
+    /// reads files, and has no tokio); this fails when a writer renames,
+    /// drops or retypes a field or an outcome the checks use.
+    #[test]
+    fn the_checklist_reads_every_outcome_the_writers_write() {
+        for outcome in loadgen::Outcome::ALL {
+            let record = loadgen::ClientRecord {
+                id: "p-1".into(),
+                attempt: 2,
+                intended_us: 1_000,
+                sent_us: 1_050,
+                first_byte_us: Some(2_000),
+                done_us: 3_000,
+                status: Some(429),
+                outcome,
+                retry_after_ms: Some(1_500),
+                tokens: 12,
+                stream: true,
+                last: false,
+                patience_ms: 30_000,
+            };
+            reader_agrees::<Attempt>(serde_json::to_value(&record).unwrap());
+        }
+        for outcome in fake_provider::Outcome::ALL {
+            let record = fake_provider::ProviderRecord {
+                id: "p-1".into(),
+                seq: 7,
+                dialect: fake_provider::Dialect::Anthropic,
+                model: "m".into(),
+                stream: false,
+                received_us: 1_000,
+                admitted_us: Some(1_100),
+                first_byte_us: Some(1_200),
+                finished_us: Some(1_300),
+                hung_up_us: Some(1_250),
+                prompt_tokens: 40,
+                max_tokens: Some(16),
+                completion_tokens: 9,
+                reserved_tokens: 56,
+                phase: "brownout".into(),
+                outcome,
+                status: 529,
+            };
+            reader_agrees::<Call>(serde_json::to_value(&record).unwrap());
+        }
+    }
+
     #[test]
     fn loopback_is_recognised() {
         assert!(is_loopback_url("http://127.0.0.1:8080"));
