@@ -696,10 +696,13 @@ async fn call(
     fd: RawFd,
 ) -> RouteResult {
     let limit = shared.config.max_body_bytes;
-    let (headers, body) = match read_body(req, limit, shared.config.body_read_timeout).await {
-        Ok(x) => x,
-        Err((status, msg)) => return Ok(simple_error(dialect, status, &msg)),
-    };
+    // Boxed: the body read is over before the call's long wait begins, so
+    // its state need not make every held call's future bigger.
+    let (headers, body) =
+        match Box::pin(read_body(req, limit, shared.config.body_read_timeout)).await {
+            Ok(x) => x,
+            Err((status, msg)) => return Ok(simple_error(dialect, status, &msg)),
+        };
     let received = Instant::now();
     let seq = shared.seq.fetch_add(1, Ordering::Relaxed);
     shared.counters.received.fetch_add(1, Ordering::Relaxed);

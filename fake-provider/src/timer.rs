@@ -136,9 +136,11 @@ impl Timer {
         }
     }
 
-    /// The timer thread: wake every due entry, then sleep until the next.
+    /// The timer thread: wake every due entry, then sleep until the next,
+    /// but no sooner than [`MIN_GAP`] after the last round.
     fn run(&self) {
         let mut due = Vec::new();
+        let mut last_round = Instant::now();
         let mut heap = lock(&self.heap);
         loop {
             let now = Instant::now();
@@ -148,6 +150,7 @@ impl Timer {
                 }
             }
             if !due.is_empty() {
+                last_round = now;
                 drop(heap);
                 for slot in due.drain(..) {
                     slot.fired.store(true, Ordering::Release);
@@ -162,7 +165,7 @@ impl Timer {
             heap = match heap.entries.peek().map(|e| e.at) {
                 None => self.changed.wait(heap).unwrap_or_else(|e| e.into_inner()),
                 Some(at) => {
-                    let wait = at.saturating_duration_since(now);
+                    let wait = at.max(last_round + MIN_GAP).saturating_duration_since(now);
                     self.changed
                         .wait_timeout(heap, wait)
                         .unwrap_or_else(|e| e.into_inner())
@@ -172,6 +175,13 @@ impl Timer {
         }
     }
 }
+
+/// Rounds of wake-ups are at least this far apart; deadlines due in between
+/// are woken together at the next round, at most this late. Streaming 1,000
+/// calls at 10 ms a token makes 100,000 distinct deadlines a second: woken
+/// one round each, they cost the timer thread a third of a core; in rounds
+/// at most 10,000 a second. (Tokio's wheel makes rounds of a millisecond.)
+const MIN_GAP: std::time::Duration = std::time::Duration::from_micros(100);
 
 /// The one timer of the process, its thread started on first use.
 fn timer() -> &'static Timer {
