@@ -48,13 +48,18 @@ impl Future for Sleep {
         }
         match &self.slot {
             Some(slot) => {
+                // `fired` is read under the waker's lock: the timer thread
+                // sets it before it takes the waker under that lock, so
+                // either it is seen here or the waker stored here is the
+                // one the timer wakes.
+                let mut waker = lock(&slot.waker);
                 if slot.fired.load(Ordering::Acquire) {
-                    // Fired a hair early by the clock's reading here: wait
-                    // again for what is left.
+                    drop(waker);
+                    // Due (by the timer's clock); the check at the top
+                    // answers, or a fresh slot waits for what is left.
                     self.slot = None;
                     return self.poll(cx);
                 }
-                let mut waker = lock(&slot.waker);
                 match waker.as_ref() {
                     Some(w) if w.will_wake(cx.waker()) => {}
                     _ => *waker = Some(cx.waker().clone()),
@@ -279,6 +284,43 @@ mod tests {
         // block the heap.
         let late = lateness(Duration::from_millis(2)).await;
         assert!(late < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn the_latest_waker_is_the_one_woken() {
+        use std::sync::atomic::AtomicUsize;
+        struct Count(AtomicUsize);
+        impl std::task::Wake for Count {
+            fn wake(self: Arc<Self>) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let (a, b) = (
+            Arc::new(Count(AtomicUsize::new(0))),
+            Arc::new(Count(AtomicUsize::new(0))),
+        );
+        let (wa, wb) = (Waker::from(a.clone()), Waker::from(b.clone()));
+        let mut sleep = Box::pin(sleep_until(Instant::now() + Duration::from_millis(20)));
+        assert!(sleep
+            .as_mut()
+            .poll(&mut Context::from_waker(&wa))
+            .is_pending());
+        // Polled again from another context (as in a select): that waker
+        // replaces the first.
+        assert!(sleep
+            .as_mut()
+            .poll(&mut Context::from_waker(&wb))
+            .is_pending());
+        let give_up = Instant::now() + Duration::from_secs(10);
+        while b.0.load(Ordering::SeqCst) == 0 {
+            assert!(Instant::now() < give_up, "never woken");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(a.0.load(Ordering::SeqCst), 0);
+        assert!(sleep
+            .as_mut()
+            .poll(&mut Context::from_waker(&wb))
+            .is_ready());
     }
 
     #[test]
