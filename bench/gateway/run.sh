@@ -41,6 +41,7 @@ fi
 # adds 165-254 us). It applies to the direct, gateway and relay paths
 # alike, and ends with the script. IDLE=halt leaves the idle states on.
 IDLE=${IDLE:-poll}
+case "$IDLE" in poll | halt) ;; *) echo "IDLE is poll or halt, not '$IDLE'" >&2; exit 2 ;; esac
 if [ "$IDLE" = poll ]; then
   if { exec 3>/dev/cpu_dma_latency; } 2>/dev/null && printf '0' >&3; then
     echo "CPU idle: held at polling (PM QoS cpu_dma_latency 0) while this runs" >&2
@@ -67,7 +68,9 @@ trap cleanup EXIT
 # wait for its stdout to show its base URL and put that in $url.
 start() {
   local log=$1; shift
-  "$@" >"$log" 2>"$log.err" &
+  # 3>&-: the servers do not inherit the PM QoS request, so it ends with
+  # this script even if they outlive it.
+  "$@" >"$log" 2>"$log.err" 3>&- &
   pids+=($!)
   url=
   for _ in $(seq 100); do

@@ -4,9 +4,10 @@
 //!
 //! Usage: hold BASE_URL PROVIDER_PID N SCRIPTED_MS
 //!
-//! Calls start spread over five seconds, each on a connection of its own,
-//! and are held for the scripted latency (longer than the spread, so all are
-//! in flight at once); each is timed from its send to its complete response.
+//! It opens N connections first, then starts one call on each, spread over
+//! five seconds; the calls are held for the scripted latency (longer than
+//! the spread, so all are in flight at once), and each is timed from its
+//! send to its complete response. Memory per call counts its connection.
 
 use std::time::{Duration, Instant};
 
@@ -32,7 +33,11 @@ fn main() {
     // table to 10,000 connections does not stall this client (and skew its
     // timings) at each doubling.
     fake_provider::presize_fd_table();
-    tokio::runtime::Runtime::new()
+    // One thread: the client is pinned to one core, where a second worker
+    // only adds hand-offs between threads to its timings.
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
         .expect("a tokio runtime")
         .block_on(hold());
 }
@@ -52,23 +57,30 @@ async fn hold() {
     let body = Bytes::from_static(
         br#"{"model":"gpt-4o-mini","max_tokens":16,"messages":[{"role":"user","content":"hold on [rehearse:id=hold]"}]}"#,
     );
-    // Each call connects and sends at its own moment, spread over the
-    // spread; it is timed from its send (connection set-up excluded). With
-    // the scripted latency longer than the spread, all N are held at once.
+    // All N connections are opened first, so the schedule below is only
+    // sends: connecting (and the provider accepting) while calls arrive
+    // made the arrivals, and so the answers, come in bursts.
+    let mut senders = Vec::with_capacity(n);
+    for _ in 0..n {
+        let stream = tokio::net::TcpStream::connect(&base).await.expect("connect");
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .expect("handshake");
+        tokio::spawn(conn);
+        senders.push(sender);
+    }
+    // Each call is sent at its own moment, spread over the spread, and
+    // timed from its send. With the scripted latency longer than the
+    // spread, all N are held at once.
     let start = Instant::now();
     let spread = Duration::from_secs(5);
     let mut tasks = Vec::with_capacity(n);
-    for i in 0..n {
+    for (i, mut sender) in senders.into_iter().enumerate() {
         let at = start + spread.mul_f64(i as f64 / n as f64);
         let body = body.clone();
         let host = base.clone();
         tasks.push(tokio::spawn(async move {
             tokio::time::sleep_until(at.into()).await;
-            let stream = tokio::net::TcpStream::connect(&host).await.ok()?;
-            let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-                .await
-                .ok()?;
-            tokio::spawn(conn);
             sender.ready().await.ok()?;
             let req = hyper::Request::post("/v1/chat/completions")
                 .header("host", host)

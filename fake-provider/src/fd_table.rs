@@ -5,20 +5,29 @@
 //! more than one thread each growth waits for an RCU grace period before
 //! it returns. Every thread that opens a socket meanwhile waits too: a
 //! stall of 10 to 20 ms at each doubling. Holding 10,000 connections meant
-//! six such stalls, and the calls accepted during them, arriving together
-//! afterwards, came back together 12 s later, 2 ms late: the whole 99th
-//! percentile of the provider's timer error (BENCHMARKS.md). A table sized
-//! before any thread starts grows without waiting, and never again.
+//! six such stalls. The calls accepted during them arrived together
+//! afterwards and came back together 12 s later, and that put the
+//! provider's timer error over 2 ms at the 99th percentile (BENCHMARKS.md).
+//! A table sized before any thread starts grows without waiting, and not
+//! again below [`PRESIZE_MAX`] descriptors.
 
 /// The most descriptors the table is sized for up front (a table of
 /// 65,536 costs half a megabyte of kernel memory).
-pub const PRESIZE_MAX: u64 = 65_536;
+const PRESIZE_MAX: u64 = 65_536;
 
 /// Raises the soft open-files limit to the hard limit, then sizes the
-/// descriptor table for that many (at most [`PRESIZE_MAX`]) by placing a
-/// descriptor at the top and closing it again. Call it first thing in
-/// `main`, before any thread starts. Returns the table size reached, or
-/// `None` where the OS refused (nothing is changed then).
+/// descriptor table for that many (at most 65,536) by placing a copy of
+/// stderr at the top and closing it again. Call it first thing in `main`,
+/// before any thread starts. Returns the table size reached, or `None`
+/// where that could not be done (the limit may have been raised anyway;
+/// stderr may be closed). Either way the process works; only the stalls
+/// come back.
+///
+/// ```
+/// if let Some(size) = fake_provider::presize_fd_table() {
+///     assert!(size >= 1);
+/// }
+/// ```
 pub fn presize_fd_table() -> Option<u64> {
     #[cfg(target_os = "linux")]
     // SAFETY: getrlimit/setrlimit write only to `lim`, which outlives the

@@ -41,7 +41,7 @@ mod timer;
 
 pub use config::{ConfigError, Overrides, ProviderConfig};
 pub use dialect::{estimate_tokens, Dialect, CHARS_PER_TOKEN};
-pub use fd_table::{presize_fd_table, PRESIZE_MAX};
+pub use fd_table::presize_fd_table;
 pub use quota::{go_duration, parse_go_duration, retry_after_values};
 pub use record::{Outcome, ProviderRecord, Stats};
 pub use server::{FakeProvider, ProviderHandle, UnknownPhase};
