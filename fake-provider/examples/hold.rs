@@ -62,7 +62,9 @@ async fn hold() {
     // made the arrivals, and so the answers, come in bursts.
     let mut senders = Vec::with_capacity(n);
     for _ in 0..n {
-        let stream = tokio::net::TcpStream::connect(&base).await.expect("connect");
+        let stream = tokio::net::TcpStream::connect(&base)
+            .await
+            .expect("connect");
         let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .expect("handshake");
