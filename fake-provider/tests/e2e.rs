@@ -964,179 +964,75 @@ mod sdk {
 /// the abusers are still connected.
 mod hostile {
     use super::*;
-    use test_support::hostile::{abuse, chat_head, Then};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    use tokio::net::TcpStream;
+    use std::net::SocketAddr;
+    use test_support::suite::{self, Target, QUICK};
 
-    /// A normal request must be answered within this, abuse or not.
-    const QUICK: Duration = Duration::from_secs(3);
-    /// The provider's slow-loris guard here (`header_read_timeout` in CONFIG).
-    const HEADER_TIMEOUT: Duration = Duration::from_secs(3);
-    /// The provider's body guard here (`body_read_timeout` in CONFIG).
-    const BODY_TIMEOUT: Duration = Duration::from_secs(3);
-    /// Slack for a shared two-core machine.
-    const SLACK: Duration = Duration::from_secs(3);
+    /// Read guards as the suite expects (`HEADER_TIMEOUT`, `BODY_TIMEOUT`:
+    /// 3 s), a 64 KiB body limit, answers at once.
     const CONFIG: &str = "max_body_bytes = 65536\nheader_read_timeout = \"3s\"\nbody_read_timeout = \"3s\"\n[latency]\nttft = { fixed = \"1ms\" }\nper_token = { fixed = \"0ms\" }\n";
 
-    /// Asserts that a normal chat request is answered 200 within [`QUICK`].
-    async fn normal_ok(p: &ProviderHandle) {
-        let start = Instant::now();
-        let resp = tokio::time::timeout(QUICK, post(p, "/v1/chat/completions", &chat("hi", 4)))
-            .await
-            .expect("a normal request is answered quickly during the abuse");
-        assert_eq!(resp.status(), 200);
-        resp.bytes().await.expect("the body");
-        assert!(start.elapsed() < QUICK, "{:?}", start.elapsed());
+    struct Provider<'a>(&'a ProviderHandle);
+
+    impl Target for Provider<'_> {
+        fn addr(&self) -> SocketAddr {
+            self.0.addr()
+        }
+
+        async fn normal_ok(&self) {
+            let start = Instant::now();
+            let resp =
+                tokio::time::timeout(QUICK, post(self.0, "/v1/chat/completions", &chat("hi", 4)))
+                    .await
+                    .expect("a normal request is answered quickly during the abuse");
+            assert_eq!(resp.status(), 200);
+            resp.bytes().await.expect("the body");
+            assert!(start.elapsed() < QUICK, "{:?}", start.elapsed());
+        }
+
+        fn chat_body(&self) -> String {
+            chat("hi", 4).to_string()
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn slow_loris_heads_are_closed_and_others_served() {
         let p = start(CONFIG).await;
-        let head = b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-slow: ".to_vec();
-        let loris: Vec<_> = (0..20)
-            .map(|_| {
-                let head = head.clone();
-                let addr = p.addr();
-                tokio::spawn(async move {
-                    abuse(
-                        addr,
-                        head,
-                        Then::Drip(Duration::from_secs(1)),
-                        HEADER_TIMEOUT + SLACK * 2,
-                    )
-                    .await
-                })
-            })
-            .collect();
-        tokio::time::sleep(Duration::from_millis(1500)).await;
-        normal_ok(&p).await;
-        for l in loris {
-            let e = l.await.expect("abuser");
-            assert!(e.refused(), "{e:?}");
-            assert!(e.elapsed <= HEADER_TIMEOUT + SLACK, "{e:?}");
-        }
-        normal_ok(&p).await;
+        suite::slow_loris_heads_are_closed_and_others_served(&Provider(&p)).await;
         p.shutdown().await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_body_that_never_finishes_gets_408_in_bounded_time() {
         let p = start(CONFIG).await;
-        let mut first = chat_head(1000);
-        first.extend_from_slice(b"{\"model\":");
-        let addr = p.addr();
-        let stuck = tokio::spawn(abuse(addr, first, Then::Idle, BODY_TIMEOUT + SLACK * 2));
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        normal_ok(&p).await;
-        let e = stuck.await.expect("abuser");
-        assert_eq!(e.status(), Some(408), "{e:?}");
-        assert!(e.elapsed <= BODY_TIMEOUT + SLACK, "{e:?}");
-        normal_ok(&p).await;
+        suite::a_body_that_never_finishes_gets_408_in_bounded_time(&Provider(&p)).await;
         p.shutdown().await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn oversized_heads_and_bodies_are_refused_at_once() {
         let p = start(CONFIG).await;
-        let addr = p.addr();
-        let limit = Duration::from_secs(5);
-        // A header line without end, flooded: over the 64 KiB head buffer.
-        let head = b"GET /v1/models HTTP/1.1\r\nhost: x\r\nx-big: ".to_vec();
-        let big_head = tokio::spawn(abuse(addr, head, Then::Flood(vec![b'a'; 8192]), limit));
-        // A declared length over max_body_bytes: 413 before any body.
-        let declared = tokio::spawn(abuse(addr, chat_head(10_000_000), Then::Idle, limit));
-        // No declared length (chunked), flooded: 413 once past the limit.
-        let mut chunk = format!("{:x}\r\n", 8192).into_bytes();
-        chunk.extend_from_slice(&[b' '; 8192]);
-        chunk.extend_from_slice(b"\r\n");
-        let chunked_head = b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
-        let chunked = tokio::spawn(abuse(addr, chunked_head, Then::Flood(chunk), limit));
-        normal_ok(&p).await;
-        let e = big_head.await.expect("abuser");
-        assert!(e.refused(), "{e:?}");
-        assert!(matches!(e.status(), Some(431) | None), "{e:?}");
-        assert!(e.elapsed < limit, "{e:?}");
-        let e = declared.await.expect("abuser");
-        assert_eq!(e.status(), Some(413), "{e:?}");
-        let e = chunked.await.expect("abuser");
-        assert!(e.elapsed < limit, "{e:?}");
-        assert!(matches!(e.status(), Some(413)) || e.refused(), "{e:?}");
-        normal_ok(&p).await;
+        suite::oversized_heads_and_bodies_are_refused_at_once(&Provider(&p)).await;
         p.shutdown().await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn malformed_json_and_invalid_utf8_get_400() {
         let p = start(CONFIG).await;
-        let bodies: [&[u8]; 4] = [
-            b"{\"model\": \"gpt-4o-mini\", \"messages\": [",
-            b"{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\",\"content\":\"\xff\xfe\xc0\"}]}",
-            b"\xff\xfe\x00\x01",
-            b"[1, 2, 3]",
-        ];
-        for body in bodies {
-            let mut first = chat_head(body.len());
-            first.extend_from_slice(body);
-            let e = abuse(p.addr(), first, Then::Idle, QUICK).await;
-            assert_eq!(
-                e.status(),
-                Some(400),
-                "{:?}: {e:?}",
-                String::from_utf8_lossy(body)
-            );
-        }
-        normal_ok(&p).await;
+        suite::malformed_json_and_invalid_utf8_get_400(&Provider(&p)).await;
         p.shutdown().await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn pipelined_garbage_after_a_valid_request_is_refused() {
         let p = start(CONFIG).await;
-        let body = chat("hi", 4).to_string();
-        let mut bytes = chat_head(body.len());
-        bytes.extend_from_slice(body.as_bytes());
-        bytes.extend_from_slice(b"\x00\x01GARBAGE \xff\r\n\r\n");
-        let mut s = TcpStream::connect(p.addr()).await.expect("connect");
-        s.write_all(&bytes).await.expect("write");
-        let mut got = Vec::new();
-        let read = tokio::time::timeout(QUICK, s.read_to_end(&mut got)).await;
-        assert!(
-            read.is_ok(),
-            "the server closes the connection: {:?}",
-            String::from_utf8_lossy(&got)
-        );
-        let text = String::from_utf8_lossy(&got);
-        assert!(text.starts_with("HTTP/1.1 200 "), "{text}");
-        // The valid request is answered in full; the garbage gets a 400 or
-        // just the close.
-        let second = text
-            .match_indices("HTTP/1.1 ")
-            .nth(1)
-            .map(|(i, _)| &text[i..]);
-        if let Some(second) = second {
-            assert!(second.starts_with("HTTP/1.1 400"), "{text}");
-        }
-        normal_ok(&p).await;
+        suite::pipelined_garbage_after_a_valid_request_is_refused(&Provider(&p)).await;
         p.shutdown().await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn two_thousand_idle_connections_do_not_stop_service() {
         let p = start(CONFIG).await;
-        let mut idle = Vec::with_capacity(2000);
-        for _ in 0..2000 {
-            idle.push(TcpStream::connect(p.addr()).await.expect("connect"));
-        }
-        normal_ok(&p).await;
-        // And half-sent heads on top of them.
-        for s in idle.iter_mut().take(500) {
-            s.write_all(b"POST /v1/chat/completions HTTP/1.1\r\n")
-                .await
-                .expect("write");
-        }
-        normal_ok(&p).await;
-        drop(idle);
-        normal_ok(&p).await;
+        suite::two_thousand_idle_connections_do_not_stop_service(&Provider(&p)).await;
         p.shutdown().await;
     }
 }

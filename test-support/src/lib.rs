@@ -2,3 +2,4 @@
 //! once instead of copied into each test file. A dev-dependency only.
 
 pub mod hostile;
+pub mod suite;
