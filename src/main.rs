@@ -72,10 +72,6 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    // Before any thread starts: a descriptor table grown later, with
-    // thousands of connections open, stalls every thread for an RCU grace
-    // period at each doubling (see fake_provider::presize_fd_table).
-    let fd_table = fake_provider::presize_fd_table();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -83,11 +79,20 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    match fd_table {
-        Some(size) => tracing::debug!(size, "descriptor table sized at start"),
-        None => tracing::debug!("descriptor table not sized at start"),
-    }
     let cli = Cli::parse();
+    // The subcommands that hold thousands of sockets size the descriptor
+    // table before any thread starts: grown later, with connections open,
+    // it stalls every thread for an RCU grace period at each doubling (see
+    // fake_provider::presize_fd_table). `plan` and `report` open few files.
+    if matches!(
+        cli.command,
+        Command::Run(_) | Command::Provider(_) | Command::Load(_) | Command::Gateway(_)
+    ) {
+        match fake_provider::presize_fd_table() {
+            Some(size) => tracing::debug!(size, "descriptor table sized at start"),
+            None => tracing::debug!("descriptor table not sized at start"),
+        }
+    }
     let code = match cli.command {
         Command::Run(args) => cmd_run::main(args),
         Command::Report(args) => cmd_report::main(args),
