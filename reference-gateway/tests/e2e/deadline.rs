@@ -108,10 +108,16 @@ async fn retry_after_grows_with_the_backlog() {
             provider("[latency]\nttft = { fixed = \"5ms\" }\n[completion_tokens]\nfixed = 3\n")
                 .await;
         let mut cfg = config(Mode::Deadline, &provider);
-        // 25 tokens/s, 100 tokens a request: one every 4 s, so the queue
-        // built below does not move while it is probed.
-        cfg.deadline.tokens_per_minute = 25.0 * 60.0;
-        cfg.deadline.default_deadline = Duration::from_secs(60);
+        // 5 tokens/s, 100 tokens a request: one every 20 s, so the queue
+        // built below does not move while it is probed, even on a busy
+        // machine (at one every 4 s, a CI run under load once saw a second
+        // dispatch between two probes, which doubled the observed rate).
+        cfg.deadline.tokens_per_minute = 5.0 * 60.0;
+        // Patience enough for the whole backlog (900 tokens ahead at 5/s).
+        cfg.deadline.default_deadline = Duration::from_secs(3600);
+        // The observed rate is the one dispatch over a tenth of this
+        // window, the same for every probe however slowly the test runs.
+        cfg.drain_window = Duration::from_secs(600);
         cfg.deadline.expected_service = Duration::from_millis(10);
         let gw = gateway(cfg).await;
         let client = client();
