@@ -1,0 +1,1 @@
+//! A judged run as documents.

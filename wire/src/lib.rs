@@ -1,0 +1,1 @@
+//! What rehearse's parts say to each other (no tokio, no hyper).
