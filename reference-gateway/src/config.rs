@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use wire::Scale;
+
 use crate::error::ConfigError;
 
 /// The admission policy of a gateway.
@@ -187,7 +189,10 @@ impl Default for AimdConfig {
 pub struct GatewayConfig {
     /// The admission policy.
     pub mode: Mode,
-    /// Base URL of the provider (`http://host:port`, optionally with a path prefix).
+    /// Base URL of the provider (`http://host:port`, optionally with a path
+    /// prefix). Required by [`GatewayConfig::validate`]; left out of a
+    /// scenario's `[gateway.reference]`, where the harness sets it.
+    #[serde(default)]
     pub upstream: String,
     /// Where the CLI binds; the library takes an already-bound listener.
     #[serde(default = "default_listen")]
@@ -277,6 +282,9 @@ impl GatewayConfig {
 
     /// Checks the values serde cannot: returns the offending field and why.
     pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        if self.upstream.is_empty() {
+            return Err(("upstream", "missing: the provider's base URL".into()));
+        }
         let upstream: http::Uri = self
             .upstream
             .parse()
@@ -287,6 +295,12 @@ impl GatewayConfig {
                 format!("`{}`: expected http://host:port", self.upstream),
             ));
         }
+        self.validate_policy()
+    }
+
+    /// Checks everything [`GatewayConfig::validate`] does but the upstream:
+    /// the policy alone, as a scenario's `[gateway.reference]` gives it.
+    pub fn validate_policy(&self) -> Result<(), (&'static str, String)> {
         if self.max_body_bytes == 0 {
             return Err(("max_body_bytes", "must be above 0".into()));
         }
@@ -350,9 +364,8 @@ impl GatewayConfig {
         Ok(())
     }
 
-    /// Returns this configuration compressed `scale` times: every duration
-    /// divided by it, every rate multiplied by it (`REHEARSE_TIME_SCALE`).
-    /// Depths and concurrency limits are Little's-law quantities and stay.
+    /// Returns this configuration compressed `scale` times in time alone
+    /// (`REHEARSE_TIME_SCALE`): see [`GatewayConfig::scaled`].
     ///
     /// ```
     /// use std::time::Duration;
@@ -362,20 +375,51 @@ impl GatewayConfig {
     /// assert_eq!(config.deadline.default_deadline, Duration::from_millis(2500));
     /// assert_eq!(config.deadline.tokens_per_minute, 5_000_000.0);
     /// ```
-    pub fn time_scaled(mut self, scale: f64) -> Self {
-        if !(scale.is_finite() && scale > 0.0) || scale == 1.0 {
+    pub fn time_scaled(self, scale: f64) -> Self {
+        if !(scale.is_finite() && scale > 0.0) {
             return self;
         }
-        let s = |d: Duration| Duration::from_secs_f64(d.as_secs_f64() / scale);
-        self.connect_timeout = s(self.connect_timeout);
-        self.drain_window = s(self.drain_window);
-        self.shutdown_grace = s(self.shutdown_grace);
-        self.bounded.wait_budget = s(self.bounded.wait_budget);
-        self.deadline.default_deadline = s(self.deadline.default_deadline);
-        self.deadline.expected_service = s(self.deadline.expected_service);
-        self.deadline.tokens_per_minute *= scale;
-        self.aimd.latency_target = s(self.aimd.latency_target);
-        self.aimd.wait_budget = s(self.aimd.wait_budget);
+        self.scaled(Scale {
+            time: scale,
+            quota: 1.0,
+        })
+    }
+
+    /// Returns this configuration at rehearsal scale, by the one rule of
+    /// [`wire::Scale`]: every duration ÷ time; the token rate × time ÷
+    /// quota; every count (concurrency, queues, the AIMD limits) ÷ quota,
+    /// never below 1. The body limit and the read timeouts that guard
+    /// against hostile callers are the process's own and stay.
+    ///
+    /// ```
+    /// use reference_gateway::{GatewayConfig, Mode};
+    /// use wire::Scale;
+    ///
+    /// let mut config = GatewayConfig::new(Mode::Bounded, "http://127.0.0.1:1");
+    /// config.bounded.concurrency = 125;
+    /// let scaled = config.scaled(Scale { time: 1.0, quota: 4.0 });
+    /// assert_eq!(scaled.bounded.concurrency, 31);
+    /// ```
+    pub fn scaled(mut self, scale: Scale) -> Self {
+        if scale.is_one() {
+            return self;
+        }
+        let d = |d: Duration| scale.duration(d);
+        self.connect_timeout = d(self.connect_timeout);
+        self.drain_window = d(self.drain_window);
+        self.shutdown_grace = d(self.shutdown_grace);
+        self.bounded.wait_budget = d(self.bounded.wait_budget);
+        self.bounded.concurrency = scale.count_usize(self.bounded.concurrency);
+        self.bounded.queue = scale.count_usize(self.bounded.queue);
+        self.deadline.default_deadline = d(self.deadline.default_deadline);
+        self.deadline.expected_service = d(self.deadline.expected_service);
+        self.deadline.tokens_per_minute = scale.rate(self.deadline.tokens_per_minute);
+        self.aimd.latency_target = d(self.aimd.latency_target);
+        self.aimd.wait_budget = d(self.aimd.wait_budget);
+        self.aimd.initial = scale.count_usize(self.aimd.initial);
+        self.aimd.floor = scale.count_usize(self.aimd.floor);
+        self.aimd.ceiling = scale.count_usize(self.aimd.ceiling);
+        self.aimd.queue = scale.count_usize(self.aimd.queue);
         self
     }
 }
@@ -471,6 +515,35 @@ latency_target = "1s 500ms"
             same,
             "nonsense scale is ignored"
         );
+    }
+
+    #[test]
+    fn counts_and_the_token_rate_follow_the_quota_scale() {
+        let mut c = GatewayConfig::new(Mode::Bounded, "http://127.0.0.1:1");
+        c.bounded.concurrency = 125;
+        c.bounded.queue = 600;
+        c.bounded.wait_budget = Duration::from_secs(25);
+        let s = c.clone().scaled(Scale {
+            time: 1.0,
+            quota: 4.0,
+        });
+        assert_eq!(s.bounded.concurrency, 31);
+        assert_eq!(s.bounded.queue, 150);
+        assert_eq!(s.bounded.wait_budget, Duration::from_secs(25));
+        assert_eq!(s.deadline.tokens_per_minute, 125_000.0);
+        let tiny = c.scaled(Scale {
+            time: 1.0,
+            quota: 1000.0,
+        });
+        assert_eq!(tiny.bounded.concurrency, 1);
+        assert_eq!(tiny.aimd.queue, 0, "no queue stays no queue");
+    }
+
+    #[test]
+    fn a_policy_without_upstream_is_valid_as_a_policy_only() {
+        let c = GatewayConfig::new(Mode::Naive, "");
+        assert_eq!(c.validate_policy(), Ok(()));
+        assert_eq!(c.validate().unwrap_err().0, "upstream");
     }
 
     #[test]
