@@ -1,8 +1,64 @@
 //! What rehearse's parts say to each other (no tokio, no hyper).
 //!
+//! A rehearsal has three parts that run apart and meet only on the wire
+//! and on disk: the load generator, the gateway under test and the fake
+//! provider; then the checklist reads what they left. Everything they must
+//! agree on is defined here, once: the records and their outcomes, the
+//! clock that stamps them, how a request carries its id, the header names,
+//! how Retry-After is written and read, the token estimate, and the names
+//! of a run directory's files.
+//!
 //! The rooms:
+//! - `record`: [`ClientRecord`] and [`ClientOutcome`] (`client.jsonl`),
+//!   [`ProviderRecord`] and [`ProviderOutcome`] (`provider.jsonl`),
+//!   [`RssSample`] (`rss.jsonl`);
+//! - `dialect`: [`Dialect`], OpenAI or Anthropic;
+//! - `clock`: [`Clock`], Unix microseconds from a monotonic clock;
+//! - `request_id`: the `[rehearse:id=…]` prompt marker ([`marker`],
+//!   [`marker_id`], [`is_request_id`]);
+//! - [`headers`]: every header name the parts read or write;
+//! - `retry_after`: [`retry_after_values`] and [`parse_retry_after`];
+//! - `go_duration`: Go's duration text ([`go_duration`],
+//!   [`parse_go_duration`]) of OpenAI's rate-limit reset headers;
+//! - `tokens`: [`estimate_tokens`], one token per [`CHARS_PER_TOKEN`];
+//! - [`number`]: `9,360`-style numbers and the lognormal's p99 z-score;
+//! - `fd_table`: [`raise_open_files_limit`] and [`presize_fd_table`];
+//! - [`files`]: the run directory's file names and [`files::write_atomic`];
 //! - `scale`: [`Scale`], the one rule that shrinks an event to a rehearsal.
+//!
+//! ```
+//! use wire::{ClientOutcome, ClientRecord};
+//!
+//! let line = r#"{"id":"r000001","attempt":1,"intended_us":10,"sent_us":12,
+//!     "first_byte_us":null,"done_us":100,"status":429,"outcome":"shed",
+//!     "retry_after_ms":1500,"tokens":0,"stream":false,"last":true,"patience_ms":25000}"#;
+//! let r: ClientRecord = serde_json::from_str(line)?;
+//! assert_eq!(r.outcome, ClientOutcome::Shed);
+//! assert_eq!(r.latency_us(), 90);
+//! # Ok::<(), serde_json::Error>(())
+//! ```
 
+mod clock;
+mod dialect;
+mod fd_table;
+pub mod files;
+mod go_duration;
+pub mod headers;
+pub mod number;
+mod record;
+mod request_id;
+mod retry_after;
 mod scale;
+mod tokens;
 
+pub use clock::Clock;
+pub use dialect::Dialect;
+pub use fd_table::{presize_fd_table, raise_open_files_limit, PRESIZE_MAX};
+pub use go_duration::{go_duration, parse_go_duration};
+pub use record::{ClientOutcome, ClientRecord, ProviderOutcome, ProviderRecord, RssSample};
+pub use request_id::{
+    is_request_id, marker, marker_id, Marker, MARKER_CLOSE, MARKER_OPEN, MAX_ID_LEN,
+};
+pub use retry_after::{parse_retry_after, retry_after_values};
 pub use scale::Scale;
+pub use tokens::{estimate_tokens, CHARS_PER_TOKEN};

@@ -1,0 +1,377 @@
+//! The records a rehearsal leaves behind, one JSON object per line: one
+//! [`ClientRecord`] per attempt (`client.jsonl`, written by the load
+//! generator), one [`ProviderRecord`] per call (`provider.jsonl`, written by
+//! the fake provider), and the gateway's [`RssSample`]s (`rss.jsonl`). The
+//! writers serialize these types and the checklist deserializes the same
+//! ones, so the two sides cannot drift apart.
+//!
+//! Times are integer microseconds since the Unix epoch, taken from a
+//! [`Clock`](crate::Clock) on each side, so the two sides join by request
+//! id and compare in time.
+//!
+//! Reading is lenient, so that a run directory written by an older version
+//! still loads: unknown fields are ignored, and the provider-side fields
+//! the checklist does not need (`seq`, `dialect`, `model`, `stream`,
+//! `max_tokens`, `reserved_tokens`) default when absent.
+
+use serde::{Deserialize, Serialize};
+
+use crate::Dialect;
+
+/// How an attempt ended, as the load generator saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClientOutcome {
+    /// A 2xx with a body valid for the dialect.
+    Ok,
+    /// A 429 or 503 from the gateway.
+    Shed,
+    /// Any other 4xx or 5xx.
+    ProviderError,
+    /// The person's patience ran out; the client hung up.
+    Timeout,
+    /// The connection could not be made.
+    ConnectError,
+    /// The connection broke before the answer was complete.
+    Reset,
+    /// A 2xx whose body is not valid for the dialect, or an answer that is
+    /// not HTTP at all (garbage bytes, a head over the size limit).
+    Malformed,
+    /// The run was stopped (Ctrl-C, SIGTERM) while this attempt was in
+    /// flight, and its grace period ran out: neither the target's fault nor
+    /// the person's, neither an answer nor a loss.
+    Cancelled,
+}
+
+impl ClientOutcome {
+    /// Every outcome, in report order (the order of [`ClientOutcome::index`]).
+    pub const ALL: [ClientOutcome; 8] = [
+        ClientOutcome::Ok,
+        ClientOutcome::Shed,
+        ClientOutcome::ProviderError,
+        ClientOutcome::Timeout,
+        ClientOutcome::ConnectError,
+        ClientOutcome::Reset,
+        ClientOutcome::Malformed,
+        ClientOutcome::Cancelled,
+    ];
+
+    /// The name used in records and reports (`"provider_error"`).
+    ///
+    /// ```
+    /// assert_eq!(wire::ClientOutcome::ConnectError.as_str(), "connect_error");
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClientOutcome::Ok => "ok",
+            ClientOutcome::Shed => "shed",
+            ClientOutcome::ProviderError => "provider_error",
+            ClientOutcome::Timeout => "timeout",
+            ClientOutcome::ConnectError => "connect_error",
+            ClientOutcome::Reset => "reset",
+            ClientOutcome::Malformed => "malformed",
+            ClientOutcome::Cancelled => "cancelled",
+        }
+    }
+
+    /// The position of this outcome in [`ClientOutcome::ALL`], for arrays
+    /// of counters indexed by outcome.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Returns true if and only if the outcome is an error other than a shed
+    /// or a timeout: `provider_error`, `connect_error`, `reset` or
+    /// `malformed`.
+    pub fn is_error(self) -> bool {
+        matches!(
+            self,
+            ClientOutcome::ProviderError
+                | ClientOutcome::ConnectError
+                | ClientOutcome::Reset
+                | ClientOutcome::Malformed
+        )
+    }
+
+    /// Returns true if and only if the attempt ended without an answer, a
+    /// shed or a clear error status: `reset`, `connect_error`, `malformed`
+    /// or `timeout`.
+    pub fn is_silent_loss(self) -> bool {
+        matches!(
+            self,
+            ClientOutcome::Reset
+                | ClientOutcome::ConnectError
+                | ClientOutcome::Malformed
+                | ClientOutcome::Timeout
+        )
+    }
+}
+
+/// One attempt of one person: a line of `client.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClientRecord {
+    /// The person's request id (the same on every attempt).
+    pub id: String,
+    /// 1 for the first attempt, 2 for the first retry, ...
+    pub attempt: u32,
+    /// When the attempt was due (the schedule, or the retry's due time).
+    pub intended_us: u64,
+    /// When it was handed to the connection.
+    pub sent_us: u64,
+    /// When the first byte of the response body arrived (the first event of
+    /// a stream), if one did.
+    pub first_byte_us: Option<u64>,
+    /// When the attempt ended: answer complete, error, shed or hang-up.
+    pub done_us: u64,
+    /// The HTTP status, if a response head arrived.
+    pub status: Option<u16>,
+    /// How it ended.
+    pub outcome: ClientOutcome,
+    /// The Retry-After of the response, parsed, in milliseconds, if any.
+    pub retry_after_ms: Option<u64>,
+    /// Completion tokens received (from usage, else counted stream chunks).
+    pub tokens: u64,
+    /// Whether the request asked for a stream.
+    pub stream: bool,
+    /// True if and only if the person made no further attempt after this one.
+    pub last: bool,
+    /// The person's patience over all attempts, in milliseconds.
+    pub patience_ms: u64,
+}
+
+impl ClientRecord {
+    /// End-to-end latency of the attempt, from its intended send time.
+    pub fn latency_us(&self) -> u64 {
+        self.done_us.saturating_sub(self.intended_us)
+    }
+
+    /// How late the attempt was sent, compared with its intended time.
+    pub fn send_lag_us(&self) -> u64 {
+        self.sent_us.saturating_sub(self.intended_us)
+    }
+}
+
+/// How a provider call ended, as the fake provider decided it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderOutcome {
+    /// Answered (or being answered, if the caller hung up first).
+    Ok,
+    /// Refused by the quota: 429 with retry-after.
+    QuotaExceeded,
+    /// Refused at the concurrency ceiling: 429 (OpenAI) or 529 (Anthropic).
+    CapacityRejected,
+    /// An injected error status.
+    ErrorStatus,
+    /// An injected connection reset before any answer.
+    Reset,
+    /// An injected hang: no answer at all.
+    Hang,
+    /// An injected cut in the middle of a stream.
+    StreamCut,
+    /// An injected malformed body.
+    Malformed,
+    /// The request was refused as invalid (400, 404, 413).
+    BadRequest,
+}
+
+impl ProviderOutcome {
+    /// Every outcome, in the order of [`ProviderOutcome::index`].
+    pub const ALL: [ProviderOutcome; 9] = [
+        ProviderOutcome::Ok,
+        ProviderOutcome::QuotaExceeded,
+        ProviderOutcome::CapacityRejected,
+        ProviderOutcome::ErrorStatus,
+        ProviderOutcome::Reset,
+        ProviderOutcome::Hang,
+        ProviderOutcome::StreamCut,
+        ProviderOutcome::Malformed,
+        ProviderOutcome::BadRequest,
+    ];
+
+    /// The name used in records and metrics (`"quota_exceeded"`).
+    ///
+    /// ```
+    /// assert_eq!(wire::ProviderOutcome::StreamCut.as_str(), "stream_cut");
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderOutcome::Ok => "ok",
+            ProviderOutcome::QuotaExceeded => "quota_exceeded",
+            ProviderOutcome::CapacityRejected => "capacity_rejected",
+            ProviderOutcome::ErrorStatus => "error_status",
+            ProviderOutcome::Reset => "reset",
+            ProviderOutcome::Hang => "hang",
+            ProviderOutcome::StreamCut => "stream_cut",
+            ProviderOutcome::Malformed => "malformed",
+            ProviderOutcome::BadRequest => "bad_request",
+        }
+    }
+
+    /// The position of this outcome in [`ProviderOutcome::ALL`], for arrays
+    /// of counters indexed by outcome.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// One call as the provider saw it: a line of `provider.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProviderRecord {
+    /// From `x-request-id`, else a `[rehearse:id=…]` marker in the prompt,
+    /// else generated (`fake-N`): the person's id, if the gateway passed
+    /// it on.
+    pub id: String,
+    /// Arrival order at this provider, from 0.
+    #[serde(default)]
+    pub seq: u64,
+    /// Which API.
+    #[serde(default)]
+    pub dialect: Dialect,
+    /// The model named.
+    #[serde(default)]
+    pub model: String,
+    /// Streamed or not.
+    #[serde(default)]
+    pub stream: bool,
+    /// The request was fully read.
+    pub received_us: u64,
+    /// The call got past the provider's own concurrency queue.
+    pub admitted_us: Option<u64>,
+    /// The first byte of the answer (status line) went out.
+    pub first_byte_us: Option<u64>,
+    /// The answer was complete, or the call ended otherwise.
+    pub finished_us: Option<u64>,
+    /// The caller (the gateway) hung up before the answer was complete.
+    pub hung_up_us: Option<u64>,
+    /// Estimated prompt tokens.
+    pub prompt_tokens: u32,
+    /// The caller's max_tokens, if any.
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    /// Completion tokens produced (sent, for a stream cut short).
+    pub completion_tokens: u32,
+    /// Tokens reserved against the quota at admission.
+    #[serde(default)]
+    pub reserved_tokens: u64,
+    /// Active timeline phases joined by `+`, or `base`.
+    pub phase: String,
+    /// How the call ended.
+    pub outcome: ProviderOutcome,
+    /// The HTTP status answered; 0 if none (reset, hang).
+    pub status: u16,
+}
+
+impl ProviderRecord {
+    /// Prompt plus completion tokens.
+    pub fn tokens(&self) -> u64 {
+        u64::from(self.prompt_tokens) + u64::from(self.completion_tokens)
+    }
+}
+
+/// The gateway's resident memory at one instant: a line of `rss.jsonl`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RssSample {
+    /// When, in microseconds since the Unix epoch.
+    pub t_us: u64,
+    /// Resident set size in bytes.
+    pub rss_bytes: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_record_round_trips_as_json() {
+        let r = ClientRecord {
+            id: "r000001".into(),
+            attempt: 2,
+            intended_us: 10,
+            sent_us: 12,
+            first_byte_us: None,
+            done_us: 100,
+            status: Some(429),
+            outcome: ClientOutcome::Shed,
+            retry_after_ms: Some(1500),
+            tokens: 0,
+            stream: false,
+            last: true,
+            patience_ms: 25_000,
+        };
+        let line = serde_json::to_string(&r).unwrap();
+        assert!(line.contains("\"outcome\":\"shed\""), "{line}");
+        let back: ClientRecord = serde_json::from_str(&line).unwrap();
+        assert_eq!(back, r);
+        assert_eq!(back.latency_us(), 90);
+        assert_eq!(back.send_lag_us(), 2);
+    }
+
+    #[test]
+    fn outcome_names_are_their_json_and_their_index_their_place() {
+        for (i, o) in ClientOutcome::ALL.into_iter().enumerate() {
+            let json = serde_json::to_string(&o).unwrap();
+            assert_eq!(json, format!("\"{}\"", o.as_str()));
+            assert_eq!(serde_json::from_str::<ClientOutcome>(&json).unwrap(), o);
+            assert_eq!(o.index(), i);
+        }
+        for (i, o) in ProviderOutcome::ALL.into_iter().enumerate() {
+            let json = serde_json::to_string(&o).unwrap();
+            assert_eq!(json, format!("\"{}\"", o.as_str()));
+            assert_eq!(serde_json::from_str::<ProviderOutcome>(&json).unwrap(), o);
+            assert_eq!(o.index(), i);
+        }
+    }
+
+    #[test]
+    fn lines_with_more_fields_parse() {
+        let a: ClientRecord = serde_json::from_str(
+            r#"{"id":"r1","attempt":1,"intended_us":10,"sent_us":12,"first_byte_us":null,
+            "done_us":100,"status":429,"outcome":"shed","retry_after_ms":1500,"tokens":0,
+            "stream":false,"last":true,"patience_ms":25000,"extra":1}"#,
+        )
+        .unwrap();
+        assert_eq!(a.outcome, ClientOutcome::Shed);
+        assert_eq!(a.retry_after_ms, Some(1500));
+        let c: ProviderRecord = serde_json::from_str(
+            r#"{"id":"r1","seq":0,"dialect":"openai","model":"m","stream":false,
+            "received_us":20,"admitted_us":21,"first_byte_us":30,"finished_us":40,
+            "hung_up_us":null,"prompt_tokens":100,"max_tokens":null,"completion_tokens":50,
+            "reserved_tokens":150,"phase":"base","outcome":"stream_cut","status":200,"extra":1}"#,
+        )
+        .unwrap();
+        assert_eq!(c.outcome, ProviderOutcome::StreamCut);
+        assert_eq!(c.tokens(), 150);
+    }
+
+    #[test]
+    fn provider_lines_without_the_fields_the_checks_skip_parse() {
+        // The shape the checklist's own reader declared: no seq, dialect,
+        // model, stream, max_tokens or reserved_tokens.
+        let c: ProviderRecord = serde_json::from_str(
+            r#"{"id":"r1","received_us":20,"admitted_us":null,"first_byte_us":null,
+            "finished_us":40,"hung_up_us":30,"prompt_tokens":100,"completion_tokens":0,
+            "outcome":"quota_exceeded","status":429,"phase":"base"}"#,
+        )
+        .unwrap();
+        assert_eq!(c.outcome, ProviderOutcome::QuotaExceeded);
+        assert_eq!((c.seq, c.dialect, c.stream), (0, Dialect::OpenAi, false));
+        assert_eq!((c.max_tokens, c.reserved_tokens), (None, 0));
+        assert_eq!(c.hung_up_us, Some(30));
+    }
+
+    #[test]
+    fn error_and_silent_loss_classes() {
+        use ClientOutcome::*;
+        let errors: Vec<_> = ClientOutcome::ALL
+            .into_iter()
+            .filter(|o| o.is_error())
+            .collect();
+        assert_eq!(errors, [ProviderError, ConnectError, Reset, Malformed]);
+        let lost: Vec<_> = ClientOutcome::ALL
+            .into_iter()
+            .filter(|o| o.is_silent_loss())
+            .collect();
+        assert_eq!(lost, [Timeout, ConnectError, Reset, Malformed]);
+    }
+}
