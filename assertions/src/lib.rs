@@ -1,43 +1,49 @@
 //! The pre-event checklist: pure functions from records to verdicts.
 //!
 //! `rehearse` drives a gateway with open-loop traffic while playing its
-//! LLM provider, and both sides write records: one [`Attempt`] per client
-//! attempt (`client.jsonl`), one [`Call`] per provider call
-//! (`provider.jsonl`), and [`RssSample`]s of the gateway's memory. This
-//! crate reads those records, with the scenario's predictions
-//! ([`Expectations`]) and its `[checklist]` table ([`Thresholds`]), and
-//! returns a [`Judgement`]: one [`Verdict`] per check, the per-second
-//! [`Timeline`] and the run's [`Summary`]. It has no I/O, no clock and no
-//! async runtime: records in, verdicts out, so every check is tested with
-//! hand-made records and a saved run can be judged again.
+//! LLM provider, and both sides write records (defined in the `wire`
+//! crate): one [`wire::ClientRecord`] per client attempt (`client.jsonl`),
+//! one [`wire::ProviderRecord`] per provider call (`provider.jsonl`), and
+//! [`wire::RssSample`]s of the gateway's memory. This crate reads those
+//! records, with the scenario's predictions ([`Expectations`]) and its
+//! `[checklist]` table ([`Thresholds`]), and returns a [`Judgement`]: one
+//! [`Verdict`] per check, the per-second [`Timeline`] and the run's
+//! [`Summary`]. It has no I/O, no clock and no async runtime: records in,
+//! verdicts out, so every check is tested with hand-made records and a
+//! saved run can be judged again.
 //!
 //! The rooms:
 //!
-//! - `record`: the input records ([`Attempt`], [`Call`], [`RssSample`]);
 //! - `expect`: [`Expectations`] and [`Thresholds`];
 //! - `timeline`: the join by request id and the derived measurements
 //!   (gateway depth, backlog, drain time, stale dispatch), the per-second
 //!   [`Timeline`] and the [`Summary`];
 //! - `checks`: the nine checks, in [`CHECKS`] order;
-//! - `verdict`: [`Verdict`], [`Status`] and the number formatting of the
-//!   sentences a person reads.
+//! - `verdict`: [`Verdict`], [`Status`] and the wording of the sentences a
+//!   person reads (numbers as `wire::number` prints them).
 
 mod checks;
 mod expect;
-mod record;
 #[cfg(test)]
 mod stories;
 mod timeline;
 mod verdict;
 
+// Until `checks` is renamed: the records by the names it still uses.
+mod record {
+    pub(crate) use wire::{ClientOutcome, ClientRecord as Attempt, RssSample};
+}
+#[cfg(test)]
+use wire::ProviderRecord as Call;
+
 use serde::Serialize;
+use wire::{ClientRecord, ProviderRecord, RssSample};
 
 pub use expect::{
     DrainThreshold, Expectations, GoodputThreshold, HarnessValidThreshold, MemoryCeilingThreshold,
     NoSilentLossThreshold, RetryAfterThreshold, ServedLatencyThreshold, ShedOnsetThreshold,
     StaleDispatchThreshold, Thresholds,
 };
-pub use record::{Attempt, Call, CallOutcome, ClientOutcome, RssSample};
 pub use timeline::{
     Counts, FirstShed, GatewayPeaks, Harness, Latencies, Percentiles, ProviderCounts, Second,
     Summary, Timeline,
@@ -121,8 +127,8 @@ impl Judgement {
 /// assert_eq!(j.verdicts.len(), 9);
 /// ```
 pub fn judge(
-    attempts: &[Attempt],
-    calls: &[Call],
+    attempts: &[ClientRecord],
+    calls: &[ProviderRecord],
     rss: &[RssSample],
     expect: &Expectations,
     thresholds: &Thresholds,

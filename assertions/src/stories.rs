@@ -7,7 +7,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use crate::expect::Expectations;
-use crate::record::{Attempt, Call, CallOutcome, ClientOutcome, RssSample};
+use wire::{ClientOutcome, ClientRecord, Dialect, ProviderOutcome, ProviderRecord, RssSample};
 
 /// The run's start: a real epoch, so nothing relies on small numbers.
 pub(crate) const T0: u64 = 1_700_000_000_000_000;
@@ -25,8 +25,8 @@ pub(crate) fn attempt(
     done_ms: u64,
     outcome: ClientOutcome,
     retry_after_ms: Option<u64>,
-) -> Attempt {
-    Attempt {
+) -> ClientRecord {
+    ClientRecord {
         id: id.to_string(),
         attempt: n,
         intended_us: at(sent_ms),
@@ -49,17 +49,28 @@ pub(crate) fn attempt(
 }
 
 /// An answered call with 100 prompt and 50 completion tokens.
-pub(crate) fn call(id: &str, received_ms: u64, admitted_ms: u64, finished_ms: u64) -> Call {
-    Call {
+pub(crate) fn call(
+    id: &str,
+    received_ms: u64,
+    admitted_ms: u64,
+    finished_ms: u64,
+) -> ProviderRecord {
+    ProviderRecord {
         id: id.to_string(),
+        seq: 0,
+        dialect: Dialect::OpenAi,
+        model: "m".to_string(),
+        stream: false,
         received_us: at(received_ms),
         admitted_us: Some(at(admitted_ms)),
         first_byte_us: Some(at(admitted_ms)),
         finished_us: Some(at(finished_ms)),
         hung_up_us: None,
         prompt_tokens: 100,
+        max_tokens: None,
         completion_tokens: 50,
-        outcome: CallOutcome::Ok,
+        reserved_tokens: 150,
+        outcome: ProviderOutcome::Ok,
         status: 200,
         phase: "base".to_string(),
     }
@@ -91,8 +102,8 @@ pub(crate) const MIB: u64 = 1024 * 1024;
 
 /// A whole run.
 pub(crate) struct Story {
-    pub(crate) attempts: Vec<Attempt>,
-    pub(crate) calls: Vec<Call>,
+    pub(crate) attempts: Vec<ClientRecord>,
+    pub(crate) calls: Vec<ProviderRecord>,
     pub(crate) rss: Vec<RssSample>,
     pub(crate) expect: Expectations,
 }
@@ -117,7 +128,7 @@ fn eight_slots() -> BinaryHeap<Reverse<u64>> {
 }
 
 /// Memory of 50 MiB plus 1 MiB per open attempt, every 100 ms.
-fn rss(attempts: &[Attempt], end_ms: u64) -> Vec<RssSample> {
+fn rss(attempts: &[ClientRecord], end_ms: u64) -> Vec<RssSample> {
     (0..=end_ms)
         .step_by(100)
         .map(|ms| {

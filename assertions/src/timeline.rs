@@ -42,7 +42,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::expect::Expectations;
-use crate::record::{Attempt, Call, CallOutcome, ClientOutcome, RssSample};
+use wire::{ClientOutcome, ClientRecord, ProviderOutcome, ProviderRecord, RssSample};
 
 const US: u64 = 1_000_000;
 
@@ -119,7 +119,12 @@ impl Timeline {
     /// let t = assertions::Timeline::build(&[], &[], &[], 0);
     /// assert!(t.seconds.is_empty());
     /// ```
-    pub fn build(attempts: &[Attempt], calls: &[Call], rss: &[RssSample], start_us: u64) -> Self {
+    pub fn build(
+        attempts: &[ClientRecord],
+        calls: &[ProviderRecord],
+        rss: &[RssSample],
+        start_us: u64,
+    ) -> Self {
         Joined::new(attempts, calls, rss, start_us).timeline()
     }
 
@@ -301,8 +306,8 @@ pub(crate) struct Drain {
 
 /// The two sides joined: what every check reads.
 pub(crate) struct Joined<'a> {
-    pub(crate) attempts: &'a [Attempt],
-    pub(crate) calls: &'a [Call],
+    pub(crate) attempts: &'a [ClientRecord],
+    pub(crate) calls: &'a [ProviderRecord],
     pub(crate) rss: &'a [RssSample],
     pub(crate) start_us: u64,
     /// The last instant in any record.
@@ -327,8 +332,8 @@ pub(crate) struct Joined<'a> {
 
 impl<'a> Joined<'a> {
     pub(crate) fn new(
-        attempts: &'a [Attempt],
-        calls: &'a [Call],
+        attempts: &'a [ClientRecord],
+        calls: &'a [ProviderRecord],
         rss: &'a [RssSample],
         start_us: u64,
     ) -> Self {
@@ -489,7 +494,7 @@ impl<'a> Joined<'a> {
     }
 
     /// When call `j` stopped occupying the provider.
-    fn call_end(&self, c: &Call) -> u64 {
+    fn call_end(&self, c: &ProviderRecord) -> u64 {
         c.finished_us.or(c.hung_up_us).unwrap_or(self.end_us)
     }
 
@@ -555,7 +560,7 @@ impl<'a> Joined<'a> {
         self.calls
             .iter()
             .filter_map(|c| match (c.outcome, c.finished_us, c.hung_up_us) {
-                (CallOutcome::Ok, Some(f), None) => Some((f, f.saturating_sub(c.received_us))),
+                (ProviderOutcome::Ok, Some(f), None) => Some((f, f.saturating_sub(c.received_us))),
                 _ => None,
             })
     }
@@ -972,7 +977,7 @@ mod tests {
     /// Three people in a gateway with one upstream slot and no provider
     /// queue: sent at 0, 0.1 and 0.2 s, dispatched at 0, 1 and 2 s, each
     /// answered 1 s later.
-    fn one_slot() -> (Vec<Attempt>, Vec<Call>) {
+    fn one_slot() -> (Vec<ClientRecord>, Vec<ProviderRecord>) {
         let attempts = vec![
             attempt("a", 1, 0, 1_000, ClientOutcome::Ok, None),
             attempt("b", 1, 100, 2_000, ClientOutcome::Ok, None),

@@ -3,6 +3,8 @@
 
 use serde::Serialize;
 
+pub(crate) use wire::number::{count, num};
+
 /// The outcome of one check, or of the whole checklist.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -66,19 +68,6 @@ impl Verdict {
     }
 }
 
-/// An integer with thousands separators: `9360` → `"9,360"`.
-pub(crate) fn count(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
 /// A count with the noun that agrees with it: `plural(1, "answer was",
 /// "answers were")` → `"1 answer was"`.
 pub(crate) fn plural(n: u64, one: &str, many: &str) -> String {
@@ -93,31 +82,6 @@ pub(crate) fn round(x: f64) -> String {
     } else {
         0
     })
-}
-
-/// A number with at most `decimals` decimals, trailing zeros dropped, and
-/// thousands separators in its integer part: `25.0` → `"25"`,
-/// `1234.56` → `"1,234.6"` (with 1 decimal).
-pub(crate) fn num(x: f64, decimals: usize) -> String {
-    if !x.is_finite() {
-        return x.to_string();
-    }
-    let s = format!("{:.*}", decimals, x.abs());
-    let (int, frac) = match s.split_once('.') {
-        Some((i, f)) => (i, f.trim_end_matches('0')),
-        None => (s.as_str(), ""),
-    };
-    let int: u64 = int.parse().unwrap_or(0);
-    let sign = if x < 0.0 && (int > 0 || !frac.is_empty()) {
-        "-"
-    } else {
-        ""
-    };
-    if frac.is_empty() {
-        format!("{sign}{}", count(int))
-    } else {
-        format!("{sign}{}.{frac}", count(int))
-    }
 }
 
 /// Seconds with up to one decimal: `"25 s"`, `"1.5 s"`.
