@@ -1,1 +1,85 @@
-//! The rehearsal engine.
+//! The rehearsal engine: from a scenario file to a judged run directory.
+//!
+//! A [`Scenario`] is read and validated once (every field located by file,
+//! line and name when wrong), then turned into a [`Rehearsal`]: each typed
+//! config at the run's [`Scale`] by the one rule of [`wire::Scale`]. The
+//! plan ([`plan()`]) is the arithmetic a person would otherwise do by hand.
+//! [`run()`] makes one rehearsal in named steps and judges it;
+//! [`judge_dir`] judges a saved run directory again (`rehearse report`).
+//!
+//! The rooms:
+//! - `scenario`: the scenario file, its `--set` edits and validation;
+//! - `plan`: capacity, backlog, drain, late answers and Q*, by phase;
+//! - `run`: the steps of a run;
+//! - `gateway`: the gateway under test during a run (spawned or reached);
+//! - `process`: a gateway as a child process group, its memory limit and
+//!   its resident memory from /proc;
+//! - `supervise`: a spawned gateway watched, its deaths noted, restarted;
+//! - `rss`: sampling the gateway's memory;
+//! - `fds`: predicting and securing the open files a run needs;
+//! - `rundir`: the run directory's files, written whole or read by line;
+//! - `judge`: a run directory judged from its files alone.
+
+mod clock;
+mod error;
+mod fds;
+mod gateway;
+mod judge;
+mod plan;
+mod process;
+mod rss;
+mod run;
+mod rundir;
+mod scenario;
+mod supervise;
+
+pub use error::RunError;
+pub use fds::{ensure_fds, predicted_fds};
+pub use judge::{judge_dir, Judged};
+pub use plan::plan;
+pub use process::kill_live_group;
+pub use run::{run, RunOptions};
+pub use scenario::{apply_sets, GatewayKind, GatewaySpec, Meta, Scenario, ScenarioError};
+pub use wire::Scale;
+
+/// A scenario at rehearsal scale: each part's typed config as the run
+/// starts it.
+#[derive(Debug, Clone)]
+pub struct Rehearsal {
+    /// The scale applied.
+    pub scale: Scale,
+    /// The fake provider's config.
+    pub provider: fake_provider::ProviderConfig,
+    /// The load.
+    pub load: loadgen::LoadPlan,
+    /// The reference gateway's config, when the scenario uses it (upstream
+    /// and listen are set when it starts).
+    pub reference: Option<reference_gateway::GatewayConfig>,
+    /// The checklist's thresholds.
+    pub thresholds: assertions::Thresholds,
+}
+
+impl Scenario {
+    /// The scale the scenario asks for.
+    pub fn scale(&self) -> Scale {
+        Scale {
+            time: self.meta.time_scale,
+            quota: self.meta.quota_scale,
+        }
+    }
+
+    /// The scenario at its scale.
+    pub fn rehearsal(&self) -> Rehearsal {
+        let scale = self.scale();
+        Rehearsal {
+            scale,
+            provider: self.provider.scaled(scale.time, scale.quota),
+            load: self.load_plan.clone().scaled(scale),
+            reference: match &self.gateway.kind {
+                GatewayKind::Reference(c) => Some(c.as_ref().clone().scaled(scale)),
+                _ => None,
+            },
+            thresholds: self.checklist.scaled(scale.time),
+        }
+    }
+}

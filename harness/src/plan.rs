@@ -17,96 +17,12 @@
 //! provider's timeline change, and each is integrated in steps of at most
 //! one second (ramps change λ within a segment).
 
-use std::fmt::Write as _;
-
 use fake_provider::config::{Dist, Dur};
 use loadgen::{CountDist, DurationDist, LoadConfig, RateUnit};
-use serde::Serialize;
+use report::{Figures, Overload, Plan, Segment};
+use wire::Scale;
 
 use crate::scenario::Scenario;
-
-/// One stretch of time with one load phase and one set of provider settings.
-#[derive(Debug, Clone, Serialize)]
-pub struct Segment {
-    /// Load phase name, and the provider's phase when one is active.
-    pub name: String,
-    /// Start, seconds from the start of the load.
-    pub start_s: f64,
-    /// Length in seconds.
-    pub duration_s: f64,
-    /// Mean offered rate, requests per minute.
-    pub offered_per_min: f64,
-    /// Provider capacity μ, requests per minute (`null`: unlimited).
-    pub capacity_per_min: Option<f64>,
-    /// Mean provider service time S, seconds.
-    pub service_s: f64,
-    /// Requests answered during the segment (by a gateway that never sheds).
-    pub served: f64,
-    /// Requests waiting at the segment's end.
-    pub backlog_at_end: f64,
-    /// Q* = μ·(D − S) in requests (`null` when μ is unlimited).
-    pub queue_bound_requests: Option<f64>,
-}
-
-/// The plan at one scale.
-#[derive(Debug, Clone, Serialize)]
-pub struct Figures {
-    /// Per segment.
-    pub phases: Vec<Segment>,
-    /// Minutes to drain the peak backlog at the rate that follows it, if the
-    /// queue were unbounded (`null`: it never drains, the load stays above μ).
-    pub drain_minutes_unbounded: Option<f64>,
-    /// Answers that would arrive after their caller left.
-    pub late_answers: f64,
-    /// Q* in requests, in the tightest overloaded segment.
-    pub queue_bound_requests: Option<f64>,
-    /// Q* in tokens.
-    pub queue_bound_tokens: Option<f64>,
-    /// Memory the unbounded backlog (and the calls in flight) would hold at
-    /// its peak, at the scenario's prompt size.
-    pub unbounded_backlog_bytes: f64,
-    /// The peak backlog, requests.
-    pub peak_backlog: f64,
-}
-
-/// What the checks are judged against (derived from the plan at rehearsal scale).
-#[derive(Debug, Clone, Serialize)]
-pub struct Overload {
-    /// Start of the first overloaded segment, seconds from the load's start.
-    pub from_s: f64,
-    /// End of the last overloaded segment.
-    pub until_s: f64,
-    /// μ in the tightest overloaded segment, requests per second.
-    pub capacity_per_s: f64,
-    /// S there.
-    pub service_s: f64,
-    /// Q* there.
-    pub queue_bound: f64,
-}
-
-/// The whole plan.
-#[derive(Debug, Clone, Serialize)]
-pub struct Plan {
-    /// Scenario name.
-    pub scenario: String,
-    /// Mean tokens a request settles (prompt + completion).
-    pub tokens_per_request: f64,
-    /// Callers' mean patience D, seconds (full scale).
-    pub patience_s: f64,
-    /// Bytes held per waiting request.
-    pub prompt_bytes: f64,
-    /// Divides quotas and rates.
-    pub quota_scale: f64,
-    /// Divides durations, multiplies rates.
-    pub time_scale: f64,
-    /// At full scale (top-level fields of `--json`).
-    #[serde(flatten)]
-    pub full: Figures,
-    /// At rehearsal scale.
-    pub rehearsal: Figures,
-    /// The overload window at rehearsal scale, if the scenario overloads.
-    pub overload: Option<Overload>,
-}
 
 /// Mean of a loadgen count distribution.
 pub fn count_mean(d: &CountDist) -> f64 {
@@ -259,25 +175,41 @@ fn provider_at(s: &Scenario, t: f64, tokens_per_request: f64, max_tokens_mean: f
     }
 }
 
-/// Computes the plan of a scenario.
-pub fn plan(s: &Scenario) -> Plan {
+/// What one request costs and holds, from the scenario's request shape.
+struct PerRequest {
+    /// Prompt + completion tokens settled, on average.
+    tokens: f64,
+    /// `max_tokens`, on average.
+    max_tokens: f64,
+    /// Callers' mean patience D, seconds.
+    patience_s: f64,
+    /// Bytes a gateway holds for it while it waits.
+    bytes: f64,
+}
+
+fn per_request(s: &Scenario) -> PerRequest {
     let load = &s.load;
     let prompt_tokens = count_mean(&load.request.prompt_tokens);
     let padding_bytes = count_mean(&load.request.padding_kb) * 1024.0;
-    let max_tokens_mean = count_mean(&load.request.max_tokens);
-    let completion = s.provider.completion_tokens.mean_f64().min(max_tokens_mean);
+    let max_tokens = count_mean(&load.request.max_tokens);
+    let completion = s.provider.completion_tokens.mean_f64().min(max_tokens);
     // The provider estimates prompt tokens at 4 characters each, padding included.
-    let tokens_per_request =
-        prompt_tokens + padding_bytes / fake_provider::CHARS_PER_TOKEN as f64 + completion;
-    let patience_s = duration_mean(&load.patience);
-    let prompt_bytes = s
-        .meta
-        .prompt_bytes
-        .map(|b| b.as_u64() as f64)
-        .unwrap_or(prompt_tokens * fake_provider::CHARS_PER_TOKEN as f64 + padding_bytes);
+    let chars_per_token = fake_provider::CHARS_PER_TOKEN as f64;
+    PerRequest {
+        tokens: prompt_tokens + padding_bytes / chars_per_token + completion,
+        max_tokens,
+        patience_s: duration_mean(&load.patience),
+        bytes: s
+            .meta
+            .prompt_bytes
+            .map(|b| b.as_u64() as f64)
+            .unwrap_or(prompt_tokens * chars_per_token + padding_bytes),
+    }
+}
 
-    // Cut points: load phase edges and provider timeline edges.
-    let phases = load_phases(load, s);
+/// Where the time line is cut: the load phases' edges and the provider
+/// timeline's, in order, within the load.
+fn cut_points(s: &Scenario, phases: &[LoadPhase]) -> Vec<f64> {
     let end = phases.last().map_or(0.0, |p| p.end);
     let mut cuts: Vec<f64> = phases.iter().flat_map(|p| [p.start, p.end]).collect();
     for p in &s.provider.timeline {
@@ -289,21 +221,27 @@ pub fn plan(s: &Scenario) -> Plan {
     cuts.retain(|c| *c >= 0.0 && *c <= end);
     cuts.sort_by(f64::total_cmp);
     cuts.dedup_by(|a, b| (*a - *b).abs() < 1e-9);
+    cuts
+}
 
-    let mut segments = Vec::new();
-    let mut backlog = 0.0f64;
-    let mut late = 0.0f64;
-    let mut peak_held = 0.0f64;
-    let mut peak_backlog = 0.0f64;
-    for w in cuts.windows(2) {
-        let (a, b) = (w[0], w[1]);
-        if b - a < 1e-9 {
-            continue;
-        }
-        let Some(lp) = phases.iter().find(|p| p.start <= a && a < p.end) else {
-            continue;
-        };
-        let prov = provider_at(s, a, tokens_per_request, max_tokens_mean);
+/// The fluid queue's state, carried from segment to segment.
+#[derive(Default)]
+struct Fluid {
+    /// Requests waiting.
+    backlog: f64,
+    /// Answers that come after their caller left.
+    late: f64,
+    /// The most requests held at once (waiting and in flight).
+    peak_held: f64,
+    /// The largest backlog.
+    peak_backlog: f64,
+}
+
+impl Fluid {
+    /// Integrates the stretch `[a, b)` of load phase `lp` against the
+    /// provider `prov`, in steps of at most one second, and returns it as a
+    /// segment of the plan.
+    fn segment(&mut self, lp: &LoadPhase, prov: &Provider, (a, b): (f64, f64), patience_s: f64) -> Segment {
         let rate_at = |t: f64| {
             let span = lp.end - lp.start;
             let f = if span > 0.0 {
@@ -323,43 +261,45 @@ pub fn plan(s: &Scenario) -> Plan {
             let came = lambda * dt;
             arrivals += came;
             let wait = match prov.capacity_per_s {
-                Some(mu) if mu > 0.0 => backlog / mu + prov.service_s,
+                Some(mu) if mu > 0.0 => self.backlog / mu + prov.service_s,
                 Some(_) => f64::INFINITY,
                 None => prov.service_s,
             };
             if wait > patience_s {
-                late += came;
+                self.late += came;
             }
             let can = prov.capacity_per_s.map_or(f64::INFINITY, |mu| mu * dt);
-            let out = can.min(backlog + came);
+            let out = can.min(self.backlog + came);
             served += out;
-            backlog = backlog + came - out;
+            self.backlog = self.backlog + came - out;
             let in_flight =
                 prov.capacity_per_s.map_or(lambda, |mu| mu.min(lambda)) * prov.service_s;
-            peak_held = peak_held.max(backlog + in_flight);
-            peak_backlog = peak_backlog.max(backlog);
+            self.peak_held = self.peak_held.max(self.backlog + in_flight);
+            self.peak_backlog = self.peak_backlog.max(self.backlog);
         }
-        let name = match &prov.phase {
-            Some(p) => format!("{} / {p}", lp.name),
-            None => lp.name.clone(),
-        };
-        segments.push(Segment {
-            name,
+        Segment {
+            name: match &prov.phase {
+                Some(p) => format!("{} / {p}", lp.name),
+                None => lp.name.clone(),
+            },
             start_s: a,
             duration_s: b - a,
             offered_per_min: arrivals / (b - a) * 60.0,
             capacity_per_min: prov.capacity_per_s.map(|c| c * 60.0),
             service_s: prov.service_s,
             served,
-            backlog_at_end: backlog,
+            backlog_at_end: self.backlog,
             queue_bound_requests: prov
                 .capacity_per_s
                 .map(|mu| (mu * (patience_s - prov.service_s)).max(0.0)),
-        });
+        }
     }
+}
 
-    // Drain: the peak backlog at the end of a segment, at the rate after it.
-    let drain_minutes_unbounded = segments
+/// Minutes to drain the peak backlog (at a segment's end) at the rate
+/// after it, if the queue were unbounded; `None` when it never drains.
+fn drain_minutes(segments: &[Segment]) -> Option<f64> {
+    segments
         .iter()
         .enumerate()
         .max_by(|x, y| x.1.backlog_at_end.total_cmp(&y.1.backlog_at_end))
@@ -376,8 +316,39 @@ pub fn plan(s: &Scenario) -> Plan {
                 None => Some(0.0),
             }
         })
-        .unwrap_or(Some(0.0));
+        .unwrap_or(Some(0.0))
+}
 
+/// The overload window at rehearsal scale: from the first overloaded
+/// segment to the end of the last, with μ, S and Q* of the tightest one.
+fn overload(overloaded: &[&Segment], tight: Option<&Segment>, scale: Scale) -> Option<Overload> {
+    let (first, last, t) = (overloaded.first()?, overloaded.last()?, tight?);
+    Some(Overload {
+        from_s: scale.secs(first.start_s),
+        until_s: scale.secs(last.start_s + last.duration_s),
+        capacity_per_s: scale.rate(t.capacity_per_min.unwrap_or(0.0) / 60.0),
+        service_s: scale.secs(t.service_s),
+        queue_bound: scale.depth(t.queue_bound_requests.unwrap_or(0.0)),
+    })
+}
+
+/// The plan of a scenario: its figures at full scale and at its own scale.
+pub fn plan(s: &Scenario) -> Plan {
+    let req = per_request(s);
+    let phases = load_phases(&s.load, s);
+    let mut fluid = Fluid::default();
+    let mut segments = Vec::new();
+    for w in cut_points(s, &phases).windows(2) {
+        let (a, b) = (w[0], w[1]);
+        if b - a < 1e-9 {
+            continue;
+        }
+        let Some(lp) = phases.iter().find(|p| p.start <= a && a < p.end) else {
+            continue;
+        };
+        let prov = provider_at(s, a, req.tokens, req.max_tokens);
+        segments.push(fluid.segment(lp, &prov, (a, b), req.patience_s));
+    }
     // The tightest overloaded segment sets Q*.
     let overloaded: Vec<&Segment> = segments
         .iter()
@@ -386,7 +357,7 @@ pub fn plan(s: &Scenario) -> Plan {
                 .is_some_and(|mu| g.offered_per_min > mu * 1.0001)
         })
         .collect();
-    let tight = overloaded.iter().min_by(|x, y| {
+    let tight = overloaded.iter().copied().min_by(|x, y| {
         x.capacity_per_min
             .unwrap_or(0.0)
             .total_cmp(&y.capacity_per_min.unwrap_or(0.0))
@@ -397,205 +368,28 @@ pub fn plan(s: &Scenario) -> Plan {
             .filter_map(|g| g.queue_bound_requests)
             .reduce(f64::min)
     });
+    let scale = s.scale();
+    let overload = overload(&overloaded, tight, scale);
     let full = Figures {
-        phases: segments.clone(),
-        drain_minutes_unbounded,
-        late_answers: late,
+        drain_minutes_unbounded: drain_minutes(&segments),
+        phases: segments,
+        late_answers: fluid.late,
         queue_bound_requests,
-        queue_bound_tokens: queue_bound_requests.map(|q| q * tokens_per_request),
-        unbounded_backlog_bytes: peak_held * prompt_bytes,
-        peak_backlog,
-    };
-    let (ts, qs) = (s.meta.time_scale, s.meta.quota_scale);
-    let rehearsal = scaled(&full, ts, qs);
-    let overload = match (overloaded.first(), overloaded.last(), tight) {
-        (Some(first), Some(last), Some(t)) => Some(Overload {
-            from_s: first.start_s / ts,
-            until_s: (last.start_s + last.duration_s) / ts,
-            capacity_per_s: t.capacity_per_min.unwrap_or(0.0) / 60.0 * ts / qs,
-            service_s: t.service_s / ts,
-            queue_bound: t.queue_bound_requests.unwrap_or(0.0) / qs,
-        }),
-        _ => None,
+        queue_bound_tokens: queue_bound_requests.map(|q| q * req.tokens),
+        unbounded_backlog_bytes: fluid.peak_held * req.bytes,
+        peak_backlog: fluid.peak_backlog,
     };
     Plan {
         scenario: s.meta.name.clone(),
-        tokens_per_request,
-        patience_s,
-        prompt_bytes,
-        quota_scale: qs,
-        time_scale: ts,
+        tokens_per_request: req.tokens,
+        patience_s: req.patience_s,
+        prompt_bytes: req.bytes,
+        quota_scale: scale.quota,
+        time_scale: scale.time,
+        rehearsal: full.scaled(scale),
         full,
-        rehearsal,
         overload,
     }
-}
-
-/// The figures at rehearsal scale: counts ÷ quota_scale, durations ÷
-/// time_scale, rates × time_scale ÷ quota_scale.
-fn scaled(f: &Figures, ts: f64, qs: f64) -> Figures {
-    Figures {
-        phases: f
-            .phases
-            .iter()
-            .map(|g| Segment {
-                name: g.name.clone(),
-                start_s: g.start_s / ts,
-                duration_s: g.duration_s / ts,
-                offered_per_min: g.offered_per_min * ts / qs,
-                capacity_per_min: g.capacity_per_min.map(|c| c * ts / qs),
-                service_s: g.service_s / ts,
-                served: g.served / qs,
-                backlog_at_end: g.backlog_at_end / qs,
-                queue_bound_requests: g.queue_bound_requests.map(|q| q / qs),
-            })
-            .collect(),
-        drain_minutes_unbounded: f.drain_minutes_unbounded.map(|m| m / ts),
-        late_answers: f.late_answers / qs,
-        queue_bound_requests: f.queue_bound_requests.map(|q| q / qs),
-        queue_bound_tokens: f.queue_bound_tokens.map(|q| q / qs),
-        unbounded_backlog_bytes: f.unbounded_backlog_bytes / qs,
-        peak_backlog: f.peak_backlog / qs,
-    }
-}
-
-/// `1234567.8` as `1,234,568`.
-pub fn thousands(v: f64) -> String {
-    if !v.is_finite() {
-        return "∞".into();
-    }
-    let n = v.round() as i64;
-    let digits = n.unsigned_abs().to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    if n < 0 {
-        format!("-{out}")
-    } else {
-        out
-    }
-}
-
-/// A rate per minute, with one decimal below 100.
-fn per_min(v: Option<f64>) -> String {
-    match v {
-        None => "unlimited".into(),
-        Some(v) if v < 100.0 => format!("{v:.1}"),
-        Some(v) => thousands(v),
-    }
-}
-
-fn bytes(v: f64) -> String {
-    bytesize::ByteSize(v.max(0.0) as u64).to_string()
-}
-
-fn duration(secs: f64) -> String {
-    humantime::format_duration(std::time::Duration::from_secs(secs.max(0.0).round() as u64))
-        .to_string()
-}
-
-fn render_figures(out: &mut String, f: &Figures, p: &Plan, label: &str) {
-    let _ = writeln!(out, "{label}");
-    let _ = writeln!(
-        out,
-        "  {:<34} {:>9} {:>12} {:>13} {:>11} {:>15}",
-        "phase", "duration", "offered/min", "capacity/min", "served", "backlog at end"
-    );
-    for g in &f.phases {
-        let _ = writeln!(
-            out,
-            "  {:<34} {:>9} {:>12} {:>13} {:>11} {:>15}",
-            g.name,
-            duration(g.duration_s),
-            per_min(Some(g.offered_per_min)),
-            per_min(g.capacity_per_min),
-            thousands(g.served),
-            thousands(g.backlog_at_end),
-        );
-    }
-    match f.drain_minutes_unbounded {
-        Some(m) if f.peak_backlog >= 0.5 => {
-            let _ = writeln!(
-                out,
-                "  The peak backlog of {} requests drains in {:.1} min at the rate that follows it, if the queue is unbounded.",
-                thousands(f.peak_backlog),
-                m
-            );
-        }
-        Some(_) => {
-            let _ = writeln!(
-                out,
-                "  No backlog builds: offered load stays within capacity."
-            );
-        }
-        None => {
-            let _ = writeln!(
-                out,
-                "  The backlog of {} requests never drains: the load after it stays above capacity.",
-                thousands(f.peak_backlog)
-            );
-        }
-    }
-    let _ = writeln!(
-        out,
-        "  Answers arriving after their caller left (patience {}): {}",
-        duration(
-            p.patience_s
-                / if label.starts_with("Rehearsal") {
-                    p.time_scale
-                } else {
-                    1.0
-                }
-        ),
-        thousands(f.late_answers)
-    );
-    match (f.queue_bound_requests, f.queue_bound_tokens) {
-        (Some(q), Some(t)) => {
-            let _ = writeln!(
-                out,
-                "  Queue bound Q* = μ·(D − S): {} requests, {} tokens.",
-                thousands(q),
-                thousands(t)
-            );
-        }
-        _ => {
-            let _ = writeln!(out, "  Queue bound Q*: none (the provider has no limit).");
-        }
-    }
-    let _ = writeln!(
-        out,
-        "  Memory an unbounded gateway would hold at the peak: {} ({} bytes per request).",
-        bytes(f.unbounded_backlog_bytes),
-        thousands(p.prompt_bytes)
-    );
-}
-
-/// The plan as a person reads it.
-pub fn render(p: &Plan) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "Plan for {}", p.scenario);
-    let _ = writeln!(
-        out,
-        "  {} tokens per request; patience D {}; {} held per waiting request.",
-        thousands(p.tokens_per_request),
-        duration(p.patience_s),
-        bytes(p.prompt_bytes)
-    );
-    out.push('\n');
-    render_figures(&mut out, &p.full, p, "Full scale");
-    if p.time_scale != 1.0 || p.quota_scale != 1.0 {
-        out.push('\n');
-        let label = format!(
-            "Rehearsal scale (quota ÷ {}, time ÷ {})",
-            p.quota_scale, p.time_scale
-        );
-        render_figures(&mut out, &p.rehearsal, p, &label);
-    }
-    out
 }
 
 #[cfg(test)]

@@ -3,12 +3,10 @@
 //! from /proc, and the whole group ended at the end (also on error: the
 //! group is killed when the handle is dropped).
 
-use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{killpg, Signal};
@@ -91,15 +89,13 @@ pub fn fill(args: &[String], provider_url: &str, listen: &SocketAddr) -> Vec<Str
 
 impl GatewayProcess {
     /// Spawns `argv` in a new process group with `env`, its stdout and
-    /// stderr appended to `log`. If `announce` is true, the address is read
-    /// from a `listening on http://ADDR` line it prints; else it is `listen`.
+    /// stderr appended to `log`; it is to listen on `listen` (its command
+    /// line says so: the harness chose the port).
     pub fn spawn(
         argv: &[String],
         env: &[(String, String)],
         log: &Path,
         listen: SocketAddr,
-        announce: bool,
-        ready_timeout: Duration,
         limit: Option<&MemoryLimit>,
     ) -> Result<GatewayProcess, SpawnError> {
         let (program, rest) = argv
@@ -115,7 +111,10 @@ impl GatewayProcess {
             .try_clone()
             .map_err(|e| SpawnError::Io(format!("cannot share {}: {e}", log.display())))?;
         let mut cmd = Command::new(program);
+        // The time scale reaches a gateway only when the harness says so
+        // (see wire::Scale), never by inheritance from our environment.
         cmd.args(rest)
+            .env_remove("REHEARSE_TIME_SCALE")
             .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
             .stderr(Stdio::from(err_file))
@@ -123,75 +122,20 @@ impl GatewayProcess {
         if let Some(limit) = limit {
             limit.apply_on_exec(&mut cmd);
         }
-        if announce {
-            cmd.stdout(Stdio::piped());
-        } else {
-            cmd.stdout(Stdio::from(
-                file.try_clone()
-                    .map_err(|e| SpawnError::Io(e.to_string()))?,
-            ));
-        }
-        let mut child = cmd.spawn().map_err(|cause| SpawnError::Exec {
+        cmd.stdout(Stdio::from(
+            file.try_clone()
+                .map_err(|e| SpawnError::Io(e.to_string()))?,
+        ));
+        let child = cmd.spawn().map_err(|cause| SpawnError::Exec {
             program: program.clone(),
             cause,
         })?;
         let pgid = Pid::from_raw(child.id() as i32);
         LIVE_GROUP.store(pgid.as_raw(), std::sync::atomic::Ordering::SeqCst);
-        let mut addr = listen;
-        if announce {
-            // Copy its stdout to the log, handing the first address it
-            // announces back to us.
-            let stdout = child.stdout.take().expect("stdout was piped");
-            let (tx, rx) = mpsc::channel();
-            let mut out = file;
-            std::thread::spawn(move || {
-                let mut tx = Some(tx);
-                for line in BufReader::new(stdout).lines() {
-                    let Ok(line) = line else { break };
-                    let _ = writeln!(out, "{line}");
-                    if let Some(rest) = line.split("listening on http://").nth(1) {
-                        if let (Some(t), Ok(a)) = (tx.take(), rest.trim().parse::<SocketAddr>()) {
-                            let _ = t.send(a);
-                        }
-                    }
-                }
-            });
-            let deadline = Instant::now() + ready_timeout;
-            loop {
-                match rx.recv_timeout(Duration::from_millis(50)) {
-                    Ok(a) => {
-                        addr = a;
-                        break;
-                    }
-                    Err(_) => {
-                        if let Ok(Some(status)) = child.try_wait() {
-                            return Err(SpawnError::Exited {
-                                status: status.to_string(),
-                                log: log.to_path_buf(),
-                            });
-                        }
-                        if Instant::now() > deadline {
-                            let mut p = GatewayProcess {
-                                child,
-                                pgid,
-                                addr,
-                                log: log.to_path_buf(),
-                            };
-                            p.stop(Duration::from_millis(200));
-                            return Err(SpawnError::NotReady {
-                                addr: "(never announced)".into(),
-                                waited: ready_timeout,
-                                log: log.to_path_buf(),
-                            });
-                        }
-                    }
-                }
-            }
-        }
         Ok(GatewayProcess {
             child,
             pgid,
-            addr,
+            addr: listen,
             log: log.to_path_buf(),
         })
     }
@@ -498,8 +442,6 @@ mod tests {
             &[],
             &log,
             "127.0.0.1:1".parse().unwrap(),
-            false,
-            Duration::from_secs(1),
             None,
         )
         .unwrap();
@@ -535,8 +477,6 @@ mod tests {
             &[],
             &log,
             "127.0.0.1:1".parse().unwrap(),
-            false,
-            Duration::from_secs(1),
             Some(&limit),
         )
         .unwrap();
@@ -560,51 +500,5 @@ mod tests {
         if let Some(kills) = limit.oom_kills() {
             assert!(kills >= 1, "{}", limit.describe());
         }
-    }
-
-    #[test]
-    fn an_announced_address_is_read() {
-        let dir = std::env::temp_dir().join(format!("rehearse-gp2-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let log = dir.join("gw.log");
-        let argv: Vec<String> = [
-            "sh",
-            "-c",
-            "echo 'listening on http://127.0.0.1:4321'; sleep 30",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        let mut p = GatewayProcess::spawn(
-            &argv,
-            &[],
-            &log,
-            "127.0.0.1:1".parse().unwrap(),
-            true,
-            Duration::from_secs(5),
-            None,
-        )
-        .unwrap();
-        assert_eq!(p.addr, "127.0.0.1:4321".parse().unwrap());
-        p.stop(Duration::from_millis(100));
-        let argv: Vec<String> = ["sh", "-c", "exit 3"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        let err = GatewayProcess::spawn(
-            &argv,
-            &[],
-            &log,
-            "127.0.0.1:1".parse().unwrap(),
-            true,
-            Duration::from_secs(5),
-            None,
-        )
-        .err()
-        .unwrap();
-        assert!(
-            err.to_string().contains("exited before it was ready"),
-            "{err}"
-        );
     }
 }

@@ -31,6 +31,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use fake_provider::ProviderConfig;
+use reference_gateway::GatewayConfig;
 use serde::Deserialize;
 use toml_located::{ConfigError, Source};
 
@@ -66,8 +67,9 @@ fn one() -> f64 {
 #[derive(Debug, Clone, PartialEq)]
 pub enum GatewayKind {
     /// The built-in reference gateway, spawned as a child process with this
-    /// TOML table (mode and knobs) as its config.
-    Reference(toml::Table),
+    /// config (mode and knobs; the harness sets upstream and listen), at
+    /// full scale.
+    Reference(Box<GatewayConfig>),
     /// Any program; `{provider_url}` and `{listen}` are replaced.
     Command(Vec<String>),
     /// A gateway already running at this base URL.
@@ -78,7 +80,7 @@ pub enum GatewayKind {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct GatewayRaw {
-    reference: Option<toml::Table>,
+    reference: Option<GatewayConfig>,
     command: Option<Vec<String>>,
     url: Option<String>,
     memory_ceiling: Option<bytesize::ByteSize>,
@@ -102,9 +104,9 @@ fn default_ready_timeout() -> Duration {
     Duration::from_secs(10)
 }
 
-/// The gateway under test.
+/// The gateway under test, as the scenario describes it.
 #[derive(Debug, Clone)]
-pub struct Gateway {
+pub struct GatewaySpec {
     /// How it is reached.
     pub kind: GatewayKind,
     /// Peak resident memory allowed.
@@ -152,9 +154,11 @@ pub struct Scenario {
     /// `[provider]`, at full scale.
     pub provider: ProviderConfig,
     /// `[gateway]`.
-    pub gateway: Gateway,
-    /// `[load]`, at full scale.
+    pub gateway: GatewaySpec,
+    /// `[load]` as written, at full scale.
     pub load: loadgen::LoadConfig,
+    /// `[load]` validated, at full scale.
+    pub load_plan: loadgen::LoadPlan,
     /// `[checklist]`, at full scale.
     pub checklist: assertions::Thresholds,
 }
@@ -220,7 +224,10 @@ impl Scenario {
         }
         let g = raw.gateway;
         let kind = match (g.reference, g.command, g.url) {
-            (Some(t), None, None) => GatewayKind::Reference(t),
+            (Some(config), None, None) => {
+                check_reference(&config, &src, text)?;
+                GatewayKind::Reference(Box::new(config))
+            }
             (None, Some(c), None) => {
                 if c.is_empty() {
                     return Err(src.error("gateway.command", "must name a program").into());
@@ -252,9 +259,6 @@ impl Scenario {
                     .into())
             }
         };
-        if let GatewayKind::Reference(t) = &kind {
-            check_reference(t, &src)?;
-        }
         if g.rss_metric.is_some() != g.metrics_url.is_some() {
             return Err(src
                 .error(
@@ -263,7 +267,7 @@ impl Scenario {
                 )
                 .into());
         }
-        let gateway = Gateway {
+        let gateway = GatewaySpec {
             kind,
             memory_ceiling: g.memory_ceiling.map(|b| b.as_u64()),
             metrics_url: g.metrics_url,
@@ -286,7 +290,7 @@ impl Scenario {
         }
         // The loadgen validates its own section, with its own rules.
         let base = path.parent().unwrap_or(Path::new("."));
-        loadgen::LoadPlan::from_scenario_str(text, origin, base).map_err(|e| match e {
+        let load_plan = loadgen::LoadPlan::from_scenario_str(text, origin, base).map_err(|e| match e {
             loadgen::LoadError::Config(c) => ScenarioError::Config(c),
             other => ScenarioError::Config(src.error("load", other.to_string())),
         })?;
@@ -297,6 +301,7 @@ impl Scenario {
             provider,
             gateway,
             load: raw.load,
+            load_plan,
             checklist: raw.checklist,
         })
     }
@@ -308,28 +313,21 @@ fn text_has(text: &str, table: &str, key: &str) -> bool {
         .is_some_and(|span| text[span].trim_start().starts_with(key))
 }
 
-fn check_reference(t: &toml::Table, src: &Source<'_>) -> Result<(), ConfigError> {
-    match t.get("mode") {
-        Some(toml::Value::String(m))
-            if ["naive", "bounded", "deadline", "aimd"].contains(&m.as_str()) =>
-        {
-            Ok(())
-        }
-        Some(_) => Err(src.error(
-            "gateway.reference.mode",
-            "expected one of \"naive\", \"bounded\", \"deadline\", \"aimd\"",
-        )),
-        None => Err(src.error("gateway.reference", "missing field `mode`")),
-    }?;
+/// The reference gateway's policy, checked where serde cannot: its values
+/// (located at `gateway.reference.FIELD`), and no `upstream` or `listen`,
+/// which the harness sets.
+fn check_reference(config: &GatewayConfig, src: &Source<'_>, text: &str) -> Result<(), ConfigError> {
     for key in ["upstream", "listen"] {
-        if t.contains_key(key) {
+        if text_has(text, "gateway.reference", key) {
             return Err(src.error(
                 &format!("gateway.reference.{key}"),
                 "is set by the harness; remove it",
             ));
         }
     }
-    Ok(())
+    config
+        .validate_policy()
+        .map_err(|(field, message)| src.error(&format!("gateway.reference.{field}"), message))
 }
 
 /// Applies `dotted.key=value` edits to a TOML text. The value is read as a
@@ -448,6 +446,25 @@ rate = 5
     }
 
     #[test]
+    fn a_typo_in_the_reference_gateway_is_located() {
+        let text = MINIMAL.replace("mode = \"bounded\"", "mode = \"bounded\"\nconcurency = 8");
+        let err = parse(&text).unwrap_err().to_string();
+        assert!(
+            err.contains("s.toml:9:") && err.contains("concurency"),
+            "{err}"
+        );
+        let text = MINIMAL.replace("concurrency = 8", "concurrency = 0");
+        let err = parse(&text).unwrap_err().to_string();
+        assert!(
+            err.contains("gateway.reference.bounded.concurrency") && err.contains(":9:"),
+            "{err}"
+        );
+        let text = MINIMAL.replace("mode = \"bounded\"", "mode = \"bounded\"\nlisten = \"127.0.0.1:1\"");
+        let err = parse(&text).unwrap_err().to_string();
+        assert!(err.contains("set by the harness"), "{err}");
+    }
+
+    #[test]
     fn bad_scale_is_located() {
         let text = MINIMAL.replace("name = \"t\"", "name = \"t\"\nquota_scale = 0");
         let err = parse(&text).unwrap_err().to_string();
@@ -470,7 +487,7 @@ rate = 5
         .unwrap();
         let s = parse(&out).unwrap();
         match &s.gateway.kind {
-            GatewayKind::Reference(t) => assert_eq!(t["mode"].as_str(), Some("naive")),
+            GatewayKind::Reference(c) => assert_eq!(c.mode, reference_gateway::Mode::Naive),
             other => panic!("{other:?}"),
         }
         assert_eq!(s.meta.time_scale, 10.0);
@@ -488,153 +505,5 @@ rate = 5
         assert_eq!(parse(&text).unwrap().provider.seed, 99);
         let text = format!("{text}\n[provider]\nseed = 5\n");
         assert_eq!(parse(&text).unwrap().provider.seed, 5);
-    }
-}
-
-/// The scenario text with its `[load]` section at rehearsal scale: every
-/// duration divided by `time_scale`, every rate multiplied by
-/// `time_scale / quota_scale`; a replay's speed-up multiplied by
-/// `time_scale` and its multiplier divided by `quota_scale`. The send-lag
-/// bound is the harness's own and is not scaled.
-pub fn scale_load(text: &str, time_scale: f64, quota_scale: f64) -> Result<String, ScenarioError> {
-    if time_scale == 1.0 && quota_scale == 1.0 {
-        return Ok(text.to_string());
-    }
-    let mut doc: toml_edit::DocumentMut = text
-        .parse()
-        .map_err(|e: toml_edit::TomlError| ScenarioError::BadSet(e.to_string()))?;
-    let Some(load) = doc.get_mut("load").and_then(|l| l.as_table_like_mut()) else {
-        return Ok(text.to_string());
-    };
-    let rate = time_scale / quota_scale;
-    if let Some(item) = load.get_mut("patience") {
-        divide_durations(item, time_scale);
-    }
-    if let Some(phases) = load.get_mut("phases") {
-        let each = |t: &mut dyn toml_edit::TableLike| {
-            if let Some(d) = t.get_mut("duration") {
-                divide_durations(d, time_scale);
-            }
-            for key in ["rate", "ramp_to"] {
-                if let Some(v) = t.get_mut(key) {
-                    multiply_number(v, rate);
-                }
-            }
-        };
-        if let Some(a) = phases.as_array_of_tables_mut() {
-            for t in a.iter_mut() {
-                each(t);
-            }
-        } else if let Some(a) = phases.as_array_mut() {
-            for v in a.iter_mut() {
-                if let Some(t) = v.as_inline_table_mut() {
-                    each(t);
-                }
-            }
-        }
-    }
-    if let Some(retry) = load.get_mut("retry").and_then(|r| r.as_table_like_mut()) {
-        for key in ["cap", "backoff_initial", "backoff_max"] {
-            if let Some(v) = retry.get_mut(key) {
-                divide_durations(v, time_scale);
-            }
-        }
-    }
-    if let Some(replay) = load.get_mut("replay").and_then(|r| r.as_table_like_mut()) {
-        let speedup = replay
-            .get("speedup")
-            .and_then(|v| v.as_float().or(v.as_integer().map(|i| i as f64)))
-            .unwrap_or(1.0);
-        replay.insert("speedup", toml_edit::value(speedup * time_scale));
-        let multiply = replay
-            .get("multiply")
-            .and_then(|v| v.as_float().or(v.as_integer().map(|i| i as f64)))
-            .unwrap_or(1.0);
-        replay.insert("multiply", toml_edit::value(multiply / quota_scale));
-    }
-    Ok(doc.to_string())
-}
-
-/// Divides every humantime string under `item` (a duration or a
-/// distribution of durations) by `by`.
-fn divide_durations(item: &mut toml_edit::Item, by: f64) {
-    fn value(v: &mut toml_edit::Value, by: f64) {
-        match v {
-            toml_edit::Value::String(s) => {
-                if let Ok(d) = humantime::parse_duration(s.value()) {
-                    let scaled = d.div_f64(by);
-                    // Whole microseconds: humantime prints them exactly.
-                    let scaled = Duration::from_micros(scaled.as_micros() as u64);
-                    *v = toml_edit::Value::from(humantime::format_duration(scaled).to_string());
-                }
-            }
-            toml_edit::Value::InlineTable(t) => {
-                for (_, v) in t.iter_mut() {
-                    value(v, by);
-                }
-            }
-            toml_edit::Value::Array(a) => {
-                for v in a.iter_mut() {
-                    value(v, by);
-                }
-            }
-            _ => {}
-        }
-    }
-    match item {
-        toml_edit::Item::Value(v) => value(v, by),
-        toml_edit::Item::Table(t) => {
-            for (_, i) in t.iter_mut() {
-                divide_durations(i, by);
-            }
-        }
-        _ => {}
-    }
-}
-
-fn multiply_number(item: &mut toml_edit::Item, by: f64) {
-    let n = item
-        .as_float()
-        .or_else(|| item.as_integer().map(|i| i as f64));
-    if let Some(n) = n {
-        *item = toml_edit::value(n * by);
-    }
-}
-
-#[cfg(test)]
-mod scale_tests {
-    use super::*;
-
-    #[test]
-    fn load_is_scaled_in_time_and_quota() {
-        let text = r#"
-[load]
-patience = { mix = [ { value = "25s", weight = 1 }, { value = "5s", weight = 1 } ] }
-send_lag_p99_max = "5ms"
-[[load.phases]]
-duration = "40m"
-rate = 2000
-per = "minute"
-ramp_to = 1000
-[load.retry]
-cap = "60s"
-"#;
-        let out = scale_load(text, 10.0, 4.0).unwrap();
-        let v: toml::Table = toml::from_str(&out).unwrap();
-        let load = &v["load"];
-        assert_eq!(load["phases"][0]["duration"].as_str(), Some("4m"));
-        assert_eq!(load["phases"][0]["rate"].as_float(), Some(5000.0));
-        assert_eq!(load["phases"][0]["ramp_to"].as_float(), Some(2500.0));
-        assert_eq!(
-            load["patience"]["mix"][0]["value"].as_str(),
-            Some("2s 500ms")
-        );
-        assert_eq!(load["retry"]["cap"].as_str(), Some("6s"));
-        assert_eq!(
-            load["send_lag_p99_max"].as_str(),
-            Some("5ms"),
-            "the harness bound is not scaled"
-        );
-        assert_eq!(scale_load(text, 1.0, 1.0).unwrap(), text);
     }
 }

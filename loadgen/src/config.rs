@@ -56,6 +56,7 @@ use std::time::Duration;
 use http::HeaderName;
 use serde::Deserialize;
 use toml_located::{ConfigError, Source};
+use wire::Scale;
 
 use crate::dist::{CountDist, DistError, DurationDist, Sampler};
 use crate::replay::{self, ReplayFormat, ReplayRow, TimestampUnit};
@@ -433,31 +434,53 @@ impl LoadPlan {
         self.send_lag_bound
     }
 
-    /// The same plan compressed in time by `factor` (as `--time-scale`
-    /// does): phase durations, patience and retry waits divided by it,
-    /// rates and a replay's speed-up multiplied by it. Counts, and so
-    /// Little's-law quantities, stay the same; the send-lag bound, a
-    /// property of the harness, does not change. A factor that is not a
-    /// finite number above 0 leaves the plan as it is.
-    pub fn time_scaled(mut self, factor: f64) -> LoadPlan {
-        if !(factor.is_finite() && factor > 0.0) {
+    /// The same plan at rehearsal scale, by the one rule of
+    /// [`wire::Scale`]: phase durations, patience, retry waits and a
+    /// replay's jitter ÷ time; rates × time ÷ quota; a replay's speed-up ×
+    /// time and its multiplier ÷ quota. The send-lag bound, a property of
+    /// the harness, does not change. A scale that is not finite and above 0
+    /// in both parts leaves the plan as it is.
+    ///
+    /// ```
+    /// use loadgen::LoadPlan;
+    /// use wire::Scale;
+    ///
+    /// let text = "[load]\npatience = { fixed = \"25s\" }\n[[load.phases]]\nduration = \"40m\"\nrate = 2000\nper = \"minute\"\n";
+    /// let plan = LoadPlan::from_scenario_str(text, "s.toml", std::path::Path::new("."))?;
+    /// let scaled = plan.scaled(Scale { time: 10.0, quota: 10.0 });
+    /// assert_eq!(scaled.schedule_length(), std::time::Duration::from_secs(240));
+    /// assert_eq!(scaled.expected_arrivals().round(), 8000.0);
+    /// # Ok::<(), loadgen::LoadError>(())
+    /// ```
+    pub fn scaled(mut self, scale: Scale) -> LoadPlan {
+        let valid = |x: f64| x.is_finite() && x > 0.0;
+        if !(valid(scale.time) && valid(scale.quota)) || scale.is_one() {
             return self;
         }
         match &mut self.arrivals {
             Arrivals::Phases(phases) => {
                 for p in phases {
-                    p.duration = p.duration.div_f64(factor);
-                    p.from_per_sec *= factor;
-                    p.to_per_sec *= factor;
+                    p.duration = scale.duration(p.duration);
+                    p.from_per_sec = scale.rate(p.from_per_sec);
+                    p.to_per_sec = scale.rate(p.to_per_sec);
                 }
             }
-            Arrivals::Replay { speedup, .. } => *speedup *= factor,
+            Arrivals::Replay {
+                speedup,
+                multiply,
+                jitter,
+                ..
+            } => {
+                *speedup *= scale.time;
+                *multiply /= scale.quota;
+                *jitter = scale.duration(*jitter);
+            }
         }
-        self.time_scale *= factor;
+        self.time_scale *= scale.time;
         let r = &mut self.retry;
-        r.cap = r.cap.div_f64(factor);
-        r.backoff_initial = r.backoff_initial.div_f64(factor);
-        r.backoff_max = r.backoff_max.div_f64(factor);
+        r.cap = scale.duration(r.cap);
+        r.backoff_initial = scale.duration(r.backoff_initial);
+        r.backoff_max = scale.duration(r.backoff_max);
         self
     }
 
@@ -737,7 +760,7 @@ mod tests {
         )
         .unwrap();
         let before = p.expected_arrivals();
-        let p = p.time_scaled(10.0);
+        let p = p.scaled(Scale { time: 10.0, quota: 1.0 });
         assert_eq!(p.schedule_length(), Duration::from_secs(240));
         assert!((p.expected_arrivals() - before).abs() < 1e-6);
         let mut rng = rand::thread_rng();

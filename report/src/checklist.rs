@@ -4,7 +4,7 @@
 use assertions::{Judgement, Status, Verdict};
 use serde::Serialize;
 
-use crate::run::RunMeta;
+use crate::documents::RunMeta;
 
 /// `report.json`.
 #[derive(Debug, Serialize)]
@@ -119,7 +119,7 @@ pub fn checklist_text(meta: &RunMeta, j: &Judgement) -> String {
         );
     }
     let c = &j.summary.counts;
-    let n = |v: u64| crate::plan::thousands(v as f64);
+    let n = |v: u64| crate::plan_text::thousands(v as f64);
     let _ = writeln!(
         out,
         "  counts: offered {}, sent {}, ok {}, shed {}, timed out {}, errors {}, late answers {}",

@@ -9,90 +9,13 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use assertions::{Attempt, ClientOutcome, Judgement, Status, Thresholds};
+use assertions::{Judgement, Status, Thresholds};
+use wire::{ClientOutcome, ClientRecord};
 use hdrhistogram::Histogram;
-use serde::Deserialize;
 
 use crate::charts::{self, count, num, Band, Chart, ChartData};
-use crate::run::{write_atomic, RunError, RunMeta};
-
-/// What `report.html` shows of `plan.json` (written by `rehearse run`;
-/// every field optional, so an older or missing plan still renders).
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct PlanView {
-    /// Mean tokens a request settles.
-    pub tokens_per_request: f64,
-    /// Callers' patience D at full scale, seconds.
-    pub patience_s: f64,
-    /// Time scale of the run.
-    pub time_scale: f64,
-    /// Quota scale of the run.
-    pub quota_scale: f64,
-    /// Figures at full scale.
-    #[serde(flatten)]
-    pub full: FiguresView,
-    /// Figures at the run's scale.
-    pub rehearsal: FiguresView,
-    /// The overload window at the run's scale.
-    pub overload: Option<OverloadView>,
-}
-
-/// The plan's figures at one scale.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct FiguresView {
-    /// Segments of the run.
-    pub phases: Vec<SegmentView>,
-    /// Minutes to drain an unbounded backlog.
-    pub drain_minutes_unbounded: Option<f64>,
-    /// Answers that would arrive after their caller left.
-    pub late_answers: f64,
-    /// Q* in requests.
-    pub queue_bound_requests: Option<f64>,
-    /// The peak backlog, requests.
-    pub peak_backlog: f64,
-    /// Memory the unbounded backlog would hold.
-    pub unbounded_backlog_bytes: f64,
-}
-
-/// One segment of the plan.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct SegmentView {
-    /// Load phase (and provider phase) name.
-    pub name: String,
-    /// Start, seconds from the start of the load.
-    pub start_s: f64,
-    /// Length, seconds.
-    pub duration_s: f64,
-    /// Offered requests per minute.
-    pub offered_per_min: f64,
-    /// μ, requests per minute.
-    pub capacity_per_min: Option<f64>,
-    /// S, seconds.
-    pub service_s: f64,
-    /// Backlog at the segment's end.
-    pub backlog_at_end: f64,
-    /// Q*.
-    pub queue_bound_requests: Option<f64>,
-}
-
-/// The overload window.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct OverloadView {
-    /// Start, seconds.
-    pub from_s: f64,
-    /// End, seconds.
-    pub until_s: f64,
-    /// μ, requests per second.
-    pub capacity_per_s: f64,
-    /// S, seconds.
-    pub service_s: f64,
-    /// Q*.
-    pub queue_bound: f64,
-}
+use crate::documents::{Plan, RunMeta};
+use crate::{write_whole, ReportError};
 
 /// Everything the page is made from.
 pub struct Inputs<'a> {
@@ -103,7 +26,7 @@ pub struct Inputs<'a> {
     /// The checklist's thresholds, at the run's scale.
     pub thresholds: &'a Thresholds,
     /// plan.json, if there is one.
-    pub plan: Option<&'a PlanView>,
+    pub plan: Option<&'a Plan>,
     /// The scenario's `[scenario] description`, if any.
     pub description: Option<&'a str>,
     /// End-to-end latency of answered attempts, µs.
@@ -121,10 +44,10 @@ pub fn write(
     meta: &RunMeta,
     judgement: &Judgement,
     thresholds: &Thresholds,
-    attempts: &[Attempt],
+    attempts: &[ClientRecord],
     scenario_text: &str,
-) -> Result<PathBuf, RunError> {
-    let plan: Option<PlanView> = std::fs::read_to_string(dir.join("plan.json"))
+) -> Result<PathBuf, ReportError> {
+    let plan: Option<Plan> = std::fs::read_to_string(dir.join("plan.json"))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok());
     let description = scenario_text.parse::<toml::Table>().ok().and_then(|t| {
@@ -147,19 +70,19 @@ pub fn write(
     for c in &charts {
         if let Ok(svg) = &c.svg {
             match charts::png(svg) {
-                Ok(png) => write_atomic(&dir.join(format!("chart-{}.png", c.id)), &png)?,
+                Ok(png) => write_whole(&dir.join(format!("chart-{}.png", c.id)), &png)?,
                 Err(e) => eprintln!("warning: chart {} has no PNG: {e}", c.id),
             }
         }
     }
     let path = dir.join("report.html");
-    write_atomic(&path, render(&inputs, &charts).as_bytes())?;
+    write_whole(&path, render(&inputs, &charts).as_bytes())?;
     Ok(path)
 }
 
 /// End-to-end latency per attempt (intended send to done), in µs: of the
 /// answered attempts, and of all.
-pub fn latency_histograms(attempts: &[Attempt]) -> (Histogram<u64>, Histogram<u64>) {
+pub fn latency_histograms(attempts: &[ClientRecord]) -> (Histogram<u64>, Histogram<u64>) {
     // Three significant digits; auto-resizing, so a 30-minute hang fits.
     let new = || Histogram::<u64>::new(3).unwrap_or_else(|_| unreachable!("3 digits is valid"));
     let (mut served, mut all) = (new(), new());
@@ -274,7 +197,7 @@ footer{margin-top:2em;color:#666;font-size:.85em}
 pub fn render(i: &Inputs, charts: &[Chart]) -> String {
     let m = i.meta;
     let j = i.judgement;
-    let overall = crate::report::verdict(m, j);
+    let overall = crate::checklist::verdict(m, j);
     let mut h = String::with_capacity(64 * 1024);
     let title = format!(
         "rehearse: {} against {} — {}",
@@ -692,9 +615,9 @@ mod tests {
         .unwrap()
     }
 
-    fn attempt(id: &str, at_s: f64, took_ms: u64, outcome: ClientOutcome) -> Attempt {
+    fn attempt(id: &str, at_s: f64, took_ms: u64, outcome: ClientOutcome) -> ClientRecord {
         let at = 1_000_000_000 + (at_s * 1e6) as u64;
-        Attempt {
+        ClientRecord {
             id: id.into(),
             attempt: 1,
             intended_us: at,
@@ -725,7 +648,7 @@ mod tests {
         ];
         let t = Thresholds::default();
         let j = judge(&attempts, &[], &[], &m.expectations, &t);
-        let plan: PlanView = serde_json::from_str(
+        let plan: Plan = serde_json::from_str(
             r#"{"tokens_per_request":110,"patience_s":30,"time_scale":10,"quota_scale":1,
             "phases":[],"late_answers":0,"peak_backlog":251,"unbounded_backlog_bytes":1e5,
             "rehearsal":{"phases":[{"name":"40/s </td>","start_s":0,"duration_s":10,
@@ -777,7 +700,7 @@ mod tests {
     #[test]
     fn bands_come_from_the_plan_and_overload_is_marked() {
         let m = meta("pool-demo", vec![]);
-        let plan: PlanView = serde_json::from_str(
+        let plan: Plan = serde_json::from_str(
             r#"{"rehearsal":{"phases":[
               {"name":"40 requests/s","start_s":0,"duration_s":0.2},
               {"name":"40 requests/s / provider 7x slower","start_s":0.2,"duration_s":0.8}]}}"#,

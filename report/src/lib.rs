@@ -1,1 +1,58 @@
-//! A judged run as documents.
+//! A judged run as documents: what a person, a CI job and a later
+//! `rehearse report` read of it.
+//!
+//! The harness judges a run directory ([`assertions::judge`]) and hands the
+//! [`Judgement`](assertions::Judgement) here with the run's
+//! [`RunMeta`] (`run.json`) and [`Plan`] (`plan.json`). This crate turns
+//! them into files and text; it judges nothing and reads no records but
+//! the ones a chart shows.
+//!
+//! The rooms:
+//! - `documents`: the schemas of `run.json` ([`RunMeta`], [`GatewayEvent`])
+//!   and `plan.json` ([`Plan`], [`Figures`], [`Segment`], [`Overload`]),
+//!   written by the harness and read back here;
+//! - `checklist`: `report.json`, `junit.xml` and the checklist printed on
+//!   the terminal, and the overall [`verdict`];
+//! - `plan_text`: `rehearse plan` as a person reads it;
+//! - `html`: `report.html`, one self-contained page, and its chart PNGs;
+//! - `charts`: the six charts as SVG (plotters), rasterised to PNG (resvg).
+
+mod charts;
+mod checklist;
+mod documents;
+mod html;
+mod plan_text;
+
+use std::path::{Path, PathBuf};
+
+pub use checklist::{checklist_text, junit, report_json, verdict, Report};
+pub use documents::{Figures, GatewayEvent, Overload, Plan, RunMeta, Segment};
+pub use html::{write as write_html, Inputs};
+pub use plan_text::{render as plan_text, thousands};
+
+/// A report file that could not be written.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write {}: {source}", path.display())]
+pub struct ReportError {
+    /// The file.
+    pub path: PathBuf,
+    /// The cause.
+    pub source: std::io::Error,
+}
+
+/// Writes a whole report file through a temporary name and a rename, so a
+/// reader never sees half of it.
+fn write_whole(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
+    use std::io::Write as _;
+    let tmp = path.with_extension(format!(
+        "{}.tmp",
+        path.extension().and_then(|e| e.to_str()).unwrap_or("")
+    ));
+    std::fs::File::create(&tmp)
+        .and_then(|mut f| f.write_all(bytes).and_then(|_| f.sync_all()))
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .map_err(|source| ReportError {
+            path: path.to_path_buf(),
+            source,
+        })
+}

@@ -1,0 +1,146 @@
+//! The gateway under test during a run: the built-in reference gateway or a
+//! command, spawned and supervised, or a URL already serving; started, and
+//! ended at the end.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use report::GatewayEvent;
+
+use crate::clock::now_us;
+use crate::error::RunError;
+use crate::process::{self, MemoryLimit};
+use crate::rundir::{names, write_atomic};
+use crate::scenario::{GatewayKind, Scenario};
+use crate::supervise::{wait_ready, Launch, Supervised};
+use crate::Rehearsal;
+
+/// The gateway of a run, ready for load.
+pub(crate) struct Running {
+    /// Its base URL.
+    pub(crate) url: String,
+    /// As a person would name it.
+    pub(crate) name: String,
+    /// Its memory limit, when the scenario sets one.
+    pub(crate) limit: Option<Arc<MemoryLimit>>,
+    /// Its process, when the harness spawned it.
+    pub(crate) supervised: Option<Supervised>,
+}
+
+impl Running {
+    /// Starts the scenario's gateway (or waits for `target`, a gateway
+    /// already serving) in front of the provider at `provider_url`.
+    pub(crate) async fn start(
+        s: &Scenario,
+        r: &Rehearsal,
+        target: Option<&str>,
+        provider_url: &str,
+        dir: &Path,
+    ) -> Result<Running, RunError> {
+        let g = &s.gateway;
+        let limit = g.memory_limit.map(|bytes| {
+            Arc::new(MemoryLimit::new(
+                bytes,
+                &format!("rehearse-{}-{}", std::process::id(), now_us()),
+            ))
+        });
+        if let Some(url) = target {
+            let url = url.trim_end_matches('/').to_string();
+            if !wait_ready(&url, g.ready_path.as_deref(), g.ready_timeout).await {
+                return Err(RunError::Invalid(format!(
+                    "the gateway at {url} was not ready within {:?}",
+                    g.ready_timeout
+                )));
+            }
+            return Ok(Running {
+                name: format!("gateway at {url}"),
+                url,
+                limit,
+                supervised: None,
+            });
+        }
+        let listen = process::free_port()
+            .map_err(|e| RunError::Invalid(format!("cannot find a free port: {e}")))?;
+        let (argv, env, name) = match &s.gateway.kind {
+            GatewayKind::Reference(_) => reference_command(r, provider_url, listen, dir)?,
+            GatewayKind::Command(argv) => {
+                let argv = process::fill(argv, provider_url, &listen);
+                let name = format!("`{}`", argv.join(" "));
+                // A command scales itself by this (see wire::Scale).
+                let env = vec![(
+                    "REHEARSE_TIME_SCALE".to_string(),
+                    r.scale.time.to_string(),
+                )];
+                (argv, env, name)
+            }
+            GatewayKind::Url(_) => unreachable!("a url gateway is passed as the target"),
+        };
+        let launch = Launch {
+            argv,
+            env,
+            log: dir.join(names::GATEWAY_LOG),
+            listen,
+            ready_path: g.ready_path.clone(),
+            ready_timeout: g.ready_timeout,
+            limit: limit.clone(),
+            restart: g.restart,
+            restart_delay: g.restart_delay,
+        };
+        let supervised = Supervised::start(launch)
+            .await
+            .map_err(RunError::Invalid)?;
+        Ok(Running {
+            url: format!("http://{listen}"),
+            name,
+            limit,
+            supervised: Some(supervised),
+        })
+    }
+
+    /// Stops watching the gateway, ends its process group (with a shorter
+    /// grace when the run was interrupted), and returns what happened to it.
+    pub(crate) async fn stop(self, interrupted: bool) -> Vec<GatewayEvent> {
+        let grace = if interrupted {
+            Duration::from_millis(300)
+        } else {
+            Duration::from_secs(2)
+        };
+        match self.supervised {
+            Some(sup) => sup.stop(grace).await,
+            None => Vec::new(),
+        }
+    }
+}
+
+/// The reference gateway's command line: `rehearse gateway --config
+/// gateway.toml`, that file being the scenario's `[gateway.reference]` at
+/// rehearsal scale with the harness's upstream and listen address. It is
+/// already scaled, so it gets no `REHEARSE_TIME_SCALE`.
+fn reference_command(
+    r: &Rehearsal,
+    provider_url: &str,
+    listen: std::net::SocketAddr,
+    dir: &Path,
+) -> Result<(Vec<String>, Vec<(String, String)>, String), RunError> {
+    let Some(config) = &r.reference else {
+        unreachable!("a reference gateway has a reference config");
+    };
+    let mut config = config.clone();
+    config.upstream = provider_url.to_string();
+    config.listen = listen;
+    let path = dir.join(names::GATEWAY_CONFIG);
+    let text = toml::to_string(&config)
+        .map_err(|e| RunError::Invalid(format!("cannot write the gateway's config: {e}")))?;
+    write_atomic(&path, text.as_bytes())?;
+    let exe = std::env::current_exe()
+        .map_err(|e| RunError::Invalid(format!("cannot find the rehearse binary: {e}")))?;
+    let argv = vec![
+        exe.display().to_string(),
+        "gateway".into(),
+        "--config".into(),
+        path.display().to_string(),
+    ];
+    let name = format!("reference gateway ({})", config.mode);
+    Ok((argv, Vec::new(), name))
+}

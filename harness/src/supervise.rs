@@ -1,0 +1,237 @@
+//! A spawned gateway under watch: started (and restarted) from one
+//! [`Launch`], waited for until it is ready, its death recorded with the
+//! memory limit's kills, and restarted after a delay when the scenario asks
+//! for it, as an orchestrator would.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use wire::ClientRecord;
+use report::GatewayEvent;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::now_us;
+use crate::process::{GatewayProcess, MemoryLimit, SpawnError};
+
+/// How to start (and restart) the gateway.
+pub(crate) struct Launch {
+    pub(crate) argv: Vec<String>,
+    pub(crate) env: Vec<(String, String)>,
+    pub(crate) log: PathBuf,
+    pub(crate) listen: std::net::SocketAddr,
+    pub(crate) ready_path: Option<String>,
+    pub(crate) ready_timeout: Duration,
+    pub(crate) limit: Option<Arc<MemoryLimit>>,
+    pub(crate) restart: bool,
+    pub(crate) restart_delay: Duration,
+}
+
+impl Launch {
+    async fn spawn(&self) -> Result<GatewayProcess, String> {
+        let mut p = GatewayProcess::spawn(
+            &self.argv,
+            &self.env,
+            &self.log,
+            self.listen,
+            self.limit.as_deref(),
+        )
+        .map_err(|e| e.to_string())?;
+        let url = format!("http://{}", p.addr);
+        let ready = tokio::select! {
+            ready = wait_ready(&url, self.ready_path.as_deref(), self.ready_timeout) => ready,
+            _ = async {
+                while p.exited().is_none() {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            } => false,
+        };
+        if !ready {
+            let status = p.exited();
+            p.stop(Duration::from_millis(500));
+            let log = p.log.clone();
+            return Err(match status {
+                Some(status) => SpawnError::Exited { status, log },
+                None => SpawnError::NotReady {
+                    addr: url,
+                    waited: self.ready_timeout,
+                    log,
+                },
+            }
+            .to_string());
+        }
+        Ok(p)
+    }
+}
+
+pub(crate) struct SupState {
+    pub(crate) process: Option<GatewayProcess>,
+    events: Vec<GatewayEvent>,
+}
+
+/// A spawned gateway under watch: a death is recorded (with the memory
+/// limit's kills) and, when asked, the gateway is restarted on the same
+/// address after a delay, as an orchestrator would.
+pub(crate) struct Supervised {
+    pub(crate) state: Arc<Mutex<SupState>>,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Supervised {
+    pub(crate) async fn start(launch: Launch) -> Result<Supervised, String> {
+        let p = launch.spawn().await?;
+        let state = Arc::new(Mutex::new(SupState {
+            process: Some(p),
+            events: Vec::new(),
+        }));
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(watch(launch, state.clone(), stop.clone()));
+        Ok(Supervised { state, stop, task })
+    }
+
+    /// Stops watching, ends the gateway's process group, and returns what
+    /// happened to it.
+    pub(crate) async fn stop(self, grace: Duration) -> Vec<GatewayEvent> {
+        self.stop.cancel();
+        let _ = self.task.await;
+        let (process, events) = match self.state.lock() {
+            Ok(mut s) => (s.process.take(), std::mem::take(&mut s.events)),
+            Err(_) => (None, Vec::new()),
+        };
+        if let Some(mut p) = process {
+            let _ = tokio::task::spawn_blocking(move || p.stop(grace)).await;
+        }
+        events
+    }
+}
+
+async fn watch(launch: Launch, state: Arc<Mutex<SupState>>, stop: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+        }
+        let died = {
+            let Ok(mut s) = state.lock() else { return };
+            match s.process.as_mut().and_then(|p| p.exited()) {
+                Some(status) => {
+                    s.process = None;
+                    let oom = launch
+                        .limit
+                        .as_ref()
+                        .and_then(|l| l.oom_kills().filter(|k| *k > 0).map(|k| (k, l.describe())));
+                    let detail = match oom {
+                        Some((k, how)) => {
+                            format!("{status}; killed by its memory limit, {how} ({k} OOM kills)")
+                        }
+                        None => status,
+                    };
+                    s.events.push(GatewayEvent {
+                        kind: "died".into(),
+                        at_us: now_us(),
+                        detail,
+                    });
+                    true
+                }
+                None => false,
+            }
+        };
+        if !died {
+            continue;
+        }
+        if !launch.restart {
+            return;
+        }
+        let down_at = Instant::now();
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(launch.restart_delay) => {}
+        }
+        match launch.spawn().await {
+            Ok(p) => {
+                if let Ok(mut s) = state.lock() {
+                    s.process = Some(p);
+                    s.events.push(GatewayEvent {
+                        kind: "restarted".into(),
+                        at_us: now_us(),
+                        detail: format!("down for {:.1} s", down_at.elapsed().as_secs_f64()),
+                    });
+                }
+            }
+            Err(e) => {
+                if let Ok(mut s) = state.lock() {
+                    s.events.push(GatewayEvent {
+                        kind: "restart_failed".into(),
+                        at_us: now_us(),
+                        detail: e,
+                    });
+                }
+                return;
+            }
+        }
+    }
+}
+
+/// Waits until `addr` accepts TCP connections and, if `path` is given,
+/// answers it with a status below 500.
+pub(crate) async fn wait_ready(base: &str, path: Option<&str>, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_millis(500))
+        .build();
+    let authority = base
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    while Instant::now() < deadline {
+        let up = match (path, &client) {
+            (Some(p), Ok(c)) => c
+                .get(format!("{}{p}", base.trim_end_matches('/')))
+                .send()
+                .await
+                .is_ok_and(|r| r.status().as_u16() < 500),
+            _ => tokio::net::TcpStream::connect(&authority).await.is_ok(),
+        };
+        if up {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+/// A sentence for the report about what happened to the gateway. For a
+/// death: how many requests were inside the gateway then and ended without
+/// an answer.
+pub fn event_note(event: &GatewayEvent, start_us: u64, attempts: &[ClientRecord]) -> String {
+    let at_s = event.at_us.saturating_sub(start_us) as f64 / 1e6;
+    if event.kind == "died" {
+        // In flight at the death: sent before it, not done before it.
+        let inside: Vec<&ClientRecord> = attempts
+            .iter()
+            .filter(|a| {
+                a.sent_us <= event.at_us && a.done_us >= event.at_us.saturating_sub(100_000)
+            })
+            .collect();
+        let lost = inside
+            .iter()
+            .filter(|a| a.outcome.is_silent_loss() || a.outcome.is_error())
+            .count();
+        format!(
+            "the gateway died {at_s:.1} s into the run ({}); {} requests were inside it, {lost} of them lost",
+            event.detail,
+            inside.len()
+        )
+    } else if event.kind == "restarted" {
+        format!(
+            "the gateway was restarted {at_s:.1} s into the run ({})",
+            event.detail
+        )
+    } else {
+        format!(
+            "the gateway could not be restarted {at_s:.1} s into the run: {}",
+            event.detail
+        )
+    }
+}

@@ -1,0 +1,163 @@
+//! The documents of a run directory that more than one part reads:
+//! `run.json` ([`RunMeta`]) and `plan.json` ([`Plan`]). The harness writes
+//! them; the reports read them back. Every field has a default when read,
+//! so a run directory written by an older version still renders.
+
+use assertions::Expectations;
+use serde::{Deserialize, Serialize};
+
+/// What `run.json` keeps of a run, so that `rehearse report` can judge it
+/// again from the directory alone.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunMeta {
+    /// Scenario name.
+    pub scenario: String,
+    /// The gateway, as a person would name it.
+    pub gateway: String,
+    /// The time scale the run was made at.
+    pub time_scale: f64,
+    /// The quota scale.
+    pub quota_scale: f64,
+    /// What the checks compare against.
+    pub expectations: Expectations,
+    /// True if the run was stopped before its end (Ctrl-C).
+    pub partial: bool,
+    /// The fake provider's base URL.
+    pub provider_url: String,
+    /// The gateway's base URL.
+    pub target_url: String,
+    /// Things a reader of the report should know (gateway exit, ...).
+    pub notes: Vec<String>,
+    /// The gateway's deaths and restarts.
+    #[serde(default)]
+    pub gateway_events: Vec<GatewayEvent>,
+}
+
+/// What happened to a spawned gateway during the run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GatewayEvent {
+    /// `died` or `restarted`.
+    pub kind: String,
+    /// When, in microseconds since the Unix epoch.
+    pub at_us: u64,
+    /// The exit status and its cause, or the restart's downtime.
+    pub detail: String,
+}
+
+/// One stretch of time with one load phase and one set of provider settings.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Segment {
+    /// Load phase name, and the provider's phase when one is active.
+    pub name: String,
+    /// Start, seconds from the start of the load.
+    pub start_s: f64,
+    /// Length in seconds.
+    pub duration_s: f64,
+    /// Mean offered rate, requests per minute.
+    pub offered_per_min: f64,
+    /// Provider capacity μ, requests per minute (`null`: unlimited).
+    pub capacity_per_min: Option<f64>,
+    /// Mean provider service time S, seconds.
+    pub service_s: f64,
+    /// Requests answered during the segment (by a gateway that never sheds).
+    pub served: f64,
+    /// Requests waiting at the segment's end.
+    pub backlog_at_end: f64,
+    /// Q* = μ·(D − S) in requests (`null` when μ is unlimited).
+    pub queue_bound_requests: Option<f64>,
+}
+
+/// The plan at one scale.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Figures {
+    /// Per segment.
+    pub phases: Vec<Segment>,
+    /// Minutes to drain the peak backlog at the rate that follows it, if the
+    /// queue were unbounded (`null`: it never drains, the load stays above μ).
+    pub drain_minutes_unbounded: Option<f64>,
+    /// Answers that would arrive after their caller left.
+    pub late_answers: f64,
+    /// Q* in requests, in the tightest overloaded segment.
+    pub queue_bound_requests: Option<f64>,
+    /// Q* in tokens.
+    pub queue_bound_tokens: Option<f64>,
+    /// Memory the unbounded backlog (and the calls in flight) would hold at
+    /// its peak, at the scenario's prompt size.
+    pub unbounded_backlog_bytes: f64,
+    /// The peak backlog, requests.
+    pub peak_backlog: f64,
+}
+
+/// What the checks are judged against (derived from the plan at rehearsal scale).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Overload {
+    /// Start of the first overloaded segment, seconds from the load's start.
+    pub from_s: f64,
+    /// End of the last overloaded segment.
+    pub until_s: f64,
+    /// μ in the tightest overloaded segment, requests per second.
+    pub capacity_per_s: f64,
+    /// S there.
+    pub service_s: f64,
+    /// Q* there.
+    pub queue_bound: f64,
+}
+
+/// The whole plan.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Plan {
+    /// Scenario name.
+    pub scenario: String,
+    /// Mean tokens a request settles (prompt + completion).
+    pub tokens_per_request: f64,
+    /// Callers' mean patience D, seconds (full scale).
+    pub patience_s: f64,
+    /// Bytes held per waiting request.
+    pub prompt_bytes: f64,
+    /// Divides quotas and rates.
+    pub quota_scale: f64,
+    /// Divides durations, multiplies rates.
+    pub time_scale: f64,
+    /// At full scale (top-level fields of `--json`).
+    #[serde(flatten)]
+    pub full: Figures,
+    /// At rehearsal scale.
+    pub rehearsal: Figures,
+    /// The overload window at rehearsal scale, if the scenario overloads.
+    pub overload: Option<Overload>,
+}
+
+
+impl Figures {
+    /// The figures at rehearsal scale, by the one rule of [`wire::Scale`]:
+    /// times ÷ time; rates × time ÷ quota; requests and bytes held ÷ quota.
+    pub fn scaled(&self, scale: wire::Scale) -> Figures {
+        Figures {
+            phases: self
+                .phases
+                .iter()
+                .map(|g| Segment {
+                    name: g.name.clone(),
+                    start_s: scale.secs(g.start_s),
+                    duration_s: scale.secs(g.duration_s),
+                    offered_per_min: scale.rate(g.offered_per_min),
+                    capacity_per_min: g.capacity_per_min.map(|c| scale.rate(c)),
+                    service_s: scale.secs(g.service_s),
+                    served: scale.depth(g.served),
+                    backlog_at_end: scale.depth(g.backlog_at_end),
+                    queue_bound_requests: g.queue_bound_requests.map(|q| scale.depth(q)),
+                })
+                .collect(),
+            drain_minutes_unbounded: self.drain_minutes_unbounded.map(|m| scale.secs(m)),
+            late_answers: scale.depth(self.late_answers),
+            queue_bound_requests: self.queue_bound_requests.map(|q| scale.depth(q)),
+            queue_bound_tokens: self.queue_bound_tokens.map(|q| scale.depth(q)),
+            unbounded_backlog_bytes: scale.depth(self.unbounded_backlog_bytes),
+            peak_backlog: scale.depth(self.peak_backlog),
+        }
+    }
+}
