@@ -4,6 +4,7 @@
 use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
+use std::ops::ControlFlow::{self, Break, Continue};
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -24,7 +25,7 @@ use tracing::{debug, warn};
 
 use crate::ceiling::{Admission, Ceiling, Permit};
 use crate::config::{Effective, Overflow, Overrides, ProviderConfig};
-use crate::dialect::{marker_id, Answer, BadRequest, Dialect, Finish};
+use crate::dialect::{marker_id, Answer, BadRequest, Dialect, Finish, Request as CallRequest};
 use crate::quota::{go_duration, retry_after_values, Limit, Quota, Snapshot};
 use crate::record::{Clock, Counters, Outcome, ProviderRecord, Stats};
 // Scripted delays use the provider's own sub-millisecond timer, not
@@ -689,6 +690,32 @@ fn draw_fault(eff: &Effective, u: f64) -> Fault {
     Fault::None
 }
 
+/// A step of a call's life: go on with `T`, or end the call here with this
+/// response. Not a `Result`: a refusal is an answer, not an error (and a
+/// response is too big to be a `Result`'s error unboxed).
+type Step<T> = ControlFlow<Response<Body>, T>;
+
+/// What is drawn for a call when it is admitted: its fault, its pace and
+/// its length.
+struct Draw {
+    fault: Fault,
+    ttft: Duration,
+    per_token: Duration,
+    /// Completion tokens.
+    n: u32,
+    finish: Finish,
+}
+
+/// One provider call's life: read the request, take quota at arrival, wait
+/// for a place under the concurrency ceiling, draw a fault and a pace, then
+/// answer whole or as a stream. A step that ends the call early gives back
+/// the response to send; whatever way the call ends, its [`CallGuard`]
+/// writes the record.
+///
+/// This is the hot path. Only the steps that wait (the ceiling's queue, a
+/// hang) are async, the pacing sleeps are here, and what is done with
+/// (the request's headers and body, the settings at arrival) is dropped
+/// early: the future every held call keeps stays small.
 async fn call(
     shared: Arc<Shared>,
     req: Request<Incoming>,
@@ -698,259 +725,350 @@ async fn call(
     let limit = shared.config.max_body_bytes;
     // Boxed: the body read is over before the call's long wait begins, so
     // its state need not make every held call's future bigger.
-    let (headers, body) =
+    let (req_headers, body) =
         match Box::pin(read_body(req, limit, shared.config.body_read_timeout)).await {
             Ok(x) => x,
             Err((status, msg)) => return Ok(simple_error(dialect, status, &msg)),
         };
-    let received = Instant::now();
-    let seq = shared.seq.fetch_add(1, Ordering::Relaxed);
-    shared.counters.received.fetch_add(1, Ordering::Relaxed);
-    shared.counters.in_flight.fetch_add(1, Ordering::Relaxed);
-    let id = request_id(&headers, &body, seq);
-    let (eff, label) = shared.effective();
-    let mut rng = ChaCha8Rng::seed_from_u64(shared.config.seed);
-    rng.set_stream(seq);
-    let mut g = CallGuard {
-        shared: shared.clone(),
-        record: ProviderRecord {
-            id,
-            seq,
-            dialect,
-            received_us: shared.clock.us_at(received),
-            phase: label.to_string(),
-            ..empty_record()
-        },
-        permit: None,
-        queued: false,
-        done: false,
-    };
-
-    let parsed = match dialect.parse(&body) {
-        Ok(p) => p,
-        Err(BadRequest { param, message }) => {
-            g.finish(Outcome::BadRequest, 400);
-            let mut h = call_headers(dialect, &g.record.id, None, &shared.clock);
-            h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            let body = dialect.error_body(400, &message, param, None);
-            return Ok(respond(
-                StatusCode::BAD_REQUEST,
-                h,
-                full(body),
-                "application/json",
-            ));
-        }
+    let (mut g, eff) = CallGuard::open(&shared, dialect, &req_headers, &body);
+    drop(req_headers);
+    let parsed = match g.parse(&body) {
+        Continue(p) => p,
+        Break(refused) => return Ok(refused),
     };
     drop(body);
-    g.record.model = parsed.model.clone();
-    g.record.stream = parsed.stream;
-    g.record.prompt_tokens = parsed.prompt_tokens;
-    g.record.max_tokens = parsed.max_tokens;
     let max_tokens = parsed
         .max_tokens
         .unwrap_or(shared.config.default_max_tokens);
-    let reserve = parsed.prompt_tokens as u64 + max_tokens as u64;
-
-    // Quota, at arrival: a real provider answers 429 before any queueing.
-    let snap = {
-        let secs = shared.clock.secs();
-        let mut q = lock(&shared.quota);
-        q.configure(
-            eff.quota.requests_per_minute,
-            eff.quota.tokens_per_minute,
-            secs,
-        );
-        let res = q.reserve(reserve, secs);
-        let snap = q.snapshot(secs);
-        match res {
-            Ok(()) => {
-                if eff.quota.requests_per_minute.is_some() || eff.quota.tokens_per_minute.is_some()
-                {
-                    g.record.reserved_tokens = reserve;
-                }
-                Ok(snap)
-            }
-            Err(refusal) => Err((refusal, snap)),
-        }
+    let snap = match g.take_quota(&eff, &parsed, max_tokens) {
+        Continue(snap) => snap,
+        Break(refused) => return Ok(refused),
     };
-    let snap = match snap {
-        Ok(s) => s,
-        Err((refusal, snap)) => {
-            g.finish(Outcome::QuotaExceeded, 429);
-            return Ok(quota_refusal(
+    let admitted = match g.admit(&eff, snap.as_ref()).await {
+        Continue(at) => at,
+        Break(refused) => return Ok(refused),
+    };
+    drop(eff); // The draw reads the settings in force at admission.
+    let draw = g.draw(max_tokens);
+    let headers = call_headers(dialect, &g.record.id, snap, &shared.clock);
+
+    match draw.fault {
+        Fault::None | Fault::StreamCut | Fault::Malformed => {}
+        Fault::Status(status) => return Ok(g.error_status(status, headers)),
+        Fault::Reset => return Err(g.reset(fd)),
+        Fault::Hang => return Ok(g.hang().await),
+    }
+
+    let answer = g.answer(parsed.model, parsed.prompt_tokens, &draw);
+    let first_at = admitted + draw.ttft;
+    if !parsed.stream {
+        sleep_until(first_at + draw.per_token * draw.n).await;
+        return Ok(g.whole_answer(&answer, draw.fault, headers));
+    }
+    sleep_until(first_at).await;
+    Ok(g.streamed_answer(answer, &draw, first_at, parsed.include_usage, headers))
+}
+
+/// The steps of [`call`], in the order a call goes through them.
+impl CallGuard {
+    /// Counts the call in and starts its record, under the settings in
+    /// force at arrival (also returned: quota and the ceiling use them).
+    fn open(
+        shared: &Arc<Shared>,
+        dialect: Dialect,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> (CallGuard, Arc<Effective>) {
+        let received = Instant::now();
+        let seq = shared.seq.fetch_add(1, Ordering::Relaxed);
+        shared.counters.received.fetch_add(1, Ordering::Relaxed);
+        shared.counters.in_flight.fetch_add(1, Ordering::Relaxed);
+        let id = request_id(headers, body, seq);
+        let (eff, label) = shared.effective();
+        let g = CallGuard {
+            shared: shared.clone(),
+            record: ProviderRecord {
+                id,
+                seq,
                 dialect,
-                &g.record.id,
+                received_us: shared.clock.us_at(received),
+                phase: label.to_string(),
+                ..empty_record()
+            },
+            permit: None,
+            queued: false,
+            done: false,
+        };
+        (g, eff)
+    }
+
+    /// Reads what the provider needs from the body into the record; a body
+    /// the dialect refuses ends the call with a 400 naming the parameter.
+    fn parse(&mut self, body: &[u8]) -> Step<CallRequest> {
+        let dialect = self.record.dialect;
+        let parsed = match dialect.parse(body) {
+            Ok(p) => p,
+            Err(BadRequest { param, message }) => {
+                self.finish(Outcome::BadRequest, 400);
+                let mut h = call_headers(dialect, &self.record.id, None, &self.shared.clock);
+                h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                let body = dialect.error_body(400, &message, param, None);
+                return Break(respond(
+                    StatusCode::BAD_REQUEST,
+                    h,
+                    full(body),
+                    "application/json",
+                ));
+            }
+        };
+        self.record.model = parsed.model.clone();
+        self.record.stream = parsed.stream;
+        self.record.prompt_tokens = parsed.prompt_tokens;
+        self.record.max_tokens = parsed.max_tokens;
+        Continue(parsed)
+    }
+
+    /// Quota, at arrival: a real provider answers 429 before any queueing.
+    /// The prompt and the most the answer may take are reserved (the guard
+    /// settles the reservation at the end). Gives the buckets' snapshot for
+    /// the rate-limit headers, `None` when no limit is set.
+    fn take_quota(
+        &mut self,
+        eff: &Effective,
+        parsed: &CallRequest,
+        max_tokens: u32,
+    ) -> Step<Option<Snapshot>> {
+        let reserve = parsed.prompt_tokens as u64 + max_tokens as u64;
+        let limits = &eff.quota;
+        let secs = self.shared.clock.secs();
+        let (res, snap) = {
+            let mut q = lock(&self.shared.quota);
+            q.configure(limits.requests_per_minute, limits.tokens_per_minute, secs);
+            let res = q.reserve(reserve, secs);
+            (res, q.snapshot(secs))
+        };
+        if let Err(refusal) = res {
+            self.finish(Outcome::QuotaExceeded, 429);
+            return Break(quota_refusal(
+                self.record.dialect,
+                &self.record.id,
                 refusal,
                 snap,
-                &shared.clock,
+                &self.shared.clock,
                 &parsed.model,
             ));
         }
-    };
-    let has_quota = snap.requests.is_some() || snap.tokens.is_some();
-    let snap = has_quota.then_some(snap);
+        if limits.requests_per_minute.is_some() || limits.tokens_per_minute.is_some() {
+            self.record.reserved_tokens = reserve;
+        }
+        let has_quota = snap.requests.is_some() || snap.tokens.is_some();
+        Continue(has_quota.then_some(snap))
+    }
 
-    // The concurrency ceiling.
-    let c = &eff.concurrency;
-    let permit = match shared
-        .ceiling
-        .admit(c.ceiling, c.overflow == Overflow::Queue, c.queue_limit)
-    {
-        Admission::Now(p) => p,
-        Admission::Queued(rx) => {
-            g.queued = true;
-            shared.counters.queued.fetch_add(1, Ordering::Relaxed);
-            let got = rx.await;
-            g.queued = false;
-            shared.counters.queued.fetch_sub(1, Ordering::Relaxed);
-            match got {
-                Ok(p) => p,
-                Err(_) => {
-                    g.finish(Outcome::CapacityRejected, 503);
-                    return Ok(simple_error(
-                        dialect,
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "shutting down",
-                    ));
+    /// The concurrency ceiling: a place in service now, or after a wait in
+    /// the provider's own queue, or an "overloaded" refusal. Gives the
+    /// instant of admission, from which the answer is paced.
+    async fn admit(&mut self, eff: &Effective, snap: Option<&Snapshot>) -> Step<Instant> {
+        let c = &eff.concurrency;
+        let queue = c.overflow == Overflow::Queue;
+        let permit = match self.shared.ceiling.admit(c.ceiling, queue, c.queue_limit) {
+            Admission::Now(p) => p,
+            Admission::Queued(rx) => {
+                self.queued = true;
+                self.shared.counters.queued.fetch_add(1, Ordering::Relaxed);
+                let got = rx.await;
+                self.queued = false;
+                self.shared.counters.queued.fetch_sub(1, Ordering::Relaxed);
+                match got {
+                    Ok(p) => p,
+                    // The ceiling (and its queue) went away: shutdown.
+                    Err(_) => {
+                        self.finish(Outcome::CapacityRejected, 503);
+                        return Break(simple_error(
+                            self.record.dialect,
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            "shutting down",
+                        ));
+                    }
                 }
             }
-        }
-        Admission::Rejected => {
-            let status = dialect.overloaded_status();
-            g.finish(Outcome::CapacityRejected, status);
-            let msg = match dialect {
-                Dialect::OpenAi => {
-                    "The server is overloaded: too many concurrent requests. Please retry."
-                }
-                Dialect::Anthropic => "Overloaded",
-            };
-            let h = call_headers(dialect, &g.record.id, snap, &shared.clock);
-            let body = dialect.error_body(status, msg, None, Some("overloaded"));
-            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::TOO_MANY_REQUESTS);
-            return Ok(respond(status, h, full(body), "application/json"));
-        }
-    };
-    g.permit = Some(permit);
-    let admitted = Instant::now();
-    g.record.admitted_us = Some(shared.clock.us_at(admitted));
+            Admission::Rejected => return Break(self.overloaded(snap.copied())),
+        };
+        self.permit = Some(permit);
+        let admitted = Instant::now();
+        self.record.admitted_us = Some(self.shared.clock.us_at(admitted));
+        Continue(admitted)
+    }
 
-    // Settings at admission: a phase change applies to calls admitted after it.
-    let (eff, label) = shared.effective();
-    g.record.phase = label.to_string();
-    let fault = draw_fault(&eff, rng.gen::<f64>());
-    let m = eff.latency.multiplier;
-    let ttft = eff.latency.ttft.sample(&mut rng).mul_f64(m);
-    let per_token = eff.latency.per_token.sample(&mut rng).mul_f64(m);
-    let n = eff.completion_tokens.sample(&mut rng).min(max_tokens);
-    let finish = if n >= max_tokens {
-        Finish::Length
-    } else {
-        Finish::Stop
-    };
-    let headers = call_headers(dialect, &g.record.id, snap, &shared.clock);
+    /// No place under the ceiling and no room to queue: OpenAI's 429 or
+    /// Anthropic's 529, each with its own words for "overloaded".
+    fn overloaded(&mut self, snap: Option<Snapshot>) -> Response<Body> {
+        let dialect = self.record.dialect;
+        let status = dialect.overloaded_status();
+        self.finish(Outcome::CapacityRejected, status);
+        let msg = match dialect {
+            Dialect::OpenAi => {
+                "The server is overloaded: too many concurrent requests. Please retry."
+            }
+            Dialect::Anthropic => "Overloaded",
+        };
+        let h = call_headers(dialect, &self.record.id, snap, &self.shared.clock);
+        let body = dialect.error_body(status, msg, None, Some("overloaded"));
+        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::TOO_MANY_REQUESTS);
+        respond(status, h, full(body), "application/json")
+    }
 
-    match fault {
-        Fault::None | Fault::StreamCut | Fault::Malformed => {}
-        Fault::Status(status) => {
-            g.finish(Outcome::ErrorStatus, status);
-            g.record.first_byte_us = Some(shared.clock.now_us());
-            let msg = match status {
-                500 => "The server had an error while processing your request.",
-                502 => "Bad gateway.",
-                503 => "The service is temporarily unavailable.",
-                _ => "Overloaded",
-            };
-            let body = dialect.error_body(status, msg, None, None);
-            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            return Ok(respond(status, headers, full(body), "application/json"));
-        }
-        Fault::Reset => {
-            g.finish(Outcome::Reset, 0);
-            // SAFETY: `fd` is the socket of the connection this very request
-            // arrived on; hyper owns it and keeps it open while it polls this
-            // service future, so it is a valid open descriptor here. We only
-            // set an option on it and do not close it.
-            let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
-            let _ = socket2::SockRef::from(&borrowed).set_linger(Some(Duration::ZERO));
-            return Err(ResetConnection);
-        }
-        Fault::Hang => {
-            g.record.outcome = Outcome::Hang;
-            // Never answers. The guard records the hang-up when the caller
-            // gives up; shutdown ends it too.
-            shared.shutdown.cancelled().await;
-            g.finish(Outcome::Hang, 0);
-            return Ok(simple_error(
-                dialect,
-                StatusCode::SERVICE_UNAVAILABLE,
-                "shutting down",
-            ));
+    /// Draws the call's fault, pace and length with the settings in force
+    /// at admission: a phase change applies to calls admitted after it.
+    /// The draws come from the call's own random stream (the provider's
+    /// seed, the call's sequence number), so they do not depend on how
+    /// other calls interleave.
+    fn draw(&mut self, max_tokens: u32) -> Draw {
+        let mut rng = ChaCha8Rng::seed_from_u64(self.shared.config.seed);
+        rng.set_stream(self.record.seq);
+        let (eff, label) = self.shared.effective();
+        self.record.phase = label.to_string();
+        let fault = draw_fault(&eff, rng.gen::<f64>());
+        let m = eff.latency.multiplier;
+        let ttft = eff.latency.ttft.sample(&mut rng).mul_f64(m);
+        let per_token = eff.latency.per_token.sample(&mut rng).mul_f64(m);
+        let n = eff.completion_tokens.sample(&mut rng).min(max_tokens);
+        let finish = if n >= max_tokens {
+            Finish::Length
+        } else {
+            Finish::Stop
+        };
+        Draw {
+            fault,
+            ttft,
+            per_token,
+            n,
+            finish,
         }
     }
 
-    let answer = Answer {
-        id: match dialect {
-            Dialect::OpenAi => format!("chatcmpl-rh{seq}"),
-            Dialect::Anthropic => format!("msg_rh{seq}"),
-        },
-        model: parsed.model.clone(),
-        created: shared.clock.now_us() / 1_000_000,
-        prompt_tokens: parsed.prompt_tokens,
-        completion_tokens: n,
-        finish,
-    };
-    let first_at = admitted + ttft;
-    if !parsed.stream {
-        sleep_until(first_at + per_token * n).await;
-        let now = shared.clock.now_us();
-        g.record.first_byte_us = Some(now);
-        g.record.finished_us = Some(now);
-        g.record.completion_tokens = n;
-        let mut body = answer.body(dialect);
+    /// The fault of an error status: answered at once.
+    fn error_status(&mut self, status: u16, headers: HeaderMap) -> Response<Body> {
+        self.finish(Outcome::ErrorStatus, status);
+        self.record.first_byte_us = Some(self.shared.clock.now_us());
+        let msg = match status {
+            500 => "The server had an error while processing your request.",
+            502 => "Bad gateway.",
+            503 => "The service is temporarily unavailable.",
+            _ => "Overloaded",
+        };
+        let body = self.record.dialect.error_body(status, msg, None, None);
+        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        respond(status, headers, full(body), "application/json")
+    }
+
+    /// The fault of a reset: SO_LINGER 0 on the call's socket, then the
+    /// error that makes hyper drop the connection, so the peer sees a RST.
+    fn reset(&mut self, fd: RawFd) -> ResetConnection {
+        self.finish(Outcome::Reset, 0);
+        // SAFETY: `fd` is the socket of the connection this very request
+        // arrived on; hyper owns it and keeps it open while it polls this
+        // service future, so it is a valid open descriptor here. We only
+        // set an option on it and do not close it.
+        let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+        let _ = socket2::SockRef::from(&borrowed).set_linger(Some(Duration::ZERO));
+        ResetConnection
+    }
+
+    /// The fault of a hang: never answers. The guard records the hang-up
+    /// when the caller gives up; shutdown ends it too.
+    async fn hang(&mut self) -> Response<Body> {
+        self.record.outcome = Outcome::Hang;
+        self.shared.shutdown.cancelled().await;
+        self.finish(Outcome::Hang, 0);
+        simple_error(
+            self.record.dialect,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting down",
+        )
+    }
+
+    /// The answer's identity and sizes; `model` is the caller's, echoed.
+    fn answer(&self, model: String, prompt_tokens: u32, draw: &Draw) -> Answer {
+        let seq = self.record.seq;
+        Answer {
+            id: match self.record.dialect {
+                Dialect::OpenAi => format!("chatcmpl-rh{seq}"),
+                Dialect::Anthropic => format!("msg_rh{seq}"),
+            },
+            model,
+            created: self.shared.clock.now_us() / 1_000_000,
+            prompt_tokens,
+            completion_tokens: draw.n,
+            finish: draw.finish,
+        }
+    }
+
+    /// The whole answer, sent once it is all written (the caller has slept
+    /// until then); a malformed fault sends half its JSON.
+    fn whole_answer(
+        &mut self,
+        answer: &Answer,
+        fault: Fault,
+        headers: HeaderMap,
+    ) -> Response<Body> {
+        let now = self.shared.clock.now_us();
+        self.record.first_byte_us = Some(now);
+        self.record.finished_us = Some(now);
+        self.record.completion_tokens = answer.completion_tokens;
+        let mut body = answer.body(self.record.dialect);
         if fault == Fault::Malformed {
-            g.finish(Outcome::Malformed, 200);
+            self.finish(Outcome::Malformed, 200);
             body = body.slice(..body.len() / 2);
         } else {
-            g.finish(Outcome::Ok, 200);
+            self.finish(Outcome::Ok, 200);
         }
-        return Ok(respond(
-            StatusCode::OK,
-            headers,
-            full(body),
-            "application/json",
-        ));
+        respond(StatusCode::OK, headers, full(body), "application/json")
     }
 
-    sleep_until(first_at).await;
-    g.record.first_byte_us = Some(shared.clock.now_us());
-    let stream = TokenStream {
-        guard: g,
-        answer,
-        dialect,
-        include_usage: parsed.include_usage,
-        first_at,
-        per_token,
-        next: 0,
-        head_sent: false,
-        cut_at: (fault == Fault::StreamCut).then_some(n / 2),
-        malformed_at: (fault == Fault::Malformed).then_some(n / 2),
-        cut_now: false,
-        finished: false,
-    };
-    let body = StreamBody::new(futures_util::stream::unfold(stream, |mut s| async move {
-        s.step().await.map(|item| (item.map(Frame::data), s))
-    }));
-    let mut resp = respond(
-        StatusCode::OK,
-        headers,
-        BodyExt::boxed(body),
-        "text/event-stream",
-    );
-    resp.headers_mut().insert(
-        http::header::CACHE_CONTROL,
-        HeaderValue::from_static("no-cache"),
-    );
-    Ok(resp)
+    /// The streamed answer, from its first byte (the caller has slept until
+    /// `first_at`): the guard moves into a [`TokenStream`] that paces the
+    /// tokens, so the record is written when the stream ends or is dropped.
+    /// A stream-cut or malformed fault strikes halfway.
+    fn streamed_answer(
+        mut self,
+        answer: Answer,
+        draw: &Draw,
+        first_at: Instant,
+        include_usage: bool,
+        headers: HeaderMap,
+    ) -> Response<Body> {
+        self.record.first_byte_us = Some(self.shared.clock.now_us());
+        let half = draw.n / 2;
+        let stream = TokenStream {
+            dialect: self.record.dialect,
+            guard: self,
+            answer,
+            include_usage,
+            first_at,
+            per_token: draw.per_token,
+            next: 0,
+            head_sent: false,
+            cut_at: (draw.fault == Fault::StreamCut).then_some(half),
+            malformed_at: (draw.fault == Fault::Malformed).then_some(half),
+            cut_now: false,
+            finished: false,
+        };
+        let body = StreamBody::new(futures_util::stream::unfold(stream, |mut s| async move {
+            s.step().await.map(|item| (item.map(Frame::data), s))
+        }));
+        let mut resp = respond(
+            StatusCode::OK,
+            headers,
+            BodyExt::boxed(body),
+            "text/event-stream",
+        );
+        resp.headers_mut().insert(
+            http::header::CACHE_CONTROL,
+            HeaderValue::from_static("no-cache"),
+        );
+        resp
+    }
 }
 
 fn quota_refusal(
