@@ -494,186 +494,22 @@ fn dist_error(source: &Source<'_>, path: &str, e: DistError) -> ConfigError {
     source.error(&format!("{path}.{}", e.field), e.message)
 }
 
+/// Validates a `[load]` table into a plan, part by part (arrivals, request,
+/// patience, connections, retry, id prefix); the first failure is the error
+/// reported, located at its field.
 fn validate(cfg: &LoadConfig, source: &Source<'_>, base_dir: &Path) -> Result<LoadPlan, LoadError> {
-    let arrivals = match (&cfg.replay, cfg.phases.is_empty()) {
-        (Some(_), false) => {
-            return Err(source
-                .error("load.replay", "give either `phases` or `replay`, not both")
-                .into())
-        }
-        (None, true) => {
-            return Err(source
-                .error(
-                    "load",
-                    "no arrivals: add `[[load.phases]]` entries or a `[load.replay]` table",
-                )
-                .into())
-        }
-        (None, false) => {
-            let mut phases = Vec::with_capacity(cfg.phases.len());
-            for (i, p) in cfg.phases.iter().enumerate() {
-                let at = |f: &str| format!("load.phases[{i}].{f}");
-                if p.duration.is_zero() {
-                    return Err(source.error(&at("duration"), "must be > 0").into());
-                }
-                let div = match p.per {
-                    RateUnit::Second => 1.0,
-                    RateUnit::Minute => 60.0,
-                };
-                if !(p.rate.is_finite() && p.rate >= 0.0) {
-                    return Err(source.error(&at("rate"), "must be a number >= 0").into());
-                }
-                let to = p.ramp_to.unwrap_or(p.rate);
-                if !(to.is_finite() && to >= 0.0) {
-                    return Err(source.error(&at("ramp_to"), "must be a number >= 0").into());
-                }
-                phases.push(Phase {
-                    name: p.name.clone().unwrap_or_else(|| format!("phase{i}")),
-                    duration: p.duration,
-                    from_per_sec: p.rate / div,
-                    to_per_sec: to / div,
-                    arrivals: p.arrivals,
-                });
-            }
-            Arrivals::Phases(phases)
-        }
-        (Some(r), true) => {
-            if !(r.speedup.is_finite() && r.speedup > 0.0) {
-                return Err(source.error("load.replay.speedup", "must be > 0").into());
-            }
-            if !(r.multiply.is_finite() && r.multiply >= 0.0) {
-                return Err(source.error("load.replay.multiply", "must be >= 0").into());
-            }
-            let path = base_dir.join(&r.file);
-            let format = match r.format {
-                Some(f) => f,
-                None => ReplayFormat::from_path(&path).ok_or_else(|| {
-                    source.error(
-                        "load.replay.file",
-                        "cannot tell the format from the extension; set `format` to csv or jsonl",
-                    )
-                })?,
-            };
-            let text = std::fs::read_to_string(&path).map_err(|e| {
-                source.error(
-                    "load.replay.file",
-                    format!("cannot read {}: {e}", path.display()),
-                )
-            })?;
-            let rows: Vec<ReplayRow> = replay::parse(
-                &text,
-                &path.display().to_string(),
-                format,
-                &r.timestamp,
-                r.unit,
-            )?;
-            Arrivals::Replay {
-                rows: rows.into(),
-                speedup: r.speedup,
-                multiply: r.multiply,
-                jitter: r.jitter,
-            }
-        }
-    };
-
-    let rq = &cfg.request;
-    let request = RequestShape {
-        dialect: rq.dialect,
-        model: rq.model.clone(),
-        prompt_tokens: rq
-            .prompt_tokens
-            .sampler()
-            .map_err(|e| dist_error(source, "load.request.prompt_tokens", e))?,
-        padding_kb: rq
-            .padding_kb
-            .sampler()
-            .map_err(|e| dist_error(source, "load.request.padding_kb", e))?,
-        max_tokens: rq
-            .max_tokens
-            .sampler()
-            .map_err(|e| dist_error(source, "load.request.max_tokens", e))?,
-        stream_share: {
-            if !(0.0..=1.0).contains(&rq.stream) {
-                return Err(source
-                    .error("load.request.stream", "must be a share between 0 and 1")
-                    .into());
-            }
-            rq.stream
-        },
-        api_key: rq.api_key.clone(),
-    };
-    if rq.model.is_empty() {
-        return Err(source
-            .error("load.request.model", "must not be empty")
-            .into());
-    }
-    http::HeaderValue::from_str(&rq.api_key)
-        .map_err(|_| source.error("load.request.api_key", "is not a valid header value"))?;
-
+    let arrivals = arrivals(cfg, source, base_dir)?;
+    let request = request_shape(&cfg.request, source)?;
     let patience = cfg
         .patience
         .sampler()
         .map_err(|e| dist_error(source, "load.patience", e))?;
-    let patience_header = if cfg.send_patience {
-        Some(
-            HeaderName::from_bytes(cfg.patience_header.as_bytes())
-                .map_err(|_| source.error("load.patience_header", "is not a valid header name"))?,
-        )
-    } else {
-        None
-    };
-
+    let patience_header = patience_header(cfg, source)?;
     if cfg.max_connections == Some(0) {
         return Err(source.error("load.max_connections", "must be >= 1").into());
     }
-    let r = &cfg.retry;
-    if r.max_attempts == 0 {
-        return Err(source
-            .error("load.retry.max_attempts", "must be >= 1")
-            .into());
-    }
-    if !(r.jitter.is_finite() && r.jitter >= 0.0) {
-        return Err(source.error("load.retry.jitter", "must be >= 0").into());
-    }
-    if r.backoff_max < r.backoff_initial {
-        return Err(source
-            .error("load.retry.backoff_max", "must be >= `backoff_initial`")
-            .into());
-    }
-    if let Some(b) = r.budget {
-        if !(b.is_finite() && b >= 0.0) {
-            return Err(source
-                .error("load.retry.budget", "must be a share >= 0")
-                .into());
-        }
-    }
-    let retry = RetryPolicy {
-        kind: r.policy,
-        max_attempts: if r.policy == RetryKind::None {
-            1
-        } else {
-            r.max_attempts
-        },
-        cap: r.cap,
-        jitter: r.jitter,
-        backoff_initial: r.backoff_initial,
-        backoff_max: r.backoff_max,
-        budget: r.budget,
-    };
-
-    if cfg.id_prefix.is_empty()
-        || !cfg
-            .id_prefix
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-    {
-        return Err(source
-            .error(
-                "load.id_prefix",
-                "must be non-empty ASCII letters, digits, - or _",
-            )
-            .into());
-    }
+    let retry = retry_policy(&cfg.retry, source)?;
+    check_id_prefix(&cfg.id_prefix, source)?;
 
     Ok(LoadPlan {
         seed: cfg.seed,
@@ -687,6 +523,186 @@ fn validate(cfg: &LoadConfig, source: &Source<'_>, base_dir: &Path) -> Result<Lo
         max_connections: cfg.max_connections,
         time_scale: 1.0,
     })
+}
+
+/// Where arrivals come from: phases or a replayed log, exactly one of them.
+fn arrivals(
+    cfg: &LoadConfig,
+    source: &Source<'_>,
+    base_dir: &Path,
+) -> Result<Arrivals, ConfigError> {
+    match (&cfg.replay, cfg.phases.is_empty()) {
+        (Some(_), false) => {
+            Err(source.error("load.replay", "give either `phases` or `replay`, not both"))
+        }
+        (None, true) => Err(source.error(
+            "load",
+            "no arrivals: add `[[load.phases]]` entries or a `[load.replay]` table",
+        )),
+        (None, false) => Ok(Arrivals::Phases(phases(&cfg.phases, source)?)),
+        (Some(r), true) => replay_arrivals(r, source, base_dir),
+    }
+}
+
+/// The phases, with their rates in arrivals per second; an unnamed phase
+/// is named by its place (`phase0`, `phase1`, ...).
+fn phases(configs: &[PhaseConfig], source: &Source<'_>) -> Result<Vec<Phase>, ConfigError> {
+    let mut phases = Vec::with_capacity(configs.len());
+    for (i, p) in configs.iter().enumerate() {
+        let at = |f: &str| format!("load.phases[{i}].{f}");
+        if p.duration.is_zero() {
+            return Err(source.error(&at("duration"), "must be > 0"));
+        }
+        let div = match p.per {
+            RateUnit::Second => 1.0,
+            RateUnit::Minute => 60.0,
+        };
+        if !(p.rate.is_finite() && p.rate >= 0.0) {
+            return Err(source.error(&at("rate"), "must be a number >= 0"));
+        }
+        let to = p.ramp_to.unwrap_or(p.rate);
+        if !(to.is_finite() && to >= 0.0) {
+            return Err(source.error(&at("ramp_to"), "must be a number >= 0"));
+        }
+        phases.push(Phase {
+            name: p.name.clone().unwrap_or_else(|| format!("phase{i}")),
+            duration: p.duration,
+            from_per_sec: p.rate / div,
+            to_per_sec: to / div,
+            arrivals: p.arrivals,
+        });
+    }
+    Ok(phases)
+}
+
+/// A replayed log, read and parsed now (relative to the scenario file's
+/// folder), so that a missing file or a bad row fails validation rather
+/// than the run.
+fn replay_arrivals(
+    r: &ReplayConfig,
+    source: &Source<'_>,
+    base_dir: &Path,
+) -> Result<Arrivals, ConfigError> {
+    if !(r.speedup.is_finite() && r.speedup > 0.0) {
+        return Err(source.error("load.replay.speedup", "must be > 0"));
+    }
+    if !(r.multiply.is_finite() && r.multiply >= 0.0) {
+        return Err(source.error("load.replay.multiply", "must be >= 0"));
+    }
+    let path = base_dir.join(&r.file);
+    let format = match r.format {
+        Some(f) => f,
+        None => ReplayFormat::from_path(&path).ok_or_else(|| {
+            source.error(
+                "load.replay.file",
+                "cannot tell the format from the extension; set `format` to csv or jsonl",
+            )
+        })?,
+    };
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        source.error(
+            "load.replay.file",
+            format!("cannot read {}: {e}", path.display()),
+        )
+    })?;
+    let rows: Vec<ReplayRow> = replay::parse(
+        &text,
+        &path.display().to_string(),
+        format,
+        &r.timestamp,
+        r.unit,
+    )?;
+    Ok(Arrivals::Replay {
+        rows: rows.into(),
+        speedup: r.speedup,
+        multiply: r.multiply,
+        jitter: r.jitter,
+    })
+}
+
+/// The shape of requests: its distributions turned into samplers, and the
+/// model and API key checked (the key must fit in a header).
+fn request_shape(rq: &RequestConfig, source: &Source<'_>) -> Result<RequestShape, ConfigError> {
+    let sampler =
+        |dist: &CountDist, path: &str| dist.sampler().map_err(|e| dist_error(source, path, e));
+    let prompt_tokens = sampler(&rq.prompt_tokens, "load.request.prompt_tokens")?;
+    let padding_kb = sampler(&rq.padding_kb, "load.request.padding_kb")?;
+    let max_tokens = sampler(&rq.max_tokens, "load.request.max_tokens")?;
+    if !(0.0..=1.0).contains(&rq.stream) {
+        return Err(source.error("load.request.stream", "must be a share between 0 and 1"));
+    }
+    if rq.model.is_empty() {
+        return Err(source.error("load.request.model", "must not be empty"));
+    }
+    http::HeaderValue::from_str(&rq.api_key)
+        .map_err(|_| source.error("load.request.api_key", "is not a valid header value"))?;
+    Ok(RequestShape {
+        dialect: rq.dialect,
+        model: rq.model.clone(),
+        prompt_tokens,
+        padding_kb,
+        max_tokens,
+        stream_share: rq.stream,
+        api_key: rq.api_key.clone(),
+    })
+}
+
+/// The header that carries the remaining patience, when it is sent.
+fn patience_header(
+    cfg: &LoadConfig,
+    source: &Source<'_>,
+) -> Result<Option<HeaderName>, ConfigError> {
+    if !cfg.send_patience {
+        return Ok(None);
+    }
+    HeaderName::from_bytes(cfg.patience_header.as_bytes())
+        .map(Some)
+        .map_err(|_| source.error("load.patience_header", "is not a valid header name"))
+}
+
+/// The retry policy. A policy of `none` makes one attempt whatever
+/// `max_attempts` says.
+fn retry_policy(r: &RetryConfig, source: &Source<'_>) -> Result<RetryPolicy, ConfigError> {
+    if r.max_attempts == 0 {
+        return Err(source.error("load.retry.max_attempts", "must be >= 1"));
+    }
+    if !(r.jitter.is_finite() && r.jitter >= 0.0) {
+        return Err(source.error("load.retry.jitter", "must be >= 0"));
+    }
+    if r.backoff_max < r.backoff_initial {
+        return Err(source.error("load.retry.backoff_max", "must be >= `backoff_initial`"));
+    }
+    if let Some(b) = r.budget {
+        if !(b.is_finite() && b >= 0.0) {
+            return Err(source.error("load.retry.budget", "must be a share >= 0"));
+        }
+    }
+    Ok(RetryPolicy {
+        kind: r.policy,
+        max_attempts: if r.policy == RetryKind::None {
+            1
+        } else {
+            r.max_attempts
+        },
+        cap: r.cap,
+        jitter: r.jitter,
+        backoff_initial: r.backoff_initial,
+        backoff_max: r.backoff_max,
+        budget: r.budget,
+    })
+}
+
+/// Request ids are the prefix and a number, so the prefix must be safe in
+/// a header and a file name.
+fn check_id_prefix(prefix: &str, source: &Source<'_>) -> Result<(), ConfigError> {
+    let safe = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    if prefix.is_empty() || !prefix.chars().all(safe) {
+        return Err(source.error(
+            "load.id_prefix",
+            "must be non-empty ASCII letters, digits, - or _",
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -760,7 +776,10 @@ mod tests {
         )
         .unwrap();
         let before = p.expected_arrivals();
-        let p = p.scaled(Scale { time: 10.0, quota: 1.0 });
+        let p = p.scaled(Scale {
+            time: 10.0,
+            quota: 1.0,
+        });
         assert_eq!(p.schedule_length(), Duration::from_secs(240));
         assert!((p.expected_arrivals() - before).abs() < 1e-6);
         let mut rng = rand::thread_rng();
