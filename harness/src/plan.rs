@@ -11,7 +11,8 @@
 //! - in FIFO order an arrival waits backlog ÷ μ and then S; it is a late
 //!   answer when that passes the callers' patience D;
 //! - the queue bound that keeps every admitted request inside D is
-//!   Q* = μ·(D − S) (DESIGN.md, "Why it exists").
+//!   Q* = μ·(D − S): a request completes only if its wait plus its service
+//!   fit in its caller's deadline.
 //!
 //! The time line is cut into segments wherever the load's phases or the
 //! provider's timeline change, and each is integrated in steps of at most
@@ -194,7 +195,7 @@ fn per_request(s: &Scenario) -> PerRequest {
     let max_tokens = count_mean(&load.request.max_tokens);
     let completion = s.provider.completion_tokens.mean_f64().min(max_tokens);
     // The provider estimates prompt tokens at 4 characters each, padding included.
-    let chars_per_token = fake_provider::CHARS_PER_TOKEN as f64;
+    let chars_per_token = wire::CHARS_PER_TOKEN as f64;
     PerRequest {
         tokens: prompt_tokens + padding_bytes / chars_per_token + completion,
         max_tokens,
@@ -554,14 +555,7 @@ rate = 20
         // 20/s × 30 s in flight, 1 MiB each.
         assert!((p.full.unbounded_backlog_bytes - 600.0 * 1048576.0).abs() < 1.0);
         assert!(p.overload.is_none());
-        assert!(render(&p).contains("none (the provider has no limit)"));
+        assert!(report::plan_text(&p).contains("none (the provider has no limit)"));
     }
 
-    #[test]
-    fn thousands_separators() {
-        assert_eq!(thousands(9360.0), "9,360");
-        assert_eq!(thousands(174.2), "174");
-        assert_eq!(thousands(1234567.0), "1,234,567");
-        assert_eq!(thousands(-1000.0), "-1,000");
-    }
 }

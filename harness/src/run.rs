@@ -251,7 +251,7 @@ async fn drive(
             return (None, notes);
         }
     };
-    let mut lo = loadgen::RunOptions::new(&opts.out);
+    let mut lo = loadgen::LoadOptions::new(&opts.out);
     lo.progress = opts.progress;
     match loadgen::run(&p.rehearsal.load, &target, &lo, cancel).await {
         Ok(r) => (Some(r), notes),

@@ -144,3 +144,15 @@ pub fn render(p: &Plan) -> String {
     out
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thousands_separators() {
+        assert_eq!(thousands(9360.0), "9,360");
+        assert_eq!(thousands(174.2), "174");
+        assert_eq!(thousands(1234567.0), "1,234,567");
+        assert_eq!(thousands(-1000.0), "-1,000");
+    }
+}
