@@ -182,7 +182,6 @@ pub(crate) fn retry_after(ev: &Evidence, th: &RetryAfterThreshold) -> Verdict {
     if ev.no_attempts() {
         return Verdict::skipped(ID, NO_ATTEMPTS);
     }
-    let j = ev.joined;
     let predicted = format!(
         "every shed carries a Retry-After within {} of the backlog drain time, with at least {} distinct values; {} of the retries that honour it are admitted after the overload",
         percent(th.tolerance),
@@ -208,90 +207,9 @@ pub(crate) fn retry_after(ev: &Evidence, th: &RetryAfterThreshold) -> Verdict {
             ),
         );
     }
-    let mut failures = Vec::new();
-
-    let missing = sheds
-        .iter()
-        .filter(|&&i| j.attempts[i].retry_after_ms.is_none())
-        .count();
-    if missing > 0 {
-        failures.push(format!(
-            "{} of {} sheds carried no Retry-After",
-            count(missing as u64),
-            count(sheds.len() as u64)
-        ));
-    }
-
-    let given: Vec<(u64, u64)> = sheds
-        .iter()
-        .filter_map(|&i| {
-            let a = &j.attempts[i];
-            a.retry_after_ms.map(|ra| (ra, a.done_us))
-        })
-        .collect();
-    let distinct: BTreeSet<u64> = given.iter().map(|&(ra, _)| ra).collect();
-    if sheds.len() >= SHEDS_BEFORE_VARYING && distinct.len() < th.min_distinct {
-        let values = distinct
-            .iter()
-            .map(|&v| format!("{} ms", count(v)))
-            .collect::<Vec<_>>()
-            .join(", ");
-        failures.push(format!(
-            "Retry-After never varies: {} sheds said {} whatever the backlog",
-            count(sheds.len() as u64),
-            if values.is_empty() {
-                "nothing".to_string()
-            } else {
-                values
-            }
-        ));
-    }
-
-    // Relative errors, in thousandths, in an HDR histogram: the whole run's
-    // sheds are never kept and sorted.
-    let mut errors = histogram();
-    for &(ra, done) in &given {
-        let drain_ms = j.drain_at_us(done) as f64 / 1000.0;
-        let err = (ra as f64 - drain_ms).abs() / drain_ms.max(1000.0);
-        record(&mut errors, (err * 1000.0).round() as u64);
-    }
-    let median_err = (!errors.is_empty()).then(|| errors.value_at_quantile(0.5) as f64 / 1000.0);
-    if let Some(err) = median_err {
-        let close = err <= th.tolerance;
-        if !close {
-            failures.push(format!(
-                "Retry-After is off the backlog drain time by {} at the median, over the {} tolerance",
-                percent(err),
-                percent(th.tolerance)
-            ));
-        }
-    }
-
-    let (honouring, admitted) = honoured_retries(ev);
-    let honour_note = if honouring == 0 {
-        "no retry honoured a Retry-After after the overload (retry policy none?), so admission was not judged".to_string()
-    } else {
-        let share = admitted as f64 / honouring as f64;
-        let s = format!(
-            "{} of {} retries that honoured Retry-After after the overload were admitted",
-            count(admitted),
-            count(honouring)
-        );
-        if share < HONOURED_ADMITTED_SHARE {
-            failures.push(format!("only {s}"));
-        }
-        s
-    };
-
-    let observed = format!(
-        "{} sheds, {} without Retry-After, {} distinct values, median error {}, {}/{} honouring retries admitted",
-        count(sheds.len() as u64),
-        count(missing as u64),
-        count(distinct.len() as u64),
-        median_err.map_or("n/a".to_string(), percent),
-        count(admitted),
-        count(honouring),
-    );
+    let found = RetryAfterFindings::gather(ev, &sheds);
+    let failures = found.failures(th);
+    let observed = found.observed();
     if failures.is_empty() {
         Verdict::new(
             ID,
@@ -299,14 +217,144 @@ pub(crate) fn retry_after(ev: &Evidence, th: &RetryAfterThreshold) -> Verdict {
             predicted,
             observed,
             format!(
-                "all {} sheds carried a Retry-After ({} distinct values) within {} of the backlog drain time at the median; {honour_note}",
-                count(sheds.len() as u64),
-                count(distinct.len() as u64),
-                median_err.map_or("n/a".to_string(), percent),
+                "all {} sheds carried a Retry-After ({} distinct values) within {} of the backlog drain time at the median; {}",
+                count(found.sheds as u64),
+                count(found.distinct.len() as u64),
+                found.median_error_text(),
+                found.honour_note(),
             ),
         )
     } else {
         Verdict::new(ID, Status::Fail, predicted, observed, failures.join("; "))
+    }
+}
+
+/// What a run shows about the Retry-After of the gateway's sheds, for
+/// [`retry_after`] to judge.
+struct RetryAfterFindings {
+    /// Gateway sheds.
+    sheds: usize,
+    /// Sheds without a Retry-After.
+    missing: usize,
+    /// The distinct Retry-After values given, in milliseconds.
+    distinct: BTreeSet<u64>,
+    /// The median relative error of Retry-After against the backlog drain
+    /// time; `None` when no shed carried one.
+    median_err: Option<f64>,
+    /// Retries that honoured a Retry-After after the overload, and how many
+    /// of them were admitted (see [`honoured_retries`]).
+    honouring: u64,
+    admitted: u64,
+}
+
+impl RetryAfterFindings {
+    /// Measures the Retry-After of each of the gateway's `sheds` and
+    /// counts the retries that honoured one.
+    fn gather(ev: &Evidence, sheds: &[usize]) -> Self {
+        let j = ev.joined;
+        // (Retry-After in ms, when the shed was done) of each shed with one.
+        let given: Vec<(u64, u64)> = sheds
+            .iter()
+            .filter_map(|&i| {
+                let a = &j.attempts[i];
+                a.retry_after_ms.map(|ra| (ra, a.done_us))
+            })
+            .collect();
+        // Relative errors, in thousandths, in an HDR histogram: the whole
+        // run's sheds are never kept and sorted.
+        let mut errors = histogram();
+        for &(ra, done) in &given {
+            let drain_ms = j.drain_at_us(done) as f64 / 1000.0;
+            let err = (ra as f64 - drain_ms).abs() / drain_ms.max(1000.0);
+            record(&mut errors, (err * 1000.0).round() as u64);
+        }
+        let (honouring, admitted) = honoured_retries(ev);
+        RetryAfterFindings {
+            sheds: sheds.len(),
+            missing: sheds.len() - given.len(),
+            distinct: given.iter().map(|&(ra, _)| ra).collect(),
+            median_err: (!errors.is_empty()).then(|| errors.value_at_quantile(0.5) as f64 / 1000.0),
+            honouring,
+            admitted,
+        }
+    }
+
+    /// Every way the findings fall short, in the order the prediction
+    /// names them; empty when the check passes.
+    fn failures(&self, th: &RetryAfterThreshold) -> Vec<String> {
+        let mut failures = Vec::new();
+        if self.missing > 0 {
+            failures.push(format!(
+                "{} of {} sheds carried no Retry-After",
+                count(self.missing as u64),
+                count(self.sheds as u64)
+            ));
+        }
+        if self.sheds >= SHEDS_BEFORE_VARYING && self.distinct.len() < th.min_distinct {
+            let values = self
+                .distinct
+                .iter()
+                .map(|&v| format!("{} ms", count(v)))
+                .collect::<Vec<_>>()
+                .join(", ");
+            failures.push(format!(
+                "Retry-After never varies: {} sheds said {} whatever the backlog",
+                count(self.sheds as u64),
+                if values.is_empty() {
+                    "nothing".to_string()
+                } else {
+                    values
+                }
+            ));
+        }
+        if let Some(err) = self.median_err {
+            // Written so that a NaN error fails rather than passes.
+            let close = err <= th.tolerance;
+            if !close {
+                failures.push(format!(
+                    "Retry-After is off the backlog drain time by {} at the median, over the {} tolerance",
+                    percent(err),
+                    percent(th.tolerance)
+                ));
+            }
+        }
+        if self.honouring > 0
+            && (self.admitted as f64 / self.honouring as f64) < HONOURED_ADMITTED_SHARE
+        {
+            failures.push(format!("only {}", self.honour_note()));
+        }
+        failures
+    }
+
+    fn observed(&self) -> String {
+        format!(
+            "{} sheds, {} without Retry-After, {} distinct values, median error {}, {}/{} honouring retries admitted",
+            count(self.sheds as u64),
+            count(self.missing as u64),
+            count(self.distinct.len() as u64),
+            self.median_error_text(),
+            count(self.admitted),
+            count(self.honouring),
+        )
+    }
+
+    /// The median error as a percentage, or `n/a`.
+    fn median_error_text(&self) -> String {
+        self.median_err.map_or("n/a".to_string(), percent)
+    }
+
+    /// How the retries that honoured Retry-After fared, or why that was
+    /// not judged.
+    fn honour_note(&self) -> String {
+        if self.honouring == 0 {
+            "no retry honoured a Retry-After after the overload (retry policy none?), so admission was not judged".to_string()
+        } else {
+            format!(
+                "{} of {} retries that honoured Retry-After after the overload were admitted",
+                count(self.admitted),
+                count(self.honouring)
+            )
+        }
     }
 }
 
