@@ -14,7 +14,6 @@ pub enum RunError {
     Invalid(String),
 }
 
-
 impl From<ReportError> for RunError {
     fn from(e: ReportError) -> Self {
         RunError::Invalid(e.to_string())

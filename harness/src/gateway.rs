@@ -8,10 +8,12 @@ use std::time::Duration;
 
 use report::GatewayEvent;
 
+use wire::files;
+
 use crate::clock::now_us;
 use crate::error::RunError;
 use crate::process::{self, MemoryLimit};
-use crate::rundir::{names, write_atomic};
+use crate::rundir::write_atomic;
 use crate::scenario::{GatewayKind, Scenario};
 use crate::supervise::{wait_ready, Launch, Supervised};
 use crate::Rehearsal;
@@ -68,10 +70,7 @@ impl Running {
                 let argv = process::fill(argv, provider_url, &listen);
                 let name = format!("`{}`", argv.join(" "));
                 // A command scales itself by this (see wire::Scale).
-                let env = vec![(
-                    "REHEARSE_TIME_SCALE".to_string(),
-                    r.scale.time.to_string(),
-                )];
+                let env = vec![("REHEARSE_TIME_SCALE".to_string(), r.scale.time.to_string())];
                 (argv, env, name)
             }
             GatewayKind::Url(_) => unreachable!("a url gateway is passed as the target"),
@@ -79,7 +78,7 @@ impl Running {
         let launch = Launch {
             argv,
             env,
-            log: dir.join(names::GATEWAY_LOG),
+            log: dir.join(files::GATEWAY_LOG),
             listen,
             ready_path: g.ready_path.clone(),
             ready_timeout: g.ready_timeout,
@@ -87,9 +86,7 @@ impl Running {
             restart: g.restart,
             restart_delay: g.restart_delay,
         };
-        let supervised = Supervised::start(launch)
-            .await
-            .map_err(RunError::Invalid)?;
+        let supervised = Supervised::start(launch).await.map_err(RunError::Invalid)?;
         Ok(Running {
             url: format!("http://{listen}"),
             name,
@@ -129,7 +126,7 @@ fn reference_command(
     let mut config = config.clone();
     config.upstream = provider_url.to_string();
     config.listen = listen;
-    let path = dir.join(names::GATEWAY_CONFIG);
+    let path = dir.join(files::GATEWAY_CONFIG);
     let text = toml::to_string(&config)
         .map_err(|e| RunError::Invalid(format!("cannot write the gateway's config: {e}")))?;
     write_atomic(&path, text.as_bytes())?;

@@ -5,12 +5,14 @@
 use std::path::{Path, PathBuf};
 
 use assertions::{Status, Thresholds};
-use wire::{ClientRecord, ProviderRecord, RssSample};
 use report::RunMeta;
 use serde::Deserialize;
+use wire::{ClientRecord, ProviderRecord, RssSample};
+
+use wire::files;
 
 use crate::error::RunError;
-use crate::rundir::{names, read_jsonl, write_atomic};
+use crate::rundir::{read_jsonl, write_atomic};
 use crate::scenario;
 
 /// The `[checklist]` of a scenario text, with located errors.
@@ -46,40 +48,40 @@ pub struct Judged {
 /// timeline.csv, report.html and its chart PNGs (and the JUnit report at
 /// `junit` too, when given), and returns the verdict with the checklist.
 pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Judged, RunError> {
-    let meta_path = dir.join(names::RUN);
+    let meta_path = dir.join(files::RUN);
     let meta: RunMeta =
         serde_json::from_str(&std::fs::read_to_string(&meta_path).map_err(|e| {
             RunError::BadInput(format!("{} is not a run directory: {e}", dir.display()))
         })?)
         .map_err(|e| RunError::BadInput(format!("{}: {e}", meta_path.display())))?;
-    let scenario_path = dir.join(names::SCENARIO);
+    let scenario_path = dir.join(files::SCENARIO);
     let text = std::fs::read_to_string(&scenario_path)
         .map_err(|e| RunError::BadInput(format!("cannot read {}: {e}", scenario_path.display())))?;
     let text = scenario::apply_sets(&text, sets).map_err(|e| RunError::BadInput(e.to_string()))?;
     let thresholds =
         thresholds(&text, &scenario_path.display().to_string())?.scaled(meta.time_scale);
-    let attempts = read_jsonl::<ClientRecord>(&dir.join(names::CLIENT_RECORDS))?;
-    let calls = read_jsonl::<ProviderRecord>(&dir.join(names::PROVIDER_RECORDS))?;
-    let rss = read_jsonl::<RssSample>(&dir.join(names::RSS_RECORDS))?;
+    let attempts = read_jsonl::<ClientRecord>(&dir.join(files::CLIENT_RECORDS))?;
+    let calls = read_jsonl::<ProviderRecord>(&dir.join(files::PROVIDER_RECORDS))?;
+    let rss = read_jsonl::<RssSample>(&dir.join(files::RSS_RECORDS))?;
     let j = assertions::judge(&attempts, &calls, &rss, &meta.expectations, &thresholds);
     let report = report::report_json(&meta, &j);
     write_atomic(
-        &dir.join(names::REPORT_JSON),
+        &dir.join(files::REPORT_JSON),
         serde_json::to_string_pretty(&report)
             .unwrap_or_default()
             .as_bytes(),
     )?;
     let junit_xml = report::junit(&meta, &j);
-    write_atomic(&dir.join(names::JUNIT), junit_xml.as_bytes())?;
+    write_atomic(&dir.join(files::JUNIT), junit_xml.as_bytes())?;
     if let Some(extra) = junit {
         write_atomic(extra, junit_xml.as_bytes())?;
     }
-    write_atomic(&dir.join(names::TIMELINE), j.timeline.to_csv().as_bytes())?;
+    write_atomic(&dir.join(files::TIMELINE), j.timeline.to_csv().as_bytes())?;
     let html = report::write_html(dir, &meta, &j, &thresholds, &attempts, &text)?;
     Ok(Judged {
         status: report::verdict(&meta, &j),
         checklist: report::checklist_text(&meta, &j),
-        report_json: dir.join(names::REPORT_JSON),
+        report_json: dir.join(files::REPORT_JSON),
         report_html: html,
     })
 }

@@ -242,7 +242,13 @@ impl Fluid {
     /// Integrates the stretch `[a, b)` of load phase `lp` against the
     /// provider `prov`, in steps of at most one second, and returns it as a
     /// segment of the plan.
-    fn segment(&mut self, lp: &LoadPhase, prov: &Provider, (a, b): (f64, f64), patience_s: f64) -> Segment {
+    fn segment(
+        &mut self,
+        lp: &LoadPhase,
+        prov: &Provider,
+        (a, b): (f64, f64),
+        patience_s: f64,
+    ) -> Segment {
         let rate_at = |t: f64| {
             let span = lp.end - lp.start;
             let f = if span > 0.0 {
@@ -557,5 +563,4 @@ rate = 20
         assert!(p.overload.is_none());
         assert!(report::plan_text(&p).contains("none (the provider has no limit)"));
     }
-
 }

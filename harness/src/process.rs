@@ -437,14 +437,8 @@ mod tests {
             .iter()
             .map(|s| s.to_string())
             .collect();
-        let mut p = GatewayProcess::spawn(
-            &argv,
-            &[],
-            &log,
-            "127.0.0.1:1".parse().unwrap(),
-            None,
-        )
-        .unwrap();
+        let mut p =
+            GatewayProcess::spawn(&argv, &[], &log, "127.0.0.1:1".parse().unwrap(), None).unwrap();
         std::thread::sleep(Duration::from_millis(100));
         assert!(group_rss(p.pid() as i32) > 0);
         let pgid = p.pid() as i32;

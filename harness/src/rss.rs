@@ -4,8 +4,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use wire::RssSample;
 use tokio_util::sync::CancellationToken;
+use wire::RssSample;
 
 use crate::clock::now_us;
 use crate::process;
@@ -45,7 +45,6 @@ pub(crate) enum RssSource {
     None,
 }
 
-
 async fn sample_rss(source: RssSource, log: RssLog, stop: CancellationToken) {
     let client = reqwest::Client::builder()
         .timeout(Duration::from_millis(500))
@@ -65,11 +64,9 @@ async fn sample_rss(source: RssSource, log: RssLog, stop: CancellationToken) {
                     .ok()
                     .and_then(|s| s.process.as_ref().map(|p| p.pid() as i32));
                 match pgid {
-                    Some(pgid) => {
-                        tokio::task::spawn_blocking(move || process::group_rss(pgid))
-                            .await
-                            .ok()
-                    }
+                    Some(pgid) => tokio::task::spawn_blocking(move || process::group_rss(pgid))
+                        .await
+                        .ok(),
                     // Dead (and maybe restarting): nothing resident.
                     None => Some(0),
                 }

@@ -16,10 +16,12 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use assertions::Expectations;
-use wire::ClientRecord;
 use fake_provider::{FakeProvider, ProviderHandle};
 use report::{Plan, RunMeta};
 use tokio_util::sync::CancellationToken;
+use wire::ClientRecord;
+
+use wire::files;
 
 use crate::clock::now_us;
 use crate::error::RunError;
@@ -27,7 +29,7 @@ use crate::fds::{ensure_fds, predicted_fds};
 use crate::gateway::Running;
 use crate::judge::{judge_dir, Judged};
 use crate::rss::{RssSampler, RssSource};
-use crate::rundir::{names, read_jsonl, write_atomic, write_jsonl};
+use crate::rundir::{read_jsonl, write_atomic, write_jsonl};
 use crate::scenario::{GatewayKind, Scenario};
 use crate::supervise::event_note;
 use crate::{plan, Rehearsal};
@@ -110,10 +112,10 @@ pub async fn run(
     tokio::time::sleep(Duration::from_millis(200)).await;
     let calls = provider.records();
     provider.shutdown().await;
-    write_jsonl(&opts.out.join(names::PROVIDER_RECORDS), &calls)?;
-    write_jsonl(&opts.out.join(names::RSS_RECORDS), &samples)?;
+    write_jsonl(&opts.out.join(files::PROVIDER_RECORDS), &calls)?;
+    write_jsonl(&opts.out.join(files::RSS_RECORDS), &samples)?;
 
-    let attempts = read_jsonl::<ClientRecord>(&opts.out.join(names::CLIENT_RECORDS))?;
+    let attempts = read_jsonl::<ClientRecord>(&opts.out.join(files::CLIENT_RECORDS))?;
     let start_us = attempts
         .iter()
         .filter(|a| a.attempt == 1)
@@ -134,7 +136,7 @@ pub async fn run(
         gateway_events: events,
     };
     write_atomic(
-        &opts.out.join(names::RUN),
+        &opts.out.join(files::RUN),
         serde_json::to_string_pretty(&meta)
             .unwrap_or_default()
             .as_bytes(),
@@ -191,12 +193,9 @@ fn peak_per_s(plan: &Plan) -> f64 {
 fn write_inputs(p: &Prepared, opts: &RunOptions) -> Result<(), RunError> {
     std::fs::create_dir_all(&opts.out)
         .map_err(|e| RunError::Invalid(format!("cannot create {}: {e}", opts.out.display())))?;
+    write_atomic(&opts.out.join(files::SCENARIO), p.scenario.text.as_bytes())?;
     write_atomic(
-        &opts.out.join(names::SCENARIO),
-        p.scenario.text.as_bytes(),
-    )?;
-    write_atomic(
-        &opts.out.join(names::PLAN),
+        &opts.out.join(files::PLAN),
         serde_json::to_string_pretty(&p.plan)
             .unwrap_or_default()
             .as_bytes(),
@@ -225,7 +224,11 @@ fn announce(p: &Prepared, gateway: &Running) {
 /// Where the gateway's memory is read: the scenario's metric when it names
 /// one, else the spawned process group.
 fn rss_source(s: &Scenario, gateway: &Running) -> RssSource {
-    match (&gateway.supervised, &s.gateway.metrics_url, &s.gateway.rss_metric) {
+    match (
+        &gateway.supervised,
+        &s.gateway.metrics_url,
+        &s.gateway.rss_metric,
+    ) {
         (_, Some(url), Some(metric)) => RssSource::Metric {
             url: url.clone(),
             metric: metric.clone(),

@@ -290,10 +290,11 @@ impl Scenario {
         }
         // The loadgen validates its own section, with its own rules.
         let base = path.parent().unwrap_or(Path::new("."));
-        let load_plan = loadgen::LoadPlan::from_scenario_str(text, origin, base).map_err(|e| match e {
-            loadgen::LoadError::Config(c) => ScenarioError::Config(c),
-            other => ScenarioError::Config(src.error("load", other.to_string())),
-        })?;
+        let load_plan =
+            loadgen::LoadPlan::from_scenario_str(text, origin, base).map_err(|e| match e {
+                loadgen::LoadError::Config(c) => ScenarioError::Config(c),
+                other => ScenarioError::Config(src.error("load", other.to_string())),
+            })?;
         Ok(Scenario {
             path: path.to_path_buf(),
             text: text.to_string(),
@@ -316,7 +317,11 @@ fn text_has(text: &str, table: &str, key: &str) -> bool {
 /// The reference gateway's policy, checked where serde cannot: its values
 /// (located at `gateway.reference.FIELD`), and no `upstream` or `listen`,
 /// which the harness sets.
-fn check_reference(config: &GatewayConfig, src: &Source<'_>, text: &str) -> Result<(), ConfigError> {
+fn check_reference(
+    config: &GatewayConfig,
+    src: &Source<'_>,
+    text: &str,
+) -> Result<(), ConfigError> {
     for key in ["upstream", "listen"] {
         if text_has(text, "gateway.reference", key) {
             return Err(src.error(
@@ -459,7 +464,10 @@ rate = 5
             err.contains("gateway.reference.bounded.concurrency") && err.contains(":9:"),
             "{err}"
         );
-        let text = MINIMAL.replace("mode = \"bounded\"", "mode = \"bounded\"\nlisten = \"127.0.0.1:1\"");
+        let text = MINIMAL.replace(
+            "mode = \"bounded\"",
+            "mode = \"bounded\"\nlisten = \"127.0.0.1:1\"",
+        );
         let err = parse(&text).unwrap_err().to_string();
         assert!(err.contains("set by the harness"), "{err}");
     }

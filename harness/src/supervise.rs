@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use wire::ClientRecord;
 use report::GatewayEvent;
 use tokio_util::sync::CancellationToken;
+use wire::ClientRecord;
 
 use crate::clock::now_us;
 use crate::process::{GatewayProcess, MemoryLimit, SpawnError};
