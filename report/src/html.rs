@@ -10,8 +10,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use assertions::{Judgement, Status, Thresholds};
-use wire::{ClientOutcome, ClientRecord};
 use hdrhistogram::Histogram;
+use wire::{ClientOutcome, ClientRecord};
 
 use crate::charts::{self, count, num, Band, Chart, ChartData};
 use crate::documents::{Plan, RunMeta};
@@ -47,7 +47,7 @@ pub fn write(
     attempts: &[ClientRecord],
     scenario_text: &str,
 ) -> Result<PathBuf, ReportError> {
-    let plan: Option<Plan> = std::fs::read_to_string(dir.join("plan.json"))
+    let plan: Option<Plan> = std::fs::read_to_string(dir.join(wire::files::PLAN))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok());
     let description = scenario_text.parse::<toml::Table>().ok().and_then(|t| {
@@ -75,7 +75,7 @@ pub fn write(
             }
         }
     }
-    let path = dir.join("report.html");
+    let path = dir.join(wire::files::REPORT_HTML);
     write_whole(&path, render(&inputs, &charts).as_bytes())?;
     Ok(path)
 }
@@ -195,10 +195,36 @@ footer{margin-top:2em;color:#666;font-size:.85em}
 
 /// The page.
 pub fn render(i: &Inputs, charts: &[Chart]) -> String {
+    let mut h = String::with_capacity(64 * 1024);
+    header(&mut h, i);
+    checklist(&mut h, i.judgement);
+    // Key figures and predictions.
+    h.push_str(
+        "<section id=\"figures\">\n<h2>Scenario and plan</h2>\n<div class=\"cols\">\n<div>\n",
+    );
+    key_figures(&mut h, i);
+    h.push_str("</div>\n<div>\n");
+    predictions(&mut h, i);
+    h.push_str("</div>\n</div>\n");
+    phases_table(&mut h, i);
+    h.push_str("</section>\n");
+
+    chart_figures(&mut h, charts);
+    counts(&mut h, i);
+    h.push_str(
+        "<footer>Written by <code>rehearse</code> from this run directory's records \
+         (client.jsonl, provider.jsonl, rss.jsonl, plan.json, run.json); \
+         <code>rehearse report DIR</code> writes it again. Also here: report.json, junit.xml, timeline.csv.</footer>\n\
+         </body>\n</html>\n",
+    );
+    h
+}
+
+/// The page's head and its header: title, verdict, when, scales, notes.
+fn header(h: &mut String, i: &Inputs) {
     let m = i.meta;
     let j = i.judgement;
     let overall = crate::checklist::verdict(m, j);
-    let mut h = String::with_capacity(64 * 1024);
     let title = format!(
         "rehearse: {} against {} — {}",
         m.scenario,
@@ -254,8 +280,10 @@ pub fn render(i: &Inputs, charts: &[Chart]) -> String {
         h.push_str("</div>\n");
     }
     h.push_str("</header>\n");
+}
 
-    // The checklist.
+/// The checklist table: one row per check.
+fn checklist(h: &mut String, j: &Judgement) {
     h.push_str(
         "<section id=\"checklist\">\n<h2>Checklist</h2>\n<table>\n<thead><tr><th>verdict</th><th>check</th>\
          <th>predicted</th><th>observed</th><th>explanation</th></tr></thead>\n<tbody>\n",
@@ -274,19 +302,10 @@ pub fn render(i: &Inputs, charts: &[Chart]) -> String {
         );
     }
     h.push_str("</tbody>\n</table>\n</section>\n");
+}
 
-    // Key figures and predictions.
-    h.push_str(
-        "<section id=\"figures\">\n<h2>Scenario and plan</h2>\n<div class=\"cols\">\n<div>\n",
-    );
-    key_figures(&mut h, i);
-    h.push_str("</div>\n<div>\n");
-    predictions(&mut h, i);
-    h.push_str("</div>\n</div>\n");
-    phases_table(&mut h, i);
-    h.push_str("</section>\n");
-
-    // The charts.
+/// The charts, inline, each with the name of its PNG copy.
+fn chart_figures(h: &mut String, charts: &[Chart]) {
     h.push_str(
         "<section id=\"charts\">\n<h2>The run, second by second</h2>\n\
          <p class=\"sub\">One time axis for charts 1–5, seconds since the load started; \
@@ -323,15 +342,6 @@ pub fn render(i: &Inputs, charts: &[Chart]) -> String {
         );
     }
     h.push_str("</section>\n");
-
-    counts(&mut h, i);
-    h.push_str(
-        "<footer>Written by <code>rehearse</code> from this run directory's records \
-         (client.jsonl, provider.jsonl, rss.jsonl, plan.json, run.json); \
-         <code>rehearse report DIR</code> writes it again. Also here: report.json, junit.xml, timeline.csv.</footer>\n\
-         </body>\n</html>\n",
-    );
-    h
 }
 
 fn row(h: &mut String, label: &str, value: &str) {
@@ -695,6 +705,15 @@ mod tests {
         assert!(at("id=\"checklist\"") < at("id=\"charts\""));
         assert!(at("id=\"predictions\"") < at("id=\"charts\""));
         assert!(at("id=\"charts\"") < at("id=\"counts\""));
+    }
+
+    #[test]
+    fn every_chart_has_its_file_name_in_the_run_directory_list() {
+        let names: Vec<&str> = wire::files::ALL.iter().map(|(n, _)| *n).collect();
+        for id in ["traffic", "requests", "latency", "memory", "retry-after", "distribution"] {
+            let file = format!("chart-{id}.png");
+            assert!(names.contains(&file.as_str()), "{file} is not in wire::files::ALL");
+        }
     }
 
     #[test]

@@ -40,19 +40,11 @@ pub struct ReportError {
     pub source: std::io::Error,
 }
 
-/// Writes a whole report file through a temporary name and a rename, so a
-/// reader never sees half of it.
+/// Writes a whole report file through a temporary name and a rename
+/// ([`wire::files::write_atomic`]), so a reader never sees half of it.
 fn write_whole(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
-    use std::io::Write as _;
-    let tmp = path.with_extension(format!(
-        "{}.tmp",
-        path.extension().and_then(|e| e.to_str()).unwrap_or("")
-    ));
-    std::fs::File::create(&tmp)
-        .and_then(|mut f| f.write_all(bytes).and_then(|_| f.sync_all()))
-        .and_then(|_| std::fs::rename(&tmp, path))
-        .map_err(|source| ReportError {
-            path: path.to_path_buf(),
-            source,
-        })
+    wire::files::write_atomic(path, bytes).map_err(|source| ReportError {
+        path: path.to_path_buf(),
+        source,
+    })
 }
