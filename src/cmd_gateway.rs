@@ -1,9 +1,16 @@
 //! `rehearse gateway`: the reference gateway in front of an upstream provider.
 //!
-//! Flags override a `--config` file; `REHEARSE_TIME_SCALE` then compresses
-//! every duration (and multiplies every rate). The bound address is printed
-//! on stdout (`listening on http://ADDR`) so a harness can read the port
-//! when `--listen` asks for port 0 (the default). Ctrl-C or SIGTERM stops it.
+//! Flags override a `--config` file. `REHEARSE_TIME_SCALE=N`, when set, then
+//! compresses every duration N times and multiplies the token rate by N
+//! ([`GatewayConfig::scaled`], time alone): for a gateway started by hand or
+//! by another harness. `rehearse run` does not use it for the reference
+//! gateway: it writes a `gateway.toml` already at rehearsal scale and
+//! removes the variable from the gateway's environment (see `wire::Scale`).
+//!
+//! The bound address is printed on stdout (`listening on http://ADDR`) so a
+//! harness can read the port when `--listen` asks for port 0 (the default).
+//! Ctrl-C and SIGTERM are listened for before it is printed; either drains
+//! the gateway and exits 0.
 
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -14,7 +21,9 @@ use anyhow::{bail, Context as _};
 use reference_gateway::{parse_duration, Gateway, GatewayConfig, Mode, Order};
 use tokio_util::sync::CancellationToken;
 
-/// Flags of this subcommand.
+use crate::exit::{Classify as _, Ended, Error};
+
+/// Flags of `rehearse gateway`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Admission mode: naive, bounded, deadline or aimd.
@@ -41,7 +50,8 @@ pub struct Args {
     /// bounded, aimd: a job that waited longer is dropped unsent (503).
     #[arg(long, value_parser = parse_duration)]
     wait_budget: Option<Duration>,
-    /// deadline: the quota's tokens per minute (the drain rate).
+    /// deadline: the quota's tokens per minute (the drain rate); default
+    /// 500,000, the flash-promotion account.
     #[arg(long)]
     tokens_per_minute: Option<f64>,
     /// deadline: the caller's patience when the request carries none.
@@ -76,44 +86,14 @@ pub struct Args {
     latency_target: Option<Duration>,
 }
 
-/// Runs the subcommand and returns the process exit code.
-pub fn main(args: Args) -> u8 {
+/// Runs `rehearse gateway` until Ctrl-C or SIGTERM.
+pub fn main(args: Args) -> Result<Ended, Error> {
     let time_scale = std::env::var("REHEARSE_TIME_SCALE").ok();
-    let threads = args.threads;
-    let config = match build_config(args, time_scale.as_deref()) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            return crate::exit::BAD_INPUT;
-        }
-    };
-    let gateway = match Gateway::new(config.clone()) {
-        Ok(g) => g,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            return crate::exit::BAD_INPUT;
-        }
-    };
-    // The multi-thread scheduler even for one worker: measured against the
-    // current-thread one (bench/gateway), it adds less latency per hop.
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = threads.filter(|&n| n > 0) {
-        builder.worker_threads(n as usize);
-    }
-    let runtime = match builder.enable_all().build() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return crate::exit::INVALID;
-        }
-    };
-    match runtime.block_on(serve(gateway, config.listen)) {
-        Ok(()) => crate::exit::OK,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            crate::exit::INVALID
-        }
-    }
+    // `--threads 0` means one per core, as no flag does.
+    let threads = args.threads.filter(|&n| n > 0).map(|n| n as usize);
+    let config = build_config(args, time_scale.as_deref()).bad_input()?;
+    let gateway = Gateway::new(config.clone()).bad_input()?;
+    crate::runtime::block_on(threads, None, |stop| serve(gateway, config.listen, stop))
 }
 
 /// Raw flags, file and time scale into one validated configuration.
@@ -199,7 +179,10 @@ fn build_config(args: Args, time_scale: Option<&str>) -> anyhow::Result<GatewayC
             .ok()
             .filter(|s: &f64| s.is_finite() && *s > 0.0)
             .with_context(|| format!("REHEARSE_TIME_SCALE=`{raw}`: expected a number above 0"))?;
-        config = config.time_scaled(scale);
+        config = config.scaled(wire::Scale {
+            time: scale,
+            quota: 1.0,
+        });
     }
     config
         .validate()
@@ -207,37 +190,22 @@ fn build_config(args: Args, time_scale: Option<&str>) -> anyhow::Result<GatewayC
     Ok(config)
 }
 
-async fn serve(gateway: Gateway, listen: SocketAddr) -> anyhow::Result<()> {
+async fn serve(
+    gateway: Gateway,
+    listen: SocketAddr,
+    stop: CancellationToken,
+) -> Result<Ended, Error> {
     let listener = tokio::net::TcpListener::bind(listen)
         .await
-        .with_context(|| format!("cannot listen on {listen}"))?;
-    let shutdown = CancellationToken::new();
-    let handle = gateway.serve(listener, shutdown.clone())?;
+        .with_context(|| format!("cannot listen on {listen}"))
+        .invalid()?;
+    let handle = gateway.serve(listener, stop.clone()).invalid()?;
     println!("listening on {}", handle.base_url());
     let _ = std::io::stdout().flush();
-    wait_for_signal().await?;
+    stop.cancelled().await;
     eprintln!("shutting down");
-    shutdown.cancel();
     handle.stopped().await;
-    Ok(())
-}
-
-/// Waits for Ctrl-C or SIGTERM.
-async fn wait_for_signal() -> anyhow::Result<()> {
-    #[cfg(unix)]
-    {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .context("cannot listen for SIGTERM")?;
-        tokio::select! {
-            r = tokio::signal::ctrl_c() => r.context("cannot listen for Ctrl-C")?,
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    tokio::signal::ctrl_c()
-        .await
-        .context("cannot listen for Ctrl-C")?;
-    Ok(())
+    Ok(Ended::Pass)
 }
 
 #[cfg(test)]
@@ -324,6 +292,13 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         assert_eq!(c.deadline.tokens_per_minute, 6000.0);
         assert_eq!(c.deadline.order, Order::Lifo, "kept from the file");
+    }
+
+    #[test]
+    fn deadline_defaults_to_the_flash_promotion_account() {
+        let args = parse(&["--mode", "deadline", "--upstream", "http://127.0.0.1:9"]);
+        let c = build_config(args, None).unwrap();
+        assert_eq!(c.deadline.tokens_per_minute, 500_000.0);
     }
 
     #[test]

@@ -2,7 +2,10 @@
 
 use std::path::PathBuf;
 
-use crate::scenario::Scenario;
+use anyhow::Context as _;
+
+use crate::exit::{Classify as _, Ended, Error};
+use crate::scenario::Sets;
 
 /// Flags of `rehearse plan`.
 #[derive(clap::Args, Debug)]
@@ -12,31 +15,21 @@ pub struct Args {
     /// Print the plan as JSON.
     #[arg(long)]
     json: bool,
-    /// Override a scenario field: `dotted.key=value` (repeatable).
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    sets: Vec<String>,
+    #[command(flatten)]
+    sets: Sets,
 }
 
-/// Runs `rehearse plan` and returns the exit code.
-pub fn main(args: Args) -> u8 {
-    let scenario = match Scenario::load(&args.scenario, &args.sets) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return crate::exit::BAD_INPUT;
-        }
-    };
-    let plan = crate::plan::plan(&scenario);
+/// Runs `rehearse plan`.
+pub fn main(args: Args) -> Result<Ended, Error> {
+    let scenario = crate::scenario::load(Some(&args.scenario), &args.sets)?;
+    let plan = harness::plan(&scenario);
     if args.json {
-        match serde_json::to_string_pretty(&plan) {
-            Ok(text) => println!("{text}"),
-            Err(e) => {
-                eprintln!("error: cannot write the plan as JSON: {e}");
-                return crate::exit::INVALID;
-            }
-        }
+        let text = serde_json::to_string_pretty(&plan)
+            .context("cannot write the plan as JSON")
+            .invalid()?;
+        println!("{text}");
     } else {
-        print!("{}", crate::plan::render(&plan));
+        print!("{}", report::plan_text(&plan));
     }
-    crate::exit::OK
+    Ok(Ended::Pass)
 }

@@ -1,9 +1,13 @@
-//! `rehearse provider`: serve the chaos fake LLM provider until Ctrl-C.
+//! `rehearse provider`: serve the chaos fake LLM provider until Ctrl-C or
+//! SIGTERM (then exit 0).
 
 use std::path::PathBuf;
 
-use anyhow::Context;
-use fake_provider::{FakeProvider, ProviderConfig};
+use anyhow::Context as _;
+use fake_provider::{ConfigError, FakeProvider, ProviderConfig};
+use tokio_util::sync::CancellationToken;
+
+use crate::exit::{Classify as _, Ended, Error};
 
 /// Flags of `rehearse provider`.
 #[derive(clap::Args, Debug)]
@@ -25,45 +29,41 @@ pub struct Args {
     threads: Option<u16>,
 }
 
-/// A scenario file seen only for its `[provider]` table; the other tables
-/// belong to other subcommands and are checked by them.
-#[derive(serde::Deserialize)]
-struct ScenarioProvider {
-    #[serde(default)]
-    provider: Option<toml::Table>,
-}
-
 /// Reads and validates the provider config named by the flags.
-fn load(args: &Args) -> Result<ProviderConfig, fake_provider::ConfigError> {
+fn load(args: &Args) -> Result<ProviderConfig, ConfigError> {
     if let Some(path) = &args.config {
         let origin = path.display().to_string();
-        let text = read(path, &origin)?;
-        return ProviderConfig::from_toml(&text, &origin);
+        return ProviderConfig::from_toml(&read(path, &origin)?, &origin);
     }
-    if let Some(path) = &args.scenario {
-        let origin = path.display().to_string();
-        let text = read(path, &origin)?;
-        let src = toml_located::Source::new(&text, &origin);
-        let probe: ScenarioProvider = src.parse()?;
-        if probe.provider.is_none() {
-            return Ok(ProviderConfig::default());
-        }
-        // Deserialize the section in place so errors keep their lines.
-        #[derive(serde::Deserialize)]
-        struct Section {
-            provider: ProviderConfig,
-            #[serde(flatten)]
-            _rest: toml::Table,
-        }
-        let section: Section = src.parse()?;
-        section.provider.validate(&src, "provider.")?;
-        return Ok(section.provider);
+    let Some(path) = &args.scenario else {
+        return Ok(ProviderConfig::default());
+    };
+    let origin = path.display().to_string();
+    let text = read(path, &origin)?;
+    let src = toml_located::Source::new(&text, &origin);
+    // The scenario's other tables belong to other subcommands, which
+    // check them.
+    #[derive(serde::Deserialize)]
+    struct Probe {
+        provider: Option<toml::Table>,
     }
-    Ok(ProviderConfig::default())
+    if src.parse::<Probe>()?.provider.is_none() {
+        return Ok(ProviderConfig::default());
+    }
+    // Deserialized in place so errors keep their lines.
+    #[derive(serde::Deserialize)]
+    struct Section {
+        provider: ProviderConfig,
+        #[serde(flatten)]
+        _rest: toml::Table,
+    }
+    let section: Section = src.parse()?;
+    section.provider.validate(&src, "provider.")?;
+    Ok(section.provider)
 }
 
-fn read(path: &std::path::Path, origin: &str) -> Result<String, fake_provider::ConfigError> {
-    std::fs::read_to_string(path).map_err(|e| fake_provider::ConfigError {
+fn read(path: &std::path::Path, origin: &str) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|e| ConfigError {
         origin: origin.to_string(),
         line: 0,
         column: 0,
@@ -72,48 +72,27 @@ fn read(path: &std::path::Path, origin: &str) -> Result<String, fake_provider::C
     })
 }
 
-/// Runs `rehearse provider` and returns the exit code.
-pub fn main(args: Args) -> u8 {
-    let mut config = match load(&args) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return crate::exit::BAD_INPUT;
-        }
-    };
+/// Runs `rehearse provider`.
+pub fn main(args: Args) -> Result<Ended, Error> {
+    let mut config = load(&args).bad_input()?;
     if let Some(seed) = args.seed {
         config.seed = seed;
     }
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    builder.enable_all();
-    if let Some(n) = args.threads {
-        builder.worker_threads(n as usize);
-    }
-    let rt = match builder.build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return crate::exit::INVALID;
-        }
-    };
-    match rt.block_on(serve(config, &args.listen)) {
-        Ok(()) => crate::exit::OK,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            crate::exit::BAD_INPUT
-        }
-    }
+    let threads = args.threads.map(usize::from);
+    crate::runtime::block_on(threads, None, |stop| serve(config, &args.listen, stop))
 }
 
-async fn serve(config: ProviderConfig, listen: &str) -> anyhow::Result<()> {
+async fn serve(
+    config: ProviderConfig,
+    listen: &str,
+    stop: CancellationToken,
+) -> Result<Ended, Error> {
     let phases: Vec<String> = config.timeline.iter().map(|p| p.name.clone()).collect();
     let handle = FakeProvider::new(config)
         .bind(listen)
         .await
-        .with_context(|| format!("cannot listen on {listen}"))?;
-    // Listen for signals before announcing the address: whoever reads it
-    // may signal at once.
-    let stop = shutdown_signal();
+        .with_context(|| format!("cannot listen on {listen}"))
+        .bad_input()?;
     let base = handle.base_url();
     let mut banner = format!(
         "fake provider listening on {base}\n  OpenAI:    {base}/v1/chat/completions   (SDK base_url: {base}/v1)\n  Anthropic: {base}/v1/messages           (SDK base_url: {base})\n  admin:     {base}/_fake/stats  /_fake/records  /_fake/phase  /_fake/overrides  /metrics\n"
@@ -125,29 +104,8 @@ async fn serve(config: ProviderConfig, listen: &str) -> anyhow::Result<()> {
     let mut out = std::io::stdout();
     let _ = std::io::Write::write_all(&mut out, banner.as_bytes());
     let _ = std::io::Write::flush(&mut out);
-    stop.await;
+    stop.cancelled().await;
     eprintln!("stopping: {} calls served", handle.stats().received);
     handle.shutdown().await;
-    Ok(())
-}
-
-/// Registers for Ctrl-C and SIGTERM now, and returns a future that
-/// resolves on either.
-fn shutdown_signal() -> impl std::future::Future<Output = ()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let term = signal(SignalKind::terminate());
-    let int = signal(SignalKind::interrupt());
-    async move {
-        match (term, int) {
-            (Ok(mut term), Ok(mut int)) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = int.recv() => {}
-                }
-            }
-            _ => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
+    Ok(Ended::Pass)
 }

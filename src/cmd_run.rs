@@ -3,14 +3,10 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
-use tokio_util::sync::CancellationToken;
+use harness::RunOptions;
 
-use crate::run::RunOptions;
-use crate::scenario::Scenario;
-
-/// The scenario run when none is named: the CI smoke rehearsal, shipped in
-/// the binary so a fresh checkout runs it from anywhere.
-pub const DEFAULT_SCENARIO: &str = include_str!("../scenarios/ci-smoke.toml");
+use crate::exit::{Ended, Error};
+use crate::scenario::Sets;
 
 /// Flags of `rehearse run`.
 #[derive(clap::Args, Debug)]
@@ -39,9 +35,8 @@ pub struct Args {
     /// reach when it runs elsewhere).
     #[arg(long, default_value = "127.0.0.1:0", value_name = "ADDR")]
     provider_listen: String,
-    /// Override a scenario field: `dotted.key=value` (repeatable).
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    sets: Vec<String>,
+    #[command(flatten)]
+    sets: Sets,
 }
 
 fn default_out(name: &str) -> PathBuf {
@@ -53,76 +48,22 @@ fn default_out(name: &str) -> PathBuf {
     PathBuf::from("runs").join(format!("{name}-{stamp}"))
 }
 
-/// Runs `rehearse run` and returns the exit code.
-pub fn main(args: Args) -> u8 {
-    let scenario = match &args.scenario {
-        Some(path) => Scenario::load(path, &args.sets),
-        None => crate::scenario::apply_sets(DEFAULT_SCENARIO, &args.sets).and_then(|text| {
-            Scenario::from_str(
-                &text,
-                "built-in ci-smoke.toml",
-                std::path::Path::new("ci-smoke.toml"),
-            )
-        }),
-    };
-    let scenario = match scenario {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return crate::exit::BAD_INPUT;
-        }
-    };
+/// Runs `rehearse run`: the scenario is read and validated, then rehearsed
+/// until its end or the first signal (a partial report, exit 3).
+pub fn main(args: Args) -> Result<Ended, Error> {
+    let scenario = crate::scenario::load(args.scenario.as_deref(), &args.sets)?;
     let opts = RunOptions {
-        out: args
-            .out
-            .clone()
-            .unwrap_or_else(|| default_out(&scenario.meta.name)),
+        out: args.out.unwrap_or_else(|| default_out(&scenario.meta.name)),
         time_scale: args.time_scale,
-        target: args.target.clone(),
+        target: args.target,
         allow_remote: args.allow_remote,
-        junit: args.junit.clone(),
+        junit: args.junit,
         progress: !args.no_progress && std::io::stderr().is_terminal(),
-        provider_listen: args.provider_listen.clone(),
+        provider_listen: args.provider_listen,
     };
-    let rt = match tokio::runtime::Runtime::new() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return crate::exit::INVALID;
-        }
-    };
-    let result = rt.block_on(async {
-        let cancel = CancellationToken::new();
-        tokio::spawn(stop_on_signals(cancel.clone()));
-        crate::run::run(&scenario, &opts, cancel).await
-    });
-    // The reports are written: do not wait for stray tasks (a hanging
-    // connection, a blocked read) to finish.
-    rt.shutdown_background();
-    crate::run::exit_code(result)
-}
-
-/// The first Ctrl-C or SIGTERM stops the load and lets the run write a
-/// partial report; a second one exits at once.
-async fn stop_on_signals(cancel: CancellationToken) {
-    let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-    else {
-        return;
-    };
-    let mut seen = 0;
-    loop {
-        tokio::select! {
-            r = tokio::signal::ctrl_c() => if r.is_err() { return },
-            _ = term.recv() => {}
-        }
-        seen += 1;
-        if seen == 1 {
-            eprintln!("\nstopping: writing a partial report (again to quit at once)");
-            cancel.cancel();
-        } else {
-            // Exit now, but leave no gateway behind.
-            crate::gateway_process::kill_live_group();
-            std::process::exit(130);
-        }
-    }
+    let note = "stopping: writing a partial report (again to quit at once)";
+    let judged = crate::runtime::block_on(None, Some(note.into()), |cancel| async move {
+        Ok(harness::run(&scenario, &opts, cancel).await?)
+    })?;
+    Ok(crate::cmd_report::show(&judged))
 }

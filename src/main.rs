@@ -1,10 +1,16 @@
 //! `rehearse`: a load-rehearsal harness for LLM gateways.
 //!
-//! This binary only parses flags, wires the library crates together and maps
-//! the outcome to an exit code. Each subcommand lives in its own module:
-//! - [`cmd_provider`]: `rehearse provider`, the chaos fake LLM provider;
-//! - [`cmd_load`]: `rehearse load`, the open-loop load generator;
-//! - [`cmd_gateway`]: `rehearse gateway`, the reference gateway.
+//! This binary only parses flags, wires the library crates together
+//! (`harness`, `report`, `loadgen`, `fake-provider`, `reference-gateway`)
+//! and maps the outcome to an exit code. The rooms:
+//! - [`cmd_run`], [`cmd_report`], [`cmd_plan`]: a rehearsal, a saved run
+//!   judged again, a scenario's arithmetic;
+//! - [`cmd_provider`], [`cmd_load`], [`cmd_gateway`]: the three parts of a
+//!   rehearsal on their own (the fake provider, the load generator, the
+//!   reference gateway);
+//! - [`scenario`]: the scenario named on the command line and `--set`;
+//! - [`runtime`]: the async runtime and the Ctrl-C/SIGTERM handling;
+//! - [`exit`]: the one error type and the exit codes.
 
 use std::process::ExitCode;
 
@@ -17,38 +23,24 @@ use clap::{Parser, Subcommand};
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-mod charts;
 mod cmd_gateway;
 mod cmd_load;
 mod cmd_plan;
 mod cmd_provider;
 mod cmd_report;
 mod cmd_run;
-mod gateway_process;
-mod html;
-mod plan;
-mod report;
-mod run;
+mod exit;
+mod runtime;
 mod scenario;
-
-/// Exit codes, as DESIGN.md lays them out.
-pub mod exit {
-    /// Every check passed (or a server ended cleanly).
-    pub const OK: u8 = 0;
-    /// A check failed.
-    pub const CHECK_FAILED: u8 = 1;
-    /// Bad input: a scenario, a config file or a flag.
-    pub const BAD_INPUT: u8 = 2;
-    /// The run was invalid: the harness could not keep its schedule, or the
-    /// gateway could not be started.
-    pub const INVALID: u8 = 3;
-}
 
 #[derive(Parser, Debug)]
 #[command(
     name = "rehearse",
     version,
-    about = "A load-rehearsal harness for LLM gateways"
+    about = "A load-rehearsal harness for LLM gateways",
+    after_help = "Exit codes: 0 all checks pass (or a server ended cleanly); 1 a check failed; \
+                  2 bad input (scenario, config, flags); 3 the run was invalid, partial or \
+                  could not be made; 130 a second Ctrl-C or SIGTERM."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -68,6 +60,15 @@ enum Command {
     /// Drive a target with open-loop traffic from a scenario's [load] section.
     Load(cmd_load::Args),
     /// Run the reference gateway in front of an upstream provider.
+    ///
+    /// Flags override a --config file. REHEARSE_TIME_SCALE=N, when set, then
+    /// compresses every duration N times and multiplies the token rate by N:
+    /// for a gateway started by hand or by another harness. `rehearse run`
+    /// does not set it for the reference gateway (it writes a gateway.toml
+    /// already at rehearsal scale, and removes the variable).
+    ///
+    /// Prints `listening on http://ADDR` once it serves; Ctrl-C or SIGTERM
+    /// drains it and exits 0.
     Gateway(cmd_gateway::Args),
 }
 
@@ -80,26 +81,26 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    // The subcommands that hold thousands of sockets size the descriptor
-    // table before any thread starts: grown later, with connections open,
-    // it stalls every thread for an RCU grace period at each doubling (see
-    // fake_provider::presize_fd_table). `plan` and `report` open few files.
+    // The subcommands that hold thousands of sockets raise the open-files
+    // limit and size the descriptor table before any thread starts: grown
+    // later, with connections open, the table stalls every thread for an
+    // RCU grace period at each doubling (see wire::presize_fd_table).
+    // `plan` and `report` open few files.
     if matches!(
         cli.command,
         Command::Run(_) | Command::Provider(_) | Command::Load(_) | Command::Gateway(_)
     ) {
-        match fake_provider::presize_fd_table() {
+        match wire::presize_fd_table() {
             Some(size) => tracing::debug!(size, "descriptor table sized at start"),
             None => tracing::debug!("descriptor table not sized at start"),
         }
     }
-    let code = match cli.command {
+    exit::exit_code(match cli.command {
         Command::Run(args) => cmd_run::main(args),
         Command::Report(args) => cmd_report::main(args),
         Command::Plan(args) => cmd_plan::main(args),
         Command::Provider(args) => cmd_provider::main(args),
         Command::Load(args) => cmd_load::main(args),
         Command::Gateway(args) => cmd_gateway::main(args),
-    };
-    ExitCode::from(code)
+    })
 }
