@@ -1128,3 +1128,181 @@ mod html_report {
         out
     }
 }
+
+/// `rehearse load`: the load generator on its own, against a fake provider
+/// in this process.
+mod load {
+    use super::*;
+    use std::path::{Path, PathBuf};
+
+    const SMALL: &str =
+        "[load]\nsend_lag_p99_max = \"1s\"\n[[load.phases]]\nduration = \"500ms\"\nrate = 20\n";
+
+    /// A fresh folder holding `scenario` as scenario.toml.
+    fn scratch(name: &str, scenario: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("rehearse-load-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("scenario.toml"), scenario).unwrap();
+        dir
+    }
+
+    /// `rehearse load` on `dir`'s scenario, its records into `dir`/out.
+    fn load(dir: &Path, target: &str) -> Command {
+        let mut cmd = rehearse();
+        cmd.arg("load")
+            .arg(dir.join("scenario.toml"))
+            .args(["--target", target, "--no-progress", "--out"])
+            .arg(dir.join("out"));
+        cmd
+    }
+
+    /// A fake provider answering after `ttft`, on a port of its own.
+    fn provider(rt: &tokio::runtime::Runtime, ttft: &str) -> fake_provider::ProviderHandle {
+        let config = fake_provider::ProviderConfig::from_toml(
+            &format!("[latency]\nttft = {{ fixed = \"{ttft}\" }}\n"),
+            "test",
+        )
+        .unwrap();
+        rt.block_on(fake_provider::FakeProvider::new(config).bind("127.0.0.1:0"))
+            .unwrap()
+    }
+
+    #[test]
+    fn bad_load_table_is_bad_input() {
+        let dir = scratch(
+            "bad",
+            "[load]\n[[load.phases]]\nduration = \"1s\"\nrate = \"fast\"\n",
+        );
+        let out = load(&dir, "http://127.0.0.1:9").output().unwrap();
+        assert_eq!(out.status.code(), Some(2));
+    }
+
+    #[test]
+    fn unreachable_target_is_bad_input_and_fast() {
+        let dir = scratch("unreachable", SMALL);
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let began = Instant::now();
+        let out = load(&dir, &format!("http://127.0.0.1:{port}"))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        assert!(began.elapsed() < Duration::from_secs(5));
+        assert!(!dir.join("out").join("client.jsonl").exists());
+    }
+
+    #[test]
+    fn a_run_against_the_fake_provider_writes_its_records() {
+        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let provider = provider(&rt, "10ms");
+        let dir = scratch("run", SMALL);
+        let out = load(&dir, &provider.base_url()).output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = dir.join("out");
+        let lines = std::fs::read_to_string(out.join("client.jsonl")).unwrap();
+        assert_eq!(lines.lines().count(), 10);
+        for f in ["summary.json", wire::files::LOAD_SECONDS, "client.hlog"] {
+            assert!(out.join(f).exists(), "{f}");
+        }
+        rt.block_on(provider.shutdown());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// SIGTERM with requests in flight (the provider answers after 5 s,
+    /// the callers wait 30 s): the load stops within 2 s, exit 3 (the run
+    /// is partial), every record line whole and the summary written.
+    #[test]
+    fn sigterm_stops_within_2s_with_whole_records_and_exit_3() {
+        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let provider = provider(&rt, "5s");
+        let dir = scratch(
+            "sigterm",
+            "[load]\nsend_lag_p99_max = \"1s\"\npatience = { fixed = \"30s\" }\n\
+             [[load.phases]]\nduration = \"20s\"\nrate = 20\n",
+        );
+        let child = load(&dir, &provider.base_url())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut running = Running(child);
+        std::thread::sleep(Duration::from_secs(1));
+        let signalled = Instant::now();
+        Command::new("kill")
+            .args(["-TERM", &running.0.id().to_string()])
+            .status()
+            .unwrap();
+        let status = loop {
+            if let Some(s) = running.0.try_wait().unwrap() {
+                break s;
+            }
+            assert!(
+                signalled.elapsed() < Duration::from_secs(2),
+                "rehearse load did not stop within 2 s of SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(status.code(), Some(3), "a partial run is not a pass");
+        let out = dir.join("out");
+        let records = std::fs::read_to_string(out.join("client.jsonl")).unwrap();
+        assert!(!records.is_empty(), "requests were in flight");
+        assert!(records.ends_with('\n'), "the last line is whole");
+        for line in records.lines() {
+            let _: serde_json::Value =
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("not a record ({e}): {line}"));
+        }
+        for f in ["summary.json", "client.hlog"] {
+            assert!(out.join(f).exists(), "{f}");
+        }
+        drop(provider);
+        rt.shutdown_background();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+mod gateway {
+    use super::*;
+
+    /// SIGTERM as soon as the address is printed: the handler is already
+    /// in place (registered before the print), so the gateway drains and
+    /// exits 0 instead of dying of the default action.
+    #[test]
+    fn sigterm_right_after_the_address_exits_0() {
+        let child = rehearse()
+            .args(["gateway", "--mode", "bounded", "--upstream"])
+            .args(["http://127.0.0.1:9", "--listen", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut running = Running(child);
+        let mut line = String::new();
+        BufReader::new(running.0.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.starts_with("listening on http://"), "{line:?}");
+        Command::new("kill")
+            .args(["-TERM", &running.0.id().to_string()])
+            .status()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(s) = running.0.try_wait().unwrap() {
+                break s;
+            }
+            assert!(Instant::now() < deadline, "gateway did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(status.code(), Some(0), "{status:?}");
+    }
+}
