@@ -9,12 +9,13 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use wire::ClientOutcome;
+
 use crate::expect::{
     DrainThreshold, Expectations, GoodputThreshold, HarnessValidThreshold, MemoryCeilingThreshold,
     NoSilentLossThreshold, RetryAfterThreshold, ServedLatencyThreshold, ShedOnsetThreshold,
     StaleDispatchThreshold,
 };
-use crate::record::ClientOutcome;
 use crate::timeline::{histogram, record, Drain, DrainOutcome, FirstShed, Joined, Summary};
 use crate::verdict::{count, mib, num, percent, plural, round, secs, Status, Verdict};
 
@@ -823,7 +824,8 @@ pub(crate) fn harness_valid(
 mod tests {
     use std::time::Duration;
 
-    use crate::record::{Attempt, ClientOutcome, RssSample};
+    use wire::{ClientOutcome, ClientRecord, ProviderRecord, RssSample};
+
     use crate::stories::{self, at, attempt, call, expect, Story, MIB};
     use crate::{judge, Judgement, Status, Thresholds, Verdict};
 
@@ -1294,8 +1296,8 @@ mod tests {
     #[test]
     fn odd_runs_never_panic() {
         let e = expect(Some((1_000, 2_000)), 2_000, 30.0);
-        let one: Vec<Attempt> = vec![attempt("a", 1, 10, 20, ClientOutcome::Shed, Some(0))];
-        let runs: [(&[Attempt], Vec<crate::Call>); 4] = [
+        let one: Vec<ClientRecord> = vec![attempt("a", 1, 10, 20, ClientOutcome::Shed, Some(0))];
+        let runs: [(&[ClientRecord], Vec<ProviderRecord>); 4] = [
             // A single person, shed at once, in a single second.
             (&one, Vec::new()),
             // Calls nobody made.

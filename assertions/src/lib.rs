@@ -29,13 +29,6 @@ mod stories;
 mod timeline;
 mod verdict;
 
-// Until `checks` is renamed: the records by the names it still uses.
-mod record {
-    pub(crate) use wire::{ClientOutcome, ClientRecord as Attempt, RssSample};
-}
-#[cfg(test)]
-use wire::ProviderRecord as Call;
-
 use serde::Serialize;
 use wire::{ClientRecord, ProviderRecord, RssSample};
 
