@@ -32,7 +32,7 @@ fn main() {
     // Before the runtime's threads start, so that growing the descriptor
     // table to 10,000 connections does not stall this client (and skew its
     // timings) at each doubling.
-    fake_provider::presize_fd_table();
+    wire::presize_fd_table();
     // One thread: the client is pinned to one core, where a second worker
     // only adds hand-offs between threads to its timings.
     tokio::runtime::Builder::new_current_thread()

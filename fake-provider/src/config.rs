@@ -83,9 +83,6 @@ pub enum Dist<T> {
     },
 }
 
-/// z-score of the 99th percentile of a standard normal distribution.
-const Z_P99: f64 = 2.326_347_874_040_841;
-
 impl<T: Copy + Into<f64>> Dist<T> {
     fn sample_f64(&self, rng: &mut impl Rng) -> f64 {
         match *self {
@@ -104,7 +101,7 @@ impl<T: Copy + Into<f64>> Dist<T> {
                     return 0.0;
                 }
                 let mu = m.ln();
-                let sigma = ((p.max(m)).ln() - mu) / Z_P99;
+                let sigma = ((p.max(m)).ln() - mu) / wire::number::Z_P99;
                 if sigma <= 0.0 {
                     return m;
                 }
@@ -125,7 +122,7 @@ impl<T: Copy + Into<f64>> Dist<T> {
                 if m <= 0.0 {
                     return 0.0;
                 }
-                let sigma = ((p.max(m)).ln() - m.ln()) / Z_P99;
+                let sigma = ((p.max(m)).ln() - m.ln()) / wire::number::Z_P99;
                 m * (sigma * sigma / 2.0).exp()
             }
         }

@@ -1,23 +1,13 @@
 //! The two API dialects: parsing requests, and writing answers, stream
 //! events and error bodies in each provider's real shape.
 //!
-//! Prompt tokens are estimated as one token per 4 characters of message
-//! text (rounded up), the usual rule of thumb for English with both
-//! providers' tokenizers; every string in a message's content counts
-//! (plain strings, `text` parts, and Anthropic's `system`).
+//! Prompt tokens are estimated by [`wire::estimate_tokens`] (one token per
+//! 4 characters of message text, rounded up); every string in a message's
+//! content counts (plain strings, `text` parts, and Anthropic's `system`).
 
 use bytes::Bytes;
 use serde_json::{json, Value};
-
-/// Which provider's API a call used.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Dialect {
-    /// `POST /v1/chat/completions`.
-    OpenAi,
-    /// `POST /v1/messages`.
-    Anthropic,
-}
+use wire::Dialect;
 
 /// What the provider needs from a request.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,12 +40,10 @@ fn bad(param: &'static str, message: impl Into<String>) -> BadRequest {
     }
 }
 
-/// Characters per estimated token.
-pub const CHARS_PER_TOKEN: usize = 4;
-
-/// Estimates tokens from a character count.
-pub fn estimate_tokens(chars: usize) -> u32 {
-    chars.div_ceil(CHARS_PER_TOKEN).min(u32::MAX as usize) as u32
+/// Estimated tokens of `chars` characters, by the rule every part of a
+/// rehearsal uses ([`wire::estimate_tokens`]), as a record's `u32`.
+fn estimate_tokens(chars: usize) -> u32 {
+    u32::try_from(wire::estimate_tokens(chars)).unwrap_or(u32::MAX)
 }
 
 #[derive(serde::Deserialize)]
@@ -191,129 +179,38 @@ fn model(body: &Value) -> Result<String, BadRequest> {
     }
 }
 
-impl Dialect {
+/// What the fake provider does in each API: read a request, and write the
+/// error bodies and statuses of that provider. Implemented for
+/// [`wire::Dialect`], the dialect every part of a rehearsal names.
+pub trait ProviderDialect {
     /// Parses a request body of this dialect.
-    pub fn parse(self, body: &[u8]) -> Result<Request, BadRequest> {
+    fn parse(self, body: &[u8]) -> Result<Request, BadRequest>;
+
+    /// The JSON error body of this dialect.
+    fn error_body(
+        self,
+        status: u16,
+        message: &str,
+        param: Option<&str>,
+        code: Option<&str>,
+    ) -> Bytes;
+
+    /// The status for "over the concurrency ceiling".
+    fn overloaded_status(self) -> u16;
+}
+
+impl ProviderDialect for Dialect {
+    fn parse(self, body: &[u8]) -> Result<Request, BadRequest> {
         // Well-formed requests take the typed path (no JSON tree is built);
         // anything it does not accept is parsed again as a tree, which finds
         // the exact fault for the error message.
-        if let Some(r) = self.parse_fast(body) {
+        if let Some(r) = parse_fast(self, body) {
             return Ok(r);
         }
-        self.parse_checked(body)
+        parse_checked(self, body)
     }
 
-    fn parse_fast(self, body: &[u8]) -> Option<Request> {
-        let b: FastBody<'_> = serde_json::from_slice(body).ok()?;
-        if b.model.is_empty() || b.messages.is_empty() {
-            return None;
-        }
-        let mut chars = 0;
-        for m in &b.messages {
-            m.role.as_ref()?;
-            chars += fast_chars(m.content)?;
-        }
-        let positive = |n: Option<u64>| match n {
-            None => Some(None),
-            Some(0) => None,
-            Some(n) => Some(Some(n.min(u32::MAX as u64) as u32)),
-        };
-        let stream = b.stream.unwrap_or(false);
-        match self {
-            Dialect::OpenAi => {
-                let max_tokens = match positive(b.max_completion_tokens)? {
-                    Some(n) => Some(n),
-                    None => positive(b.max_tokens)?,
-                };
-                Some(Request {
-                    model: b.model.into_owned(),
-                    prompt_tokens: estimate_tokens(chars).max(1),
-                    max_tokens,
-                    stream,
-                    include_usage: b
-                        .stream_options
-                        .and_then(|o| o.include_usage)
-                        .unwrap_or(false),
-                })
-            }
-            Dialect::Anthropic => {
-                chars += fast_chars(b.system)?;
-                let max_tokens = positive(b.max_tokens)??;
-                Some(Request {
-                    model: b.model.into_owned(),
-                    prompt_tokens: estimate_tokens(chars).max(1),
-                    max_tokens: Some(max_tokens),
-                    stream,
-                    include_usage: true,
-                })
-            }
-        }
-    }
-
-    fn parse_checked(self, body: &[u8]) -> Result<Request, BadRequest> {
-        let body: Value = serde_json::from_slice(body).map_err(|e| BadRequest {
-            param: None,
-            message: format!("the request body is not valid JSON: {e}"),
-        })?;
-        if !body.is_object() {
-            return Err(BadRequest {
-                param: None,
-                message: "the request body must be a JSON object".into(),
-            });
-        }
-        let model = model(&body)?;
-        let mut chars = messages_chars(&body)?;
-        let stream = opt_bool(&body, "stream")?;
-        match self {
-            Dialect::OpenAi => {
-                let max_tokens = match opt_u32(&body, "max_completion_tokens")? {
-                    Some(n) => Some(n),
-                    None => opt_u32(&body, "max_tokens")?,
-                };
-                let include_usage = match body.get("stream_options") {
-                    None | Some(Value::Null) => false,
-                    Some(Value::Object(o)) => match o.get("include_usage") {
-                        None | Some(Value::Null) => false,
-                        Some(Value::Bool(b)) => *b,
-                        Some(_) => {
-                            return Err(bad(
-                                "stream_options",
-                                "stream_options.include_usage must be a boolean",
-                            ))
-                        }
-                    },
-                    Some(_) => {
-                        return Err(bad("stream_options", "stream_options must be an object"))
-                    }
-                };
-                Ok(Request {
-                    model,
-                    prompt_tokens: estimate_tokens(chars).max(1),
-                    max_tokens,
-                    stream,
-                    include_usage,
-                })
-            }
-            Dialect::Anthropic => {
-                if let Some(system) = body.get("system") {
-                    chars += content_chars(system, "system")?;
-                }
-                let Some(max_tokens) = opt_u32(&body, "max_tokens")? else {
-                    return Err(bad("max_tokens", "max_tokens: Field required"));
-                };
-                Ok(Request {
-                    model,
-                    prompt_tokens: estimate_tokens(chars).max(1),
-                    max_tokens: Some(max_tokens),
-                    stream,
-                    include_usage: true,
-                })
-            }
-        }
-    }
-
-    /// The JSON error body of this dialect.
-    pub fn error_body(
+    fn error_body(
         self,
         status: u16,
         message: &str,
@@ -356,11 +253,121 @@ impl Dialect {
         Bytes::from(v.to_string())
     }
 
-    /// The status for "over the concurrency ceiling".
-    pub fn overloaded_status(self) -> u16 {
+    fn overloaded_status(self) -> u16 {
         match self {
             Dialect::OpenAi => 429,
             Dialect::Anthropic => 529,
+        }
+    }
+}
+
+/// The typed path of [`ProviderDialect::parse`]: `None` for anything it does
+/// not accept as it is.
+fn parse_fast(dialect: Dialect, body: &[u8]) -> Option<Request> {
+    let b: FastBody<'_> = serde_json::from_slice(body).ok()?;
+    if b.model.is_empty() || b.messages.is_empty() {
+        return None;
+    }
+    let mut chars = 0;
+    for m in &b.messages {
+        m.role.as_ref()?;
+        chars += fast_chars(m.content)?;
+    }
+    let positive = |n: Option<u64>| match n {
+        None => Some(None),
+        Some(0) => None,
+        Some(n) => Some(Some(n.min(u32::MAX as u64) as u32)),
+    };
+    let stream = b.stream.unwrap_or(false);
+    match dialect {
+        Dialect::OpenAi => {
+            let max_tokens = match positive(b.max_completion_tokens)? {
+                Some(n) => Some(n),
+                None => positive(b.max_tokens)?,
+            };
+            Some(Request {
+                model: b.model.into_owned(),
+                prompt_tokens: estimate_tokens(chars).max(1),
+                max_tokens,
+                stream,
+                include_usage: b
+                    .stream_options
+                    .and_then(|o| o.include_usage)
+                    .unwrap_or(false),
+            })
+        }
+        Dialect::Anthropic => {
+            chars += fast_chars(b.system)?;
+            let max_tokens = positive(b.max_tokens)??;
+            Some(Request {
+                model: b.model.into_owned(),
+                prompt_tokens: estimate_tokens(chars).max(1),
+                max_tokens: Some(max_tokens),
+                stream,
+                include_usage: true,
+            })
+        }
+    }
+}
+
+/// The checked path of [`ProviderDialect::parse`]: a JSON tree, walked to
+/// find the exact fault of a refused request.
+fn parse_checked(dialect: Dialect, body: &[u8]) -> Result<Request, BadRequest> {
+    let body: Value = serde_json::from_slice(body).map_err(|e| BadRequest {
+        param: None,
+        message: format!("the request body is not valid JSON: {e}"),
+    })?;
+    if !body.is_object() {
+        return Err(BadRequest {
+            param: None,
+            message: "the request body must be a JSON object".into(),
+        });
+    }
+    let model = model(&body)?;
+    let mut chars = messages_chars(&body)?;
+    let stream = opt_bool(&body, "stream")?;
+    match dialect {
+        Dialect::OpenAi => {
+            let max_tokens = match opt_u32(&body, "max_completion_tokens")? {
+                Some(n) => Some(n),
+                None => opt_u32(&body, "max_tokens")?,
+            };
+            let include_usage = match body.get("stream_options") {
+                None | Some(Value::Null) => false,
+                Some(Value::Object(o)) => match o.get("include_usage") {
+                    None | Some(Value::Null) => false,
+                    Some(Value::Bool(b)) => *b,
+                    Some(_) => {
+                        return Err(bad(
+                            "stream_options",
+                            "stream_options.include_usage must be a boolean",
+                        ))
+                    }
+                },
+                Some(_) => return Err(bad("stream_options", "stream_options must be an object")),
+            };
+            Ok(Request {
+                model,
+                prompt_tokens: estimate_tokens(chars).max(1),
+                max_tokens,
+                stream,
+                include_usage,
+            })
+        }
+        Dialect::Anthropic => {
+            if let Some(system) = body.get("system") {
+                chars += content_chars(system, "system")?;
+            }
+            let Some(max_tokens) = opt_u32(&body, "max_tokens")? else {
+                return Err(bad("max_tokens", "max_tokens: Field required"));
+            };
+            Ok(Request {
+                model,
+                prompt_tokens: estimate_tokens(chars).max(1),
+                max_tokens: Some(max_tokens),
+                stream,
+                include_usage: true,
+            })
         }
     }
 }
@@ -432,14 +439,14 @@ impl Answer {
     pub fn body(&self, dialect: Dialect) -> Bytes {
         let text = answer_text(self.completion_tokens);
         let out = match dialect {
-            Dialect::OpenAi => serde_json::to_vec(&wire::Completion {
+            Dialect::OpenAi => serde_json::to_vec(&shapes::Completion {
                 id: &self.id,
                 object: "chat.completion",
                 created: self.created,
                 model: &self.model,
-                choices: [wire::Choice {
+                choices: [shapes::Choice {
                     index: 0,
-                    message: wire::Message {
+                    message: shapes::Message {
                         role: "assistant",
                         content: &text,
                         refusal: None,
@@ -450,18 +457,18 @@ impl Answer {
                 usage: self.usage(),
                 system_fingerprint: "fp_rehearse",
             }),
-            Dialect::Anthropic => serde_json::to_vec(&wire::Msg {
+            Dialect::Anthropic => serde_json::to_vec(&shapes::Msg {
                 id: &self.id,
                 kind: "message",
                 role: "assistant",
                 model: &self.model,
-                content: [wire::TextBlock {
+                content: [shapes::TextBlock {
                     kind: "text",
                     text: &text,
                 }],
                 stop_reason: self.finish.anthropic(),
                 stop_sequence: None,
-                usage: wire::AnthropicUsage {
+                usage: shapes::AnthropicUsage {
                     input_tokens: self.prompt_tokens,
                     output_tokens: self.completion_tokens,
                 },
@@ -471,8 +478,8 @@ impl Answer {
         Bytes::from(out.unwrap_or_default())
     }
 
-    fn usage(&self) -> wire::Usage {
-        wire::Usage {
+    fn usage(&self) -> shapes::Usage {
+        shapes::Usage {
             prompt_tokens: self.prompt_tokens,
             completion_tokens: self.completion_tokens,
             total_tokens: self.prompt_tokens + self.completion_tokens,
@@ -524,24 +531,24 @@ impl Answer {
     pub fn stream_token(&self, dialect: Dialect, i: u32, include_usage: bool) -> Bytes {
         let text = token_text(i);
         let data = match dialect {
-            Dialect::OpenAi => serde_json::to_string(&wire::Chunk {
+            Dialect::OpenAi => serde_json::to_string(&shapes::Chunk {
                 id: &self.id,
                 object: "chat.completion.chunk",
                 created: self.created,
                 model: &self.model,
                 system_fingerprint: "fp_rehearse",
-                choices: [wire::ChunkChoice {
+                choices: [shapes::ChunkChoice {
                     index: 0,
-                    delta: wire::Delta { content: text },
+                    delta: shapes::Delta { content: text },
                     logprobs: None,
                     finish_reason: None,
                 }],
                 usage: include_usage.then_some(None),
             }),
-            Dialect::Anthropic => serde_json::to_string(&wire::BlockDelta {
+            Dialect::Anthropic => serde_json::to_string(&shapes::BlockDelta {
                 kind: "content_block_delta",
                 index: 0,
-                delta: wire::TextDelta {
+                delta: shapes::TextDelta {
                     kind: "text_delta",
                     text,
                 },
@@ -589,7 +596,7 @@ impl Answer {
 
 /// The wire shapes of the hot paths (non-streamed answers and token
 /// chunks), serialized straight from borrowed fields.
-mod wire {
+mod shapes {
     use serde::Serialize;
 
     #[derive(Serialize)]
@@ -708,25 +715,6 @@ fn sse(event: Option<&str>, data: &str) -> Bytes {
     Bytes::from(s)
 }
 
-/// The marker a load generator puts in a prompt to tag it with its id.
-pub const ID_MARKER: &[u8] = b"[rehearse:id=";
-
-/// Finds a `[rehearse:id=…]` marker anywhere in a raw body and returns the
-/// id. Ids are made of ASCII letters, digits, `-`, `_`, `.` and `:`; the raw
-/// body is searched so the marker is found whatever JSON surrounds it.
-pub fn marker_id(body: &[u8]) -> Option<String> {
-    let at = body.windows(ID_MARKER.len()).position(|w| w == ID_MARKER)?;
-    let rest = &body[at + ID_MARKER.len()..];
-    let end = rest.iter().position(|&b| b == b']')?;
-    let id = &rest[..end];
-    let ok = !id.is_empty()
-        && id.len() <= 128
-        && id
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'));
-    ok.then(|| String::from_utf8_lossy(id).into_owned())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -783,27 +771,15 @@ mod tests {
         ];
         for body in bodies {
             for d in [Dialect::OpenAi, Dialect::Anthropic] {
-                let fast = d.parse_fast(body);
-                let checked = d.parse_checked(body).ok();
+                let fast = parse_fast(d, body);
+                let checked = parse_checked(d, body).ok();
                 assert_eq!(fast, checked, "{d:?} {}", String::from_utf8_lossy(body));
             }
         }
         // The typed path must not accept what the checked path refuses.
         let zero = br#"{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":0}"#;
-        assert!(Dialect::OpenAi.parse_fast(zero).is_none());
+        assert!(parse_fast(Dialect::OpenAi, zero).is_none());
         assert!(Dialect::OpenAi.parse(zero).is_err());
-    }
-
-    #[test]
-    fn marker_is_found_anywhere() {
-        assert_eq!(
-            marker_id(br#"{"content":"hi [rehearse:id=r00042] there"}"#).as_deref(),
-            Some("r00042")
-        );
-        assert_eq!(marker_id(b"[rehearse:id=]"), None);
-        assert_eq!(marker_id(b"[rehearse:id=a\"b]"), None);
-        assert_eq!(marker_id(b"[rehearse:id=abc"), None);
-        assert_eq!(marker_id(b"nothing"), None);
     }
 
     #[test]

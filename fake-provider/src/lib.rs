@@ -10,14 +10,16 @@
 //! Modules:
 //! - `config`: the TOML schema, validation, and the merge of timeline
 //!   phases and admin overrides into the settings in force;
-//! - `quota`: continuously refilled request and token buckets, Go-style
-//!   durations and Retry-After values;
+//! - `quota`: continuously refilled request and token buckets;
 //! - `ceiling`: at most C calls in service, a FIFO queue behind;
 //! - `dialect`: request parsing and answers in each provider's shape;
-//! - `record`: the per-call record, the clock and live counters;
+//! - `record`: the live counters;
 //! - `server`: HTTP serving, one call's life, the admin API and metrics;
-//! - `timer`: the sub-millisecond timer behind the scripted delays;
-//! - `fd_table`: sizing the descriptor table before threads start.
+//! - `timer`: the sub-millisecond timer behind the scripted delays.
+//!
+//! What it shares with the other parts of a rehearsal (the record, the
+//! clock, the request-id marker, the token estimate, Retry-After, header
+//! names, sizing the descriptor table) is in the `wire` crate.
 //!
 //! ```
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -33,15 +35,12 @@
 mod ceiling;
 pub mod config;
 mod dialect;
-mod fd_table;
 mod quota;
 mod record;
 mod server;
 mod timer;
 
 pub use config::{ConfigError, Overrides, ProviderConfig};
-pub use dialect::{estimate_tokens, Dialect, CHARS_PER_TOKEN};
-pub use fd_table::presize_fd_table;
-pub use quota::{go_duration, parse_go_duration, retry_after_values};
-pub use record::{Outcome, ProviderRecord, Stats};
+pub use dialect::ProviderDialect;
+pub use record::Stats;
 pub use server::{FakeProvider, ProviderHandle, UnknownPhase};

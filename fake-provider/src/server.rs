@@ -22,12 +22,23 @@ use rand_chacha::ChaCha8Rng;
 use tokio::net::{TcpListener, ToSocketAddrs};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
+use wire::headers::{
+    ANTHROPIC_RATELIMIT_REQUESTS_LIMIT, ANTHROPIC_RATELIMIT_REQUESTS_REMAINING,
+    ANTHROPIC_RATELIMIT_REQUESTS_RESET, ANTHROPIC_RATELIMIT_TOKENS_LIMIT,
+    ANTHROPIC_RATELIMIT_TOKENS_REMAINING, ANTHROPIC_RATELIMIT_TOKENS_RESET, ANTHROPIC_REQUEST_ID,
+    ANTHROPIC_VERSION, RATELIMIT_LIMIT_REQUESTS, RATELIMIT_LIMIT_TOKENS,
+    RATELIMIT_REMAINING_REQUESTS, RATELIMIT_REMAINING_TOKENS, RATELIMIT_RESET_REQUESTS,
+    RATELIMIT_RESET_TOKENS, REQUEST_ID, RETRY_AFTER, RETRY_AFTER_MS, X_API_KEY,
+};
+use wire::{
+    go_duration, marker_id, retry_after_values, Clock, Dialect, ProviderOutcome, ProviderRecord,
+};
 
 use crate::ceiling::{Admission, Ceiling, Permit};
 use crate::config::{Effective, Overflow, Overrides, ProviderConfig};
-use crate::dialect::{marker_id, Answer, BadRequest, Dialect, Finish, Request as CallRequest};
-use crate::quota::{go_duration, retry_after_values, Limit, Quota, Snapshot};
-use crate::record::{Clock, Counters, Outcome, ProviderRecord, Stats};
+use crate::dialect::{Answer, BadRequest, Finish, ProviderDialect, Request as CallRequest};
+use crate::quota::{Limit, Quota, Snapshot};
+use crate::record::{Counters, Stats};
 // Scripted delays use the provider's own sub-millisecond timer, not
 // tokio's millisecond wheel.
 use crate::timer::sleep_until;
@@ -389,7 +400,7 @@ async fn route(
 }
 
 fn dialect_of(headers: &HeaderMap) -> Dialect {
-    if headers.contains_key("anthropic-version") || headers.contains_key("x-api-key") {
+    if headers.contains_key(ANTHROPIC_VERSION) || headers.contains_key(X_API_KEY) {
         Dialect::Anthropic
     } else {
         Dialect::OpenAi
@@ -477,13 +488,13 @@ async fn read_body(
 }
 
 fn request_id(headers: &HeaderMap, body: &[u8], seq: u64) -> String {
-    if let Some(v) = headers.get("x-request-id").and_then(|v| v.to_str().ok()) {
+    if let Some(v) = headers.get(REQUEST_ID).and_then(|v| v.to_str().ok()) {
         let v = v.trim();
         if !v.is_empty() && v.len() <= 128 {
             return v.to_string();
         }
     }
-    marker_id(body).unwrap_or_else(|| format!("fake-{seq}"))
+    marker_id(body).map_or_else(|| format!("fake-{seq}"), str::to_string)
 }
 
 /// Everything a call holds while it lives. Whatever way the call ends,
@@ -499,7 +510,7 @@ struct CallGuard {
 }
 
 impl CallGuard {
-    fn finish(&mut self, outcome: Outcome, status: u16) {
+    fn finish(&mut self, outcome: ProviderOutcome, status: u16) {
         self.record.outcome = outcome;
         self.record.status = status;
         self.done = true;
@@ -532,7 +543,7 @@ impl Drop for CallGuard {
             let mut q = lock(&self.shared.quota);
             if self.record.admitted_us.is_some() {
                 q.settle(self.record.reserved_tokens, used, secs);
-            } else if !matches!(self.record.outcome, Outcome::QuotaExceeded) {
+            } else if !matches!(self.record.outcome, ProviderOutcome::QuotaExceeded) {
                 q.cancel(self.record.reserved_tokens, secs);
             }
         }
@@ -559,7 +570,7 @@ fn empty_record() -> ProviderRecord {
         completion_tokens: 0,
         reserved_tokens: 0,
         phase: String::new(),
-        outcome: Outcome::Ok,
+        outcome: ProviderOutcome::Ok,
         status: 0,
     }
 }
@@ -573,29 +584,21 @@ fn call_headers(dialect: Dialect, id: &str, snap: Option<Snapshot>, clock: &Cloc
         }
     };
     match dialect {
-        Dialect::OpenAi => put(&mut h, "x-request-id", id.to_string()),
-        Dialect::Anthropic => put(&mut h, "request-id", id.to_string()),
+        Dialect::OpenAi => put(&mut h, REQUEST_ID, id.to_string()),
+        Dialect::Anthropic => put(&mut h, ANTHROPIC_REQUEST_ID, id.to_string()),
     }
     let Some(snap) = snap else { return h };
     match dialect {
         Dialect::OpenAi => {
             if let Some((limit, remaining, reset)) = snap.requests {
-                put(&mut h, "x-ratelimit-limit-requests", limit.to_string());
-                put(
-                    &mut h,
-                    "x-ratelimit-remaining-requests",
-                    remaining.to_string(),
-                );
-                put(&mut h, "x-ratelimit-reset-requests", go_duration(reset));
+                put(&mut h, RATELIMIT_LIMIT_REQUESTS, limit.to_string());
+                put(&mut h, RATELIMIT_REMAINING_REQUESTS, remaining.to_string());
+                put(&mut h, RATELIMIT_RESET_REQUESTS, go_duration(reset));
             }
             if let Some((limit, remaining, reset)) = snap.tokens {
-                put(&mut h, "x-ratelimit-limit-tokens", limit.to_string());
-                put(
-                    &mut h,
-                    "x-ratelimit-remaining-tokens",
-                    remaining.to_string(),
-                );
-                put(&mut h, "x-ratelimit-reset-tokens", go_duration(reset));
+                put(&mut h, RATELIMIT_LIMIT_TOKENS, limit.to_string());
+                put(&mut h, RATELIMIT_REMAINING_TOKENS, remaining.to_string());
+                put(&mut h, RATELIMIT_RESET_TOKENS, go_duration(reset));
             }
         }
         Dialect::Anthropic => {
@@ -603,28 +606,24 @@ fn call_headers(dialect: Dialect, id: &str, snap: Option<Snapshot>, clock: &Cloc
             if let Some((limit, remaining, reset)) = snap.requests {
                 put(
                     &mut h,
-                    "anthropic-ratelimit-requests-limit",
+                    ANTHROPIC_RATELIMIT_REQUESTS_LIMIT,
                     limit.to_string(),
                 );
                 put(
                     &mut h,
-                    "anthropic-ratelimit-requests-remaining",
+                    ANTHROPIC_RATELIMIT_REQUESTS_REMAINING,
                     remaining.to_string(),
                 );
-                put(&mut h, "anthropic-ratelimit-requests-reset", at(reset));
+                put(&mut h, ANTHROPIC_RATELIMIT_REQUESTS_RESET, at(reset));
             }
             if let Some((limit, remaining, reset)) = snap.tokens {
+                put(&mut h, ANTHROPIC_RATELIMIT_TOKENS_LIMIT, limit.to_string());
                 put(
                     &mut h,
-                    "anthropic-ratelimit-tokens-limit",
-                    limit.to_string(),
-                );
-                put(
-                    &mut h,
-                    "anthropic-ratelimit-tokens-remaining",
+                    ANTHROPIC_RATELIMIT_TOKENS_REMAINING,
                     remaining.to_string(),
                 );
-                put(&mut h, "anthropic-ratelimit-tokens-reset", at(reset));
+                put(&mut h, ANTHROPIC_RATELIMIT_TOKENS_RESET, at(reset));
             }
         }
     }
@@ -809,7 +808,7 @@ impl CallGuard {
         let parsed = match dialect.parse(body) {
             Ok(p) => p,
             Err(BadRequest { param, message }) => {
-                self.finish(Outcome::BadRequest, 400);
+                self.finish(ProviderOutcome::BadRequest, 400);
                 let mut h = call_headers(dialect, &self.record.id, None, &self.shared.clock);
                 h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
                 let body = dialect.error_body(400, &message, param, None);
@@ -848,7 +847,7 @@ impl CallGuard {
             (res, q.snapshot(secs))
         };
         if let Err(refusal) = res {
-            self.finish(Outcome::QuotaExceeded, 429);
+            self.finish(ProviderOutcome::QuotaExceeded, 429);
             return Break(quota_refusal(
                 self.record.dialect,
                 &self.record.id,
@@ -883,7 +882,7 @@ impl CallGuard {
                     Ok(p) => p,
                     // The ceiling (and its queue) went away: shutdown.
                     Err(_) => {
-                        self.finish(Outcome::CapacityRejected, 503);
+                        self.finish(ProviderOutcome::CapacityRejected, 503);
                         return Break(simple_error(
                             self.record.dialect,
                             StatusCode::SERVICE_UNAVAILABLE,
@@ -905,7 +904,7 @@ impl CallGuard {
     fn overloaded(&mut self, snap: Option<Snapshot>) -> Response<Body> {
         let dialect = self.record.dialect;
         let status = dialect.overloaded_status();
-        self.finish(Outcome::CapacityRejected, status);
+        self.finish(ProviderOutcome::CapacityRejected, status);
         let msg = match dialect {
             Dialect::OpenAi => {
                 "The server is overloaded: too many concurrent requests. Please retry."
@@ -949,7 +948,7 @@ impl CallGuard {
 
     /// The fault of an error status: answered at once.
     fn error_status(&mut self, status: u16, headers: HeaderMap) -> Response<Body> {
-        self.finish(Outcome::ErrorStatus, status);
+        self.finish(ProviderOutcome::ErrorStatus, status);
         self.record.first_byte_us = Some(self.shared.clock.now_us());
         let msg = match status {
             500 => "The server had an error while processing your request.",
@@ -965,7 +964,7 @@ impl CallGuard {
     /// The fault of a reset: SO_LINGER 0 on the call's socket, then the
     /// error that makes hyper drop the connection, so the peer sees a RST.
     fn reset(&mut self, fd: RawFd) -> ResetConnection {
-        self.finish(Outcome::Reset, 0);
+        self.finish(ProviderOutcome::Reset, 0);
         // SAFETY: `fd` is the socket of the connection this very request
         // arrived on; hyper owns it and keeps it open while it polls this
         // service future, so it is a valid open descriptor here. We only
@@ -978,9 +977,9 @@ impl CallGuard {
     /// The fault of a hang: never answers. The guard records the hang-up
     /// when the caller gives up; shutdown ends it too.
     async fn hang(&mut self) -> Response<Body> {
-        self.record.outcome = Outcome::Hang;
+        self.record.outcome = ProviderOutcome::Hang;
         self.shared.shutdown.cancelled().await;
-        self.finish(Outcome::Hang, 0);
+        self.finish(ProviderOutcome::Hang, 0);
         simple_error(
             self.record.dialect,
             StatusCode::SERVICE_UNAVAILABLE,
@@ -1018,10 +1017,10 @@ impl CallGuard {
         self.record.completion_tokens = answer.completion_tokens;
         let mut body = answer.body(self.record.dialect);
         if fault == Fault::Malformed {
-            self.finish(Outcome::Malformed, 200);
+            self.finish(ProviderOutcome::Malformed, 200);
             body = body.slice(..body.len() / 2);
         } else {
-            self.finish(Outcome::Ok, 200);
+            self.finish(ProviderOutcome::Ok, 200);
         }
         respond(StatusCode::OK, headers, full(body), "application/json")
     }
@@ -1087,8 +1086,8 @@ fn quota_refusal(
     let message = match refusal.retry_after {
         Some(wait) => {
             let (secs, ms) = retry_after_values(wait);
-            h.insert("retry-after", HeaderValue::from(secs));
-            h.insert("retry-after-ms", HeaderValue::from(ms));
+            h.insert(RETRY_AFTER, HeaderValue::from(secs));
+            h.insert(RETRY_AFTER_MS, HeaderValue::from(ms));
             format!(
                 "Rate limit reached for {model} on {what}: Limit {}, Requested {}. Please try again in {}.",
                 refusal.limit_value,
@@ -1134,7 +1133,7 @@ impl TokenStream {
 
     fn cut(&mut self) -> Option<io::Result<Bytes>> {
         self.finished = true;
-        self.guard.finish(Outcome::StreamCut, 200);
+        self.guard.finish(ProviderOutcome::StreamCut, 200);
         Some(Err(io::Error::new(
             io::ErrorKind::ConnectionAborted,
             "stream cut by fault injection",
@@ -1190,9 +1189,9 @@ impl TokenStream {
             out.extend_from_slice(&self.answer.stream_tail(self.dialect, self.include_usage));
             self.guard.record.finished_us = Some(self.guard.shared.clock.now_us());
             let outcome = if self.malformed_at.is_some() {
-                Outcome::Malformed
+                ProviderOutcome::Malformed
             } else {
-                Outcome::Ok
+                ProviderOutcome::Ok
             };
             self.guard.finish(outcome, 200);
             self.finished = true;

@@ -2,8 +2,9 @@
 
 use std::time::{Duration, Instant};
 
-use fake_provider::{FakeProvider, Outcome, ProviderConfig, ProviderHandle, ProviderRecord};
+use fake_provider::{FakeProvider, ProviderConfig, ProviderHandle};
 use serde_json::{json, Value};
+use wire::{ProviderOutcome, ProviderRecord};
 
 async fn start(toml: &str) -> ProviderHandle {
     let config = ProviderConfig::from_toml(toml, "test.toml").expect("test config is valid");
@@ -92,7 +93,7 @@ mod api {
         assert_eq!(v["usage"]["completion_tokens"], 7);
         assert_eq!(v["usage"]["total_tokens"], 17);
         let text = v["choices"][0]["message"]["content"].as_str().unwrap();
-        assert_eq!(fake_provider::estimate_tokens(text.len()), 7);
+        assert_eq!(wire::estimate_tokens(text.len()), 7);
 
         // max_completion_tokens caps the answer, and says so.
         let mut body = chat("hi", 100);
@@ -131,7 +132,7 @@ mod api {
             .iter()
             .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
             .collect();
-        assert_eq!(fake_provider::estimate_tokens(content.len()), 5);
+        assert_eq!(wire::estimate_tokens(content.len()), 5);
         let usage = chunks.last().unwrap();
         assert_eq!(usage["choices"], json!([]));
         assert_eq!(usage["usage"]["completion_tokens"], 5);
@@ -259,7 +260,7 @@ mod api {
         assert_eq!(
             records
                 .iter()
-                .filter(|r| r.outcome == Outcome::BadRequest)
+                .filter(|r| r.outcome == ProviderOutcome::BadRequest)
                 .count(),
             2
         );
@@ -435,7 +436,7 @@ mod ceiling {
         let rejected = p
             .records()
             .iter()
-            .filter(|r| r.outcome == Outcome::CapacityRejected)
+            .filter(|r| r.outcome == ProviderOutcome::CapacityRejected)
             .count();
         assert_eq!(rejected, 2);
         p.shutdown().await;
@@ -601,7 +602,7 @@ mod faults {
             .await
             .expect_err("a reset gives no response");
         assert!(!err.is_timeout(), "{err:?}");
-        assert_eq!(p.records()[0].outcome, Outcome::Reset);
+        assert_eq!(p.records()[0].outcome, ProviderOutcome::Reset);
         p.shutdown().await;
     }
 
@@ -618,7 +619,7 @@ mod faults {
             .expect_err("a hang gives no response");
         assert!(err.is_timeout());
         let r = record_of(&p, "h1").await;
-        assert_eq!(r.outcome, Outcome::Hang);
+        assert_eq!(r.outcome, ProviderOutcome::Hang);
         assert!(r.hung_up_us.is_some());
         p.shutdown().await;
     }
@@ -633,7 +634,7 @@ mod faults {
         let got = resp.text().await;
         assert!(got.is_err(), "the body must end in an error, got {got:?}");
         let r = record_of(&p, "fake-0").await;
-        assert_eq!(r.outcome, Outcome::StreamCut);
+        assert_eq!(r.outcome, ProviderOutcome::StreamCut);
         assert_eq!(r.completion_tokens, 5);
         p.shutdown().await;
     }
@@ -949,10 +950,16 @@ mod sdk {
         // The SDKs really called us: 2 openai + 2 anthropic + the 429.
         let records = p.records();
         assert!(
-            records.iter().filter(|r| r.outcome == Outcome::Ok).count() >= 4,
+            records
+                .iter()
+                .filter(|r| r.outcome == ProviderOutcome::Ok)
+                .count()
+                >= 4,
             "{records:?}"
         );
-        assert!(records.iter().any(|r| r.outcome == Outcome::QuotaExceeded));
+        assert!(records
+            .iter()
+            .any(|r| r.outcome == ProviderOutcome::QuotaExceeded));
         p.shutdown().await;
     }
 }
@@ -965,7 +972,7 @@ mod sdk {
 mod hostile {
     use super::*;
     use std::net::SocketAddr;
-    use test_support::suite::{self, Target, QUICK};
+    use test_support::suite::{self, HostileTarget, QUICK};
 
     /// Read guards as the suite expects (`HEADER_TIMEOUT`, `BODY_TIMEOUT`:
     /// 3 s), a 64 KiB body limit, answers at once.
@@ -973,7 +980,7 @@ mod hostile {
 
     struct Provider<'a>(&'a ProviderHandle);
 
-    impl Target for Provider<'_> {
+    impl HostileTarget for Provider<'_> {
         fn addr(&self) -> SocketAddr {
             self.0.addr()
         }

@@ -33,7 +33,7 @@ mod hostile {
     use reference_gateway::{GatewayHandle, Mode};
     use std::net::SocketAddr;
     use std::time::Instant;
-    use test_support::suite::{self, Target, BODY_TIMEOUT, HEADER_TIMEOUT, QUICK};
+    use test_support::suite::{self, HostileTarget, BODY_TIMEOUT, HEADER_TIMEOUT, QUICK};
 
     const PROVIDER: &str =
         "[latency]\nttft = { fixed = \"1ms\" }\nper_token = { fixed = \"0ms\" }\n";
@@ -53,7 +53,7 @@ mod hostile {
 
     struct Gateway<'a>(&'a GatewayHandle);
 
-    impl Target for Gateway<'_> {
+    impl HostileTarget for Gateway<'_> {
         fn addr(&self) -> SocketAddr {
             self.0.addr()
         }

@@ -7,7 +7,7 @@
 //!
 //! A crate's tests start its server with [`HEADER_TIMEOUT`] and
 //! [`BODY_TIMEOUT`] as its read guards and a 64 KiB body limit, wrap it in
-//! a [`Target`], and call each function from a `#[tokio::test]` of its own.
+//! a [`HostileTarget`], and call each function from a `#[tokio::test]` of its own.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -28,7 +28,7 @@ pub const BODY_TIMEOUT: Duration = Duration::from_secs(3);
 pub const SLACK: Duration = Duration::from_secs(3);
 
 /// The server under test.
-pub trait Target {
+pub trait HostileTarget {
     /// Where it listens.
     fn addr(&self) -> SocketAddr;
     /// Asserts that a normal chat request is answered 200 within [`QUICK`].
@@ -39,7 +39,7 @@ pub trait Target {
 
 /// Twenty clients drip a header byte a second: each is closed (or refused)
 /// within the header guard, and a normal request is served meanwhile.
-pub async fn slow_loris_heads_are_closed_and_others_served(t: &impl Target) {
+pub async fn slow_loris_heads_are_closed_and_others_served(t: &impl HostileTarget) {
     let head = b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-slow: ".to_vec();
     let loris: Vec<_> = (0..20)
         .map(|_| {
@@ -67,7 +67,7 @@ pub async fn slow_loris_heads_are_closed_and_others_served(t: &impl Target) {
 }
 
 /// A body that stops half-way gets 408 within the body guard.
-pub async fn a_body_that_never_finishes_gets_408_in_bounded_time(t: &impl Target) {
+pub async fn a_body_that_never_finishes_gets_408_in_bounded_time(t: &impl HostileTarget) {
     let mut first = chat_head(1000);
     first.extend_from_slice(b"{\"model\":");
     let addr = t.addr();
@@ -82,7 +82,7 @@ pub async fn a_body_that_never_finishes_gets_408_in_bounded_time(t: &impl Target
 
 /// An endless header line, a declared length over the limit, and an endless
 /// chunked body are each refused within seconds.
-pub async fn oversized_heads_and_bodies_are_refused_at_once(t: &impl Target) {
+pub async fn oversized_heads_and_bodies_are_refused_at_once(t: &impl HostileTarget) {
     let addr = t.addr();
     let limit = Duration::from_secs(5);
     // A header line without end, flooded: over the server's head buffer.
@@ -110,7 +110,7 @@ pub async fn oversized_heads_and_bodies_are_refused_at_once(t: &impl Target) {
 }
 
 /// Broken JSON, invalid UTF-8 and a JSON array each get 400.
-pub async fn malformed_json_and_invalid_utf8_get_400(t: &impl Target) {
+pub async fn malformed_json_and_invalid_utf8_get_400(t: &impl HostileTarget) {
     let bodies: [&[u8]; 4] = [
         b"{\"model\": \"gpt-4o-mini\", \"messages\": [",
         b"{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\",\"content\":\"\xff\xfe\xc0\"}]}",
@@ -133,7 +133,7 @@ pub async fn malformed_json_and_invalid_utf8_get_400(t: &impl Target) {
 
 /// A valid request followed by garbage on the same connection: the request
 /// is answered in full, the garbage gets 400 or the close.
-pub async fn pipelined_garbage_after_a_valid_request_is_refused(t: &impl Target) {
+pub async fn pipelined_garbage_after_a_valid_request_is_refused(t: &impl HostileTarget) {
     let body = t.chat_body();
     let mut bytes = chat_head(body.len());
     bytes.extend_from_slice(body.as_bytes());
@@ -163,7 +163,7 @@ pub async fn pipelined_garbage_after_a_valid_request_is_refused(t: &impl Target)
 
 /// Two thousand idle connections, 500 of them with half-sent heads, do not
 /// stop a normal request being served.
-pub async fn two_thousand_idle_connections_do_not_stop_service(t: &impl Target) {
+pub async fn two_thousand_idle_connections_do_not_stop_service(t: &impl HostileTarget) {
     let mut idle = Vec::with_capacity(2000);
     for _ in 0..2000 {
         idle.push(TcpStream::connect(t.addr()).await.expect("connect"));
