@@ -1,5 +1,6 @@
 //! How fast the backlog is draining, as observed, and what that means for
-//! a shed caller's Retry-After.
+//! a shed caller's Retry-After (written as headers by
+//! [`wire::retry_after_values`]).
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -83,14 +84,6 @@ pub(crate) fn retry_after(work: f64, rate: f64) -> Duration {
     Duration::from_secs_f64((work.max(0.0) / rate).min(CAP))
 }
 
-/// The two header values: whole seconds rounded up, and milliseconds
-/// rounded up (never 0 for a nonzero wait).
-pub(crate) fn header_values(wait: Duration) -> (u64, u64) {
-    let ms = wait.as_nanos().div_ceil(1_000_000) as u64;
-    let secs = ms.div_ceil(1000);
-    (secs, ms)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,13 +127,5 @@ mod tests {
         assert!(retry_after(24.0, 4.0) > retry_after(12.0, 4.0));
         assert_eq!(retry_after(1.0, 0.0), Duration::from_secs(3600));
         assert_eq!(retry_after(1e12, 1.0), Duration::from_secs(3600));
-    }
-
-    #[test]
-    fn header_values_round_up() {
-        assert_eq!(header_values(Duration::from_micros(1)), (1, 1));
-        assert_eq!(header_values(Duration::from_millis(1000)), (1, 1000));
-        assert_eq!(header_values(Duration::from_micros(1_000_001)), (2, 1001));
-        assert_eq!(header_values(Duration::ZERO), (0, 0));
     }
 }

@@ -43,6 +43,10 @@
 //! - `request`: what admission reads from a body (token cost, stream);
 //! - `metrics`: the Prometheus text of `/metrics`.
 //!
+//! The request-id marker, the token estimate, the Retry-After rounding and
+//! the header names are the ones every part of a rehearsal uses, from the
+//! `wire` crate.
+//!
 //! ```no_run
 //! use reference_gateway::{Gateway, GatewayConfig, Mode};
 //! use tokio_util::sync::CancellationToken;
@@ -74,5 +78,4 @@ pub use config::{
 };
 pub use error::{ConfigError, GatewayError};
 pub use metrics::{resident_memory_bytes, ShedReason};
-pub use request::estimate_tokens;
 pub use server::{Gateway, GatewayHandle, GatewaySnapshot};

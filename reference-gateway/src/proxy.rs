@@ -18,12 +18,13 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, warn};
+use wire::headers::{GATEWAY_QUEUE_WAIT_US, GATEWAY_SHED, REQUEST_ID, RETRY_AFTER_MS};
+use wire::Dialect;
 
 use crate::admission::{Admission, CallOutcome, Job, Permit, Refusal};
 use crate::config::{GatewayConfig, Mode};
-use crate::drain;
 use crate::metrics::{Metrics, ShedReason};
-use crate::request::{marker_id, Api, RequestShape};
+use crate::request::RequestShape;
 
 /// Errors a response body can carry (an upstream body that broke).
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -106,9 +107,13 @@ impl Shared {
         self: Arc<Self>,
         req: Request<Incoming>,
     ) -> Result<Response<GatewayBody>, Infallible> {
+        // A chat request of either API, at its path.
+        if req.method() == Method::POST {
+            if let Some(dialect) = Dialect::of_path(req.uri().path()) {
+                return Ok(self.proxy(req, dialect).await);
+            }
+        }
         let response = match (req.method(), req.uri().path()) {
-            (&Method::POST, "/v1/chat/completions") => self.proxy(req, Api::OpenAi).await,
-            (&Method::POST, "/v1/messages") => self.proxy(req, Api::Anthropic).await,
             (&Method::GET, "/v1/models") => self.pass_through(req).await,
             (&Method::GET, "/metrics") => {
                 let text = self
@@ -156,7 +161,11 @@ impl Shared {
         }
     }
 
-    async fn proxy(self: Arc<Self>, req: Request<Incoming>, api: Api) -> Response<GatewayBody> {
+    async fn proxy(
+        self: Arc<Self>,
+        req: Request<Incoming>,
+        dialect: Dialect,
+    ) -> Response<GatewayBody> {
         let arrived = Instant::now();
         let metrics = &self.metrics;
         metrics.requests.fetch_add(1, Ordering::Relaxed);
@@ -228,7 +237,7 @@ impl Shared {
             cost: shape.cost(self.default_max_tokens) as f64,
             patience: patience.unwrap_or(self.default_deadline),
         };
-        debug!(id = %id, ?api, cost = job.cost, stream = shape.stream, "admitting");
+        debug!(id = %id, dialect = dialect.as_str(), cost = job.cost, stream = shape.stream, "admitting");
 
         let permit = match self.admission.admit(job).await {
             Ok(p) => p,
@@ -271,7 +280,7 @@ impl Shared {
         };
         let mut response = response;
         response.headers_mut().insert(
-            "x-gateway-queue-wait-us",
+            GATEWAY_QUEUE_WAIT_US,
             HeaderValue::from(queue_wait.as_micros() as u64),
         );
         response
@@ -527,10 +536,10 @@ impl Body for ChannelBody {
 /// `x-request-id`, else the `[rehearse:id=...]` marker, else `-`.
 fn request_id(headers: &HeaderMap, body: &[u8]) -> String {
     headers
-        .get("x-request-id")
+        .get(REQUEST_ID)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string)
-        .or_else(|| marker_id(body).map(str::to_string))
+        .or_else(|| wire::marker_id(body).map(str::to_string))
         .unwrap_or_else(|| "-".to_string())
 }
 
@@ -625,16 +634,16 @@ pub(crate) fn shed_response(refusal: Refusal, id: &str) -> Response<GatewayBody>
         ),
     };
     let mut r = error_response(status, refusal.reason.code(), kind, message);
-    let (secs, ms) = drain::header_values(refusal.retry_after);
+    let (secs, ms) = wire::retry_after_values(refusal.retry_after);
     let h = r.headers_mut();
     h.insert(header::RETRY_AFTER, HeaderValue::from(secs));
-    h.insert("retry-after-ms", HeaderValue::from(ms));
+    h.insert(RETRY_AFTER_MS, HeaderValue::from(ms));
     h.insert(
-        "x-gateway-shed",
+        GATEWAY_SHED,
         HeaderValue::from_static(refusal.reason.code()),
     );
     if let Ok(v) = HeaderValue::from_str(id) {
-        h.insert("x-request-id", v);
+        h.insert(REQUEST_ID, v);
     }
     r
 }

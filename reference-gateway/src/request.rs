@@ -1,17 +1,9 @@
 //! What the gateway reads from a request body: only enough to admit it
-//! (its size in tokens and whether it streams). The body is forwarded
-//! byte for byte; the prompt is never touched.
+//! (its size in tokens, by the estimate every part of a rehearsal uses,
+//! [`wire::estimate_tokens`], and whether it streams). The body is
+//! forwarded byte for byte; the prompt is never touched.
 
 use serde_json::Value;
-
-/// Which API a request speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Api {
-    /// OpenAI `POST /v1/chat/completions`.
-    OpenAi,
-    /// Anthropic `POST /v1/messages`.
-    Anthropic,
-}
 
 /// Why a body was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -54,7 +46,7 @@ impl RequestShape {
             .iter()
             .find_map(|k| obj.get(*k).and_then(Value::as_u64));
         Ok(RequestShape {
-            prompt_tokens: estimate_tokens(chars),
+            prompt_tokens: wire::estimate_tokens(chars),
             max_tokens,
             stream: obj.get("stream").and_then(Value::as_bool).unwrap_or(false),
         })
@@ -84,28 +76,6 @@ fn text_chars(v: &Value) -> usize {
             .sum(),
         _ => 0,
     }
-}
-
-/// Token estimate for `chars` characters of text: one token per four
-/// characters, rounded up, the usual rule of thumb for English with GPT-style
-/// tokenizers (and the fake provider's count). Admission needs the order of
-/// magnitude, not the exact count.
-///
-/// ```
-/// assert_eq!(reference_gateway::estimate_tokens(400), 100);
-/// assert_eq!(reference_gateway::estimate_tokens(5), 2);
-/// ```
-pub fn estimate_tokens(chars: usize) -> u64 {
-    chars.div_ceil(4) as u64
-}
-
-/// The request id carried in a `[rehearse:id=...]` marker inside the body,
-/// for requests whose headers lost `x-request-id`.
-pub(crate) fn marker_id(body: &[u8]) -> Option<&str> {
-    const OPEN: &[u8] = b"[rehearse:id=";
-    let start = body.windows(OPEN.len()).position(|w| w == OPEN)? + OPEN.len();
-    let len = body[start..].iter().take(128).position(|&b| b == b']')?;
-    std::str::from_utf8(&body[start..start + len]).ok()
 }
 
 #[cfg(test)]
@@ -145,13 +115,5 @@ mod tests {
             RequestShape::parse(br#"{"messages":3}"#),
             Err(BodyError::NoMessages)
         );
-    }
-
-    #[test]
-    fn marker_is_found_in_the_prompt() {
-        let body = br#"{"messages":[{"role":"user","content":"[rehearse:id=r-42] hello"}]}"#;
-        assert_eq!(marker_id(body), Some("r-42"));
-        assert_eq!(marker_id(b"no marker here"), None);
-        assert_eq!(marker_id(b"[rehearse:id=unterminated"), None);
     }
 }

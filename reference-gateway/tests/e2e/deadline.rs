@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use reference_gateway::{estimate_tokens, Mode};
+use reference_gateway::Mode;
+use wire::estimate_tokens;
 
 use crate::support::*;
 

@@ -61,10 +61,7 @@ async fn ids_prompts_and_both_apis_pass_through() {
             .iter()
             .find(|r| r.id == "hdr-only")
             .expect("id passed on");
-        assert_eq!(
-            openai.prompt_tokens as u64,
-            reference_gateway::estimate_tokens(400)
-        );
+        assert_eq!(openai.prompt_tokens as u64, wire::estimate_tokens(400));
         assert!(records.iter().any(|r| r.id == "anthropic-1"));
 
         let text = client

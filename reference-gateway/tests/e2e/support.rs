@@ -54,7 +54,7 @@ pub fn client() -> reqwest::Client {
 
 /// An OpenAI chat body whose prompt carries the id marker.
 pub fn chat_body(id: &str, prompt_chars: usize, max_tokens: u64, stream: bool) -> String {
-    let marker = format!("[rehearse:id={id}]");
+    let marker = wire::marker(id).to_string();
     let pad = prompt_chars.saturating_sub(marker.len());
     serde_json::json!({
         "model": "gpt-4o-mini",
