@@ -56,7 +56,7 @@ use std::time::Duration;
 use http::HeaderName;
 use serde::Deserialize;
 use toml_located::{ConfigError, Source};
-use wire::Scale;
+use wire::{Dialect, Scale};
 
 use crate::dist::{CountDist, DistError, DurationDist, Sampler};
 use crate::replay::{self, ReplayFormat, ReplayRow, TimestampUnit};
@@ -189,22 +189,11 @@ fn default_jitter() -> Duration {
     Duration::from_secs(1)
 }
 
-/// The API dialect of requests.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Dialect {
-    /// `POST /v1/chat/completions`.
-    #[default]
-    OpenAi,
-    /// `POST /v1/messages`.
-    Anthropic,
-}
-
 /// The `[load.request]` table.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RequestConfig {
-    /// OpenAI or Anthropic.
+    /// OpenAI or Anthropic (`"openai"`, `"anthropic"`).
     #[serde(default)]
     pub dialect: Dialect,
     /// The model name sent.
@@ -702,6 +691,19 @@ fn check_id_prefix(prefix: &str, source: &Source<'_>) -> Result<(), ConfigError>
             "must be non-empty ASCII letters, digits, - or _",
         ));
     }
+    // A person's id is the prefix and their index (up to 20 digits); it
+    // must stay a request id the prompt marker can carry.
+    let index_digits = u64::MAX.to_string().len();
+    if !wire::is_request_id(&format!("{prefix}{}", u64::MAX)) {
+        return Err(source.error(
+            "load.id_prefix",
+            format!(
+                "must be at most {} characters (a request id is at most {})",
+                wire::MAX_ID_LEN - index_digits,
+                wire::MAX_ID_LEN
+            ),
+        ));
+    }
     Ok(())
 }
 
@@ -738,6 +740,21 @@ mod tests {
         assert_eq!(e.line, 5, "{e}");
         assert_eq!(e.field, "load.phases[0].rat", "{e}");
         assert!(e.to_string().starts_with("s.toml:5:"), "{e}");
+    }
+
+    #[test]
+    fn id_prefixes_make_ids_the_marker_can_carry() {
+        let text = |prefix: &str| {
+            format!(
+                "[load]\nid_prefix = \"{prefix}\"\n[[load.phases]]\nduration = \"1s\"\nrate = 1\n"
+            )
+        };
+        assert!(plan(&text(&"p".repeat(108))).is_ok());
+        let e = config_err(&text(&"p".repeat(109)));
+        assert_eq!((e.line, e.field.as_str()), (2, "load.id_prefix"), "{e}");
+        assert!(e.message.contains("at most 108"), "{e}");
+        let e = config_err(&text("a.b"));
+        assert_eq!(e.field, "load.id_prefix", "{e}");
     }
 
     #[test]

@@ -27,9 +27,9 @@ const READ_CHUNK: usize = 4096;
 /// The response headers kept for the caller (the rest are read and dropped).
 const KEPT_HEADERS: [&str; 4] = [
     "content-type",
-    "retry-after",
-    "retry-after-ms",
-    "x-request-id",
+    wire::headers::RETRY_AFTER,
+    wire::headers::RETRY_AFTER_MS,
+    wire::headers::REQUEST_ID,
 ];
 /// Idle connections kept for reuse (each is only a socket).
 const MAX_IDLE: usize = 65_536;

@@ -14,13 +14,15 @@
 //! - `replay`: reading CSV / JSONL traffic logs;
 //! - `request`: OpenAI and Anthropic bodies, with the `[rehearse:id=…]`
 //!   marker, and validating answers;
-//! - `retry`: Retry-After parsing, backoff and the retry budget;
+//! - `retry`: what is retried, backoff honouring Retry-After (read by
+//!   [`wire::parse_retry_after`]) and the retry budget;
 //! - `http1`: a lean HTTP/1.1 client with an uncapped keep-alive pool;
 //! - `run`: the dispatcher, the person tasks (patience, hang-up, retries)
-//!   and the record writer; entry point [`run()`];
-//! - `record`: [`ClientRecord`], one per attempt, streamed to `client.jsonl`;
-//! - `stats`: HDR histograms by outcome, the per-second timeline, the
-//!   [`RunReport`] and its summary table;
+//!   and the record writer, one [`wire::ClientRecord`] per attempt streamed
+//!   to `client.jsonl`; entry point [`run()`];
+//! - `stats`: HDR histograms by outcome, the per-second counts
+//!   ([`LoadSecond`], `load-seconds.csv`), the [`RunReport`] and its
+//!   summary table;
 //! - `progress`: live counters and the progress bar.
 //!
 //! ```
@@ -59,7 +61,6 @@ mod config;
 mod dist;
 mod http1;
 mod progress;
-mod record;
 mod replay;
 mod request;
 mod retry;
@@ -68,16 +69,12 @@ mod schedule;
 mod stats;
 
 pub use config::{
-    Dialect, LoadConfig, LoadError, LoadPlan, PhaseConfig, RateUnit, ReplayConfig, RequestConfig,
+    LoadConfig, LoadError, LoadPlan, PhaseConfig, RateUnit, ReplayConfig, RequestConfig,
     RetryConfig, RetryKind, RetryPolicy,
 };
 pub use dist::{CountDist, DurationDist, HumanDuration, MixEntry};
 pub use progress::Live;
-pub use record::{ClientRecord, Clock, Outcome};
 pub use replay::{parse_replay_log, ReplayFormat, TimestampUnit};
-pub use retry::parse_retry_after;
-pub use run::{
-    probe, raise_open_files_limit, run, RunError, RunOptions, StopCondition, Target, TargetError,
-};
+pub use run::{probe, run, LoadOptions, LoadRunError, StopCondition, Target, TargetError};
 pub use schedule::PhaseArrivals;
-pub use stats::{OutcomeSummary, Percentiles, RunReport, Second};
+pub use stats::{LoadPercentiles, LoadSecond, OutcomeSummary, RunReport};

@@ -1,16 +1,15 @@
 //! Request bodies for each dialect, and reading answers back: whether a 2xx
 //! body is valid for the dialect, and how many completion tokens it carried.
 
+use std::fmt::Write as _;
 use std::sync::{Arc, OnceLock};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use rand::Rng;
+use wire::{Dialect, CHARS_PER_TOKEN};
 
-use crate::config::{Dialect, RequestShape};
+use crate::config::RequestShape;
 use crate::replay::ReplayRow;
-
-/// Characters per token of the generated prompt text.
-const CHARS_PER_TOKEN: usize = 4;
 
 /// The draws of one person's request.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,10 +39,7 @@ impl RequestShape {
 
     /// The path requests go to, below the target's base path.
     pub(crate) fn path(&self) -> &'static str {
-        match self.dialect {
-            Dialect::OpenAi => "/v1/chat/completions",
-            Dialect::Anthropic => "/v1/messages",
-        }
+        self.dialect.path()
     }
 
     /// The length of [`RequestShape::body`], without making it.
@@ -57,7 +53,8 @@ impl RequestShape {
                 n += r#","stream_options":{"include_usage":true}"#.len();
             }
         }
-        n += r#","messages":[{"role":"user","content":"[rehearse:id="#.len() + id.len() + 2;
+        // The marker and a space before the prompt text.
+        n += r#","messages":[{"role":"user","content":""#.len() + wire::marker(id).len() + 1;
         n += d.prompt_tokens as usize * CHARS_PER_TOKEN;
         if d.padding_kb > 0 {
             n += r#"\n\nContext:\n"#.len() + d.padding_kb as usize * 1024;
@@ -81,10 +78,11 @@ impl RequestShape {
                 b.put_slice(b",\"stream_options\":{\"include_usage\":true}");
             }
         }
-        b.put_slice(b",\"messages\":[{\"role\":\"user\",\"content\":\"[rehearse:id=");
-        // Ids are validated ASCII letters, digits, '-' and '_': no escaping.
-        b.put_slice(id.as_bytes());
-        b.put_slice(b"] ");
+        b.put_slice(b",\"messages\":[{\"role\":\"user\",\"content\":\"");
+        // Ids are validated ASCII letters, digits, '-' and '_' (within
+        // wire::is_request_id): nothing to escape. Writing to a BytesMut
+        // cannot fail; it grows.
+        let _ = write!(b, "{} ", wire::marker(id));
         put_filler(&mut b, prompt_chars);
         if padding_chars > 0 {
             b.put_slice(b"\\n\\nContext:\\n");
@@ -200,7 +198,7 @@ impl AnswerReader {
         }
         match self.dialect {
             Dialect::OpenAi => {
-                let Ok(chunk) = serde_json::from_slice::<wire::OaChunk<'_>>(data) else {
+                let Ok(chunk) = serde_json::from_slice::<shapes::OaChunk<'_>>(data) else {
                     self.invalid = true;
                     return;
                 };
@@ -222,7 +220,7 @@ impl AnswerReader {
                 }
             }
             Dialect::Anthropic => {
-                let Ok(event) = serde_json::from_slice::<wire::AnEvent<'_>>(data) else {
+                let Ok(event) = serde_json::from_slice::<shapes::AnEvent<'_>>(data) else {
                     self.invalid = true;
                     return;
                 };
@@ -257,14 +255,14 @@ impl AnswerReader {
         }
         match self.dialect {
             Dialect::OpenAi => {
-                let c: wire::OaCompletion = serde_json::from_slice(&self.buf).ok()?;
+                let c: shapes::OaCompletion = serde_json::from_slice(&self.buf).ok()?;
                 if c.choices.is_empty() {
                     return None;
                 }
                 Some(c.usage.and_then(|u| u.completion_tokens).unwrap_or(0))
             }
             Dialect::Anthropic => {
-                let m: wire::AnMessage<'_> = serde_json::from_slice(&self.buf).ok()?;
+                let m: shapes::AnMessage<'_> = serde_json::from_slice(&self.buf).ok()?;
                 if m.kind != "message" {
                     return None;
                 }
@@ -276,7 +274,7 @@ impl AnswerReader {
 
 /// The parts of provider answers that are read, as typed structs (faster
 /// than a generic JSON value; unknown fields are skipped).
-mod wire {
+mod shapes {
     use std::borrow::Cow;
 
     use serde::de::IgnoredAny;

@@ -1,49 +1,29 @@
-//! Retry decisions: reading Retry-After, the delay before the next attempt,
-//! and the retry budget.
+//! Retry decisions: whether an attempt may be retried, the delay before the
+//! next attempt (honouring a Retry-After read by
+//! [`wire::parse_retry_after`]), and the retry budget.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use http::HeaderMap;
 use rand::Rng;
+use wire::ClientOutcome;
 
 use crate::config::{RetryKind, RetryPolicy};
-use crate::record::Outcome;
-
-/// Returns the wait a response asks for, from `retry-after-ms` (milliseconds,
-/// fractions allowed) or else `retry-after` (whole or fractional seconds, or
-/// an HTTP date, taken relative to `now`). Returns `None` when neither header
-/// is present or readable. A date in the past means no wait. A negative
-/// value, NaN, or one too large for a `Duration` (`1e300`) is unreadable:
-/// it used to panic the attempt's task.
-pub fn parse_retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
-    if let Some(ms) = headers
-        .get("retry-after-ms")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|s| s.trim().parse::<f64>().ok())
-        .and_then(|v| Duration::try_from_secs_f64(v / 1000.0).ok())
-    {
-        return Some(ms);
-    }
-    let value = headers.get("retry-after")?.to_str().ok()?.trim();
-    if let Ok(secs) = value.parse::<f64>() {
-        return Duration::try_from_secs_f64(secs).ok();
-    }
-    let date = httpdate::parse_http_date(value).ok()?;
-    Some(date.duration_since(now).unwrap_or(Duration::ZERO))
-}
 
 /// Returns true if and only if an attempt that ended so may be retried:
 /// sheds, provider errors that the official SDKs retry (408, 409, 429 and
 /// 5xx), refused connections and resets. A timeout used up the person's
 /// patience; a malformed answer will not get better.
-pub(crate) fn retryable(outcome: Outcome, status: Option<u16>) -> bool {
+pub(crate) fn retryable(outcome: ClientOutcome, status: Option<u16>) -> bool {
     match outcome {
-        Outcome::Shed | Outcome::ConnectError | Outcome::Reset => true,
-        Outcome::ProviderError => {
+        ClientOutcome::Shed | ClientOutcome::ConnectError | ClientOutcome::Reset => true,
+        ClientOutcome::ProviderError => {
             matches!(status, Some(408 | 409 | 429) | Some(500..=599))
         }
-        Outcome::Ok | Outcome::Timeout | Outcome::Malformed | Outcome::Cancelled => false,
+        ClientOutcome::Ok
+        | ClientOutcome::Timeout
+        | ClientOutcome::Malformed
+        | ClientOutcome::Cancelled => false,
     }
 }
 
@@ -122,60 +102,6 @@ mod tests {
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
 
-    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for (k, v) in pairs {
-            h.insert(*k, v.parse().unwrap());
-        }
-        h
-    }
-
-    #[test]
-    fn retry_after_ms_seconds_date_and_garbage() {
-        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-        let p = |pairs: &[(&'static str, &str)]| parse_retry_after(&headers(pairs), now);
-        assert_eq!(
-            p(&[("retry-after-ms", "1500")]),
-            Some(Duration::from_millis(1500))
-        );
-        assert_eq!(
-            p(&[("retry-after-ms", "12.5")]),
-            Some(Duration::from_micros(12_500))
-        );
-        // retry-after-ms wins over retry-after.
-        assert_eq!(
-            p(&[("retry-after-ms", "250"), ("retry-after", "9")]),
-            Some(Duration::from_millis(250))
-        );
-        assert_eq!(p(&[("retry-after", "7")]), Some(Duration::from_secs(7)));
-        assert_eq!(
-            p(&[("retry-after", "0.5")]),
-            Some(Duration::from_millis(500))
-        );
-        let later = httpdate::fmt_http_date(now + Duration::from_secs(30));
-        assert_eq!(p(&[("retry-after", &later)]), Some(Duration::from_secs(30)));
-        let earlier = httpdate::fmt_http_date(now - Duration::from_secs(30));
-        assert_eq!(p(&[("retry-after", &earlier)]), Some(Duration::ZERO));
-        assert_eq!(p(&[("retry-after", "soon")]), None);
-        assert_eq!(p(&[("retry-after", "-3")]), None);
-        // Too large for a Duration: unreadable, not a panic (found by fuzzing).
-        assert_eq!(p(&[("retry-after", "1e300")]), None);
-        assert_eq!(
-            p(&[("retry-after-ms", "1e30"), ("retry-after", "NaN")]),
-            None
-        );
-        assert_eq!(
-            p(&[("retry-after", "1000000000000")]),
-            Some(Duration::from_secs(1_000_000_000_000))
-        );
-        // Garbage in retry-after-ms falls back to retry-after.
-        assert_eq!(
-            p(&[("retry-after-ms", "x"), ("retry-after", "2")]),
-            Some(Duration::from_secs(2))
-        );
-        assert_eq!(p(&[]), None);
-    }
-
     fn policy(kind: RetryKind) -> RetryPolicy {
         RetryPolicy {
             kind,
@@ -231,11 +157,11 @@ mod tests {
 
     #[test]
     fn what_is_retried() {
-        assert!(retryable(Outcome::Shed, Some(429)));
-        assert!(retryable(Outcome::ProviderError, Some(502)));
-        assert!(!retryable(Outcome::ProviderError, Some(400)));
-        assert!(retryable(Outcome::Reset, None));
-        assert!(!retryable(Outcome::Timeout, None));
-        assert!(!retryable(Outcome::Malformed, Some(200)));
+        assert!(retryable(ClientOutcome::Shed, Some(429)));
+        assert!(retryable(ClientOutcome::ProviderError, Some(502)));
+        assert!(!retryable(ClientOutcome::ProviderError, Some(400)));
+        assert!(retryable(ClientOutcome::Reset, None));
+        assert!(!retryable(ClientOutcome::Timeout, None));
+        assert!(!retryable(ClientOutcome::Malformed, Some(200)));
     }
 }

@@ -8,7 +8,7 @@
 //! (drops the connection) when patience runs out, and sends one record per
 //! attempt to the writer.
 
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,13 +23,14 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info_span, warn, Instrument};
+use wire::headers::{ANTHROPIC_VERSION, REQUEST_ID, RETRY_AFTER, RETRY_AFTER_MS, X_API_KEY};
+use wire::{files, ClientOutcome, ClientRecord, Clock, Dialect};
 
-use crate::config::{Dialect, LoadPlan};
+use crate::config::LoadPlan;
 use crate::http1::{Connector, HttpError};
 use crate::progress::Live;
-use crate::record::{ClientRecord, Clock, Outcome};
 use crate::request::{AnswerReader, Drawn};
-use crate::retry::{parse_retry_after, retryable, RetryBudget};
+use crate::retry::{retryable, RetryBudget};
 use crate::schedule::{Arrivals, Source};
 use crate::stats::{RunReport, Stats};
 
@@ -105,8 +106,9 @@ pub struct StopCondition {
 
 /// How to run, beyond the plan.
 #[derive(Debug, Clone)]
-pub struct RunOptions {
-    /// Where `client.jsonl`, `client.hlog`, `summary.json` and `timeline.csv` go.
+pub struct LoadOptions {
+    /// Where `client.jsonl`, `client.hlog`, `summary.json` and
+    /// `load-seconds.csv` go (names in [`wire::files`]).
     pub out_dir: PathBuf,
     /// Draw an indicatif progress bar on stderr.
     pub progress: bool,
@@ -119,10 +121,10 @@ pub struct RunOptions {
     pub cancel_grace: Duration,
 }
 
-impl RunOptions {
+impl LoadOptions {
     /// Options writing to `out_dir`, no progress bar, no early stop.
     pub fn new(out_dir: impl Into<PathBuf>) -> Self {
-        RunOptions {
+        LoadOptions {
             out_dir: out_dir.into(),
             progress: false,
             stop: StopCondition::default(),
@@ -134,7 +136,7 @@ impl RunOptions {
 
 /// Why a run could not be made.
 #[derive(Debug, thiserror::Error)]
-pub enum RunError {
+pub enum LoadRunError {
     /// The target did not accept a TCP connection.
     #[error("target {target} is unreachable: {cause}")]
     Unreachable {
@@ -153,8 +155,8 @@ pub enum RunError {
     },
 }
 
-fn output_error(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
-    move |source| RunError::Output {
+fn output_error(path: &Path) -> impl FnOnce(std::io::Error) -> LoadRunError + '_ {
+    move |source| LoadRunError::Output {
         path: path.to_path_buf(),
         source,
     }
@@ -162,8 +164,8 @@ fn output_error(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
 
 /// Checks that the target accepts connections, within `within`; returns
 /// the address that did (names are resolved once, here).
-pub async fn probe(target: &Target, within: Duration) -> Result<SocketAddr, RunError> {
-    let unreachable = |cause: String| RunError::Unreachable {
+pub async fn probe(target: &Target, within: Duration) -> Result<SocketAddr, LoadRunError> {
+    let unreachable = |cause: String| LoadRunError::Unreachable {
         target: target.host_port.clone(),
         cause,
     };
@@ -184,32 +186,6 @@ pub async fn probe(target: &Target, within: Duration) -> Result<SocketAddr, RunE
             "no answer to a connect within {within:?}"
         ))),
     }
-}
-
-/// Raises this process's soft limit on open files to its hard limit, and
-/// returns the new soft limit. Every outstanding request holds a socket, so
-/// the usual soft limit of 1,024 caps an open loop long before the target
-/// does. A process-wide change: the binary calls it, the library does not.
-pub fn raise_open_files_limit() -> std::io::Result<u64> {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit only read and write the struct passed.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        if lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max;
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-        }
-    }
-    // rlim_t is u64 here but not on every platform.
-    #[allow(clippy::unnecessary_cast)]
-    Ok(lim.rlim_cur as u64)
 }
 
 /// What every person task shares.
@@ -234,12 +210,14 @@ struct Shared {
 /// Runs `plan` against `target` until the schedule ends, `options.stop`
 /// says so or `cancel` is cancelled, then waits for the people still
 /// waiting (each at most their patience; no new retries after a cancel).
-/// Records go to `client.jsonl` in `options.out_dir`, the report also to
-/// `summary.json` and `timeline.csv`, the histograms to `client.hlog`.
+/// Records go to `client.jsonl` in `options.out_dir`, line by line as
+/// attempts end; the report to `summary.json` and `load-seconds.csv`, the
+/// histograms to `client.hlog`, each written whole at the end
+/// ([`wire::files::write_atomic`]).
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-/// use loadgen::{LoadPlan, RunOptions, Target};
+/// use loadgen::{LoadOptions, LoadPlan, Target};
 /// let plan = LoadPlan::from_scenario_str(
 ///     "[load]\n[[load.phases]]\nduration = \"2s\"\nrate = 50\n",
 ///     "inline.toml",
@@ -249,7 +227,7 @@ struct Shared {
 /// let report = loadgen::run(
 ///     &plan,
 ///     &target,
-///     &RunOptions::new("out"),
+///     &LoadOptions::new("out"),
 ///     tokio_util::sync::CancellationToken::new(),
 /// )
 /// .await?;
@@ -259,12 +237,12 @@ struct Shared {
 pub async fn run(
     plan: &LoadPlan,
     target: &Target,
-    options: &RunOptions,
+    options: &LoadOptions,
     cancel: CancellationToken,
-) -> Result<RunReport, RunError> {
+) -> Result<RunReport, LoadRunError> {
     let addr = probe(target, options.probe_timeout).await?;
     std::fs::create_dir_all(&options.out_dir).map_err(output_error(&options.out_dir))?;
-    let records_path = options.out_dir.join("client.jsonl");
+    let records_path = options.out_dir.join(files::CLIENT_RECORDS);
     let file = std::fs::File::create(&records_path).map_err(output_error(&records_path))?;
 
     let plan = Arc::new(plan.clone());
@@ -281,7 +259,7 @@ pub async fn run(
     match plan.request.dialect {
         Dialect::OpenAi => head_prefix.push_str(&format!("authorization: Bearer {key}\r\n")),
         Dialect::Anthropic => head_prefix.push_str(&format!(
-            "x-api-key: {key}\r\nanthropic-version: 2023-06-01\r\n"
+            "{X_API_KEY}: {key}\r\n{ANTHROPIC_VERSION}: 2023-06-01\r\n"
         )),
     }
 
@@ -289,7 +267,7 @@ pub async fn run(
     // Start a little after now so the first arrivals are not late because
     // of the setup above.
     let start = Instant::now() + Duration::from_millis(20);
-    let start_us = clock.us(start);
+    let start_us = clock.us_at(start);
     let (tx, rx) = mpsc::unbounded_channel();
     let writer = spawn_writer(rx, file, records_path.clone(), Stats::new(start_us));
     let live = Arc::new(Live::default());
@@ -355,18 +333,19 @@ pub async fn run(
         .await
         .expect("the join task does not panic")
         .expect("the writer thread does not panic")?;
-    let hlog_path = options.out_dir.join("client.hlog");
+    let hlog_path = options.out_dir.join(files::CLIENT_HLOG);
     let mut hlog = Vec::new();
     stats
         .write_histogram_log(&mut hlog, clock.system_time(start), elapsed)
-        .and_then(|()| std::fs::write(&hlog_path, hlog))
+        .and_then(|()| files::write_atomic(&hlog_path, &hlog))
         .map_err(output_error(&hlog_path))?;
     let report = stats.into_report(elapsed, plan.send_lag_bound);
-    let summary_path = options.out_dir.join("summary.json");
+    let summary_path = options.out_dir.join(files::LOAD_SUMMARY);
     let summary = serde_json::to_vec_pretty(&report).expect("a report always serializes");
-    std::fs::write(&summary_path, summary).map_err(output_error(&summary_path))?;
-    let timeline_path = options.out_dir.join("timeline.csv");
-    std::fs::write(&timeline_path, report.timeline_csv()).map_err(output_error(&timeline_path))?;
+    files::write_atomic(&summary_path, &summary).map_err(output_error(&summary_path))?;
+    let seconds_path = options.out_dir.join(files::LOAD_SECONDS);
+    files::write_atomic(&seconds_path, report.seconds_csv().as_bytes())
+        .map_err(output_error(&seconds_path))?;
     Ok(report)
 }
 
@@ -529,7 +508,8 @@ async fn attempt_once(
     shared.live.sent.fetch_add(1, Ordering::Relaxed);
     let mut head = Vec::with_capacity(shared.head_prefix.len() + 96);
     head.extend_from_slice(&shared.head_prefix);
-    head.extend_from_slice(b"x-request-id: ");
+    head.extend_from_slice(REQUEST_ID.as_bytes());
+    head.extend_from_slice(b": ");
     head.extend_from_slice(id.as_bytes());
     head.extend_from_slice(b"\r\n");
     if let Some(name) = &shared.plan.patience_header {
@@ -555,21 +535,26 @@ async fn attempt_once(
                 if !shared.connect_warned.swap(true, Ordering::Relaxed) {
                     warn!(cause = %e, "cannot connect to the target; later connect errors are only counted");
                 }
-                return (Outcome::ConnectError, 0);
+                return (ClientOutcome::ConnectError, 0);
             }
             Err(HttpError::Protocol(e)) => {
                 // An answer, but not HTTP: the target is broken, not gone.
                 debug!(cause = %e, "not an HTTP answer");
-                return (Outcome::Malformed, 0);
+                return (ClientOutcome::Malformed, 0);
             }
             Err(e) => {
                 debug!(cause = %e, "request failed");
-                return (Outcome::Reset, 0);
+                return (ClientOutcome::Reset, 0);
             }
         };
         let status = resp.status;
         seen.status = Some(status);
-        seen.retry_after = parse_retry_after(&resp.headers, clock.system_time(Instant::now()));
+        let header = |name: &str| resp.headers.get(name).and_then(|v| v.to_str().ok());
+        seen.retry_after = wire::parse_retry_after(
+            header(RETRY_AFTER_MS),
+            header(RETRY_AFTER),
+            clock.system_time(Instant::now()),
+        );
         let success = (200..300).contains(&status);
         let mut reader = success.then(|| {
             AnswerReader::new(
@@ -592,20 +577,20 @@ async fn attempt_once(
             Ok(()) => {}
             Err(HttpError::Protocol(e)) if success => {
                 debug!(cause = %e, "bad body framing");
-                return (Outcome::Malformed, 0);
+                return (ClientOutcome::Malformed, 0);
             }
             Err(e) => {
                 debug!(cause = %e, "body broke");
-                return (Outcome::Reset, 0);
+                return (ClientOutcome::Reset, 0);
             }
         }
         match reader {
             Some(r) => match r.finish() {
-                Some(tokens) => (Outcome::Ok, tokens),
-                None => (Outcome::Malformed, 0),
+                Some(tokens) => (ClientOutcome::Ok, tokens),
+                None => (ClientOutcome::Malformed, 0),
             },
-            None if matches!(status, 429 | 503) => (Outcome::Shed, 0),
-            None => (Outcome::ProviderError, 0),
+            None if matches!(status, 429 | 503) => (ClientOutcome::Shed, 0),
+            None => (ClientOutcome::ProviderError, 0),
         }
     };
     // Dropping the exchange at the deadline drops its connection: the
@@ -613,20 +598,20 @@ async fn attempt_once(
     let (outcome, tokens) = tokio::select! {
         r = tokio::time::timeout_at(give_up.into(), exchange) => match r {
             Ok(r) => r,
-            Err(_) => (Outcome::Timeout, 0),
+            Err(_) => (ClientOutcome::Timeout, 0),
         },
         // Boxed: 8 bytes in every waiting person's state instead of the
         // cancellation future itself.
-        () = Box::pin(shared.hard_stop.cancelled()) => (Outcome::Cancelled, 0),
+        () = Box::pin(shared.hard_stop.cancelled()) => (ClientOutcome::Cancelled, 0),
     };
     let done = Instant::now();
     ClientRecord {
         id: id.to_string(),
         attempt,
-        intended_us: clock.us(intended),
-        sent_us: clock.us(sent),
-        first_byte_us: seen.first_byte.map(|t| clock.us(t)),
-        done_us: clock.us(done),
+        intended_us: clock.us_at(intended),
+        sent_us: clock.us_at(sent),
+        first_byte_us: seen.first_byte.map(|t| clock.us_at(t)),
+        done_us: clock.us_at(done),
         status: seen.status,
         outcome,
         retry_after_ms: seen.retry_after.map(|d| d.as_millis() as u64),
@@ -637,19 +622,34 @@ async fn attempt_once(
     }
 }
 
-/// Writes records as JSON lines through a buffer and feeds the aggregates,
-/// on its own thread so file writes never block the runtime.
+/// Records are written out once this many bytes of whole lines are
+/// waiting (or whenever no record is), in one write each.
+const RECORDS_FLUSH_AT: usize = 256 * 1024;
+
+/// Writes records as JSON lines and feeds the aggregates, on its own thread
+/// so file writes never block the runtime.
+///
+/// Lines are gathered whole in a buffer and the buffer is written whole,
+/// so `client.jsonl` only ever grows by complete lines: a run killed at any
+/// moment leaves a file that ends on a line boundary, every line of it a
+/// record.
 fn spawn_writer(
     mut rx: mpsc::UnboundedReceiver<ClientRecord>,
-    file: std::fs::File,
+    mut file: std::fs::File,
     path: PathBuf,
     mut stats: Stats,
-) -> std::thread::JoinHandle<Result<Stats, RunError>> {
+) -> std::thread::JoinHandle<Result<Stats, LoadRunError>> {
     std::thread::Builder::new()
         .name("loadgen-records".into())
         .spawn(move || {
-            let mut out = BufWriter::with_capacity(256 * 1024, file);
-            let mut failed = None;
+            let mut lines: Vec<u8> = Vec::with_capacity(RECORDS_FLUSH_AT + 4096);
+            let mut failed: Option<std::io::Error> = None;
+            let mut flush = |lines: &mut Vec<u8>, failed: &mut Option<std::io::Error>| {
+                if failed.is_none() && !lines.is_empty() {
+                    *failed = file.write_all(lines).err();
+                }
+                lines.clear();
+            };
             loop {
                 // Polling every few milliseconds instead of blocking on the
                 // channel: a blocked receiver would be woken (a futex call
@@ -657,38 +657,47 @@ fn spawn_writer(
                 let rec = match rx.try_recv() {
                     Ok(rec) => rec,
                     Err(mpsc::error::TryRecvError::Empty) => {
+                        // A quiet moment: what is gathered goes to disk, so
+                        // a killed run loses at most the last few ms.
+                        flush(&mut lines, &mut failed);
                         std::thread::sleep(Duration::from_millis(5));
                         continue;
                     }
                     Err(mpsc::error::TryRecvError::Disconnected) => break,
                 };
                 stats.add(&rec);
+                // Keep draining after a failure so senders never block;
+                // report it at the end.
                 if failed.is_none() {
-                    let r = serde_json::to_writer(&mut out, &rec)
-                        .map_err(std::io::Error::from)
-                        .and_then(|()| out.write_all(b"\n"));
-                    // Keep draining so senders never block; report at the end.
-                    failed = r.err();
+                    let whole = lines.len();
+                    match serde_json::to_writer(&mut lines, &rec) {
+                        Ok(()) => lines.push(b'\n'),
+                        Err(e) => {
+                            // Never leave half a line in the buffer.
+                            lines.truncate(whole);
+                            failed = Some(e.into());
+                        }
+                    }
+                    if lines.len() >= RECORDS_FLUSH_AT {
+                        flush(&mut lines, &mut failed);
+                    }
                 }
             }
-            if let Some(e) = failed {
-                return Err(RunError::Output { path, source: e });
+            flush(&mut lines, &mut failed);
+            match failed {
+                Some(source) => Err(LoadRunError::Output { path, source }),
+                None => Ok(stats),
             }
-            out.flush().map_err(|e| RunError::Output {
-                path: path.clone(),
-                source: e,
-            })?;
-            Ok(stats)
         })
         .expect("spawning a thread")
 }
 
 impl Live {
-    fn count(&self, outcome: Outcome, attempt: u32, last: bool) {
+    fn count(&self, outcome: ClientOutcome, attempt: u32, last: bool) {
         let c = match outcome {
-            Outcome::Ok => &self.ok,
-            Outcome::Shed => &self.shed,
-            Outcome::Timeout => &self.timed_out,
+            ClientOutcome::Ok => &self.ok,
+            ClientOutcome::Shed => &self.shed,
+            ClientOutcome::Timeout => &self.timed_out,
             _ => &self.errors,
         };
         c.fetch_add(1, Ordering::Relaxed);
@@ -718,21 +727,6 @@ mod tests {
             Err(TargetError::Scheme { .. })
         ));
         assert!(Target::parse("not a url").is_err());
-    }
-
-    #[test]
-    fn open_files_limit_goes_up_to_the_hard_limit() {
-        let raised = raise_open_files_limit().unwrap();
-        let mut lim = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: getrlimit writes only the struct passed.
-        assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
-        #[allow(clippy::unnecessary_cast)]
-        let soft = lim.rlim_cur as u64;
-        assert_eq!(raised, soft);
-        assert_eq!(lim.rlim_cur, lim.rlim_max);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::record::{ClientRecord, Outcome};
+use wire::{ClientOutcome, ClientRecord};
 
 /// Longest latency a histogram holds (longer values are clamped): one hour.
 const MAX_US: u64 = 3_600_000_000;
@@ -22,9 +22,10 @@ fn record(h: &mut Histogram<u64>, us: u64) {
     h.saturating_record(us.clamp(1, MAX_US));
 }
 
-/// One second of the run, counted by when things happened.
+/// One second of the run as the client saw it, counted by when things
+/// happened: a row of `load-seconds.csv`.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
-pub struct Second {
+pub struct LoadSecond {
     /// Seconds since the run's start.
     pub second: u64,
     /// People who arrived (first attempts due).
@@ -55,12 +56,12 @@ pub(crate) struct Stats {
     send_lag: Histogram<u64>,
     retry_send_lag: Histogram<u64>,
     person_ok: Histogram<u64>,
-    first: [u64; Outcome::ALL.len()],
-    retry: [u64; Outcome::ALL.len()],
+    first: [u64; ClientOutcome::ALL.len()],
+    retry: [u64; ClientOutcome::ALL.len()],
     tokens: u64,
     people: u64,
     /// Deltas of outstanding people per second, summed up at the end.
-    timeline: Vec<Second>,
+    timeline: Vec<LoadSecond>,
     /// First intended time of a person is not on later attempts' records,
     /// so the person's whole wait is tracked from attempt 1 by id.
     first_intended: std::collections::HashMap<String, u64>,
@@ -70,13 +71,13 @@ impl Stats {
     pub(crate) fn new(start_us: u64) -> Self {
         Stats {
             start_us,
-            latency: Outcome::ALL.iter().map(|_| histogram()).collect(),
-            ttft: Outcome::ALL.iter().map(|_| histogram()).collect(),
+            latency: ClientOutcome::ALL.iter().map(|_| histogram()).collect(),
+            ttft: ClientOutcome::ALL.iter().map(|_| histogram()).collect(),
             send_lag: histogram(),
             retry_send_lag: histogram(),
             person_ok: histogram(),
-            first: [0; Outcome::ALL.len()],
-            retry: [0; Outcome::ALL.len()],
+            first: [0; ClientOutcome::ALL.len()],
+            retry: [0; ClientOutcome::ALL.len()],
             tokens: 0,
             people: 0,
             timeline: Vec::new(),
@@ -84,13 +85,13 @@ impl Stats {
         }
     }
 
-    fn second(&mut self, t_us: u64) -> &mut Second {
+    fn second(&mut self, t_us: u64) -> &mut LoadSecond {
         let s = (t_us.saturating_sub(self.start_us) / 1_000_000) as usize;
         if self.timeline.len() <= s {
             let from = self.timeline.len();
-            self.timeline.extend((from..=s).map(|i| Second {
+            self.timeline.extend((from..=s).map(|i| LoadSecond {
                 second: i as u64,
-                ..Second::default()
+                ..LoadSecond::default()
             }));
         }
         &mut self.timeline[s]
@@ -132,7 +133,7 @@ impl Stats {
                 .copied()
                 .unwrap_or(r.intended_us)
         };
-        if r.last && r.outcome == Outcome::Ok {
+        if r.last && r.outcome == ClientOutcome::Ok {
             record(
                 &mut self.person_ok,
                 r.done_us.saturating_sub(first_intended),
@@ -146,9 +147,9 @@ impl Stats {
         let last = r.last;
         let s = self.second(r.done_us);
         match r.outcome {
-            Outcome::Ok => s.ok += 1,
-            Outcome::Shed => s.shed += 1,
-            Outcome::Timeout => s.timed_out += 1,
+            ClientOutcome::Ok => s.ok += 1,
+            ClientOutcome::Shed => s.shed += 1,
+            ClientOutcome::Timeout => s.timed_out += 1,
             _ => s.errors += 1,
         }
         if last {
@@ -179,12 +180,12 @@ impl Stats {
             .with_base_time(start)
             .with_start_time(start)
             .begin_log_with(out, &mut serializer)?;
-        let mut named: Vec<(String, &Histogram<u64>)> = Outcome::ALL
+        let mut named: Vec<(String, &Histogram<u64>)> = ClientOutcome::ALL
             .iter()
             .map(|o| (format!("latency.{}", o.as_str()), &self.latency[o.index()]))
             .collect();
         named.extend(
-            Outcome::ALL
+            ClientOutcome::ALL
                 .iter()
                 .map(|o| (format!("ttft_stream.{}", o.as_str()), &self.ttft[o.index()])),
         );
@@ -204,14 +205,14 @@ impl Stats {
             outstanding += s.outstanding;
             s.outstanding = outstanding;
         }
-        let outcomes = Outcome::ALL
+        let outcomes = ClientOutcome::ALL
             .iter()
             .map(|o| OutcomeSummary {
                 outcome: *o,
                 first_attempts: self.first[o.index()],
                 retries: self.retry[o.index()],
-                latency: Percentiles::of(&self.latency[o.index()]),
-                ttft_stream: Percentiles::of(&self.ttft[o.index()]),
+                latency: LoadPercentiles::of(&self.latency[o.index()]),
+                ttft_stream: LoadPercentiles::of(&self.ttft[o.index()]),
             })
             .collect();
         let lag_p99 = self.send_lag_p99_us();
@@ -221,10 +222,10 @@ impl Stats {
             attempts: self.first.iter().sum::<u64>() + self.retry.iter().sum::<u64>(),
             tokens: self.tokens,
             outcomes,
-            ttft_stream_ok: Percentiles::of(&self.ttft[Outcome::Ok.index()]),
-            person_ok: Percentiles::of(&self.person_ok),
-            send_lag: Percentiles::of(&self.send_lag),
-            retry_send_lag: Percentiles::of(&self.retry_send_lag),
+            ttft_stream_ok: LoadPercentiles::of(&self.ttft[ClientOutcome::Ok.index()]),
+            person_ok: LoadPercentiles::of(&self.person_ok),
+            send_lag: LoadPercentiles::of(&self.send_lag),
+            retry_send_lag: LoadPercentiles::of(&self.retry_send_lag),
             send_lag_bound_us: send_lag_bound.as_micros() as u64,
             valid: Duration::from_micros(lag_p99) <= send_lag_bound,
             timeline: self.timeline,
@@ -232,9 +233,9 @@ impl Stats {
     }
 }
 
-/// Percentiles of one histogram, in microseconds.
+/// Percentiles of one of the load generator's histograms, in microseconds.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct Percentiles {
+pub struct LoadPercentiles {
     /// Values recorded.
     pub count: u64,
     /// Median.
@@ -249,7 +250,7 @@ pub struct Percentiles {
     pub max_us: u64,
 }
 
-impl Percentiles {
+impl LoadPercentiles {
     fn of(h: &Histogram<u64>) -> Self {
         let q = |x| {
             if h.is_empty() {
@@ -258,7 +259,7 @@ impl Percentiles {
                 h.value_at_quantile(x)
             }
         };
-        Percentiles {
+        LoadPercentiles {
             count: h.len(),
             p50_us: q(0.5),
             p90_us: q(0.9),
@@ -273,16 +274,16 @@ impl Percentiles {
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct OutcomeSummary {
     /// The outcome.
-    pub outcome: Outcome,
+    pub outcome: ClientOutcome,
     /// First attempts that ended so.
     pub first_attempts: u64,
     /// Retries that ended so.
     pub retries: u64,
     /// Latency of those attempts, from their intended send time.
-    pub latency: Percentiles,
+    pub latency: LoadPercentiles,
     /// Time to first byte of those that were streamed and got one, from
     /// their intended send time.
-    pub ttft_stream: Percentiles,
+    pub ttft_stream: LoadPercentiles,
 }
 
 /// What a run measured.
@@ -299,26 +300,26 @@ pub struct RunReport {
     /// Counts and latencies by outcome, attempts timed from intended send.
     pub outcomes: Vec<OutcomeSummary>,
     /// Time to first byte of streamed ok attempts, from intended send.
-    pub ttft_stream_ok: Percentiles,
+    pub ttft_stream_ok: LoadPercentiles,
     /// People served: from their first attempt's intended time to the answer.
-    pub person_ok: Percentiles,
+    pub person_ok: LoadPercentiles,
     /// Actual minus intended send time of first attempts: how well the
     /// schedule was kept. The run's validity is judged on this.
-    pub send_lag: Percentiles,
+    pub send_lag: LoadPercentiles,
     /// The same for retries, whose due times the clients set themselves
     /// (tokio's millisecond timer wakes them, so expect about a millisecond).
-    pub retry_send_lag: Percentiles,
+    pub retry_send_lag: LoadPercentiles,
     /// The bound on the send lag's p99.
     pub send_lag_bound_us: u64,
     /// True if and only if the send lag's p99 stayed within its bound.
     pub valid: bool,
     /// One entry per second of the run.
-    pub timeline: Vec<Second>,
+    pub timeline: Vec<LoadSecond>,
 }
 
 impl RunReport {
     /// The summary of one outcome.
-    pub fn outcome(&self, o: Outcome) -> &OutcomeSummary {
+    pub fn outcome(&self, o: ClientOutcome) -> &OutcomeSummary {
         &self.outcomes[o.index()]
     }
 
@@ -331,7 +332,7 @@ impl RunReport {
             "{:<16} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}",
             "outcome", "first", "retries", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms"
         );
-        let mut row = |name: &str, first: String, retries: String, p: &Percentiles| {
+        let mut row = |name: &str, first: String, retries: String, p: &LoadPercentiles| {
             let _ = writeln!(
                 out,
                 "{:<16} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}",
@@ -398,8 +399,9 @@ impl RunReport {
         out
     }
 
-    /// The timeline as CSV, header included.
-    pub fn timeline_csv(&self) -> String {
+    /// The per-second counts as CSV, header included: the load
+    /// generator's `load-seconds.csv` ([`wire::files::LOAD_SECONDS`]).
+    pub fn seconds_csv(&self) -> String {
         let mut out =
             String::from("second,offered,sent,retries,ok,shed,timed_out,errors,outstanding\n");
         for s in &self.timeline {
@@ -430,7 +432,7 @@ mod tests {
         attempt: u32,
         intended: u64,
         done: u64,
-        outcome: Outcome,
+        outcome: ClientOutcome,
         last: bool,
     ) -> ClientRecord {
         ClientRecord {
@@ -455,31 +457,38 @@ mod tests {
         let t0 = 1_000_000_000;
         let mut s = Stats::new(t0);
         // Person a: shed at 0.1 s, retried at 1.2 s, served at 2.5 s.
-        s.add(&rec("a", 1, t0, t0 + 100_000, Outcome::Shed, false));
+        s.add(&rec("a", 1, t0, t0 + 100_000, ClientOutcome::Shed, false));
         s.add(&rec(
             "a",
             2,
             t0 + 1_200_000,
             t0 + 2_500_000,
-            Outcome::Ok,
+            ClientOutcome::Ok,
             true,
         ));
         // Person b: served in 10 ms; person c times out at 1.5 s.
-        s.add(&rec("b", 1, t0 + 10_000, t0 + 20_000, Outcome::Ok, true));
+        s.add(&rec(
+            "b",
+            1,
+            t0 + 10_000,
+            t0 + 20_000,
+            ClientOutcome::Ok,
+            true,
+        ));
         s.add(&rec(
             "c",
             1,
             t0 + 20_000,
             t0 + 1_500_000,
-            Outcome::Timeout,
+            ClientOutcome::Timeout,
             true,
         ));
         let r = s.into_report(Duration::from_secs(3), Duration::from_millis(5));
         assert_eq!(r.people, 3);
         assert_eq!(r.attempts, 4);
-        assert_eq!(r.outcome(Outcome::Ok).first_attempts, 1);
-        assert_eq!(r.outcome(Outcome::Ok).retries, 1);
-        assert_eq!(r.outcome(Outcome::Shed).first_attempts, 1);
+        assert_eq!(r.outcome(ClientOutcome::Ok).first_attempts, 1);
+        assert_eq!(r.outcome(ClientOutcome::Ok).retries, 1);
+        assert_eq!(r.outcome(ClientOutcome::Shed).first_attempts, 1);
         // Person a's wait counts from their first arrival.
         assert_eq!(r.person_ok.count, 2);
         let max = r.person_ok.max_us;
@@ -492,14 +501,14 @@ mod tests {
         assert_eq!(r.timeline[1].retries, 1);
         assert_eq!(r.timeline[2].ok, 1);
         assert!(r.table().contains("run valid"));
-        assert!(r.timeline_csv().starts_with("second,offered"));
+        assert!(r.seconds_csv().starts_with("second,offered"));
     }
 
     #[test]
     fn histogram_log_reads_back() {
         use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
         let mut s = Stats::new(0);
-        s.add(&rec("a", 1, 0, 2_000, Outcome::Ok, true));
+        s.add(&rec("a", 1, 0, 2_000, ClientOutcome::Ok, true));
         let mut out = Vec::new();
         s.write_histogram_log(
             &mut out,
@@ -514,7 +523,7 @@ mod tests {
             })
             .collect();
         // latency and ttft_stream per outcome, person.ok, and two send lags.
-        assert_eq!(tags.len(), 2 * Outcome::ALL.len() + 3, "{tags:?}");
+        assert_eq!(tags.len(), 2 * ClientOutcome::ALL.len() + 3, "{tags:?}");
         assert!(tags.contains(&"latency.ok".to_string()));
     }
 
@@ -527,7 +536,7 @@ mod tests {
                 1,
                 i * 1000,
                 i * 1000 + 50,
-                Outcome::Ok,
+                ClientOutcome::Ok,
                 true,
             );
             r.sent_us = r.intended_us + 20_000;

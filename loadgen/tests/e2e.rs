@@ -4,9 +4,10 @@
 use std::path::Path;
 use std::time::Duration;
 
-use fake_provider::{FakeProvider, ProviderConfig, ProviderHandle, ProviderRecord};
-use loadgen::{ClientRecord, LoadPlan, RunOptions, RunReport, Target};
+use fake_provider::{FakeProvider, ProviderConfig, ProviderHandle};
+use loadgen::{LoadOptions, LoadPlan, RunReport, Target};
 use tokio_util::sync::CancellationToken;
+use wire::{files, ClientRecord, ProviderRecord};
 
 #[path = "e2e/basics.rs"]
 mod basics;
@@ -50,7 +51,7 @@ pub async fn rehearse_in(base_dir: &Path, scenario: &str, provider_toml: &str) -
         loadgen::run(
             &plan,
             &target,
-            &RunOptions::new(out.path()),
+            &LoadOptions::new(out.path()),
             CancellationToken::new(),
         ),
     )
@@ -58,7 +59,7 @@ pub async fn rehearse_in(base_dir: &Path, scenario: &str, provider_toml: &str) -
     .expect("the run ends by itself")
     .expect("the run succeeds");
     eprintln!("{}", report.table());
-    let client = read_client_records(&out.path().join("client.jsonl"));
+    let client = read_client_records(&out.path().join(files::CLIENT_RECORDS));
     let provider = settled_records(&handle).await;
     handle.shutdown().await;
     Rehearsal {

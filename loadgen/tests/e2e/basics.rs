@@ -2,7 +2,7 @@
 
 use std::collections::HashSet;
 
-use loadgen::Outcome;
+use wire::{files, ClientOutcome};
 
 use crate::rehearse;
 
@@ -29,7 +29,7 @@ stream = 0.5
     assert_eq!(r.report.people, 100);
     assert_eq!(r.client.len(), 100);
     assert!(
-        r.client.iter().all(|c| c.outcome == Outcome::Ok),
+        r.client.iter().all(|c| c.outcome == ClientOutcome::Ok),
         "{:?}",
         r.report.outcomes
     );
@@ -52,9 +52,20 @@ stream = 0.5
     let offered: u64 = r.report.timeline.iter().map(|s| s.offered).sum();
     assert_eq!(offered, 100);
     assert_eq!(r.report.timeline.last().unwrap().outstanding, 0);
-    for f in ["summary.json", "timeline.csv", "client.hlog"] {
+    for f in [files::LOAD_SUMMARY, files::LOAD_SECONDS, files::CLIENT_HLOG] {
         assert!(r.out.path().join(f).exists(), "{f} written");
     }
+    // The harness's per-second file is not the load generator's to write.
+    assert!(!r.out.path().join(files::TIMELINE).exists());
+    let seconds = std::fs::read_to_string(r.out.path().join(files::LOAD_SECONDS)).unwrap();
+    assert!(seconds.starts_with("second,offered,sent,"), "{seconds}");
+    // Whole lines only, every one a record.
+    let records = std::fs::read(r.out.path().join(files::CLIENT_RECORDS)).unwrap();
+    assert_eq!(records.last(), Some(&b'\n'));
+    assert_eq!(
+        records.iter().filter(|&&b| b == b'\n').count(),
+        r.client.len()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -78,7 +89,7 @@ padding_kb = { fixed = 4 }
     assert!(
         r.client
             .iter()
-            .all(|c| c.outcome == Outcome::Ok && c.stream && c.tokens == 5),
+            .all(|c| c.outcome == ClientOutcome::Ok && c.stream && c.tokens == 5),
         "{:?}",
         r.client.first()
     );

@@ -1,7 +1,7 @@
 //! A person who runs out of patience hangs up, and the provider sees the
 //! hang-up then, long before its answer would have been ready.
 
-use loadgen::Outcome;
+use wire::ClientOutcome;
 
 use crate::rehearse;
 
@@ -20,7 +20,7 @@ rate = 10
     .await;
     assert_eq!(r.client.len(), 5);
     for c in &r.client {
-        assert_eq!(c.outcome, Outcome::Timeout, "{c:?}");
+        assert_eq!(c.outcome, ClientOutcome::Timeout, "{c:?}");
         assert_eq!(c.status, None, "no answer came");
         assert_eq!(c.patience_ms, 400);
         let waited = c.latency_us();
@@ -41,5 +41,5 @@ rate = 10
         assert!(hung_up - p.received_us < 3_000_000, "{p:?}");
         assert_eq!(p.first_byte_us, None, "{p:?}");
     }
-    assert_eq!(r.report.outcome(Outcome::Timeout).first_attempts, 5);
+    assert_eq!(r.report.outcome(ClientOutcome::Timeout).first_attempts, 5);
 }

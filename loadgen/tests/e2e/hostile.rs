@@ -8,10 +8,11 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use loadgen::{ClientRecord, LoadPlan, Outcome, RunOptions, Target};
+use loadgen::{LoadOptions, LoadPlan, Target};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
+use wire::{files, ClientOutcome, ClientRecord};
 
 use crate::read_client_records;
 
@@ -96,14 +97,14 @@ stream = 0.0
         loadgen::run(
             &plan,
             &target,
-            &RunOptions::new(out.path()),
+            &LoadOptions::new(out.path()),
             CancellationToken::new(),
         ),
     )
     .await
     .expect("the run ends by itself, whatever the gateway does")
     .expect("the run succeeds");
-    let records = read_client_records(&out.path().join("client.jsonl"));
+    let records = read_client_records(&out.path().join(files::CLIENT_RECORDS));
     assert!(!records.is_empty(), "attempts were recorded");
     for r in &records {
         let took = Duration::from_micros(r.done_us.saturating_sub(r.intended_us));
@@ -116,7 +117,7 @@ stream = 0.0
 }
 
 /// Asserts every attempt ended in `want`, and returns them.
-async fn expect_all(addr: SocketAddr, want: Outcome) -> Vec<ClientRecord> {
+async fn expect_all(addr: SocketAddr, want: ClientOutcome) -> Vec<ClientRecord> {
     let records = drive(addr, 3, "policy = \"none\"").await;
     assert_eq!(records.len(), 3, "{records:?}");
     for r in &records {
@@ -138,7 +139,7 @@ async fn garbage_instead_of_http_is_malformed_at_once() {
         tokio::time::sleep(Duration::from_secs(5)).await;
     })
     .await;
-    for r in expect_all(addr, Outcome::Malformed).await {
+    for r in expect_all(addr, ClientOutcome::Malformed).await {
         assert_eq!(r.status, None);
         assert!(
             r.done_us - r.sent_us < 300_000,
@@ -155,7 +156,7 @@ async fn a_content_length_shorter_than_the_body_is_malformed() {
         tokio::time::sleep(Duration::from_secs(5)).await;
     })
     .await;
-    for r in expect_all(addr, Outcome::Malformed).await {
+    for r in expect_all(addr, ClientOutcome::Malformed).await {
         assert_eq!(r.status, Some(200));
         assert!(r.done_us - r.sent_us < 300_000, "{r:?}");
     }
@@ -169,7 +170,7 @@ async fn a_content_length_longer_than_the_body_then_close_is_a_reset() {
         // Dropped: the connection closes with the body unfinished.
     })
     .await;
-    for r in expect_all(addr, Outcome::Reset).await {
+    for r in expect_all(addr, ClientOutcome::Reset).await {
         assert_eq!(r.status, Some(200));
         assert!(r.done_us - r.sent_us < 300_000, "{r:?}");
     }
@@ -183,7 +184,7 @@ async fn a_content_length_longer_than_the_body_kept_open_times_out() {
         tokio::time::sleep(Duration::from_secs(5)).await;
     })
     .await;
-    expect_all(addr, Outcome::Timeout).await;
+    expect_all(addr, ClientOutcome::Timeout).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -210,7 +211,7 @@ async fn an_endless_body_times_out_at_the_patience() {
             }
         })
         .await;
-        for r in expect_all(addr, Outcome::Timeout).await {
+        for r in expect_all(addr, ClientOutcome::Timeout).await {
             assert_eq!(r.status, Some(200), "{framing:?}");
             assert!(r.first_byte_us.is_some(), "{r:?}");
         }
@@ -228,7 +229,7 @@ async fn a_stream_that_stops_sending_times_out() {
         tokio::time::sleep(Duration::from_secs(5)).await;
     })
     .await;
-    for r in expect_all(addr, Outcome::Timeout).await {
+    for r in expect_all(addr, ClientOutcome::Timeout).await {
         assert_eq!(r.status, Some(200));
         let first = r.first_byte_us.expect("the first event arrived");
         assert!(first - r.sent_us < 300_000, "{r:?}");
@@ -253,7 +254,7 @@ async fn a_close_delimited_body_is_a_valid_answer() {
             let _ = s.shutdown().await;
         })
         .await;
-        for r in expect_all(addr, Outcome::Ok).await {
+        for r in expect_all(addr, ClientOutcome::Ok).await {
             assert_eq!(r.tokens, 2, "{version}: {r:?}");
         }
     }
@@ -264,7 +265,7 @@ async fn a_close_delimited_body_is_a_valid_answer() {
             .await;
     })
     .await;
-    expect_all(addr, Outcome::Malformed).await;
+    expect_all(addr, ClientOutcome::Malformed).await;
 }
 
 /// A gateway that sheds everything with this Retry-After value.
@@ -299,7 +300,7 @@ async fn absurd_retry_after_values_are_sheds_and_never_stall_a_retry() {
         let records = drive(addr, 2, retry).await;
         assert_eq!(records.len(), 4, "{value}: {records:?}");
         for r in &records {
-            assert_eq!(r.outcome, Outcome::Shed, "{value}: {r:?}");
+            assert_eq!(r.outcome, ClientOutcome::Shed, "{value}: {r:?}");
             assert_eq!(r.status, Some(429));
             assert_eq!(r.retry_after_ms, want, "{value}: {r:?}");
         }
@@ -331,7 +332,7 @@ async fn a_head_that_never_ends_times_out_or_is_refused() {
         }
     })
     .await;
-    for r in expect_all(addr, Outcome::Timeout).await {
+    for r in expect_all(addr, ClientOutcome::Timeout).await {
         assert_eq!(r.status, None, "the head never ended: {r:?}");
     }
     // Quickly: header lines as fast as they go; past the client's head
@@ -342,7 +343,7 @@ async fn a_head_that_never_ends_times_out_or_is_refused() {
         while s.write_all(line.as_bytes()).await.is_ok() {}
     })
     .await;
-    for r in expect_all(addr, Outcome::Malformed).await {
+    for r in expect_all(addr, ClientOutcome::Malformed).await {
         assert!(r.done_us - r.sent_us < 500_000, "{r:?}");
     }
 }

@@ -2,7 +2,7 @@
 //! being sent on schedule and their latency, timed from the intended send,
 //! shows the stall.
 
-use loadgen::Outcome;
+use wire::ClientOutcome;
 
 use crate::rehearse;
 
@@ -28,7 +28,7 @@ latency = { ttft = { fixed = "2s" } }
     )
     .await;
     assert_eq!(r.client.len(), 200);
-    assert!(r.client.iter().all(|c| c.outcome == Outcome::Ok));
+    assert!(r.client.iter().all(|c| c.outcome == ClientOutcome::Ok));
     // Sent on schedule, stall or not: every attempt within 100 ms of its
     // intended time (a generator that waited for answers would be up to
     // 2 s late), and the run is valid. The bound is loose because the test
@@ -55,7 +55,7 @@ latency = { ttft = { fixed = "2s" } }
         let l = c.latency_us();
         assert!((2_000_000..3_000_000).contains(&l), "{} took {l} µs", c.id);
     }
-    let stalled_max = r.report.outcome(Outcome::Ok).latency.max_us;
+    let stalled_max = r.report.outcome(ClientOutcome::Ok).latency.max_us;
     assert!(
         stalled_max >= 2_000_000,
         "the stall shows in the histogram: {stalled_max}"

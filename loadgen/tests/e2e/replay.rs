@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use loadgen::Outcome;
+use wire::ClientOutcome;
 
 use crate::rehearse_in;
 
@@ -41,7 +41,7 @@ jitter = "200ms"
     )
     .await;
     assert_eq!(r.client.len(), 40, "two copies of each row");
-    assert!(r.client.iter().all(|c| c.outcome == Outcome::Ok));
+    assert!(r.client.iter().all(|c| c.outcome == ClientOutcome::Ok));
     let t0 = r.client.iter().map(|c| c.intended_us).min().unwrap();
     let span = r.client.iter().map(|c| c.intended_us).max().unwrap() - t0;
     // 1.9 s of log at twice the speed, copies jittered by up to 0.1 s of run time.

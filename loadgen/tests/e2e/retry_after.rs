@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use loadgen::Outcome;
+use wire::ClientOutcome;
 
 use crate::rehearse;
 
@@ -30,7 +30,7 @@ jitter = 1.0
     let shed_first = r
         .client
         .iter()
-        .filter(|c| c.attempt == 1 && c.outcome == Outcome::Shed)
+        .filter(|c| c.attempt == 1 && c.outcome == ClientOutcome::Shed)
         .count();
     assert!(shed_first >= 20, "{shed_first} first attempts shed");
     let by_key: HashMap<(&str, u32), _> = r
@@ -42,7 +42,7 @@ jitter = 1.0
     for c in r.client.iter().filter(|c| c.attempt > 1) {
         retries += 1;
         let prev = by_key[&(c.id.as_str(), c.attempt - 1)];
-        assert_eq!(prev.outcome, Outcome::Shed);
+        assert_eq!(prev.outcome, ClientOutcome::Shed);
         assert!(!prev.last);
         let ra_us = prev.retry_after_ms.expect("the 429 said when") * 1000;
         // Never earlier than asked...
@@ -58,7 +58,7 @@ jitter = 1.0
     assert!(
         r.client
             .iter()
-            .any(|c| c.attempt > 1 && c.outcome == Outcome::Ok),
+            .any(|c| c.attempt > 1 && c.outcome == ClientOutcome::Ok),
         "a retry honouring Retry-After was admitted"
     );
     // Attempts beyond max_attempts are never made; the last one says so.
