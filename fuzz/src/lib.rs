@@ -16,8 +16,10 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
+use fake_provider::ProviderDialect;
+
 /// A fuzz target: its name (the folder under `corpus/`) and its function.
-pub struct Target {
+pub struct FuzzTarget {
     /// The name, as given to `run.sh` and used as the corpus folder.
     pub name: &'static str,
     /// Runs one input; panics if and only if it found a bug.
@@ -25,31 +27,31 @@ pub struct Target {
 }
 
 /// Every target.
-pub const TARGETS: &[Target] = &[
-    Target {
+pub const TARGETS: &[FuzzTarget] = &[
+    FuzzTarget {
         name: "scenario_toml",
         run: scenario_toml,
     },
-    Target {
+    FuzzTarget {
         name: "provider_request",
         run: provider_request,
     },
-    Target {
+    FuzzTarget {
         name: "retry_after",
         run: retry_after,
     },
-    Target {
+    FuzzTarget {
         name: "go_duration",
         run: go_duration,
     },
-    Target {
+    FuzzTarget {
         name: "replay_log",
         run: replay_log,
     },
 ];
 
 /// Returns the target named `name`, if there is one.
-pub fn target(name: &str) -> Option<&'static Target> {
+pub fn target(name: &str) -> Option<&'static FuzzTarget> {
     TARGETS.iter().find(|t| t.name == name)
 }
 
@@ -75,15 +77,19 @@ pub fn scenario_toml(data: &[u8]) {
         let _ = plan.schedule_length();
         let _ = plan.expected_arrivals();
         let _ = plan.send_lag_bound();
-        let plan = plan.time_scaled(10.0);
+        let plan = plan.scaled(wire::Scale {
+            time: 10.0,
+            quota: 10.0,
+        });
         let _ = plan.schedule_length();
     }
 }
 
 /// A request body, parsed as both dialects.
 pub fn provider_request(data: &[u8]) {
-    let _ = fake_provider::Dialect::OpenAi.parse(data);
-    let _ = fake_provider::Dialect::Anthropic.parse(data);
+    for dialect in wire::Dialect::ALL {
+        let _ = dialect.parse(data);
+    }
 }
 
 /// The first byte picks which header(s) carry the rest: `retry-after-ms`,
@@ -92,24 +98,26 @@ pub fn retry_after(data: &[u8]) {
     let Some((&which, rest)) = data.split_first() else {
         return;
     };
-    let mut headers = http::HeaderMap::new();
-    let mut put = |name: &'static str, bytes: &[u8]| {
-        if let Ok(v) = http::HeaderValue::from_bytes(bytes) {
-            headers.insert(name, v);
-        }
+    // What a client reads: the bytes a header value may hold, as text.
+    let value = |bytes: &[u8]| {
+        http::HeaderValue::from_bytes(bytes)
+            .ok()
+            .and_then(|v| v.to_str().ok().map(str::to_string))
     };
-    match which % 3 {
-        0 => put("retry-after-ms", rest),
-        1 => put("retry-after", rest),
+    let (ms, secs) = match which % 3 {
+        0 => (value(rest), None),
+        1 => (None, value(rest)),
         _ => {
             let cut = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
-            put("retry-after-ms", &rest[..cut]);
-            put("retry-after", rest.get(cut + 1..).unwrap_or_default());
+            (
+                value(&rest[..cut]),
+                value(rest.get(cut + 1..).unwrap_or_default()),
+            )
         }
-    }
+    };
     // Two clocks: now, and a date near the edge of what SystemTime holds.
     for now in [SystemTime::now(), SystemTime::UNIX_EPOCH] {
-        if let Some(wait) = loadgen::parse_retry_after(&headers, now) {
+        if let Some(wait) = wire::parse_retry_after(ms.as_deref(), secs.as_deref(), now) {
             // The wait is used as a delay: it must survive the arithmetic a
             // client does with it.
             let _ = wait.as_secs_f64();
@@ -122,16 +130,16 @@ pub fn retry_after(data: &[u8]) {
 /// precision.
 pub fn go_duration(data: &[u8]) {
     if let Ok(text) = std::str::from_utf8(data) {
-        let _ = fake_provider::parse_go_duration(text);
+        let _ = wire::parse_go_duration(text);
     }
     if data.len() >= 8 {
         let raw = u64::from_le_bytes(data[..8].try_into().expect("8 bytes"));
         // Go's range is 2^63 − 1 ns, about 9.2e12 ms.
         let ms = raw % (i64::MAX as u64 / 1_000_000 + 1);
         let d = Duration::from_millis(ms);
-        let text = fake_provider::go_duration(d);
+        let text = wire::go_duration(d);
         assert_eq!(
-            fake_provider::parse_go_duration(&text),
+            wire::parse_go_duration(&text),
             Some(d),
             "{ms} ms formatted as {text:?}"
         );

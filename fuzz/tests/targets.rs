@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use arbtest::arbitrary::Unstructured;
-use rehearse_fuzz::{Target, TARGETS};
+use rehearse_fuzz::{FuzzTarget, TARGETS};
 
-fn corpus(target: &Target) -> Vec<(PathBuf, Vec<u8>)> {
+fn corpus(target: &FuzzTarget) -> Vec<(PathBuf, Vec<u8>)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("corpus")
         .join(target.name);
@@ -62,7 +62,7 @@ fn input(
     Ok(data)
 }
 
-fn fuzz_briefly(target: &Target) {
+fn fuzz_briefly(target: &FuzzTarget) {
     let seeds = corpus(target);
     assert!(!seeds.is_empty(), "corpus/{} has no seeds", target.name);
     for (path, bytes) in &seeds {
