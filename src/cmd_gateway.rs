@@ -3,7 +3,7 @@
 //! Flags override a `--config` file. `REHEARSE_TIME_SCALE=N`, when set, then
 //! compresses every duration N times and multiplies the token rate by N
 //! ([`GatewayConfig::scaled`], time alone): for a gateway started by hand or
-//! by another harness. `rehearse run` does not use it for the reference
+//! by another harness. `rehearse run` no longer uses it for the reference
 //! gateway: it writes a `gateway.toml` already at rehearsal scale and
 //! removes the variable from the gateway's environment (see `wire::Scale`).
 //!

@@ -104,7 +104,7 @@ impl<T, E: Into<anyhow::Error>> Classify<T> for Result<T, E> {
 }
 
 /// The exit code of a subcommand's result; an error is printed here, once,
-/// as `error: {:#}` (the cause and its context on one line).
+/// as `error: {:#}` (the context and its causes on one line).
 pub fn exit_code(result: Result<Ended, Error>) -> ExitCode {
     ExitCode::from(code(result))
 }
@@ -115,13 +115,31 @@ fn code(result: Result<Ended, Error>) -> u8 {
         Ok(Ended::Fail) => 1,
         Ok(Ended::Invalid) => 3,
         Err(e) => {
-            eprintln!("error: {:#}", e.cause);
+            eprintln!("error: {}", one_line(&e.cause));
             match e.kind {
                 Kind::BadInput => 2,
                 Kind::Invalid => 3,
             }
         }
     }
+}
+
+/// `{:#}`, except that a cause whose text already ends the line is not
+/// repeated: several library errors print their source and also expose it
+/// (`cannot read x.toml: No such file…`, then `No such file…` again).
+fn one_line(cause: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for c in cause.chain() {
+        let text = c.to_string();
+        if line.ends_with(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
 }
 
 #[cfg(test)]
@@ -137,5 +155,17 @@ mod tests {
         assert_eq!(code(Err(anyhow::anyhow!("x")).invalid()), 3);
         let run = harness::RunError::BadInput("x".into());
         assert_eq!(code(Err(run.into())), 2);
+    }
+
+    #[test]
+    fn a_cause_already_printed_is_not_repeated() {
+        let io = std::io::Error::other("gone");
+        let e = anyhow::Error::new(io).context("cannot read x.toml: gone");
+        assert_eq!(
+            one_line(&e.context("--config")),
+            "--config: cannot read x.toml: gone"
+        );
+        let e = anyhow::Error::new(std::io::Error::other("gone")).context("cannot read x.toml");
+        assert_eq!(one_line(&e), format!("{e:#}"));
     }
 }

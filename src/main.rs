@@ -64,7 +64,7 @@ enum Command {
     /// Flags override a --config file. REHEARSE_TIME_SCALE=N, when set, then
     /// compresses every duration N times and multiplies the token rate by N:
     /// for a gateway started by hand or by another harness. `rehearse run`
-    /// does not set it for the reference gateway (it writes a gateway.toml
+    /// no longer sets it for the reference gateway (it writes a gateway.toml
     /// already at rehearsal scale, and removes the variable).
     ///
     /// Prints `listening on http://ADDR` once it serves; Ctrl-C or SIGTERM
