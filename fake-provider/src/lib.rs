@@ -10,7 +10,6 @@
 //! Modules:
 //! - `config`: the TOML schema, validation, and the merge of timeline
 //!   phases and admin overrides into the settings in force;
-//! - `quota`: continuously refilled request and token buckets;
 //! - `ceiling`: at most C calls in service, a FIFO queue behind;
 //! - `dialect`: request parsing and answers in each provider's shape;
 //! - `record`: the live counters;
@@ -19,7 +18,8 @@
 //!
 //! What it shares with the other parts of a rehearsal (the record, the
 //! clock, the request-id marker, the token estimate, Retry-After, header
-//! names, sizing the descriptor table) is in the `wire` crate.
+//! names, the quota's buckets and rate-limit headers, sizing the descriptor
+//! table) is in the `wire` crate.
 //!
 //! ```
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -35,7 +35,6 @@
 mod ceiling;
 pub mod config;
 mod dialect;
-mod quota;
 mod record;
 mod server;
 mod timer;

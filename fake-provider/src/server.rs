@@ -23,21 +23,16 @@ use tokio::net::{TcpListener, ToSocketAddrs};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 use wire::headers::{
-    ANTHROPIC_RATELIMIT_REQUESTS_LIMIT, ANTHROPIC_RATELIMIT_REQUESTS_REMAINING,
-    ANTHROPIC_RATELIMIT_REQUESTS_RESET, ANTHROPIC_RATELIMIT_TOKENS_LIMIT,
-    ANTHROPIC_RATELIMIT_TOKENS_REMAINING, ANTHROPIC_RATELIMIT_TOKENS_RESET, ANTHROPIC_REQUEST_ID,
-    ANTHROPIC_VERSION, RATELIMIT_LIMIT_REQUESTS, RATELIMIT_LIMIT_TOKENS,
-    RATELIMIT_REMAINING_REQUESTS, RATELIMIT_REMAINING_TOKENS, RATELIMIT_RESET_REQUESTS,
-    RATELIMIT_RESET_TOKENS, REQUEST_ID, RETRY_AFTER, RETRY_AFTER_MS, X_API_KEY,
+    ANTHROPIC_REQUEST_ID, ANTHROPIC_VERSION, REQUEST_ID, RETRY_AFTER, RETRY_AFTER_MS, X_API_KEY,
 };
 use wire::{
-    go_duration, marker_id, retry_after_values, Clock, Dialect, ProviderOutcome, ProviderRecord,
+    go_duration, marker_id, ratelimit_headers, retry_after_values, Clock, Dialect, ProviderOutcome,
+    ProviderRecord, QuotaBuckets, QuotaLimit, QuotaRefusal, QuotaSnapshot,
 };
 
 use crate::ceiling::{Admission, Ceiling, Permit};
 use crate::config::{Effective, Overflow, Overrides, ProviderConfig};
 use crate::dialect::{Answer, BadRequest, Finish, ProviderDialect, Request as CallRequest};
-use crate::quota::{Limit, Quota, Snapshot};
 use crate::record::{Counters, Stats};
 // Scripted delays use the provider's own sub-millisecond timer, not
 // tokio's millisecond wheel.
@@ -90,7 +85,7 @@ impl FakeProvider {
             config: self.config,
             clock: Clock::new(),
             ceiling: Ceiling::default(),
-            quota: Mutex::new(Quota::default()),
+            quota: Mutex::new(QuotaBuckets::default()),
             seq: AtomicU64::new(0),
             records: Mutex::new(Vec::new()),
             counters: Counters::default(),
@@ -189,7 +184,7 @@ struct Shared {
     config: ProviderConfig,
     clock: Clock,
     ceiling: Ceiling,
-    quota: Mutex<Quota>,
+    quota: Mutex<QuotaBuckets>,
     seq: AtomicU64,
     records: Mutex<Vec<ProviderRecord>>,
     counters: Counters,
@@ -576,70 +571,28 @@ fn empty_record() -> ProviderRecord {
 }
 
 /// The response headers of a call: rate limits, request id.
-fn call_headers(dialect: Dialect, id: &str, snap: Option<Snapshot>, clock: &Clock) -> HeaderMap {
+fn call_headers(
+    dialect: Dialect,
+    id: &str,
+    snap: Option<QuotaSnapshot>,
+    clock: &Clock,
+) -> HeaderMap {
     let mut h = HeaderMap::new();
-    let put = |h: &mut HeaderMap, name: &'static str, value: String| {
-        if let Ok(v) = HeaderValue::from_str(&value) {
+    let mut put = |name: &'static str, value: &str| {
+        if let Ok(v) = HeaderValue::from_str(value) {
             h.insert(HeaderName::from_static(name), v);
         }
     };
     match dialect {
-        Dialect::OpenAi => put(&mut h, REQUEST_ID, id.to_string()),
-        Dialect::Anthropic => put(&mut h, ANTHROPIC_REQUEST_ID, id.to_string()),
+        Dialect::OpenAi => put(REQUEST_ID, id),
+        Dialect::Anthropic => put(ANTHROPIC_REQUEST_ID, id),
     }
-    let Some(snap) = snap else { return h };
-    match dialect {
-        Dialect::OpenAi => {
-            if let Some((limit, remaining, reset)) = snap.requests {
-                put(&mut h, RATELIMIT_LIMIT_REQUESTS, limit.to_string());
-                put(&mut h, RATELIMIT_REMAINING_REQUESTS, remaining.to_string());
-                put(&mut h, RATELIMIT_RESET_REQUESTS, go_duration(reset));
-            }
-            if let Some((limit, remaining, reset)) = snap.tokens {
-                put(&mut h, RATELIMIT_LIMIT_TOKENS, limit.to_string());
-                put(&mut h, RATELIMIT_REMAINING_TOKENS, remaining.to_string());
-                put(&mut h, RATELIMIT_RESET_TOKENS, go_duration(reset));
-            }
-        }
-        Dialect::Anthropic => {
-            let at = |reset: Duration| rfc3339(clock.now_us() + reset.as_micros() as u64);
-            if let Some((limit, remaining, reset)) = snap.requests {
-                put(
-                    &mut h,
-                    ANTHROPIC_RATELIMIT_REQUESTS_LIMIT,
-                    limit.to_string(),
-                );
-                put(
-                    &mut h,
-                    ANTHROPIC_RATELIMIT_REQUESTS_REMAINING,
-                    remaining.to_string(),
-                );
-                put(&mut h, ANTHROPIC_RATELIMIT_REQUESTS_RESET, at(reset));
-            }
-            if let Some((limit, remaining, reset)) = snap.tokens {
-                put(&mut h, ANTHROPIC_RATELIMIT_TOKENS_LIMIT, limit.to_string());
-                put(
-                    &mut h,
-                    ANTHROPIC_RATELIMIT_TOKENS_REMAINING,
-                    remaining.to_string(),
-                );
-                put(&mut h, ANTHROPIC_RATELIMIT_TOKENS_RESET, at(reset));
-            }
+    if let Some(snap) = snap {
+        for (name, value) in ratelimit_headers(dialect, &snap, clock.now_us()) {
+            put(name, &value);
         }
     }
     h
-}
-
-/// RFC 3339 in UTC, to the second (as Anthropic's reset headers are).
-pub(crate) fn rfc3339(unix_us: u64) -> String {
-    let secs = (unix_us / 1_000_000) as i64 + i64::from(unix_us % 1_000_000 != 0);
-    time::OffsetDateTime::from_unix_timestamp(secs)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_default()
 }
 
 fn respond(
@@ -836,7 +789,7 @@ impl CallGuard {
         eff: &Effective,
         parsed: &CallRequest,
         max_tokens: u32,
-    ) -> Step<Option<Snapshot>> {
+    ) -> Step<Option<QuotaSnapshot>> {
         let reserve = parsed.prompt_tokens as u64 + max_tokens as u64;
         let limits = &eff.quota;
         let secs = self.shared.clock.secs();
@@ -867,7 +820,7 @@ impl CallGuard {
     /// The concurrency ceiling: a place in service now, or after a wait in
     /// the provider's own queue, or an "overloaded" refusal. Gives the
     /// instant of admission, from which the answer is paced.
-    async fn admit(&mut self, eff: &Effective, snap: Option<&Snapshot>) -> Step<Instant> {
+    async fn admit(&mut self, eff: &Effective, snap: Option<&QuotaSnapshot>) -> Step<Instant> {
         let c = &eff.concurrency;
         let queue = c.overflow == Overflow::Queue;
         let permit = match self.shared.ceiling.admit(c.ceiling, queue, c.queue_limit) {
@@ -901,7 +854,7 @@ impl CallGuard {
 
     /// No place under the ceiling and no room to queue: OpenAI's 429 or
     /// Anthropic's 529, each with its own words for "overloaded".
-    fn overloaded(&mut self, snap: Option<Snapshot>) -> Response<Body> {
+    fn overloaded(&mut self, snap: Option<QuotaSnapshot>) -> Response<Body> {
         let dialect = self.record.dialect;
         let status = dialect.overloaded_status();
         self.finish(ProviderOutcome::CapacityRejected, status);
@@ -1073,15 +1026,15 @@ impl CallGuard {
 fn quota_refusal(
     dialect: Dialect,
     id: &str,
-    refusal: crate::quota::Refusal,
-    snap: Snapshot,
+    refusal: QuotaRefusal,
+    snap: QuotaSnapshot,
     clock: &Clock,
     model: &str,
 ) -> Response<Body> {
     let mut h = call_headers(dialect, id, Some(snap), clock);
     let (what, short) = match refusal.limit {
-        Limit::Requests => ("requests per min (RPM)", "requests"),
-        Limit::Tokens => ("tokens per min (TPM)", "tokens"),
+        QuotaLimit::Requests => ("requests per min (RPM)", "requests"),
+        QuotaLimit::Tokens => ("tokens per min (TPM)", "tokens"),
     };
     let message = match refusal.retry_after {
         Some(wait) => {
@@ -1420,7 +1373,7 @@ mod tests {
             config,
             clock: Clock::new(),
             ceiling: Ceiling::default(),
-            quota: Mutex::new(Quota::default()),
+            quota: Mutex::new(QuotaBuckets::default()),
             seq: AtomicU64::new(0),
             records: Mutex::new(Vec::new()),
             counters: Counters::default(),
@@ -1477,11 +1430,5 @@ mod tests {
         assert_eq!(draw_fault(&eff, 0.45), Fault::StreamCut);
         assert_eq!(draw_fault(&eff, 0.55), Fault::Malformed);
         assert_eq!(draw_fault(&eff, 0.65), Fault::None);
-    }
-
-    #[test]
-    fn rfc3339_rounds_up_to_the_second() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(1_500_000), "1970-01-01T00:00:02Z");
     }
 }

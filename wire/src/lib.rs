@@ -20,6 +20,9 @@
 //! - `retry_after`: [`retry_after_values`] and [`parse_retry_after`];
 //! - `go_duration`: Go's duration text ([`go_duration`],
 //!   [`parse_go_duration`]) of OpenAI's rate-limit reset headers;
+//! - `quota`: a provider's request and token buckets ([`QuotaBuckets`])
+//!   and the rate-limit headers that describe them
+//!   ([`ratelimit_headers`]);
 //! - `tokens`: [`estimate_tokens`], one token per [`CHARS_PER_TOKEN`];
 //! - [`number`]: `9,360`-style numbers and the lognormal's p99 z-score;
 //! - `fd_table`: [`raise_open_files_limit`] and [`presize_fd_table`];
@@ -45,6 +48,7 @@ pub mod files;
 mod go_duration;
 pub mod headers;
 pub mod number;
+mod quota;
 mod record;
 mod request_id;
 mod retry_after;
@@ -55,6 +59,10 @@ pub use clock::Clock;
 pub use dialect::Dialect;
 pub use fd_table::{presize_fd_table, raise_open_files_limit, PRESIZE_MAX};
 pub use go_duration::{go_duration, parse_go_duration};
+pub use quota::{
+    ratelimit_headers, rfc3339_utc, QuotaBuckets, QuotaLimit, QuotaRefusal, QuotaSnapshot,
+    TokenBucket,
+};
 pub use record::{ClientOutcome, ClientRecord, ProviderOutcome, ProviderRecord, RssSample};
 pub use request_id::{
     is_request_id, marker, marker_id, Marker, MARKER_CLOSE, MARKER_OPEN, MAX_ID_LEN,
