@@ -131,7 +131,6 @@ pub struct Plan {
     pub overload: Option<Overload>,
 }
 
-
 impl Figures {
     /// The figures at rehearsal scale, by the one rule of [`wire::Scale`]:
     /// times ÷ time; rates × time ÷ quota; requests and bytes held ÷ quota.
