@@ -1,0 +1,367 @@
+//! The charts of `report.html`: the run on one shared time axis (traffic,
+//! where the requests are, latency, memory, Retry-After against the drain
+//! time), with the scenario's phases as shaded bands, and the distribution
+//! of end-to-end latency as an HDR percentile plot.
+//!
+//! Charts are drawn with plotters into SVG strings (inlined in the HTML) and
+//! rasterised with resvg into PNG copies for pasting into a ticket. Every
+//! time chart has the same width, margins and x range, so their time axes
+//! line up one above the other; legends sit below the plot area, band labels
+//! above it, so neither covers data.
+//!
+//! The rooms:
+//! - this file: what the HTML reads ([`Band`], [`ChartData`], [`Chart`],
+//!   [`render_all`]), and the number formatting it shares with the charts
+//!   (`count`, `num`: [`wire::number`]'s);
+//! - `axes`: nice steps, the linear, logarithmic and time axes, tick labels;
+//! - `timeline`: the run's seconds in buckets of a few for a long run;
+//! - `draw`: fonts, colours, the SVG document, title, legend, the time
+//!   chart's frame with its bands, series and lines;
+//! - `time_charts`: charts 1–5 (traffic, requests, latency, memory,
+//!   Retry-After);
+//! - `distribution`: chart 6, the HDR percentile plot;
+//! - `raster`: PNG copies with resvg, and their font database.
+
+mod axes;
+mod distribution;
+mod draw;
+mod raster;
+mod time_charts;
+mod timeline;
+
+use assertions::Second;
+use hdrhistogram::Histogram;
+
+use self::axes::TimeAxis;
+use self::distribution::distribution;
+use self::draw::{DrawResult, Frame};
+use self::time_charts::{latency, memory, requests, retry_after, traffic};
+use self::timeline::Rows;
+
+pub(crate) use self::raster::png;
+/// Numbers as the whole report prints them: `9,360`, `1,234.6`.
+pub(crate) use wire::number::{count, num};
+
+/// A stretch of the run drawn as a shaded band: a load phase, with the
+/// provider's phase when one is active.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Band {
+    /// Start, seconds since the run started.
+    pub from_s: f64,
+    /// End, seconds since the run started.
+    pub to_s: f64,
+    /// What the band is called (the plan's segment name).
+    pub label: String,
+    /// True if and only if the plan predicts overload during the band.
+    pub overloaded: bool,
+}
+
+/// Everything the charts draw.
+pub struct ChartData<'a> {
+    /// The run second by second.
+    pub seconds: &'a [Second],
+    /// Length of the time axis in seconds: at least the timeline's and the
+    /// load schedule's (so a run that ended early shows where it stopped).
+    pub span_s: f64,
+    /// The phases.
+    pub bands: Vec<Band>,
+    /// Q*, the predicted queue bound, if the scenario overloads.
+    pub queue_bound: Option<f64>,
+    /// The gateway's first shed: seconds since start and depth then.
+    pub first_shed: Option<(f64, u64)>,
+    /// The served-latency SLO (p99), in milliseconds, if the check is on.
+    pub slo_ms: Option<f64>,
+    /// The gateway's memory ceiling, if any.
+    pub memory_ceiling_bytes: Option<u64>,
+    /// What happened to the gateway process (`died`, `restarted`), seconds
+    /// since start: drawn as vertical lines across every time chart.
+    pub events: Vec<(f64, String)>,
+    /// End-to-end latency of answered attempts, in microseconds.
+    pub served: &'a Histogram<u64>,
+    /// End-to-end latency of every attempt, in microseconds.
+    pub all: &'a Histogram<u64>,
+}
+
+/// One rendered chart.
+#[derive(Debug, Clone)]
+pub struct Chart {
+    /// Short id: the HTML element id is `chart-{id}`, the PNG `chart-{id}.png`.
+    pub id: &'static str,
+    /// The chart's title.
+    pub title: String,
+    /// The chart as an SVG document, or why it could not be drawn.
+    pub svg: Result<String, String>,
+}
+
+/// Draws all six charts.
+pub fn render_all(d: &ChartData) -> Vec<Chart> {
+    let rows = Rows::of(d.seconds);
+    let x = TimeAxis::new(d.span_s.max(rows.end()));
+    let mk = |id, title: &str, f: &dyn Fn(&Frame) -> DrawResult<String>| {
+        let frame = Frame {
+            d,
+            rows: &rows,
+            x: &x,
+            title,
+        };
+        // A chart that cannot be drawn must not cost the run its verdict
+        // and other reports: it becomes a sentence in the page instead.
+        let svg = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&frame)))
+            .unwrap_or_else(|_| Err("the chart library panicked".into()))
+            .map_err(|e| e.to_string());
+        Chart {
+            id,
+            title: title.to_string(),
+            svg,
+        }
+    };
+    vec![
+        mk("traffic", "1. Traffic per second", &traffic),
+        mk("requests", "2. Where the requests are", &requests),
+        mk("latency", "3. Latency per second, p50 and p99", &latency),
+        mk("memory", "4. Gateway memory (RSS)", &memory),
+        mk(
+            "retry-after",
+            "5. Retry-After given vs backlog drain time measured",
+            &retry_after,
+        ),
+        mk(
+            "distribution",
+            "6. End-to-end latency distribution (HDR percentile plot)",
+            &distribution,
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn second(t: u64) -> Second {
+        Second {
+            t,
+            offered: 40,
+            sent: 40,
+            ok: 30,
+            shed: 10,
+            timeout: 0,
+            errors: 0,
+            client_outstanding: 20,
+            provider_in_flight: 12,
+            provider_in_service: 12,
+            gateway_depth: 8,
+            backlog: 8,
+            e2e_p50_ms: Some(210.0),
+            e2e_p99_ms: Some(1900.0),
+            queue_wait_p50_ms: Some(3.0),
+            queue_wait_p99_ms: Some(1700.0),
+            provider_p50_ms: Some(200.0),
+            provider_p99_ms: Some(1400.0),
+            rss_bytes: Some(19 << 20),
+            retry_after_ms: Some(1500),
+            drain_s: 1.2,
+        }
+    }
+
+    fn hist(values_ms: &[u64]) -> Histogram<u64> {
+        let mut h = Histogram::new(3).unwrap();
+        for v in values_ms {
+            h.record(v * 1000).unwrap();
+        }
+        h
+    }
+
+    fn bands() -> Vec<Band> {
+        vec![
+            Band {
+                from_s: 0.0,
+                to_s: 2.0,
+                label: "40 requests/s".into(),
+                overloaded: false,
+            },
+            Band {
+                from_s: 2.0,
+                to_s: 10.0,
+                label: "40 requests/s / provider 7x slower".into(),
+                overloaded: true,
+            },
+        ]
+    }
+
+    fn render(seconds: &[Second], span_s: f64, first_shed: Option<(f64, u64)>) -> Vec<Chart> {
+        let served = hist(&[200, 210, 220, 900, 1900]);
+        let all = hist(&[1, 2, 200, 210, 220, 900, 1900]);
+        render_all(&ChartData {
+            seconds,
+            span_s,
+            bands: bands(),
+            queue_bound: Some(245.0),
+            first_shed,
+            slo_ms: Some(5000.0),
+            memory_ceiling_bytes: Some(256 << 20),
+            events: vec![(6.2, "died".into()), (7.0, "restarted".into())],
+            served: &served,
+            all: &all,
+        })
+    }
+
+    /// Every chart drew, and is a well-formed SVG document resvg can read.
+    fn assert_drawn(charts: &[Chart]) {
+        assert_eq!(charts.len(), 6);
+        let ids: Vec<_> = charts.iter().map(|c| c.id).collect();
+        assert_eq!(
+            ids,
+            [
+                "traffic",
+                "requests",
+                "latency",
+                "memory",
+                "retry-after",
+                "distribution"
+            ]
+        );
+        for c in charts {
+            let svg = c.svg.as_ref().unwrap_or_else(|e| panic!("{}: {e}", c.id));
+            assert!(svg.starts_with("<svg"), "{}", c.id);
+            assert!(svg.contains(&c.title), "{}: no title", c.id);
+            let png = png(svg).unwrap_or_else(|e| panic!("{}: {e}", c.id));
+            assert_eq!(&png[1..4], b"PNG");
+        }
+    }
+
+    #[test]
+    fn a_ten_second_run_with_sheds() {
+        let seconds: Vec<_> = (0..12).map(second).collect();
+        let charts = render(&seconds, 10.0, Some((2.3, 8)));
+        assert_drawn(&charts);
+        let requests = charts[1].svg.as_ref().unwrap();
+        assert!(requests.contains("Q* = 245 (predicted bound)"));
+        assert!(requests.contains("first shed: 8 waiting, 2.3 s in"));
+        // Band labels above the plot, the overloaded one cut to its width
+        // only if it has to be.
+        assert!(requests.contains("40 requests/s / provider 7x slower"));
+        // Seconds on the time axis.
+        assert!(requests.contains("time since start (s)"));
+        let latency = charts[2].svg.as_ref().unwrap();
+        assert!(latency.contains("SLO: p99 ≤ 5 s"));
+        assert!(charts[3].svg.as_ref().unwrap().contains("ceiling 256 MiB"));
+        // The gateway's death and restart, on every time chart.
+        for c in &charts[..5] {
+            let svg = c.svg.as_ref().unwrap();
+            assert!(svg.contains("gateway died at 6.2 s"), "{}", c.id);
+            assert!(svg.contains("gateway restarted at 7 s"), "{}", c.id);
+        }
+    }
+
+    #[test]
+    fn no_sheds_at_all() {
+        let seconds: Vec<_> = (0..10)
+            .map(|t| Second {
+                shed: 0,
+                retry_after_ms: None,
+                drain_s: 0.0,
+                ..second(t)
+            })
+            .collect();
+        let charts = render(&seconds, 10.0, None);
+        assert_drawn(&charts);
+        assert!(charts[1]
+            .svg
+            .as_ref()
+            .unwrap()
+            .contains("the gateway never shed"));
+        assert!(charts[4]
+            .svg
+            .as_ref()
+            .unwrap()
+            .contains("no Retry-After given"));
+    }
+
+    #[test]
+    fn a_run_that_ended_early_keeps_the_planned_axis() {
+        // Records for 4 s of a 10 s schedule: the axis still runs to 10 s.
+        let seconds: Vec<_> = (0..4).map(second).collect();
+        let charts = render(&seconds, 10.0, Some((2.3, 8)));
+        assert_drawn(&charts);
+        assert!(charts[0].svg.as_ref().unwrap().contains(">\n10\n</text>"));
+    }
+
+    #[test]
+    fn a_single_second_run() {
+        let charts = render(&[second(0)], 0.0, None);
+        assert_drawn(&charts);
+        // One point per series still shows, as a dot.
+        assert!(charts[0].svg.as_ref().unwrap().contains("<circle"));
+    }
+
+    #[test]
+    fn an_empty_run() {
+        let empty = Histogram::new(3).unwrap();
+        let charts = render_all(&ChartData {
+            seconds: &[],
+            span_s: 0.0,
+            bands: Vec::new(),
+            queue_bound: None,
+            first_shed: None,
+            slo_ms: None,
+            memory_ceiling_bytes: None,
+            events: Vec::new(),
+            served: &empty,
+            all: &empty,
+        });
+        assert_drawn(&charts);
+        assert!(charts[0]
+            .svg
+            .as_ref()
+            .unwrap()
+            .contains("no attempts recorded"));
+        assert!(charts[3]
+            .svg
+            .as_ref()
+            .unwrap()
+            .contains("no memory samples"));
+    }
+
+    #[test]
+    fn a_forty_minute_run_reads_in_minutes_and_is_bucketed() {
+        let seconds: Vec<_> = (0..2400).map(second).collect();
+        let charts = render(&seconds, 2400.0, Some((200.0, 245)));
+        assert_drawn(&charts);
+        let traffic = charts[0].svg.as_ref().unwrap();
+        assert!(traffic.contains("time since start (min)"));
+        assert!(traffic.contains("each point is 2 s"));
+        let axis = TimeAxis::new(2400.0);
+        assert_eq!(axis.step, 300.0);
+        assert_eq!(axis.label(600.0), "10");
+        assert!(charts[1]
+            .svg
+            .as_ref()
+            .unwrap()
+            .contains("first shed: 245 waiting, 3:20 in"));
+    }
+
+    #[test]
+    fn phase_names_are_escaped_in_the_svg() {
+        let served = hist(&[200]);
+        let charts = render_all(&ChartData {
+            seconds: &[second(0), second(1)],
+            span_s: 2.0,
+            bands: vec![Band {
+                from_s: 0.0,
+                to_s: 2.0,
+                label: "<script>x</script> & co".into(),
+                overloaded: false,
+            }],
+            queue_bound: None,
+            first_shed: None,
+            slo_ms: None,
+            memory_ceiling_bytes: None,
+            events: Vec::new(),
+            served: &served,
+            all: &served,
+        });
+        for c in &charts {
+            assert!(!c.svg.as_ref().unwrap().contains("<script"), "{}", c.id);
+        }
+    }
+}

@@ -1,0 +1,291 @@
+//! Charts 1–5, on the shared time axis: traffic, where the requests are,
+//! latency, gateway memory, and Retry-After against the drain time.
+
+use plotters::prelude::*;
+
+use super::axes::{linear_axis, log_axis, ms_label, tick, Axis};
+use super::draw::{
+    band_items, hline, legend, legend_rows, no_data, series, svg_document, time_chart, DrawResult,
+    Frame, Mark, C_BLUE, C_GREEN, C_GREY, C_LIMIT, C_ORANGE, C_PURPLE, C_RED, C_SKY,
+};
+use super::timeline::Row;
+use super::{count, num};
+
+fn dots(fr: &Frame) -> bool {
+    fr.rows.rows.len() <= 40
+}
+
+pub(super) fn traffic(fr: &Frame) -> DrawResult<String> {
+    let rows = &fr.rows.rows;
+    let max = rows
+        .iter()
+        .map(|r| r.offered.max(r.ok).max(r.shed).max(r.timeout).max(r.errors))
+        .fold(0.0, f64::max);
+    let (hi, step, ticks) = linear_axis(max);
+    let mut items = vec![
+        ("offered".to_string(), Mark::Line(C_GREY, 2)),
+        ("served (answered)".to_string(), Mark::Line(C_GREEN, 2)),
+        ("shed (429/503)".to_string(), Mark::Line(C_ORANGE, 2)),
+        ("timed out".to_string(), Mark::Line(C_RED, 2)),
+        ("errors".to_string(), Mark::Line(C_PURPLE, 2)),
+    ];
+    items.extend(band_items(fr.d));
+    svg_document(legend_rows(&items), |root| {
+        let fmt = |v: &f64| tick(*v, step);
+        let mut chart = time_chart(
+            root,
+            fr,
+            Axis::linear(0.0, hi, ticks),
+            "requests per second",
+            &fmt,
+        )?;
+        let d = dots(fr);
+        let col = |f: fn(&Row) -> f64| rows.iter().map(move |r| (r.x, Some(f(r))));
+        series(&mut chart, col(|r| r.offered), C_GREY, 2, d)?;
+        series(&mut chart, col(|r| r.errors), C_PURPLE, 2, d)?;
+        series(&mut chart, col(|r| r.timeout), C_RED, 2, d)?;
+        series(&mut chart, col(|r| r.shed), C_ORANGE, 2, d)?;
+        series(&mut chart, col(|r| r.ok), C_GREEN, 2, d)?;
+        if rows.is_empty() {
+            no_data(&chart, root, "no attempts recorded")?;
+        }
+        legend(root, &items)
+    })
+}
+
+pub(super) fn requests(fr: &Frame) -> DrawResult<String> {
+    let rows = &fr.rows.rows;
+    let d = fr.d;
+    let max = rows
+        .iter()
+        .map(|r| r.outstanding.max(r.in_flight).max(r.depth))
+        .fold(0.0, f64::max)
+        .max(d.queue_bound.unwrap_or(0.0))
+        .max(d.first_shed.map_or(0.0, |f| f.1 as f64));
+    let (hi, step, ticks) = linear_axis(max);
+    let mut items = vec![
+        ("client outstanding".to_string(), Mark::Line(C_BLUE, 2)),
+        (
+            "provider in flight (service + its queue)".to_string(),
+            Mark::Line(C_GREEN, 2),
+        ),
+        ("gateway queue depth".to_string(), Mark::Line(C_ORANGE, 3)),
+    ];
+    if let Some(q) = d.queue_bound {
+        items.push((
+            format!("Q* = {} (predicted bound)", num(q, 0)),
+            Mark::Dashed(C_LIMIT),
+        ));
+    }
+    match d.first_shed {
+        Some((t, depth)) => items.push((
+            format!(
+                "first shed: {} waiting, {} in",
+                count(depth),
+                fr.x.instant(t)
+            ),
+            Mark::Point(C_LIMIT),
+        )),
+        None => items.push(("the gateway never shed".to_string(), Mark::Point(C_GREY))),
+    }
+    items.extend(band_items(d));
+    svg_document(legend_rows(&items), |root| {
+        let fmt = |v: &f64| tick(*v, step);
+        let mut chart = time_chart(root, fr, Axis::linear(0.0, hi, ticks), "requests", &fmt)?;
+        let dt = dots(fr);
+        let col = |f: fn(&Row) -> f64| rows.iter().map(move |r| (r.x, Some(f(r))));
+        series(&mut chart, col(|r| r.outstanding), C_BLUE, 2, dt)?;
+        series(&mut chart, col(|r| r.in_flight), C_GREEN, 2, dt)?;
+        series(&mut chart, col(|r| r.depth), C_ORANGE, 3, dt)?;
+        if let Some(q) = d.queue_bound {
+            hline(&mut chart, fr.x.span, q, C_LIMIT)?;
+        }
+        if let Some((t, depth)) = d.first_shed {
+            chart.draw_series(DashedLineSeries::new(
+                vec![(t, 0.0), (t, hi)],
+                3,
+                4,
+                C_LIMIT.mix(0.7).stroke_width(1),
+            ))?;
+            chart.draw_series(std::iter::once(Circle::new(
+                (t, depth as f64),
+                5,
+                C_LIMIT.filled(),
+            )))?;
+        }
+        if rows.is_empty() {
+            no_data(&chart, root, "no attempts recorded")?;
+        }
+        legend(root, &items)
+    })
+}
+
+pub(super) fn latency(fr: &Frame) -> DrawResult<String> {
+    let rows = &fr.rows.rows;
+    let d = fr.d;
+    let values = rows
+        .iter()
+        .flat_map(|r| r.e2e.iter().chain(&r.queue_wait).chain(&r.provider))
+        .filter_map(|v| *v)
+        .chain(d.slo_ms);
+    let (lo, hi) = values.fold((f64::INFINITY, 0f64), |(lo, hi), v| {
+        (if v > 0.0 { lo.min(v) } else { lo }, hi.max(v))
+    });
+    // A queue wait of a few microseconds would stretch the axis over
+    // decades nobody reads: start at most five decades below the top.
+    let lo = lo.max(hi / 1e5);
+    let (lo, hi, ticks) = log_axis(lo, hi);
+    let mut items = vec![
+        ("end-to-end p99".to_string(), Mark::Line(C_BLUE, 2)),
+        ("end-to-end p50".to_string(), Mark::Line(C_SKY, 1)),
+        (
+            "queue wait (gateway) p99".to_string(),
+            Mark::Line(C_ORANGE, 2),
+        ),
+        (
+            "queue wait p50".to_string(),
+            Mark::Line(RGBColor(240, 200, 110), 1),
+        ),
+        ("provider time p99".to_string(), Mark::Line(C_GREEN, 2)),
+        (
+            "provider time p50".to_string(),
+            Mark::Line(RGBColor(120, 205, 170), 1),
+        ),
+    ];
+    if let Some(slo) = d.slo_ms {
+        items.push((
+            format!("SLO: p99 ≤ {}", ms_label(slo)),
+            Mark::Dashed(C_LIMIT),
+        ));
+    }
+    items.extend(band_items(d));
+    svg_document(legend_rows(&items), |root| {
+        let fmt = |v: &f64| ms_label(*v);
+        let mut chart = time_chart(
+            root,
+            fr,
+            Axis::log(lo, hi, ticks),
+            "latency (log scale)",
+            &fmt,
+        )?;
+        let dt = dots(fr);
+        let clamp = move |v: Option<f64>| v.map(|v| v.clamp(lo, hi));
+        let col = |f: fn(&Row) -> Option<f64>| rows.iter().map(move |r| (r.x, clamp(f(r))));
+        series(
+            &mut chart,
+            col(|r| r.provider[0]),
+            RGBColor(120, 205, 170),
+            1,
+            dt,
+        )?;
+        series(
+            &mut chart,
+            col(|r| r.queue_wait[0]),
+            RGBColor(240, 200, 110),
+            1,
+            dt,
+        )?;
+        series(&mut chart, col(|r| r.e2e[0]), C_SKY, 1, dt)?;
+        series(&mut chart, col(|r| r.provider[1]), C_GREEN, 2, dt)?;
+        series(&mut chart, col(|r| r.queue_wait[1]), C_ORANGE, 2, dt)?;
+        series(&mut chart, col(|r| r.e2e[1]), C_BLUE, 2, dt)?;
+        if let Some(slo) = d.slo_ms {
+            hline(&mut chart, fr.x.span, slo.clamp(lo, hi), C_LIMIT)?;
+        }
+        if hi <= 0.0
+            || !rows
+                .iter()
+                .any(|r| r.e2e[1].is_some() || r.queue_wait[1].is_some())
+        {
+            no_data(&chart, root, "no latency measured")?;
+        }
+        legend(root, &items)
+    })
+}
+
+pub(super) fn memory(fr: &Frame) -> DrawResult<String> {
+    let rows = &fr.rows.rows;
+    let d = fr.d;
+    let ceiling = d.memory_ceiling_bytes.map(|b| b as f64 / (1024.0 * 1024.0));
+    let max = rows
+        .iter()
+        .filter_map(|r| r.rss_mib)
+        .fold(0.0, f64::max)
+        .max(ceiling.unwrap_or(0.0));
+    let (hi, step, ticks) = linear_axis(max);
+    let mut items = vec![("gateway resident memory".to_string(), Mark::Line(C_BLUE, 2))];
+    if let Some(c) = ceiling {
+        items.push((format!("ceiling {} MiB", num(c, 1)), Mark::Dashed(C_LIMIT)));
+    }
+    items.extend(band_items(d));
+    svg_document(legend_rows(&items), |root| {
+        let fmt = |v: &f64| tick(*v, step);
+        let mut chart = time_chart(
+            root,
+            fr,
+            Axis::linear(0.0, hi, ticks),
+            "resident memory (MiB)",
+            &fmt,
+        )?;
+        series(
+            &mut chart,
+            rows.iter().map(|r| (r.x, r.rss_mib)),
+            C_BLUE,
+            2,
+            dots(fr),
+        )?;
+        if let Some(c) = ceiling {
+            hline(&mut chart, fr.x.span, c, C_LIMIT)?;
+        }
+        if !rows.iter().any(|r| r.rss_mib.is_some()) {
+            no_data(
+                &chart,
+                root,
+                "no memory samples (the gateway was not spawned and has no RSS metric)",
+            )?;
+        }
+        legend(root, &items)
+    })
+}
+
+pub(super) fn retry_after(fr: &Frame) -> DrawResult<String> {
+    let rows = &fr.rows.rows;
+    let max = rows
+        .iter()
+        .map(|r| r.drain_s.max(r.retry_after_s.unwrap_or(0.0)))
+        .fold(0.0, f64::max);
+    let (hi, step, ticks) = linear_axis(max);
+    let mut items = vec![
+        (
+            "Retry-After given (median of the sheds ending in the second)".to_string(),
+            Mark::Point(C_ORANGE),
+        ),
+        (
+            "backlog drain time measured".to_string(),
+            Mark::Line(C_BLUE, 2),
+        ),
+    ];
+    items.extend(band_items(fr.d));
+    svg_document(legend_rows(&items), |root| {
+        let fmt = |v: &f64| tick(*v, step);
+        let mut chart = time_chart(root, fr, Axis::linear(0.0, hi, ticks), "seconds", &fmt)?;
+        series(
+            &mut chart,
+            rows.iter().map(|r| (r.x, Some(r.drain_s))),
+            C_BLUE,
+            2,
+            dots(fr),
+        )?;
+        series(
+            &mut chart,
+            rows.iter().map(|r| (r.x, r.retry_after_s)),
+            C_ORANGE,
+            2,
+            true,
+        )?;
+        if !rows.iter().any(|r| r.retry_after_s.is_some()) {
+            no_data(&chart, root, "no Retry-After given: nothing was shed")?;
+        }
+        legend(root, &items)
+    })
+}
