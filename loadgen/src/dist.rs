@@ -12,10 +12,7 @@ use std::time::Duration;
 use rand::Rng;
 use rand_distr::{Distribution, Exp, LogNormal};
 use serde::Deserialize;
-
-/// z-score of the 99th percentile of a standard normal distribution: the
-/// lognormal's sigma is `ln(p99 / median) / Z99`.
-const Z99: f64 = 2.326_347_874_040_841;
+use wire::number::Z_P99;
 
 /// A distribution of non-negative counts, as configured.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -197,7 +194,8 @@ fn build(
         if p99 <= median {
             return Err(err("lognormal.p99", "must be above `median`"));
         }
-        let sigma = (p99 / median).ln() / Z99;
+        // The lognormal's sigma from its median and p99.
+        let sigma = (p99 / median).ln() / Z_P99;
         let d = LogNormal::new(median.ln(), sigma)
             .map_err(|e| err("lognormal", format!("invalid: {e}")))?;
         return Ok(Sampler::Lognormal(d));
