@@ -146,7 +146,10 @@ fn module_path(src: &Path, file: &Path) -> Vec<String> {
         .iter()
         .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_string())
         .collect();
-    if matches!(parts.last().map(String::as_str), Some("lib" | "main" | "mod")) {
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("lib" | "main" | "mod")
+    ) {
         parts.pop();
     }
     parts
@@ -204,13 +207,13 @@ fn no_import_cycle_between_the_files_of_a_crate() {
 
 fn reaches(
     edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
-    from: &Vec<String>,
-    to: &Vec<String>,
+    from: &[String],
+    to: &[String],
 ) -> bool {
     let mut seen = BTreeSet::new();
-    let mut stack = vec![from.clone()];
+    let mut stack = vec![from.to_vec()];
     while let Some(n) = stack.pop() {
-        if n == *to {
+        if n == to {
             return true;
         }
         if seen.insert(n.clone()) {
@@ -246,7 +249,10 @@ fn architecture_md_lists_every_run_directory_file_with_its_writer() {
     let mut listed = BTreeMap::new();
     for line in section.lines().filter(|l| l.starts_with("| `")) {
         let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
-        assert!(cells.len() >= 3, "a row names file, writer, readers: {line}");
+        assert!(
+            cells.len() >= 3,
+            "a row names file, writer, readers: {line}"
+        );
         let name = cells[0].trim_matches('`').to_string();
         assert!(!cells[1].is_empty(), "{name} has no writer");
         assert!(
