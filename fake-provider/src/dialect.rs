@@ -182,6 +182,17 @@ fn model(body: &Value) -> Result<String, BadRequest> {
 /// What the fake provider does in each API: read a request, and write the
 /// error bodies and statuses of that provider. Implemented for
 /// [`wire::Dialect`], the dialect every part of a rehearsal names.
+///
+/// ```
+/// use fake_provider::ProviderDialect;
+/// use wire::Dialect;
+///
+/// let body = br#"{"model":"claude","max_tokens":9,"messages":[{"role":"user","content":"12345678"}]}"#;
+/// let request = Dialect::Anthropic.parse(body).unwrap();
+/// assert_eq!((request.prompt_tokens, request.max_tokens), (2, Some(9)));
+/// assert_eq!(Dialect::OpenAi.parse(b"not json").unwrap_err().param, None);
+/// assert_eq!(Dialect::Anthropic.overloaded_status(), 529);
+/// ```
 pub trait ProviderDialect {
     /// Parses a request body of this dialect.
     fn parse(self, body: &[u8]) -> Result<Request, BadRequest>;

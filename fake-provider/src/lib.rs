@@ -11,8 +11,9 @@
 //! - `config`: the TOML schema, validation, and the merge of timeline
 //!   phases and admin overrides into the settings in force;
 //! - `ceiling`: at most C calls in service, a FIFO queue behind;
-//! - `dialect`: request parsing and answers in each provider's shape;
-//! - `record`: the live counters;
+//! - `dialect`: request parsing and answers in each provider's shape
+//!   ([`ProviderDialect`], on `wire::Dialect`);
+//! - `counters`: the live counts of `/_fake/stats` ([`Stats`]);
 //! - `server`: HTTP serving, one call's life, the admin API and metrics;
 //! - `timer`: the sub-millisecond timer behind the scripted delays.
 //!
@@ -34,12 +35,12 @@
 
 mod ceiling;
 pub mod config;
+mod counters;
 mod dialect;
-mod record;
 mod server;
 mod timer;
 
 pub use config::{ConfigError, Overrides, ProviderConfig};
+pub use counters::Stats;
 pub use dialect::ProviderDialect;
-pub use record::Stats;
 pub use server::{FakeProvider, ProviderHandle, UnknownPhase};

@@ -32,8 +32,8 @@ use wire::{
 
 use crate::ceiling::{Admission, Ceiling, Permit};
 use crate::config::{Effective, Overflow, Overrides, ProviderConfig};
+use crate::counters::{Counters, Stats};
 use crate::dialect::{Answer, BadRequest, Finish, ProviderDialect, Request as CallRequest};
-use crate::record::{Counters, Stats};
 // Scripted delays use the provider's own sub-millisecond timer, not
 // tokio's millisecond wheel.
 use crate::timer::sleep_until;

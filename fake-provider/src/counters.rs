@@ -1,7 +1,7 @@
-//! The provider's live counts. The record of each call is
-//! [`wire::ProviderRecord`], stamped by a [`wire::Clock`]: the load
-//! generator uses the same clock convention, so both sides join by id and
-//! compare in time.
+//! The provider's live counts, served by `/_fake/stats`. The record of
+//! each call is [`wire::ProviderRecord`], stamped by a [`wire::Clock`]: the
+//! load generator uses the same clock convention, so both sides join by id
+//! and compare in time.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
