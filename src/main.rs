@@ -12,6 +12,9 @@
 //! - [`runtime`]: the async runtime and the Ctrl-C/SIGTERM handling;
 //! - [`exit`]: the one error type and the exit codes.
 
+// No function over 120 lines outside tests (the threshold is in clippy.toml).
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};

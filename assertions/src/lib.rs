@@ -22,6 +22,9 @@
 //! - `verdict`: [`Verdict`], [`Status`] and the wording of the sentences a
 //!   person reads (numbers as `wire::number` prints them).
 
+// No function over 120 lines outside tests (the threshold is in clippy.toml).
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
 mod checks;
 mod expect;
 #[cfg(test)]

@@ -13,6 +13,9 @@
 //! - `REHEARSE_FUZZ_SECONDS=600 cargo test -p rehearse-fuzz --release`
 //!   runs the random driver longer, where AFL++ is not installed.
 
+// No function over 120 lines outside tests (the threshold is in clippy.toml).
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 

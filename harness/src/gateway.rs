@@ -64,14 +64,16 @@ impl Running {
         }
         let listen = process::free_port()
             .map_err(|e| RunError::Invalid(format!("cannot find a free port: {e}")))?;
-        let (argv, env, name) = match &s.gateway.kind {
+        let Command { argv, env, name } = match &s.gateway.kind {
             GatewayKind::Reference(_) => reference_command(r, provider_url, listen, dir)?,
             GatewayKind::Command(argv) => {
                 let argv = process::fill(argv, provider_url, &listen);
-                let name = format!("`{}`", argv.join(" "));
-                // A command scales itself by this (see wire::Scale).
-                let env = vec![("REHEARSE_TIME_SCALE".to_string(), r.scale.time.to_string())];
-                (argv, env, name)
+                Command {
+                    name: format!("`{}`", argv.join(" ")),
+                    argv,
+                    // A command scales itself by this (see wire::Scale).
+                    env: vec![("REHEARSE_TIME_SCALE".to_string(), r.scale.time.to_string())],
+                }
             }
             GatewayKind::Url(_) => unreachable!("a url gateway is passed as the target"),
         };
@@ -110,6 +112,13 @@ impl Running {
     }
 }
 
+/// How a gateway is started, and what to call it.
+struct Command {
+    argv: Vec<String>,
+    env: Vec<(String, String)>,
+    name: String,
+}
+
 /// The reference gateway's command line: `rehearse gateway --config
 /// gateway.toml`, that file being the scenario's `[gateway.reference]` at
 /// rehearsal scale with the harness's upstream and listen address. It is
@@ -119,7 +128,7 @@ fn reference_command(
     provider_url: &str,
     listen: std::net::SocketAddr,
     dir: &Path,
-) -> Result<(Vec<String>, Vec<(String, String)>, String), RunError> {
+) -> Result<Command, RunError> {
     let Some(config) = &r.reference else {
         unreachable!("a reference gateway has a reference config");
     };
@@ -138,6 +147,9 @@ fn reference_command(
         "--config".into(),
         path.display().to_string(),
     ];
-    let name = format!("reference gateway ({})", config.mode);
-    Ok((argv, Vec::new(), name))
+    Ok(Command {
+        argv,
+        env: Vec::new(),
+        name: format!("reference gateway ({})", config.mode),
+    })
 }

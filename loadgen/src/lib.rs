@@ -57,6 +57,9 @@
 //! # Ok::<(), loadgen::LoadError>(())
 //! ```
 
+// No function over 120 lines outside tests (the threshold is in clippy.toml).
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
 mod config;
 mod dist;
 mod http1;

@@ -710,9 +710,19 @@ mod tests {
     #[test]
     fn every_chart_has_its_file_name_in_the_run_directory_list() {
         let names: Vec<&str> = wire::files::ALL.iter().map(|(n, _)| *n).collect();
-        for id in ["traffic", "requests", "latency", "memory", "retry-after", "distribution"] {
+        for id in [
+            "traffic",
+            "requests",
+            "latency",
+            "memory",
+            "retry-after",
+            "distribution",
+        ] {
             let file = format!("chart-{id}.png");
-            assert!(names.contains(&file.as_str()), "{file} is not in wire::files::ALL");
+            assert!(
+                names.contains(&file.as_str()),
+                "{file} is not in wire::files::ALL"
+            );
         }
     }
 

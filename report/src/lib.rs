@@ -17,6 +17,9 @@
 //! - `html`: `report.html`, one self-contained page, and its chart PNGs;
 //! - `charts`: the six charts as SVG (plotters), rasterised to PNG (resvg).
 
+// No function over 120 lines outside tests (the threshold is in clippy.toml).
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
 mod charts;
 mod checklist;
 mod documents;

@@ -23,6 +23,9 @@
 //! assert!(err.to_string().starts_with("quota.toml:1:1:"));
 //! ```
 
+// No function over 120 lines outside tests (the threshold is in clippy.toml).
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
 use std::fmt;
 use std::ops::Range;
 

@@ -41,6 +41,9 @@
 //! # Ok::<(), serde_json::Error>(())
 //! ```
 
+// No function over 120 lines outside tests (the threshold is in clippy.toml).
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
 mod clock;
 mod dialect;
 mod fd_table;

@@ -112,22 +112,41 @@ mod tests {
     fn one_changes_nothing() {
         let s = Scale::ONE;
         assert!(s.is_one());
-        assert_eq!(s.duration(Duration::from_nanos(1_234_567)), Duration::from_nanos(1_234_567));
+        assert_eq!(
+            s.duration(Duration::from_nanos(1_234_567)),
+            Duration::from_nanos(1_234_567)
+        );
         assert_eq!(s.rate(7.5), 7.5);
         assert_eq!(s.count(9), 9);
     }
 
     #[test]
     fn counts_round_and_keep_at_least_one() {
-        let s = Scale { time: 1.0, quota: 1000.0 };
+        let s = Scale {
+            time: 1.0,
+            quota: 1000.0,
+        };
         assert_eq!(s.count(125), 1);
         assert_eq!(s.count(0), 0);
-        assert_eq!(Scale { time: 1.0, quota: 4.0 }.count(600), 150);
+        assert_eq!(
+            Scale {
+                time: 1.0,
+                quota: 4.0
+            }
+            .count(600),
+            150
+        );
     }
 
     #[test]
     fn durations_are_whole_microseconds() {
-        let s = Scale { time: 3.0, quota: 1.0 };
-        assert_eq!(s.duration(Duration::from_secs(1)), Duration::from_micros(333_333));
+        let s = Scale {
+            time: 3.0,
+            quota: 1.0,
+        };
+        assert_eq!(
+            s.duration(Duration::from_secs(1)),
+            Duration::from_micros(333_333)
+        );
     }
 }
