@@ -1307,7 +1307,13 @@ mod tests {
             (&one, vec![call("a", 15, 15, 900_000_000_000)]),
         ];
         for (attempts, calls) in runs {
-            for t in [Thresholds::default(), Thresholds::default().scaled(1e9)] {
+            for t in [
+                Thresholds::default(),
+                Thresholds::default().scaled(wire::Scale {
+                    time: 1e9,
+                    quota: 1.0,
+                }),
+            ] {
                 let mut e = e.clone();
                 e.start_us = at(12);
                 let j = judge(attempts, &calls, &[], &e, &t);

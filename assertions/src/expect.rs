@@ -63,18 +63,19 @@ pub struct Thresholds {
 }
 
 impl Thresholds {
-    /// The thresholds for a run compressed `time_scale` times: every
-    /// duration (`drain.within`, `served_latency.p99_ms`) divided by it.
-    /// Shares, counts and tolerances are unchanged. A scale that is not a
-    /// positive finite number leaves the thresholds as they are.
+    /// The thresholds at a run's scale ([`wire::Scale`]): every duration
+    /// (`drain.within`, `served_latency.p99_ms`) divided by the time scale.
+    /// Shares, counts and tolerances are unchanged. A time scale that is
+    /// not a positive finite number leaves the thresholds as they are.
     ///
     /// ```
     /// use std::time::Duration;
-    /// let t = assertions::Thresholds::default().scaled(10.0);
+    /// let t = assertions::Thresholds::default().scaled(wire::Scale { time: wire::Scale { time: 10.0, quota: 4.0 }, quota: 1.0 });
     /// assert_eq!(t.drain.within, Duration::from_secs(6));
     /// assert_eq!(t.served_latency.p99_ms, 1_000.0);
     /// ```
-    pub fn scaled(&self, time_scale: f64) -> Thresholds {
+    pub fn scaled(&self, scale: wire::Scale) -> Thresholds {
+        let time_scale = scale.time;
         let mut t = self.clone();
         if time_scale.is_finite() && time_scale > 0.0 {
             // A tiny scale could overflow a Duration: saturate instead.
@@ -283,17 +284,35 @@ mod tests {
 
     #[test]
     fn scaling_divides_durations_only() {
-        let t = Thresholds::default().scaled(4.0);
+        let t = Thresholds::default().scaled(wire::Scale {
+            time: 4.0,
+            quota: 1.0,
+        });
         assert_eq!(t.drain.within, Duration::from_secs(15));
         assert_eq!(t.served_latency.p99_ms, 2_500.0);
         assert_eq!(t.stale_dispatch.max_share, 0.01);
-        assert_eq!(Thresholds::default().scaled(0.0), Thresholds::default());
         assert_eq!(
-            Thresholds::default().scaled(f64::NAN),
+            Thresholds::default().scaled(wire::Scale {
+                time: 0.0,
+                quota: 1.0
+            }),
             Thresholds::default()
         );
         assert_eq!(
-            Thresholds::default().scaled(1e-300).drain.within,
+            Thresholds::default().scaled(wire::Scale {
+                time: f64::NAN,
+                quota: 1.0
+            }),
+            Thresholds::default()
+        );
+        assert_eq!(
+            Thresholds::default()
+                .scaled(wire::Scale {
+                    time: 1e-300,
+                    quota: 1.0
+                })
+                .drain
+                .within,
             Duration::MAX
         );
     }

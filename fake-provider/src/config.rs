@@ -163,8 +163,8 @@ impl Dist<Dur> {
 
 impl Dist<Dur> {
     /// Every duration divided by `by`.
-    pub fn compressed(&self, by: f64) -> Self {
-        let f = |d: Dur| Dur(d.0.div_f64(by));
+    pub fn compressed(&self, scale: wire::Scale) -> Self {
+        let f = |d: Dur| Dur(scale.duration(d.0));
         match *self {
             Dist::Fixed(v) => Dist::Fixed(f(v)),
             Dist::Uniform { min, max } => Dist::Uniform {
@@ -582,24 +582,23 @@ impl ProviderConfig {
     ///     "[quota]\ntokens_per_minute = 500000\n[latency]\nttft = { fixed = \"4s\" }\n",
     ///     "p.toml",
     /// ).unwrap();
-    /// let r = cfg.scaled(10.0, 10.0);
+    /// let r = cfg.scaled(wire::Scale { time: 10.0, quota: 10.0 });
     /// assert_eq!(r.quota.tokens_per_minute, Some(500000));
     /// assert_eq!(r.latency.ttft.mean(), std::time::Duration::from_millis(400));
     /// ```
-    pub fn scaled(&self, time_scale: f64, quota_scale: f64) -> ProviderConfig {
-        let rate = |v: Option<u64>| {
-            v.map(|v| ((v as f64) * time_scale / quota_scale).round().max(1.0) as u64)
-        };
-        let count = |v: Option<u32>| v.map(|v| ((v as f64) / quota_scale).round().max(1.0) as u32);
-        let dur = |d: Dur| Dur(d.0.div_f64(time_scale));
+    pub fn scaled(&self, scale: wire::Scale) -> ProviderConfig {
+        // A quota is at least one a minute: zero would be no quota at all.
+        let rate = |v: Option<u64>| v.map(|v| scale.rate(v as f64).round().max(1.0) as u64);
+        let count = |v: Option<u32>| v.map(|v| scale.count(u64::from(v).max(1)) as u32);
+        let dur = |d: Dur| Dur(scale.duration(d.0));
         let latency = |l: &LatencyPatch| LatencyPatch {
-            ttft: l.ttft.as_ref().map(|d| d.compressed(time_scale)),
-            per_token: l.per_token.as_ref().map(|d| d.compressed(time_scale)),
+            ttft: l.ttft.as_ref().map(|d| d.compressed(scale)),
+            per_token: l.per_token.as_ref().map(|d| d.compressed(scale)),
             multiplier: l.multiplier,
         };
         let mut out = self.clone();
-        out.latency.ttft = self.latency.ttft.compressed(time_scale);
-        out.latency.per_token = self.latency.per_token.compressed(time_scale);
+        out.latency.ttft = self.latency.ttft.compressed(scale);
+        out.latency.per_token = self.latency.per_token.compressed(scale);
         out.concurrency.ceiling = count(self.concurrency.ceiling);
         out.concurrency.queue_limit = count(self.concurrency.queue_limit);
         out.quota.requests_per_minute = rate(self.quota.requests_per_minute);
@@ -941,7 +940,10 @@ concurrency = { ceiling = 4 }
     fn scaling_keeps_little_law_quantities() {
         let text = "[latency]\nttft = { uniform = { min = \"1s\", max = \"3s\" } }\n[concurrency]\nceiling = 12\nqueue_limit = 40\n[quota]\nrequests_per_minute = 2000\n[[timeline]]\nname = \"slow\"\nfrom = \"2m\"\nuntil = \"14m\"\nlatency = { ttft = { fixed = \"7s\" } }\nquota = { tokens_per_minute = 600 }\n";
         let cfg = ProviderConfig::from_toml(text, "t").unwrap();
-        let t = cfg.scaled(10.0, 1.0);
+        let t = cfg.scaled(wire::Scale {
+            time: 10.0,
+            quota: 1.0,
+        });
         assert_eq!(t.latency.ttft.mean(), Duration::from_millis(200));
         assert_eq!(t.concurrency.ceiling, Some(12), "a count is not a rate");
         assert_eq!(t.quota.requests_per_minute, Some(20_000));
@@ -951,12 +953,15 @@ concurrency = { ceiling = 4 }
             t.timeline[0].quota.as_ref().unwrap().tokens_per_minute,
             Some(6000)
         );
-        let q = cfg.scaled(1.0, 4.0);
+        let q = cfg.scaled(wire::Scale {
+            time: 1.0,
+            quota: 4.0,
+        });
         assert_eq!(q.concurrency.ceiling, Some(3));
         assert_eq!(q.concurrency.queue_limit, Some(10));
         assert_eq!(q.quota.requests_per_minute, Some(500));
         assert_eq!(q.timeline[0].from, Dur(Duration::from_secs(120)));
-        assert_eq!(cfg.scaled(1.0, 1.0), cfg);
+        assert_eq!(cfg.scaled(wire::Scale::ONE), cfg);
     }
 
     #[test]

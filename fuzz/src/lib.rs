@@ -66,8 +66,14 @@ pub fn scenario_toml(data: &[u8]) {
     };
     let _ = toml_located::from_str::<toml::Table>(text, "fuzz.toml");
     if let Ok(cfg) = fake_provider::ProviderConfig::from_toml(text, "fuzz.toml") {
-        let _ = cfg.scaled(10.0, 10.0);
-        let _ = cfg.scaled(0.5, 1000.0);
+        let _ = cfg.scaled(wire::Scale {
+            time: 10.0,
+            quota: 10.0,
+        });
+        let _ = cfg.scaled(wire::Scale {
+            time: 0.5,
+            quota: 1000.0,
+        });
     }
     if let Ok(cfg) = reference_gateway::GatewayConfig::from_toml(text, "fuzz.toml") {
         let _ = cfg.clone().time_scaled(10.0);
@@ -85,6 +91,16 @@ pub fn scenario_toml(data: &[u8]) {
             quota: 10.0,
         });
         let _ = plan.schedule_length();
+    }
+    // The whole scenario, as `rehearse run` reads it: validated once, then
+    // every part scaled by the one rule, and planned at full and run scale.
+    let path = base.join("fuzz.toml");
+    if let Ok(mut scenario) = harness::Scenario::from_str(text, "fuzz.toml", &path) {
+        for time in [scenario.meta.time_scale, 10.0, 0.01] {
+            scenario.meta.time_scale = time;
+            let _ = scenario.rehearsal();
+            let _ = harness::plan(&scenario);
+        }
     }
 }
 

@@ -9,7 +9,7 @@ use report::RunMeta;
 use serde::Deserialize;
 use wire::{ClientRecord, ProviderRecord, RssSample};
 
-use wire::files;
+use wire::{files, Scale};
 
 use crate::error::RunError;
 use crate::rundir::{read_jsonl, write_atomic};
@@ -58,8 +58,10 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Ju
     let text = std::fs::read_to_string(&scenario_path)
         .map_err(|e| RunError::BadInput(format!("cannot read {}: {e}", scenario_path.display())))?;
     let text = scenario::apply_sets(&text, sets).map_err(|e| RunError::BadInput(e.to_string()))?;
-    let thresholds =
-        thresholds(&text, &scenario_path.display().to_string())?.scaled(meta.time_scale);
+    let thresholds = thresholds(&text, &scenario_path.display().to_string())?.scaled(Scale {
+        time: meta.time_scale,
+        quota: meta.quota_scale,
+    });
     let attempts = read_jsonl::<ClientRecord>(&dir.join(files::CLIENT_RECORDS))?;
     let calls = read_jsonl::<ProviderRecord>(&dir.join(files::PROVIDER_RECORDS))?;
     let rss = read_jsonl::<RssSample>(&dir.join(files::RSS_RECORDS))?;

@@ -76,13 +76,13 @@ impl Scenario {
         let scale = self.scale();
         Rehearsal {
             scale,
-            provider: self.provider.scaled(scale.time, scale.quota),
+            provider: self.provider.scaled(scale),
             load: self.load_plan.clone().scaled(scale),
             reference: match &self.gateway.kind {
                 GatewayKind::Reference(c) => Some(c.as_ref().clone().scaled(scale)),
                 _ => None,
             },
-            thresholds: self.checklist.scaled(scale.time),
+            thresholds: self.checklist.scaled(scale),
         }
     }
 }
