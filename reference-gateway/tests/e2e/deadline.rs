@@ -153,7 +153,13 @@ async fn retry_after_grows_with_the_backlog() {
                     None,
                 ));
             }
-            let want = backlog.len() - 1; // the first is dispatched at once
+            if step == 0 {
+                // The first is dispatched at once; wait until it was, so
+                // that a later one cannot overtake it on a loaded machine
+                // (a CI run once saw backlog-1-0 reach the gateway first).
+                until(|| provider.stats().received == 1).await;
+            }
+            let want = backlog.len() - 1;
             until(|| gw.snapshot().queue_depth == want).await;
             let a = probe(step).await;
             assert_eq!(a.status, 429, "{a:?}");
