@@ -70,7 +70,7 @@ impl Thresholds {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let t = assertions::Thresholds::default().scaled(wire::Scale { time: wire::Scale { time: 10.0, quota: 4.0 }, quota: 1.0 });
+    /// let t = assertions::Thresholds::default().scaled(wire::Scale { time: 10.0, quota: 4.0 });
     /// assert_eq!(t.drain.within, Duration::from_secs(6));
     /// assert_eq!(t.served_latency.p99_ms, 1_000.0);
     /// ```
