@@ -198,6 +198,39 @@ mod plan {
         assert!(n >= 5, "the five scenarios are shipped");
     }
 
+    /// A typo in `[gateway.reference]` is refused when the scenario loads,
+    /// with file, line and field, not found later as a dead gateway.
+    #[test]
+    fn a_typo_in_the_reference_gateway_exits_2_with_the_line() {
+        let text = std::fs::read_to_string(scenario("pool-demo.toml")).unwrap();
+        let text = text.replacen(
+            "mode = \"bounded\"",
+            "mode = \"bounded\"\nconcurency = 8",
+            1,
+        );
+        let line = text
+            .lines()
+            .position(|l| l.starts_with("concurency"))
+            .unwrap()
+            + 1;
+        let path = write_temp("typo-scenario.toml", &text);
+        for command in ["plan", "run"] {
+            let mut cmd = rehearse();
+            cmd.arg(command).arg(&path);
+            if command == "run" {
+                cmd.args(["--out", "/nonexistent/never-written"]);
+            }
+            let out = cmd.output().unwrap();
+            assert_eq!(out.status.code(), Some(2), "{command}");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                err.contains(&format!("typo-scenario.toml:{line}:"))
+                    && err.contains("gateway.reference.concurency"),
+                "{command}: {err}"
+            );
+        }
+    }
+
     #[test]
     fn bad_scenario_exits_2_with_the_line() {
         let path = write_temp("bad-scenario.toml", "[scenario]\nname = \"x\"\n[gateway]\nurl = \"http://127.0.0.1:9\"\n[load]\n[[load.phases]]\nduration = \"10s\"\nrate = -3\n");
@@ -495,6 +528,20 @@ served_latency = { p99_ms = 5000 }
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(2));
+        // A typo in the reference gateway's table is bad input here too.
+        let out = rehearse()
+            .arg("report")
+            .arg(&run.dir)
+            .args(["--set", "gateway.reference.concurency=8"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("scenario.toml (with --set):")
+                && err.contains("gateway.reference.concurency"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -58,7 +58,13 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Ju
     let text = std::fs::read_to_string(&scenario_path)
         .map_err(|e| RunError::BadInput(format!("cannot read {}: {e}", scenario_path.display())))?;
     let text = scenario::apply_sets(&text, sets).map_err(|e| RunError::BadInput(e.to_string()))?;
-    let thresholds = thresholds(&text, &scenario_path.display().to_string())?.scaled(Scale {
+    let origin = if sets.is_empty() {
+        scenario_path.display().to_string()
+    } else {
+        format!("{} (with --set)", scenario_path.display())
+    };
+    scenario::check_gateway(&text, &origin).map_err(|e| RunError::BadInput(e.to_string()))?;
+    let thresholds = thresholds(&text, &origin)?.scaled(Scale {
         time: meta.time_scale,
         quota: meta.quota_scale,
     });

@@ -222,72 +222,7 @@ impl Scenario {
         if let (Some(seed), true) = (meta.seed, !text_has(text, "provider", "seed")) {
             provider.seed = seed;
         }
-        let g = raw.gateway;
-        let kind = match (g.reference, g.command, g.url) {
-            (Some(config), None, None) => {
-                check_reference(&config, &src, text)?;
-                GatewayKind::Reference(Box::new(config))
-            }
-            (None, Some(c), None) => {
-                if c.is_empty() {
-                    return Err(src.error("gateway.command", "must name a program").into());
-                }
-                if !c.iter().any(|a| a.contains("{listen}")) {
-                    return Err(src
-                        .error(
-                            "gateway.command",
-                            "must pass `{listen}` to the program, so the harness knows where it listens",
-                        )
-                        .into());
-                }
-                GatewayKind::Command(c)
-            }
-            (None, None, Some(u)) => {
-                if !(u.starts_with("http://") || u.starts_with("https://")) {
-                    return Err(src
-                        .error("gateway.url", "must be an http:// or https:// URL")
-                        .into());
-                }
-                GatewayKind::Url(u)
-            }
-            _ => {
-                return Err(src
-                    .error(
-                        "gateway",
-                        "give exactly one of `reference`, `command` or `url`",
-                    )
-                    .into())
-            }
-        };
-        if g.rss_metric.is_some() != g.metrics_url.is_some() {
-            return Err(src
-                .error(
-                    "gateway.rss_metric",
-                    "`rss_metric` and `metrics_url` go together: the metric is scraped from that URL",
-                )
-                .into());
-        }
-        let gateway = GatewaySpec {
-            kind,
-            memory_ceiling: g.memory_ceiling.map(|b| b.as_u64()),
-            metrics_url: g.metrics_url,
-            rss_metric: g.rss_metric,
-            ready_path: g.ready_path,
-            ready_timeout: g.ready_timeout,
-            memory_limit: g.memory_limit.map(|b| b.as_u64()),
-            restart: g.restart,
-            restart_delay: g.restart_delay,
-        };
-        if matches!(gateway.kind, GatewayKind::Url(_))
-            && (gateway.memory_limit.is_some() || gateway.restart)
-        {
-            return Err(src
-                .error(
-                    "gateway",
-                    "`memory_limit` and `restart` apply to a gateway the harness spawns, not to a `url`",
-                )
-                .into());
-        }
+        let gateway = gateway_spec(raw.gateway, &src, text)?;
         // The loadgen validates its own section, with its own rules.
         let base = path.parent().unwrap_or(Path::new("."));
         let load_plan =
@@ -306,6 +241,83 @@ impl Scenario {
             checklist: raw.checklist,
         })
     }
+}
+
+/// The `[gateway]` table validated: exactly one kind, the reference
+/// gateway's policy checked, the fields that go together together.
+fn gateway_spec(g: GatewayRaw, src: &Source<'_>, text: &str) -> Result<GatewaySpec, ConfigError> {
+    let kind = match (g.reference, g.command, g.url) {
+        (Some(config), None, None) => {
+            check_reference(&config, &src, text)?;
+            GatewayKind::Reference(Box::new(config))
+        }
+        (None, Some(c), None) => {
+            if c.is_empty() {
+                return Err(src.error("gateway.command", "must name a program"));
+            }
+            if !c.iter().any(|a| a.contains("{listen}")) {
+                return Err(src.error(
+                    "gateway.command",
+                    "must pass `{listen}` to the program, so the harness knows where it listens",
+                ));
+            }
+            GatewayKind::Command(c)
+        }
+        (None, None, Some(u)) => {
+            if !(u.starts_with("http://") || u.starts_with("https://")) {
+                return Err(src.error("gateway.url", "must be an http:// or https:// URL"));
+            }
+            GatewayKind::Url(u)
+        }
+        _ => {
+            return Err(src.error(
+                "gateway",
+                "give exactly one of `reference`, `command` or `url`",
+            ))
+        }
+    };
+    if g.rss_metric.is_some() != g.metrics_url.is_some() {
+        return Err(src.error(
+            "gateway.rss_metric",
+            "`rss_metric` and `metrics_url` go together: the metric is scraped from that URL",
+        ));
+    }
+    let gateway = GatewaySpec {
+        kind,
+        memory_ceiling: g.memory_ceiling.map(|b| b.as_u64()),
+        metrics_url: g.metrics_url,
+        rss_metric: g.rss_metric,
+        ready_path: g.ready_path,
+        ready_timeout: g.ready_timeout,
+        memory_limit: g.memory_limit.map(|b| b.as_u64()),
+        restart: g.restart,
+        restart_delay: g.restart_delay,
+    };
+    if matches!(gateway.kind, GatewayKind::Url(_))
+        && (gateway.memory_limit.is_some() || gateway.restart)
+    {
+        return Err(src.error(
+            "gateway",
+            "`memory_limit` and `restart` apply to a gateway the harness spawns, not to a `url`",
+        ));
+    }
+    Ok(gateway)
+}
+
+/// Validates the `[gateway]` table of a scenario text alone, as `rehearse
+/// report` reads a saved run's scenario (its `[load]` may name a replay log
+/// that lives beside the original file, not in the run directory).
+pub fn check_gateway(text: &str, origin: &str) -> Result<(), ScenarioError> {
+    #[derive(Deserialize)]
+    struct WithGateway {
+        gateway: GatewayRaw,
+        #[serde(flatten)]
+        _rest: toml::Table,
+    }
+    let src = Source::new(text, origin);
+    let raw: WithGateway = src.parse()?;
+    gateway_spec(raw.gateway, &src, text)?;
+    Ok(())
 }
 
 /// True if and only if `table.key` is written in the text.
