@@ -248,7 +248,7 @@ impl Scenario {
 fn gateway_spec(g: GatewayRaw, src: &Source<'_>, text: &str) -> Result<GatewaySpec, ConfigError> {
     let kind = match (g.reference, g.command, g.url) {
         (Some(config), None, None) => {
-            check_reference(&config, &src, text)?;
+            check_reference(&config, src, text)?;
             GatewayKind::Reference(Box::new(config))
         }
         (None, Some(c), None) => {
