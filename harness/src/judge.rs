@@ -12,7 +12,7 @@ use wire::{ClientRecord, ProviderRecord, RssSample};
 use wire::{files, Scale};
 
 use crate::error::RunError;
-use crate::rundir::{read_jsonl, write_atomic};
+use crate::rundir::{write_atomic, Records};
 use crate::scenario;
 
 /// The `[checklist]` of a scenario text, with located errors.
@@ -49,7 +49,7 @@ pub struct Judged {
 /// `junit` too, when given), and returns the verdict with the checklist.
 pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Judged, RunError> {
     let meta_path = dir.join(files::RUN);
-    let meta: RunMeta =
+    let mut meta: RunMeta =
         serde_json::from_str(&std::fs::read_to_string(&meta_path).map_err(|e| {
             RunError::BadInput(format!("{} is not a run directory: {e}", dir.display()))
         })?)
@@ -68,9 +68,21 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Ju
         time: meta.time_scale,
         quota: meta.quota_scale,
     });
-    let attempts = read_jsonl::<ClientRecord>(&dir.join(files::CLIENT_RECORDS))?;
-    let calls = read_jsonl::<ProviderRecord>(&dir.join(files::PROVIDER_RECORDS))?;
-    let rss = read_jsonl::<RssSample>(&dir.join(files::RSS_RECORDS))?;
+    let mut client = Records::<ClientRecord>::open(dir, files::CLIENT_RECORDS)?;
+    let mut provider = Records::<ProviderRecord>::open(dir, files::PROVIDER_RECORDS)?;
+    let mut memory = Records::<RssSample>::open(dir, files::RSS_RECORDS)?;
+    let attempts: Vec<ClientRecord> = client.by_ref().collect();
+    let calls: Vec<ProviderRecord> = provider.by_ref().collect();
+    let rss: Vec<RssSample> = memory.by_ref().collect();
+    for (name, health) in [
+        (files::CLIENT_RECORDS, client.health()),
+        (files::PROVIDER_RECORDS, provider.health()),
+        (files::RSS_RECORDS, memory.health()),
+    ] {
+        meta.notes.extend(health.notes(name));
+        meta.untrusted.extend(health.untrusted(name));
+    }
+    meta.notes.extend(meta.untrusted.iter().cloned());
     let j = assertions::judge(&attempts, &calls, &rss, &meta.expectations, &thresholds);
     let report = report::report_json(&meta, &j);
     write_atomic(

@@ -12,12 +12,12 @@
 //!    exactly as `rehearse report DIR` does later.
 
 use std::net::IpAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use assertions::Expectations;
 use fake_provider::{FakeProvider, ProviderHandle};
-use report::{Plan, RunMeta};
+use report::{GatewayEvent, Plan, RunMeta};
 use tokio_util::sync::CancellationToken;
 use wire::ClientRecord;
 
@@ -29,9 +29,9 @@ use crate::fds::{ensure_fds, predicted_fds};
 use crate::gateway::Running;
 use crate::judge::{judge_dir, Judged};
 use crate::rss::{RssSampler, RssSource};
-use crate::rundir::{read_jsonl, write_atomic, write_jsonl};
+use crate::rundir::{write_atomic, write_jsonl, Records};
 use crate::scenario::{GatewayKind, Scenario};
-use crate::supervise::event_note;
+use crate::supervise::{event_note, Inside};
 use crate::{plan, Rehearsal};
 
 /// What the run needs beyond the scenario.
@@ -115,14 +115,14 @@ pub async fn run(
     write_jsonl(&opts.out.join(files::PROVIDER_RECORDS), &calls)?;
     write_jsonl(&opts.out.join(files::RSS_RECORDS), &samples)?;
 
-    let attempts = read_jsonl::<ClientRecord>(&opts.out.join(files::CLIENT_RECORDS))?;
-    let start_us = attempts
-        .iter()
-        .filter(|a| a.attempt == 1)
-        .map(|a| a.intended_us)
-        .min()
-        .unwrap_or(started_us);
-    notes.extend(events.iter().map(|e| event_note(e, start_us, &attempts)));
+    let (start_us, inside) = first_arrival_and_deaths(&opts.out, &events)?;
+    let start_us = start_us.unwrap_or(started_us);
+    notes.extend(
+        events
+            .iter()
+            .zip(inside)
+            .map(|(e, inside)| event_note(e, start_us, inside)),
+    );
     let meta = RunMeta {
         scenario: p.scenario.meta.name.clone(),
         gateway: gateway_name,
@@ -134,6 +134,7 @@ pub async fn run(
         target_url,
         notes,
         gateway_events: events,
+        untrusted: Vec::new(),
     };
     write_atomic(
         &opts.out.join(files::RUN),
@@ -301,6 +302,27 @@ fn expectations(p: &Prepared, start_us: u64, load: Option<&loadgen::RunReport>) 
         send_lag_bound_ms: load_plan.send_lag_bound().as_secs_f64() * 1000.0,
         send_lag_p99_ms,
     }
+}
+
+/// One pass over `client.jsonl`: the first arrival's intended time (the
+/// run's time zero), and for each gateway event the attempts inside it then.
+fn first_arrival_and_deaths(
+    dir: &Path,
+    events: &[GatewayEvent],
+) -> Result<(Option<u64>, Vec<Inside>), RunError> {
+    let mut start: Option<u64> = None;
+    let mut inside = vec![Inside::default(); events.len()];
+    for a in Records::<ClientRecord>::open(dir, files::CLIENT_RECORDS)? {
+        if a.attempt == 1 {
+            start = Some(start.map_or(a.intended_us, |s| s.min(a.intended_us)));
+        }
+        for (e, n) in events.iter().zip(inside.iter_mut()) {
+            if e.kind == "died" {
+                n.count(e.at_us, &a);
+            }
+        }
+    }
+    Ok((start, inside))
 }
 
 /// Returns true if and only if `url`'s host is a loopback address or

@@ -1,6 +1,9 @@
 //! The run directory: every file a run leaves, written whole through a
 //! temporary name, or read back record by record.
 
+use std::fs::File;
+use std::io::{BufRead as _, BufReader};
+use std::marker::PhantomData;
 use std::path::Path;
 
 use crate::error::RunError;
@@ -12,36 +15,149 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RunError> {
         .map_err(|e| RunError::Invalid(format!("cannot write {}: {e}", path.display())))
 }
 
-/// Reads a file of JSON lines; a missing file is empty. A line that does not
-/// parse is bad input, named with its file and line.
-pub(crate) fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, RunError> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => {
-            return Err(RunError::BadInput(format!(
-                "cannot read {}: {e}",
-                path.display()
-            )))
-        }
-    };
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        match serde_json::from_str(line) {
-            Ok(v) => out.push(v),
+/// One record file read line by line: yields its records, and keeps what
+/// was wrong with it ([`Health`]) instead of stopping at the first bad line,
+/// so a killed run (its last line cut off) or a stray bad line is judged
+/// from what can be read, and said so.
+pub(crate) struct Records<T> {
+    reader: Option<BufReader<File>>,
+    name: String,
+    line: String,
+    health: Health,
+    _record: PhantomData<T>,
+}
+
+/// What reading a record file found.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Health {
+    /// Lines read (blank ones included).
+    pub(crate) lines: u64,
+    /// Lines that are not records (a cut-off last line not counted).
+    pub(crate) bad: u64,
+    /// The first bad line, as `file:line: error`.
+    pub(crate) first_bad: Option<String>,
+    /// True if a good record follows a bad line: the file was damaged in
+    /// the middle, not just at its end.
+    pub(crate) bad_then_good: bool,
+    /// The line number of a last line cut off mid-way (no newline, no record).
+    pub(crate) cut_off: Option<u64>,
+}
+
+impl<T: serde::de::DeserializeOwned> Records<T> {
+    /// Opens `dir/name`; a missing file has no records.
+    pub(crate) fn open(dir: &Path, name: &str) -> Result<Records<T>, RunError> {
+        let path = dir.join(name);
+        let reader = match File::open(&path) {
+            Ok(f) => Some(BufReader::with_capacity(256 * 1024, f)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => {
                 return Err(RunError::BadInput(format!(
-                    "{}:{}: not a record: {e}",
-                    path.display(),
-                    i + 1
+                    "cannot read {}: {e}",
+                    path.display()
                 )))
+            }
+        };
+        Ok(Records {
+            reader,
+            name: name.to_string(),
+            line: String::new(),
+            health: Health::default(),
+            _record: PhantomData,
+        })
+    }
+
+    /// What was found so far (all of it once the records are exhausted).
+    pub(crate) fn health(&self) -> &Health {
+        &self.health
+    }
+}
+
+impl<T: serde::de::DeserializeOwned> Iterator for Records<T> {
+    type Item = T;
+
+    fn next(&mut self) -> Option<T> {
+        let reader = self.reader.as_mut()?;
+        loop {
+            self.line.clear();
+            match reader.read_line(&mut self.line) {
+                Ok(0) => return None,
+                Ok(_) => {}
+                Err(e) => {
+                    // Unreadable from here on (not UTF-8, an I/O error):
+                    // counted as one bad line, and the file ends here.
+                    self.health.lines += 1;
+                    self.health.bad_line(&self.name, format!("{e}"));
+                    self.reader = None;
+                    return None;
+                }
+            }
+            self.health.lines += 1;
+            let text = self.line.trim();
+            if text.is_empty() {
+                continue;
+            }
+            match serde_json::from_str::<T>(text) {
+                Ok(record) => {
+                    if self.health.bad > 0 {
+                        self.health.bad_then_good = true;
+                    }
+                    return Some(record);
+                }
+                Err(_) if !self.line.ends_with('\n') => {
+                    self.health.cut_off = Some(self.health.lines);
+                    return None;
+                }
+                Err(e) => self.health.bad_line(&self.name, e.to_string()),
             }
         }
     }
-    Ok(out)
+}
+
+impl Health {
+    /// Counts the line just read as bad.
+    fn bad_line(&mut self, name: &str, error: String) {
+        self.bad += 1;
+        if self.first_bad.is_none() {
+            self.first_bad = Some(format!("{name}:{}: {error}", self.lines));
+        }
+    }
+
+    /// What a reader of the report should know about this file, `name`.
+    pub(crate) fn notes(&self, name: &str) -> Vec<String> {
+        let mut notes = Vec::new();
+        if let Some(line) = self.cut_off {
+            notes.push(format!(
+                "{name}:{line}: cut off mid-line (the run was stopped while writing it); judged up to the last whole line"
+            ));
+        }
+        if let Some(first) = &self.first_bad {
+            notes.push(format!(
+                "{name}: {} of {} lines are not records, skipped (the first: {first})",
+                self.bad, self.lines
+            ));
+        }
+        notes
+    }
+
+    /// Why the records cannot be trusted, if they cannot: more than 0.1% of
+    /// the lines bad, or a bad line followed by good ones (damage in the
+    /// middle). Garbage must never judge green.
+    pub(crate) fn untrusted(&self, name: &str) -> Option<String> {
+        if self.bad_then_good || self.bad * 1000 > self.lines {
+            Some(format!(
+                "{name} is damaged ({} bad lines of {}{}): the run is invalid",
+                self.bad,
+                self.lines,
+                if self.bad_then_good {
+                    ", some before good records"
+                } else {
+                    ""
+                }
+            ))
+        } else {
+            None
+        }
+    }
 }
 
 /// Writes `records` as JSON lines, whole (see [`write_atomic`]).
@@ -52,4 +168,66 @@ pub(crate) fn write_jsonl<T: serde::Serialize>(path: &Path, records: &[T]) -> Re
         out.push(b'\n');
     }
     write_atomic(path, &out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &str) -> (Vec<u32>, Health) {
+        let dir = std::env::temp_dir().join(format!(
+            "rehearse-records-{}-{}",
+            std::process::id(),
+            text.len()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("r.jsonl"), text).unwrap();
+        let mut records = Records::<u32>::open(&dir, "r.jsonl").unwrap();
+        let got: Vec<u32> = records.by_ref().collect();
+        let health = records.health().clone();
+        let _ = std::fs::remove_dir_all(&dir);
+        (got, health)
+    }
+
+    #[test]
+    fn whole_lines_are_records() {
+        let (got, h) = read("1\n2\n\n3\n");
+        assert_eq!(got, [1, 2, 3]);
+        assert_eq!(h.bad, 0);
+        assert!(h.notes("r.jsonl").is_empty() && h.untrusted("r.jsonl").is_none());
+    }
+
+    #[test]
+    fn a_cut_off_last_line_ends_the_file_with_a_note() {
+        let (got, h) = read("1\n2\n{\"id\":");
+        assert_eq!(got, [1, 2]);
+        assert_eq!(h.cut_off, Some(3));
+        assert!(h.notes("r.jsonl")[0].starts_with("r.jsonl:3: cut off"));
+        assert!(h.untrusted("r.jsonl").is_none());
+    }
+
+    #[test]
+    fn a_bad_line_in_the_middle_is_counted_named_and_untrusted() {
+        let (got, h) = read("1\nnot json\n3\n");
+        assert_eq!(got, [1, 3]);
+        assert_eq!(h.bad, 1);
+        assert!(
+            h.notes("r.jsonl")[0].contains("r.jsonl:2:"),
+            "{:?}",
+            h.notes("r.jsonl")
+        );
+        assert!(h.untrusted("r.jsonl").is_some());
+    }
+
+    #[test]
+    fn one_bad_last_line_in_many_is_tolerated() {
+        let mut text: String = (0..2000).map(|i| format!("{i}\n")).collect();
+        text.push_str("oops\n");
+        let (got, h) = read(&text);
+        assert_eq!(got.len(), 2000);
+        assert_eq!(h.bad, 1);
+        assert!(h.untrusted("r.jsonl").is_none());
+        let (_, h) = read("1\noops\n");
+        assert!(h.untrusted("r.jsonl").is_some(), "1 of 2 is over 0.1%");
+    }
 }

@@ -201,27 +201,37 @@ pub(crate) async fn wait_ready(base: &str, path: Option<&str>, within: Duration)
     false
 }
 
+/// The attempts inside the gateway when it died, counted in one pass over
+/// the client's records.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Inside {
+    /// Attempts sent before the death and not done 100 ms before it.
+    pub(crate) attempts: usize,
+    /// Of those, the ones that ended in an error or without an answer.
+    pub(crate) lost: usize,
+}
+
+impl Inside {
+    /// Counts `a` if it was inside the gateway at `at_us`.
+    pub(crate) fn count(&mut self, at_us: u64, a: &ClientRecord) {
+        if a.sent_us <= at_us && a.done_us >= at_us.saturating_sub(100_000) {
+            self.attempts += 1;
+            if a.outcome.is_silent_loss() || a.outcome.is_error() {
+                self.lost += 1;
+            }
+        }
+    }
+}
+
 /// A sentence for the report about what happened to the gateway. For a
 /// death: how many requests were inside the gateway then and ended without
 /// an answer.
-pub fn event_note(event: &GatewayEvent, start_us: u64, attempts: &[ClientRecord]) -> String {
+pub fn event_note(event: &GatewayEvent, start_us: u64, inside: Inside) -> String {
     let at_s = event.at_us.saturating_sub(start_us) as f64 / 1e6;
     if event.kind == "died" {
-        // In flight at the death: sent before it, not done before it.
-        let inside: Vec<&ClientRecord> = attempts
-            .iter()
-            .filter(|a| {
-                a.sent_us <= event.at_us && a.done_us >= event.at_us.saturating_sub(100_000)
-            })
-            .collect();
-        let lost = inside
-            .iter()
-            .filter(|a| a.outcome.is_silent_loss() || a.outcome.is_error())
-            .count();
         format!(
-            "the gateway died {at_s:.1} s into the run ({}); {} requests were inside it, {lost} of them lost",
-            event.detail,
-            inside.len()
+            "the gateway died {at_s:.1} s into the run ({}); {} requests were inside it, {} of them lost",
+            event.detail, inside.attempts, inside.lost
         )
     } else if event.kind == "restarted" {
         format!(

@@ -30,10 +30,11 @@ pub struct Report<'a> {
     pub notes: &'a [String],
 }
 
-/// The overall verdict. A partial run (stopped before its end) is
-/// `invalid` whatever its checks say: the scenario was not rehearsed.
+/// The overall verdict. A partial run (stopped before its end), or one
+/// whose records are damaged, is `invalid` whatever its checks say: the
+/// scenario was not rehearsed, or cannot be judged.
 pub fn verdict(meta: &RunMeta, j: &Judgement) -> Status {
-    if meta.partial {
+    if meta.partial || !meta.untrusted.is_empty() {
         Status::Invalid
     } else {
         j.overall

@@ -31,6 +31,11 @@ pub struct RunMeta {
     /// The gateway's deaths and restarts.
     #[serde(default)]
     pub gateway_events: Vec<GatewayEvent>,
+    /// Why the run's records cannot be trusted, found when they were read
+    /// (damaged lines): any makes the verdict `invalid`. Set when judging,
+    /// not kept in run.json.
+    #[serde(default, skip_serializing)]
+    pub untrusted: Vec<String>,
 }
 
 /// What happened to a spawned gateway during the run.
