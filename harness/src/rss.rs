@@ -1,6 +1,7 @@
 //! The gateway's resident memory, sampled every 100 ms: from its process
 //! group in /proc when the harness spawned it, else from a Prometheus metric.
 
+use std::io::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -11,31 +12,28 @@ use crate::clock::now_us;
 use crate::process;
 use crate::supervise::SupState;
 
-/// Memory samples of the gateway, taken every 100 ms.
-#[derive(Clone, Default)]
-struct RssLog(Arc<Mutex<Vec<RssSample>>>);
-
-/// The sampler while it runs.
+/// The sampler while it runs. Each sample is appended to `rss.jsonl` as a
+/// whole line when it is taken, so nothing is held and a killed run leaves
+/// the file readable up to its last sample.
 pub(crate) struct RssSampler {
-    log: RssLog,
     stop: CancellationToken,
-    task: tokio::task::JoinHandle<()>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
 impl RssSampler {
-    /// Starts sampling `source` every 100 ms.
-    pub(crate) fn start(source: RssSource) -> RssSampler {
-        let log = RssLog::default();
+    /// Starts sampling `source` every 100 ms into `file` (`rss.jsonl`).
+    pub(crate) fn start(source: RssSource, file: std::fs::File) -> RssSampler {
         let stop = CancellationToken::new();
-        let task = tokio::spawn(sample_rss(source, log.clone(), stop.clone()));
-        RssSampler { log, stop, task }
+        let task = tokio::spawn(sample_rss(source, file, stop.clone()));
+        RssSampler { stop, task }
     }
 
-    /// Stops sampling and returns the samples.
-    pub(crate) async fn stop(self) -> Vec<RssSample> {
+    /// Stops sampling; the file is complete when this returns.
+    pub(crate) async fn stop(self) -> std::io::Result<()> {
         self.stop.cancel();
-        let _ = self.task.await;
-        self.log.0.lock().map(|l| l.clone()).unwrap_or_default()
+        self.task
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)))
     }
 }
 
@@ -45,7 +43,11 @@ pub(crate) enum RssSource {
     None,
 }
 
-async fn sample_rss(source: RssSource, log: RssLog, stop: CancellationToken) {
+async fn sample_rss(
+    source: RssSource,
+    mut file: std::fs::File,
+    stop: CancellationToken,
+) -> std::io::Result<()> {
     let client = reqwest::Client::builder()
         .timeout(Duration::from_millis(500))
         .build()
@@ -86,12 +88,15 @@ async fn sample_rss(source: RssSource, log: RssLog, stop: CancellationToken) {
             RssSource::None => break,
         };
         if let Some(b) = bytes.filter(|b| *b > 0) {
-            if let Ok(mut l) = log.0.lock() {
-                l.push(RssSample {
-                    t_us: now_us(),
-                    rss_bytes: b,
-                });
-            }
+            let sample = RssSample {
+                t_us: now_us(),
+                rss_bytes: b,
+            };
+            let mut line = serde_json::to_vec(&sample).map_err(std::io::Error::other)?;
+            line.push(b'\n');
+            // Ten small lines a second: one write each, whole.
+            file.write_all(&line)?;
         }
     }
+    file.sync_all()
 }

@@ -70,6 +70,9 @@ pub async fn run(
 ) -> Result<Judged, RunError> {
     let p = prepare(s, opts)?;
     write_inputs(&p, opts)?;
+    let rss_path = opts.out.join(files::RSS_RECORDS);
+    let rss_file = std::fs::File::create(&rss_path)
+        .map_err(|e| RunError::Invalid(format!("cannot write {}: {e}", rss_path.display())))?;
     let provider = FakeProvider::new(p.rehearsal.provider.clone())
         .bind(opts.provider_listen.as_str())
         .await
@@ -97,7 +100,7 @@ pub async fn run(
         }
     };
     announce(&p, &gateway);
-    let sampler = RssSampler::start(rss_source(&p.scenario, &gateway));
+    let sampler = RssSampler::start(rss_source(&p.scenario, &gateway), rss_file);
     let started_us = now_us();
     let (load, mut notes) = drive(&p, &gateway.url, opts, cancel.clone()).await;
     let partial = cancel.is_cancelled();
@@ -105,7 +108,9 @@ pub async fn run(
         notes.push("stopped before its end (interrupted): this report is partial".into());
     }
     settle(&provider, &p, partial, &mut notes).await;
-    let samples = sampler.stop().await;
+    if let Err(e) = sampler.stop().await {
+        notes.push(format!("the gateway's memory samples are incomplete: {e}"));
+    }
     let (target_url, gateway_name) = (gateway.url.clone(), gateway.name.clone());
     let events = gateway.stop(partial).await;
     // Hung-up calls are recorded when their connections close.
@@ -113,7 +118,6 @@ pub async fn run(
     let calls = provider.records();
     provider.shutdown().await;
     write_jsonl(&opts.out.join(files::PROVIDER_RECORDS), &calls)?;
-    write_jsonl(&opts.out.join(files::RSS_RECORDS), &samples)?;
 
     let (start_us, inside) = first_arrival_and_deaths(&opts.out, &events)?;
     let start_us = start_us.unwrap_or(started_us);
