@@ -63,8 +63,14 @@ pub(crate) struct Stats {
     /// Deltas of outstanding people per second, summed up at the end.
     timeline: Vec<LoadSecond>,
     /// First intended time of a person is not on later attempts' records,
-    /// so the person's whole wait is tracked from attempt 1 by id.
+    /// so the person's whole wait is tracked from attempt 1 by id. Only
+    /// people between attempts are in it: an entry is made by a first
+    /// attempt that is not the last and taken out by the person's last
+    /// attempt (a person's records arrive in attempt order, from one task),
+    /// so it holds at most the people outstanding, never the run's people.
     first_intended: std::collections::HashMap<String, u64>,
+    /// The most records seen waiting for the writer at once (set by it).
+    pub(crate) records_backlog_max: u64,
 }
 
 impl Stats {
@@ -82,6 +88,7 @@ impl Stats {
             people: 0,
             timeline: Vec::new(),
             first_intended: std::collections::HashMap::new(),
+            records_backlog_max: 0,
         }
     }
 
@@ -228,6 +235,7 @@ impl Stats {
             retry_send_lag: LoadPercentiles::of(&self.retry_send_lag),
             send_lag_bound_us: send_lag_bound.as_micros() as u64,
             valid: Duration::from_micros(lag_p99) <= send_lag_bound,
+            records_backlog_max: self.records_backlog_max,
             timeline: self.timeline,
         }
     }
@@ -313,6 +321,11 @@ pub struct RunReport {
     pub send_lag_bound_us: u64,
     /// True if and only if the send lag's p99 stayed within its bound.
     pub valid: bool,
+    /// The most attempts' records that waited at once for the writer of
+    /// `client.jsonl` (about 130 bytes each in memory): a few per
+    /// millisecond of the rate when the disk keeps up; more means writes
+    /// stalled and the records of the stall were held meanwhile.
+    pub records_backlog_max: u64,
     /// One entry per second of the run.
     pub timeline: Vec<LoadSecond>,
 }
@@ -502,6 +515,53 @@ mod tests {
         assert_eq!(r.timeline[2].ok, 1);
         assert!(r.table().contains("run valid"));
         assert!(r.seconds_csv().starts_with("second,offered"));
+    }
+
+    #[test]
+    fn only_people_between_attempts_are_remembered() {
+        // 100,000 people, each shed once and served on a retry, their
+        // records interleaved as a run's are: the map of first intended
+        // times holds the people between attempts, never the run's people.
+        let mut s = Stats::new(0);
+        let mut most = 0;
+        for i in 0..100_000u64 {
+            let id = format!("r{i:06}");
+            s.add(&rec(
+                &id,
+                1,
+                i * 1000,
+                i * 1000 + 10,
+                ClientOutcome::Shed,
+                false,
+            ));
+            if i >= 50 {
+                let j = i - 50;
+                let id = format!("r{j:06}");
+                let done = i * 1000 + 20;
+                s.add(&rec(&id, 2, j * 1000 + 500, done, ClientOutcome::Ok, true));
+            }
+            most = most.max(s.first_intended.len());
+        }
+        assert_eq!(most, 50);
+        for j in 99_950..100_000u64 {
+            let id = format!("r{j:06}");
+            s.add(&rec(
+                &id,
+                2,
+                j * 1000 + 500,
+                j * 1000 + 900,
+                ClientOutcome::Ok,
+                true,
+            ));
+        }
+        assert!(s.first_intended.is_empty());
+        assert!(
+            s.first_intended.capacity() < 1024,
+            "{}",
+            s.first_intended.capacity()
+        );
+        let r = s.into_report(Duration::from_secs(100), Duration::from_millis(5));
+        assert_eq!(r.person_ok.count, 100_000);
     }
 
     #[test]
