@@ -55,6 +55,9 @@ impl Counters {
             completion_tokens: self.completion_tokens.load(Ordering::Relaxed),
             by_outcome,
             phase,
+            // The record file's figures: the server fills them in.
+            records_written: 0,
+            records_dropped: 0,
         }
     }
 }
@@ -80,4 +83,12 @@ pub struct Stats {
     pub by_outcome: BTreeMap<String, u64>,
     /// The timeline phase in force.
     pub phase: String,
+    /// Records written to the record file by this run (queued ones not
+    /// yet): the position, in write order, its end is at.
+    #[serde(default)]
+    pub records_written: u64,
+    /// Records not written: past the record file's size cap, or lost to a
+    /// failed write.
+    #[serde(default)]
+    pub records_dropped: u64,
 }

@@ -5,7 +5,9 @@
 //! Point a gateway at it the way it would be pointed at the real provider
 //! (its base URL); every call is recorded (ids, times, tokens, outcome) so a
 //! harness can split the gateway's queue wait from the provider's service
-//! time, and count calls made for callers who had already left.
+//! time, and count calls made for callers who had already left. Records go
+//! to a file as calls end ([`FakeProvider::record_to`]), none is kept in
+//! memory: a provider left running for days holds flat memory.
 //!
 //! Modules:
 //! - `config`: the TOML schema, validation, and the merge of timeline
@@ -14,6 +16,8 @@
 //! - `dialect`: request parsing and answers in each provider's shape
 //!   ([`ProviderDialect`], on `wire::Dialect`);
 //! - `counters`: the live counts of `/_fake/stats` ([`Stats`]);
+//! - `records`: the record file, its writer thread, rotation and cap, and
+//!   reading it back from a position ([`RecordsWritten`]);
 //! - `server`: HTTP serving, one call's life, the admin API and metrics;
 //! - `timer`: the sub-millisecond timer behind the scripted delays.
 //!
@@ -40,10 +44,12 @@ mod ceiling;
 pub mod config;
 mod counters;
 mod dialect;
+mod records;
 mod server;
 mod timer;
 
 pub use config::{ConfigError, Overrides, ProviderConfig};
 pub use counters::Stats;
 pub use dialect::ProviderDialect;
-pub use server::{FakeProvider, ProviderHandle, UnknownPhase};
+pub use records::RecordsWritten;
+pub use server::{FakeProvider, ProviderHandle, UnknownPhase, RECORDS_NEXT_HEADER};

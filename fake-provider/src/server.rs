@@ -6,6 +6,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::ops::ControlFlow::{self, Break, Continue};
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -34,6 +35,7 @@ use crate::ceiling::{Admission, Ceiling, Permit};
 use crate::config::{Effective, Overflow, Overrides, ProviderConfig};
 use crate::counters::{Counters, Stats};
 use crate::dialect::{Answer, BadRequest, Finish, ProviderDialect, Request as CallRequest};
+use crate::records::{ReadError, RecordFile, RecordsWritten};
 // Scripted delays use the provider's own sub-millisecond timer, not
 // tokio's millisecond wheel.
 use crate::timer::sleep_until;
@@ -62,12 +64,61 @@ fn full(b: impl Into<Bytes>) -> Body {
 /// ```
 pub struct FakeProvider {
     config: ProviderConfig,
+    records_to: Option<PathBuf>,
+    records_max_bytes: u64,
 }
 
+/// The response header of `GET /_fake/records` that gives the position
+/// (records in write order) the answer ends at: ask `?after=` it next.
+pub const RECORDS_NEXT_HEADER: &str = "x-fake-records-next";
+
 impl FakeProvider {
-    /// A provider with this (already validated) configuration.
+    /// A provider with this (already validated) configuration. It records
+    /// to a file in a temporary directory (removed when it stops) unless
+    /// [`FakeProvider::record_to`] names one.
     pub fn new(config: ProviderConfig) -> Self {
-        FakeProvider { config }
+        FakeProvider {
+            config,
+            records_to: None,
+            records_max_bytes: u64::MAX,
+        }
+    }
+
+    /// Writes each call's record, one JSON line when the call ends, to
+    /// `path` (kept when the provider stops). A non-empty file already
+    /// there (an earlier run's) is renamed `path.1`, an earlier `path.1`
+    /// to `path.2`, and so on. The directory must exist.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// use fake_provider::{FakeProvider, ProviderConfig};
+    /// let dir = std::env::temp_dir().join(format!("doc-record-to-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir).unwrap();
+    /// let path = dir.join(wire::files::PROVIDER_RECORDS);
+    /// let provider = FakeProvider::new(ProviderConfig::default())
+    ///     .record_to(&path)
+    ///     .bind("127.0.0.1:0")
+    ///     .await
+    ///     .unwrap();
+    /// assert_eq!(provider.records_path(), path);
+    /// assert_eq!(provider.sync_records().await.records, 0);
+    /// provider.shutdown().await;
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # });
+    /// ```
+    pub fn record_to(mut self, path: impl Into<PathBuf>) -> Self {
+        self.records_to = Some(path.into());
+        self
+    }
+
+    /// Caps the bytes of the record file and its earlier runs' files
+    /// (`path.1`, `path.2`, ...) together; no cap by default. Past it the
+    /// oldest run's file is deleted first; once the current run's file
+    /// alone would pass it, later records are dropped and counted
+    /// ([`Stats::records_dropped`]), and a warning is logged once.
+    pub fn records_max_bytes(mut self, max: u64) -> Self {
+        self.records_max_bytes = max;
+        self
     }
 
     /// Binds `addr` and serves on the current tokio runtime.
@@ -77,9 +128,11 @@ impl FakeProvider {
     }
 
     /// Serves on an already bound listener, on the current tokio runtime.
-    /// The provider's clock (and its timeline) starts now.
+    /// The provider's clock (and its timeline) starts now. Fails if the
+    /// record file cannot be rotated or opened.
     pub fn serve(self, listener: TcpListener) -> io::Result<ProviderHandle> {
         let addr = listener.local_addr()?;
+        let records = RecordFile::open(self.records_to, self.records_max_bytes)?;
         let shutdown = CancellationToken::new();
         let shared = Arc::new(Shared {
             config: self.config,
@@ -87,7 +140,7 @@ impl FakeProvider {
             ceiling: Ceiling::default(),
             quota: Mutex::new(QuotaBuckets::default()),
             seq: AtomicU64::new(0),
-            records: Mutex::new(Vec::new()),
+            records,
             counters: Counters::default(),
             control: RwLock::new(Control::default()),
             cache: Mutex::new(None),
@@ -126,9 +179,27 @@ impl ProviderHandle {
         format!("http://{}", self.addr)
     }
 
-    /// Every finished call so far, in the order they finished.
+    /// Every finished call so far, in the order they finished, read back
+    /// from the record file once every record handed to the writer is
+    /// written. Reads the whole file into memory: for tests and small
+    /// runs (a long run's reader streams the file, or `GET
+    /// /_fake/records?after=N`). Blocks the thread while the writer
+    /// catches up (briefly: the writer is a thread of its own).
     pub fn records(&self) -> Vec<ProviderRecord> {
-        self.shared.records_lock().clone()
+        self.shared.records.read_all()
+    }
+
+    /// The record file: one JSON line per finished call, in the order
+    /// they finished. A reader while the provider runs reads whole lines
+    /// up to [`ProviderHandle::sync_records`]'s `bytes`.
+    pub fn records_path(&self) -> &Path {
+        self.shared.records.path()
+    }
+
+    /// Waits until every call finished so far has its record written, and
+    /// says what the file then holds.
+    pub async fn sync_records(&self) -> RecordsWritten {
+        self.shared.records.sync().await
     }
 
     /// Live counts.
@@ -151,12 +222,15 @@ impl ProviderHandle {
         self.shared.set_overrides(overrides)
     }
 
-    /// Stops accepting, ends open connections gracefully and waits.
+    /// Stops accepting, ends open connections gracefully and waits; calls
+    /// still open are recorded (hung up), then the record file is written
+    /// and closed (a temporary one removed) before this returns.
     pub async fn shutdown(mut self) {
         self.shared.shutdown.cancel();
         if let Some(task) = self.task.take() {
             let _ = task.await;
         }
+        self.shared.records.close().await;
     }
 }
 
@@ -186,7 +260,7 @@ struct Shared {
     ceiling: Ceiling,
     quota: Mutex<QuotaBuckets>,
     seq: AtomicU64,
-    records: Mutex<Vec<ProviderRecord>>,
+    records: RecordFile,
     counters: Counters,
     control: RwLock<Control>,
     cache: Mutex<Option<Cached>>,
@@ -200,10 +274,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Shared {
-    fn records_lock(&self) -> std::sync::MutexGuard<'_, Vec<ProviderRecord>> {
-        lock(&self.records)
-    }
-
     /// The settings in force now and the label of the active phases.
     fn effective(&self) -> (Arc<Effective>, Arc<str>) {
         let (pinned, generation) = {
@@ -293,13 +363,17 @@ impl Shared {
 
     fn stats(&self) -> Stats {
         let (_, label) = self.effective();
-        self.counters
-            .snapshot(self.ceiling.in_service(), label.to_string())
+        let mut stats = self
+            .counters
+            .snapshot(self.ceiling.in_service(), label.to_string());
+        stats.records_written = self.records.written().records;
+        stats.records_dropped = self.records.dropped();
+        stats
     }
 
     fn finish(&self, record: ProviderRecord) {
         self.counters.finished(&record);
-        self.records_lock().push(record);
+        self.records.push(&record);
     }
 }
 
@@ -331,6 +405,10 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         .is_err()
     {
         conns.abort_all();
+        // An aborted task's future (and the calls in it, which record
+        // themselves as they drop) is dropped by the time it is joined:
+        // after this, every call is recorded.
+        while conns.join_next().await.is_some() {}
     }
 }
 
@@ -1187,20 +1265,7 @@ async fn admin(shared: Arc<Shared>, req: Request<Incoming>, peer: SocketAddr) ->
             StatusCode::OK,
             serde_json::to_value(shared.stats()).unwrap_or_default(),
         ),
-        (Method::GET, "/_fake/records") => {
-            let mut out = Vec::new();
-            for r in shared.records_lock().iter() {
-                // Serializing a plain struct into a Vec cannot fail.
-                let _ = serde_json::to_writer(&mut out, r);
-                out.push(b'\n');
-            }
-            respond(
-                StatusCode::OK,
-                HeaderMap::new(),
-                full(out),
-                "application/x-ndjson",
-            )
-        }
+        (Method::GET, "/_fake/records") => records_after(&shared, req.uri().query()).await,
         (Method::GET, "/metrics") => {
             let text = metrics_text(&shared);
             respond(
@@ -1279,6 +1344,54 @@ async fn admin(shared: Arc<Shared>, req: Request<Incoming>, peer: SocketAddr) ->
     }
 }
 
+/// `GET /_fake/records?after=N`: the records after position N (in write
+/// order), up to the position current now, which the header
+/// [`RECORDS_NEXT_HEADER`] gives; streamed from the file (chunked), never
+/// read into memory whole.
+async fn records_after(shared: &Shared, query: Option<&str>) -> Response<Body> {
+    let mut after = 0;
+    for (key, value) in query
+        .unwrap_or("")
+        .split('&')
+        .filter_map(|kv| kv.split_once('=').or(Some((kv, ""))))
+    {
+        if key == "after" {
+            match value.parse::<u64>() {
+                Ok(n) => after = n,
+                Err(_) => {
+                    return admin_json(
+                        StatusCode::BAD_REQUEST,
+                        serde_json::json!({"error": format!("after must be a count of records already read (0 or more), not `{value}`")}),
+                    )
+                }
+            }
+        }
+    }
+    match shared.records.read_after(after).await {
+        Ok((stream, end)) => {
+            let body = StreamBody::new(futures_util::StreamExt::map(stream, |chunk| {
+                chunk.map(Frame::data)
+            }));
+            let mut headers = HeaderMap::new();
+            headers.insert(RECORDS_NEXT_HEADER, HeaderValue::from(end.records));
+            respond(
+                StatusCode::OK,
+                headers,
+                BodyExt::boxed(body),
+                "application/x-ndjson",
+            )
+        }
+        Err(e @ ReadError::PastEnd { .. }) => admin_json(
+            StatusCode::BAD_REQUEST,
+            serde_json::json!({"error": e.to_string()}),
+        ),
+        Err(e @ ReadError::Io(_)) => admin_json(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            serde_json::json!({"error": e.to_string()}),
+        ),
+    }
+}
+
 fn metrics_text(shared: &Shared) -> String {
     use std::fmt::Write;
     let s = shared.stats();
@@ -1341,6 +1454,18 @@ fn metrics_text(shared: &Shared) -> String {
             ("{kind=\"completion\"}", s.completion_tokens),
         ],
     );
+    metric(
+        "fake_provider_records_written_total",
+        "counter",
+        "Records written to the record file by this run.",
+        &[("", s.records_written)],
+    );
+    metric(
+        "fake_provider_records_dropped_total",
+        "counter",
+        "Records not written: over the size cap, or a failed write.",
+        &[("", s.records_dropped)],
+    );
     let snap = lock(&shared.quota).snapshot(shared.clock.secs());
     let mut remaining = Vec::new();
     if let Some((_, r, _)) = snap.requests {
@@ -1375,7 +1500,7 @@ mod tests {
             ceiling: Ceiling::default(),
             quota: Mutex::new(QuotaBuckets::default()),
             seq: AtomicU64::new(0),
-            records: Mutex::new(Vec::new()),
+            records: RecordFile::open(None, u64::MAX).unwrap(),
             counters: Counters::default(),
             control: RwLock::new(Control::default()),
             cache: Mutex::new(None),
