@@ -324,7 +324,7 @@ impl Slots {
                 return Ok(self.grant(&mut st, now));
             }
             if st.queue.len() >= self.capacity {
-                self.metrics.shed(ShedReason::QueueFull);
+                self.metrics.refused(ShedReason::QueueFull);
                 return Err(Refusal {
                     reason: ShedReason::QueueFull,
                     retry_after: Self::retry_after(&mut st, now),
@@ -424,7 +424,7 @@ impl Slots {
             if waited > self.wait_budget {
                 // Never call the provider for it: its caller has likely left
                 // or will get an answer too late to use.
-                self.metrics.shed(ShedReason::WaitExpired);
+                self.metrics.refused(ShedReason::WaitExpired);
                 let retry_after = Self::retry_after(st, now);
                 let _ = waiter.tx.send(Grant::Expired { retry_after });
                 continue;
@@ -557,7 +557,7 @@ impl Pacer {
                 .saturating_sub(now.saturating_duration_since(job.arrived));
             let ahead = st.tokens_ahead(now, self.rate);
             if !makes_deadline(ahead, job.cost, self.rate, self.expected_service, patience) {
-                self.metrics.shed(ShedReason::WouldMissDeadline);
+                self.metrics.refused(ShedReason::WouldMissDeadline);
                 return Err(Refusal {
                     reason: ShedReason::WouldMissDeadline,
                     retry_after: self.retry_after(&mut st, now, ahead + job.cost),
@@ -635,7 +635,7 @@ impl Pacer {
                     if now + self.expected_service > waiter.deadline {
                         // The same test as at admission, with nothing left
                         // ahead of it: too late even if dispatched now.
-                        self.metrics.shed(ShedReason::WaitExpired);
+                        self.metrics.refused(ShedReason::WaitExpired);
                         let work = st.tokens_ahead(now, self.rate) + waiter.cost;
                         let retry_after = self.retry_after(&mut st, now, work);
                         let _ = waiter.tx.send(Grant::Expired { retry_after });

@@ -1,9 +1,13 @@
-//! What a gateway is told: its mode, its upstream and each mode's knobs.
+//! What a gateway is told: its mode, its upstream, each mode's knobs, and
+//! what every mode shares (the upstream timeout, the queue-full status, the
+//! tenants' entitlements).
 //!
 //! Every flag of `rehearse gateway` has a field here, so the same settings
-//! can come from a TOML file (`[bounded]`, `[deadline]`, `[aimd]` tables,
-//! durations written the humantime way: `"2s"`, `"250ms"`).
+//! can come from a TOML file (`[bounded]`, `[deadline]`, `[aimd]` and
+//! `[tenants]` tables, durations written the humantime way: `"2s"`,
+//! `"250ms"`).
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::str::FromStr;
@@ -86,10 +90,11 @@ impl FromStr for Order {
 pub struct BoundedConfig {
     /// Upstream calls in flight at once.
     pub concurrency: usize,
-    /// Jobs allowed to wait for a slot; one more is answered 429 at once.
+    /// Jobs allowed to wait for a slot; one more is refused `queue_full`
+    /// at once (429, or `queue_full_status`).
     pub queue: usize,
-    /// A job that waited longer than this is dropped when picked up (503),
-    /// and the upstream is never called for it.
+    /// A job that waited longer than this is dropped when picked up (503
+    /// `wait_expired`), and the upstream is never called for it.
     #[serde(with = "humantime_serde")]
     pub wait_budget: Duration,
 }
@@ -151,7 +156,8 @@ pub struct AimdConfig {
     /// the moment it passes it.
     #[serde(with = "humantime_serde")]
     pub latency_target: Duration,
-    /// Jobs allowed to wait for a slot (0: over the limit is answered 429 at once).
+    /// Jobs allowed to wait for a slot (0: over the limit is refused
+    /// `queue_full` at once).
     pub queue: usize,
     /// A job that waited longer than this is dropped when picked up (503).
     #[serde(with = "humantime_serde")]
@@ -169,6 +175,27 @@ impl Default for AimdConfig {
             wait_budget: Duration::from_secs(2),
         }
     }
+}
+
+/// One tenant's entitlement: what its API key may spend, whatever the load.
+/// Over it, a request is refused 429 `tenant_limited` at once.
+///
+/// In TOML, a table of API keys under `[tenants]`:
+///
+/// ```toml
+/// [tenants]
+/// "key-a" = { tokens_per_minute = 60000 }
+/// "key-b" = { tokens_per_minute = 6000, requests_per_minute = 60 }
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantConfig {
+    /// Tokens a minute (each request costs prompt + max_tokens, reserved at
+    /// admission), refilled continuously; the bucket holds one minute's.
+    pub tokens_per_minute: u64,
+    /// Requests a minute, when the entitlement also counts requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_minute: Option<u64>,
 }
 
 /// Everything a gateway needs to start.
@@ -226,6 +253,25 @@ pub struct GatewayConfig {
     /// Knobs of `aimd` mode.
     #[serde(default)]
     pub aimd: AimdConfig,
+    /// The status of a `queue_full` refusal (bounded, aimd): 429 (the
+    /// default) or 503.
+    #[serde(default = "default_queue_full_status")]
+    pub queue_full_status: u16,
+    /// Every mode: an upstream call still running this long after dispatch
+    /// is cancelled, and its caller answered 504 `upstream_timeout` (or,
+    /// when the answer has begun, its stream cut). None (the default): no
+    /// timeout.
+    #[serde(
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub upstream_timeout: Option<Duration>,
+    /// Every mode: the entitlement of each API key (`Authorization: Bearer
+    /// KEY` or `x-api-key`). A request with no key, or a key not listed
+    /// here, has no entitlement to exceed: only shedding applies to it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tenants: BTreeMap<String, TenantConfig>,
 }
 
 fn default_listen() -> SocketAddr {
@@ -250,6 +296,9 @@ fn default_header_read_timeout() -> Duration {
 fn default_body_read_timeout() -> Duration {
     Duration::from_secs(30)
 }
+fn default_queue_full_status() -> u16 {
+    429
+}
 
 impl GatewayConfig {
     /// A configuration with every knob at its default.
@@ -267,6 +316,9 @@ impl GatewayConfig {
             bounded: BoundedConfig::default(),
             deadline: DeadlineConfig::default(),
             aimd: AimdConfig::default(),
+            queue_full_status: default_queue_full_status(),
+            upstream_timeout: None,
+            tenants: BTreeMap::new(),
         }
     }
 
@@ -276,31 +328,76 @@ impl GatewayConfig {
         let config: GatewayConfig = source.parse()?;
         config
             .validate()
-            .map_err(|(field, message)| source.error(field, message))?;
+            .map_err(|(field, message)| source.error(&field, message))?;
         Ok(config)
     }
 
-    /// Checks the values serde cannot: returns the offending field and why.
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+    /// Checks the values serde cannot: returns the offending field (its
+    /// dotted path, e.g. `tenants.key-a.tokens_per_minute`) and why.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        let upstream = |message: String| ("upstream".to_string(), message);
         if self.upstream.is_empty() {
-            return Err(("upstream", "missing: the provider's base URL".into()));
+            return Err(upstream("missing: the provider's base URL".into()));
         }
-        let upstream: http::Uri = self
+        let uri: http::Uri = self
             .upstream
             .parse()
-            .map_err(|e| ("upstream", format!("not a URL: {e}")))?;
-        if upstream.scheme_str() != Some("http") || upstream.host().is_none() {
-            return Err((
-                "upstream",
-                format!("`{}`: expected http://host:port", self.upstream),
-            ));
+            .map_err(|e| upstream(format!("not a URL: {e}")))?;
+        if uri.scheme_str() != Some("http") || uri.host().is_none() {
+            return Err(upstream(format!(
+                "`{}`: expected http://host:port",
+                self.upstream
+            )));
         }
         self.validate_policy()
     }
 
     /// Checks everything [`GatewayConfig::validate`] does but the upstream:
     /// the policy alone, as a scenario's `[gateway.reference]` gives it.
-    pub fn validate_policy(&self) -> Result<(), (&'static str, String)> {
+    pub fn validate_policy(&self) -> Result<(), (String, String)> {
+        self.validate_knobs()
+            .map_err(|(field, message)| (field.to_string(), message))?;
+        self.validate_tenants()
+    }
+
+    /// Each API key is sent in a header, and each entitlement is above 0.
+    fn validate_tenants(&self) -> Result<(), (String, String)> {
+        for (key, tenant) in &self.tenants {
+            if key.is_empty() || !key.bytes().all(|b| b.is_ascii_graphic()) {
+                return Err((
+                    format!("tenants.{key}"),
+                    format!("`{key}` is not an API key: visible ASCII without spaces, as a header carries it"),
+                ));
+            }
+            if tenant.tokens_per_minute == 0 {
+                return Err((
+                    format!("tenants.{key}.tokens_per_minute"),
+                    "must be above 0".into(),
+                ));
+            }
+            if tenant.requests_per_minute == Some(0) {
+                return Err((
+                    format!("tenants.{key}.requests_per_minute"),
+                    "must be above 0 (leave it out for no request limit)".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_knobs(&self) -> Result<(), (&'static str, String)> {
+        if !matches!(self.queue_full_status, 429 | 503) {
+            return Err((
+                "queue_full_status",
+                format!("{}: expected 429 or 503", self.queue_full_status),
+            ));
+        }
+        if self.upstream_timeout.is_some_and(|t| t.is_zero()) {
+            return Err((
+                "upstream_timeout",
+                "must be above 0 (leave it out for no timeout)".into(),
+            ));
+        }
         if self.max_body_bytes == 0 {
             return Err(("max_body_bytes", "must be above 0".into()));
         }
@@ -386,10 +483,12 @@ impl GatewayConfig {
     }
 
     /// Returns this configuration at rehearsal scale, by the one rule of
-    /// [`wire::Scale`]: every duration ÷ time; the token rate × time ÷
-    /// quota; every count (concurrency, queues, the AIMD limits) ÷ quota,
-    /// never below 1. The body limit and the read timeouts that guard
-    /// against hostile callers are the process's own and stay.
+    /// [`wire::Scale`]: every duration ÷ time (the upstream timeout
+    /// included); the token rate and each tenant's entitlement (tokens and
+    /// requests per minute) × time ÷ quota; every count (concurrency,
+    /// queues, the AIMD limits) ÷ quota, never below 1. The body limit and
+    /// the read timeouts that guard against hostile callers are the
+    /// process's own and stay.
     ///
     /// ```
     /// use reference_gateway::{GatewayConfig, Mode};
@@ -420,6 +519,13 @@ impl GatewayConfig {
         self.aimd.floor = scale.count_usize(self.aimd.floor);
         self.aimd.ceiling = scale.count_usize(self.aimd.ceiling);
         self.aimd.queue = scale.count_usize(self.aimd.queue);
+        self.upstream_timeout = self.upstream_timeout.map(d);
+        // An entitlement is a rate: × time ÷ quota, in whole units, never 0.
+        let per_minute = |n: u64| (scale.rate(n as f64).round() as u64).max(1);
+        for tenant in self.tenants.values_mut() {
+            tenant.tokens_per_minute = per_minute(tenant.tokens_per_minute);
+            tenant.requests_per_minute = tenant.requests_per_minute.map(per_minute);
+        }
         self
     }
 }
@@ -537,6 +643,118 @@ latency_target = "1s 500ms"
         });
         assert_eq!(tiny.bounded.concurrency, 1);
         assert_eq!(tiny.aimd.queue, 0, "no queue stays no queue");
+    }
+
+    const HEAD: &str = "mode = \"bounded\"\nupstream = \"http://127.0.0.1:1\"\n";
+
+    #[test]
+    fn tenants_the_upstream_timeout_and_the_queue_full_status_parse() {
+        let text = format!(
+            "{HEAD}upstream_timeout = \"30s\"\nqueue_full_status = 503\n\
+             [tenants]\n\"key-a\" = {{ tokens_per_minute = 60000 }}\n\
+             [tenants.\"key-b\"]\ntokens_per_minute = 6000\nrequests_per_minute = 60\n"
+        );
+        let c = GatewayConfig::from_toml(&text, "g.toml").unwrap();
+        assert_eq!(c.upstream_timeout, Some(Duration::from_secs(30)));
+        assert_eq!(c.queue_full_status, 503);
+        assert_eq!(c.tenants.len(), 2);
+        assert_eq!(
+            c.tenants["key-a"],
+            TenantConfig {
+                tokens_per_minute: 60_000,
+                requests_per_minute: None
+            }
+        );
+        assert_eq!(c.tenants["key-b"].requests_per_minute, Some(60));
+        let plain = GatewayConfig::from_toml(HEAD, "g.toml").unwrap();
+        assert_eq!(plain.upstream_timeout, None, "no timeout by default");
+        assert_eq!(plain.queue_full_status, 429);
+        assert!(plain.tenants.is_empty());
+    }
+
+    #[test]
+    fn tenant_errors_are_located_at_their_line_and_field() {
+        let cases = [
+            // (text after HEAD, line, field)
+            (
+                "[tenants]\n\"key-a\" = { tokens_per_minute = 600 }\n\"key-b\" = { tokens_per_minut = 6 }\n",
+                5,
+                "tenants.key-b.tokens_per_minut",
+            ),
+            (
+                "[tenants.\"key-a\"]\ntokens_per_minute = 600\n[tenants.\"key-b\"]\nrequests_per_minute = 6\n",
+                5,
+                "tenants.key-b",
+            ),
+            (
+                "[tenants.\"key-a\"]\ntokens_per_minute = 600\n[tenants.\"key-b\"]\ntokens_per_minute = 0\n",
+                6,
+                "tenants.key-b.tokens_per_minute",
+            ),
+            (
+                "[tenants]\n\"key-a\" = { tokens_per_minute = 600, requests_per_minute = 0 }\n",
+                4,
+                "tenants.key-a.requests_per_minute",
+            ),
+            (
+                "[tenants]\n\"key-a\" = { tokens_per_minute = -5 }\n",
+                4,
+                "tenants.key-a.tokens_per_minute",
+            ),
+            (
+                "[tenants]\n\"two words\" = { tokens_per_minute = 600 }\n",
+                4,
+                "tenants.two words",
+            ),
+            ("queue_full_status = 500\n", 3, "queue_full_status"),
+            ("upstream_timeout = \"0s\"\n", 3, "upstream_timeout"),
+            ("upstream_timeout = \"soon\"\n", 3, "upstream_timeout"),
+        ];
+        for (tail, line, field) in cases {
+            let text = format!("{HEAD}{tail}");
+            let err = GatewayConfig::from_toml(&text, "g.toml").unwrap_err();
+            assert_eq!(
+                (err.line, err.field.as_str()),
+                (line, field),
+                "{tail}: {err}"
+            );
+            assert!(
+                err.to_string().starts_with(&format!("g.toml:{line}:")),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_upstream_timeout_and_the_entitlements_are_scaled() {
+        let mut c = GatewayConfig::new(Mode::Naive, "http://127.0.0.1:1");
+        c.upstream_timeout = Some(Duration::from_secs(30));
+        c.tenants.insert(
+            "k".into(),
+            TenantConfig {
+                tokens_per_minute: 60_000,
+                requests_per_minute: Some(100),
+            },
+        );
+        let s = c.clone().scaled(Scale {
+            time: 10.0,
+            quota: 4.0,
+        });
+        assert_eq!(s.upstream_timeout, Some(Duration::from_secs(3)), "÷ time");
+        assert_eq!(s.tenants["k"].tokens_per_minute, 150_000, "× time ÷ quota");
+        assert_eq!(s.tenants["k"].requests_per_minute, Some(250));
+        let tiny = c.scaled(Scale {
+            time: 1.0,
+            quota: 1e9,
+        });
+        assert_eq!(tiny.tenants["k"].tokens_per_minute, 1, "never 0");
+        assert_eq!(
+            GatewayConfig::new(Mode::Naive, "http://127.0.0.1:1")
+                .time_scaled(10.0)
+                .upstream_timeout,
+            None,
+            "no timeout stays none"
+        );
     }
 
     #[test]

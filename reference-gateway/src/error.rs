@@ -9,7 +9,7 @@ pub enum GatewayError {
     #[error("invalid configuration: field `{field}`: {message}")]
     InvalidConfig {
         /// Dotted path of the offending field.
-        field: &'static str,
+        field: String,
         /// What is wrong with it.
         message: String,
     },

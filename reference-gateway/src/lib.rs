@@ -6,8 +6,9 @@
 //! Four admission modes, chosen by [`Mode`]:
 //! - `naive`: one detached task per request, no bound, no notice of a
 //!   caller hanging up (the incident to reproduce);
-//! - `bounded`: N concurrent calls, a bounded queue (full: 429 at once) and
-//!   a wait budget (a job picked up past it is answered 503, never sent);
+//! - `bounded`: N concurrent calls, a bounded queue (full: refused at once)
+//!   and a wait budget (a job picked up past it is answered 503, never
+//!   sent);
 //! - `deadline`: dispatch paced to the quota's token rate; a job is admitted
 //!   only if the tokens ahead of it plus its own drain in time for its
 //!   caller's deadline, re-checked at dequeue; FIFO or LIFO;
@@ -18,30 +19,63 @@
 //! cancels its upstream call. Every shed answer carries `retry-after` and
 //! `retry-after-ms` computed from the live backlog and the drain rate
 //! observed. `/metrics` exports queue wait, upstream time and end-to-end
-//! time apart, sheds and stale drops apart, and in-flight, queue depth,
+//! time apart, each kind of refusal apart, and in-flight, queue depth,
 //! limit and resident memory gauges.
+//!
+//! # The refusal table
+//!
+//! Every mode refuses by one table. Two policies with two triggers must
+//! not be mistaken for each other: a tenant's rate limit is an entitlement
+//! (what an API key bought, enforced even on an idle gateway: 429), load
+//! shedding answers scarcity (the gateway cannot serve everyone now,
+//! whatever the entitlement: 503, with a Retry-After the client can use).
+//! A refused request says which row fired in `x-gateway-reason`, and, when
+//! the gateway wrote the body, in the `code` of its OpenAI-shaped JSON
+//! error; [`ShedReason`] is the table in code.
+//!
+//! | policy | modes | when | status | reason | Retry-After |
+//! |---|---|---|---|---|---|
+//! | queue full | bounded, aimd | at admission | 429 (`queue_full_status = 503` for 503) | `queue_full` | yes |
+//! | would miss its deadline | deadline | at admission | 503 | `would_miss_deadline` | yes |
+//! | waited past its budget or deadline (stale) | bounded, aimd, deadline | at dequeue; never sent | 503 | `wait_expired` | yes |
+//! | tenant over its entitlement | all | at admission, whatever the load | 429, with the tenant's `x-ratelimit-*` headers | `tenant_limited` | yes, from its bucket (none if the request exceeds the whole bucket: it never fits) |
+//! | upstream timeout | all | `upstream_timeout` after dispatch; the call cancelled | 504 (an answer already streaming is cut instead) | `upstream_timeout` | no |
+//! | provider refusal passed through | all | the provider answered 429, 503 or 529 | the provider's | `upstream_refused` (header only: the body is the provider's) | the provider's |
+//!
+//! The first four never reach the provider; they also carry
+//! `x-gateway-shed` (the older name, same value). A tenant is an API key
+//! (`Authorization: Bearer KEY`, else `x-api-key`) listed in `[tenants]`
+//! with its tokens (and optionally requests) per minute; a request is
+//! charged prompt + max_tokens at admission and given it back if it is
+//! then shed or its caller leaves before dispatch. A request with no key,
+//! or a key not listed, has no entitlement to exceed: it is not rate
+//! limited, only shed like every other. In `/metrics`:
+//! `gateway_shed_total{reason="queue_full"|"would_miss_deadline"|"tenant_limited"}`,
+//! `gateway_stale_drops_total`, `gateway_upstream_timeouts_total`,
+//! `gateway_upstream_refused_total`, never summed.
 //!
 //! On the wire: requests keep their `x-request-id` and their prompt; the
 //! caller's remaining patience (`x-request-timeout-ms`, relative ms) is
 //! passed on upstream as what is left of it at dispatch. Every forwarded
 //! answer carries `x-gateway-queue-wait-us` (time spent in the gateway before
-//! the upstream call); every shed answer carries `x-gateway-shed` with the
-//! reason (`queue_full`, `would_miss_deadline`, `wait_expired`), also the
-//! `code` of its OpenAI-shaped JSON error body.
+//! the upstream call).
 //!
 //! The rooms:
 //! - `config`: [`GatewayConfig`] and each mode's knobs, from flags or TOML,
 //!   time-scaled by `REHEARSE_TIME_SCALE`;
+//! - `tenants`: each API key's entitlement, as rate-limit buckets;
 //! - `server`: [`Gateway`] serves on a listener it is handed until a
 //!   [`CancellationToken`](tokio_util::sync::CancellationToken) fires, and
 //!   gives back a [`GatewayHandle`];
-//! - `proxy`: one request's path: read, check, admit, forward, stream back;
+//! - `proxy`: one request's path: read, check, the tenant's entitlement,
+//!   admit, forward within the upstream timeout, stream back;
 //! - `admission`: the modes' policies (slots with a queue, a token pacer);
 //! - `queue`: the waiting room, FIFO or LIFO, hang-ups removed at once;
 //! - `aimd`: the adaptive limit's arithmetic;
 //! - `drain`: the drain rate observed and the Retry-After it implies;
 //! - `request`: what admission reads from a body (token cost, stream);
-//! - `metrics`: the Prometheus text of `/metrics`.
+//! - `metrics`: [`ShedReason`], the refusal table's rows, and the
+//!   Prometheus text of `/metrics`.
 //!
 //! The request-id marker, the token estimate, the Retry-After rounding and
 //! the header names are the ones every part of a rehearsal uses, from the
@@ -75,9 +109,11 @@ mod proxy;
 mod queue;
 mod request;
 mod server;
+mod tenants;
 
 pub use config::{
     parse_duration, AimdConfig, BoundedConfig, DeadlineConfig, GatewayConfig, Mode, Order,
+    TenantConfig,
 };
 pub use error::{ConfigError, GatewayError};
 pub use metrics::{resident_memory_bytes, ShedReason};

@@ -1,7 +1,10 @@
 //! What `/metrics` exports (Prometheus text format): queue wait, upstream
-//! call time and end-to-end time as separate histograms; sheds and stale
-//! drops as separate counters; in-flight calls, queue depth, the concurrency
-//! limit and resident memory as gauges.
+//! call time and end-to-end time as separate histograms; each row of the
+//! refusal table counted apart, never summed (sheds at admission by
+//! `reason`, a tenant's rate limit as one more `reason` of the same
+//! counter, stale drops, upstream timeouts and provider refusals each a
+//! counter of its own); in-flight calls, queue depth, the concurrency limit
+//! and resident memory as gauges.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -52,40 +55,100 @@ impl Histogram {
     }
 }
 
-/// Why a request was answered without calling the provider.
+/// Why a request was refused: one row of the gateway's refusal table (the
+/// crate docs hold the table). Its `code` is the `x-gateway-reason` header,
+/// the JSON body's error `code` and the `reason` label of `/metrics`.
+///
+/// The name is older than the table: three rows are load shedding
+/// (scarcity: the gateway cannot serve everyone now), one is a tenant's
+/// rate limit (an entitlement, enforced whatever the load), and two are the
+/// upstream's (it took too long, or it refused).
 ///
 /// ```
 /// use reference_gateway::ShedReason;
-/// assert_eq!(ShedReason::QueueFull.status(), 429);
-/// assert_eq!(ShedReason::WaitExpired.status(), 503);
+/// assert_eq!(ShedReason::QueueFull.status(), Some(429));
+/// assert_eq!(ShedReason::WouldMissDeadline.status(), Some(503));
 /// assert_eq!(ShedReason::WaitExpired.code(), "wait_expired");
+/// assert_eq!(ShedReason::UpstreamTimeout.status(), Some(504));
+/// assert!(!ShedReason::UpstreamTimeout.retry_after());
+/// assert_eq!(ShedReason::UpstreamRefused.status(), None, "the provider's own");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ShedReason {
-    /// 429: the queue was full (bounded, aimd).
+    /// At admission: the queue was full (bounded, aimd). 429, or 503 when
+    /// `queue_full_status` says so.
     QueueFull,
-    /// 429: the tokens already queued would make it miss its deadline.
+    /// At admission: the tokens queued ahead would make it miss its
+    /// deadline (deadline). 503.
     WouldMissDeadline,
-    /// 503: it waited past the wait budget / its deadline; dropped at dequeue.
+    /// At dequeue: it waited past the wait budget or its deadline and was
+    /// dropped unsent (bounded, aimd, deadline). 503.
     WaitExpired,
+    /// At admission, whatever the load: its tenant (API key) is over its
+    /// entitlement (every mode). 429 with the tenant's rate-limit headers.
+    TenantLimited,
+    /// After dispatch: `upstream_timeout` passed and the upstream call was
+    /// cancelled (every mode). 504, no Retry-After.
+    UpstreamTimeout,
+    /// The provider answered 429, 503 or 529: passed on as it came, status,
+    /// body and Retry-After (every mode).
+    UpstreamRefused,
 }
 
 impl ShedReason {
-    /// The error `code` in the JSON body and the metric label.
+    /// Every row of the table, in its order.
+    pub const ALL: [ShedReason; 6] = [
+        ShedReason::QueueFull,
+        ShedReason::WouldMissDeadline,
+        ShedReason::WaitExpired,
+        ShedReason::TenantLimited,
+        ShedReason::UpstreamTimeout,
+        ShedReason::UpstreamRefused,
+    ];
+
+    /// The `x-gateway-reason` header, the error `code` in the JSON body and
+    /// the metric label.
     pub fn code(self) -> &'static str {
         match self {
             ShedReason::QueueFull => "queue_full",
             ShedReason::WouldMissDeadline => "would_miss_deadline",
             ShedReason::WaitExpired => "wait_expired",
+            ShedReason::TenantLimited => "tenant_limited",
+            ShedReason::UpstreamTimeout => "upstream_timeout",
+            ShedReason::UpstreamRefused => "upstream_refused",
         }
     }
 
-    /// The HTTP status of the answer.
-    pub fn status(self) -> u16 {
+    /// The HTTP status the gateway answers with (for `QueueFull`, the
+    /// default of `queue_full_status`); `None` for `UpstreamRefused`, which
+    /// keeps the provider's.
+    pub fn status(self) -> Option<u16> {
         match self {
-            ShedReason::QueueFull | ShedReason::WouldMissDeadline => 429,
-            ShedReason::WaitExpired => 503,
+            ShedReason::QueueFull | ShedReason::TenantLimited => Some(429),
+            ShedReason::WouldMissDeadline | ShedReason::WaitExpired => Some(503),
+            ShedReason::UpstreamTimeout => Some(504),
+            ShedReason::UpstreamRefused => None,
         }
+    }
+
+    /// Returns true if and only if the gateway writes a Retry-After of its
+    /// own on this refusal (from the live backlog, or from the tenant's
+    /// bucket). An upstream timeout has none: nothing says when the
+    /// provider will be faster. A provider's refusal keeps the provider's.
+    pub fn retry_after(self) -> bool {
+        !matches!(
+            self,
+            ShedReason::UpstreamTimeout | ShedReason::UpstreamRefused
+        )
+    }
+
+    /// Returns true if and only if the provider was never called for a
+    /// request refused so: these also carry the older `x-gateway-shed`.
+    pub fn before_dispatch(self) -> bool {
+        !matches!(
+            self,
+            ShedReason::UpstreamTimeout | ShedReason::UpstreamRefused
+        )
     }
 }
 
@@ -98,7 +161,10 @@ pub(crate) struct Metrics {
     pub(crate) requests: AtomicU64,
     pub(crate) shed_queue_full: AtomicU64,
     pub(crate) shed_deadline: AtomicU64,
+    pub(crate) tenant_limited: AtomicU64,
     pub(crate) stale_drops: AtomicU64,
+    pub(crate) upstream_timeouts: AtomicU64,
+    pub(crate) upstream_refused: AtomicU64,
     pub(crate) cancelled_queued: AtomicU64,
     pub(crate) cancelled_upstream: AtomicU64,
     pub(crate) upstream_errors: AtomicU64,
@@ -115,11 +181,15 @@ pub(crate) struct Gauges {
 }
 
 impl Metrics {
-    pub(crate) fn shed(&self, reason: ShedReason) {
+    /// Counts one refusal in its metric.
+    pub(crate) fn refused(&self, reason: ShedReason) {
         let c = match reason {
             ShedReason::QueueFull => &self.shed_queue_full,
             ShedReason::WouldMissDeadline => &self.shed_deadline,
+            ShedReason::TenantLimited => &self.tenant_limited,
             ShedReason::WaitExpired => &self.stale_drops,
+            ShedReason::UpstreamTimeout => &self.upstream_timeouts,
+            ShedReason::UpstreamRefused => &self.upstream_refused,
         };
         c.fetch_add(1, Ordering::Relaxed);
     }
@@ -160,11 +230,24 @@ impl Metrics {
         );
         let _ = writeln!(
             out,
-            "# HELP gateway_shed_total Requests refused at admission (429), by reason.\n# TYPE gateway_shed_total counter\ngateway_shed_total{{reason=\"queue_full\"}} {}\ngateway_shed_total{{reason=\"would_miss_deadline\"}} {}",
+            "# HELP gateway_shed_total Requests refused at admission, unsent, by the policy that fired: load shedding (queue_full, would_miss_deadline) or a tenant's rate limit (tenant_limited).\n# TYPE gateway_shed_total counter\ngateway_shed_total{{reason=\"queue_full\"}} {}\ngateway_shed_total{{reason=\"would_miss_deadline\"}} {}\ngateway_shed_total{{reason=\"tenant_limited\"}} {}",
             load(&self.shed_queue_full),
-            load(&self.shed_deadline)
+            load(&self.shed_deadline),
+            load(&self.tenant_limited)
         );
-        counter(&mut out, "gateway_stale_drops_total", "Queued jobs dropped at dequeue because they waited too long (503); the provider was not called.", load(&self.stale_drops));
+        counter(&mut out, "gateway_stale_drops_total", "Queued jobs dropped at dequeue because they waited too long (503, wait_expired); the provider was not called.", load(&self.stale_drops));
+        counter(
+            &mut out,
+            "gateway_upstream_timeouts_total",
+            "Upstream calls cancelled because upstream_timeout passed (504, upstream_timeout).",
+            load(&self.upstream_timeouts),
+        );
+        counter(
+            &mut out,
+            "gateway_upstream_refused_total",
+            "Provider refusals (429, 503, 529) passed on to the caller (upstream_refused).",
+            load(&self.upstream_refused),
+        );
         counter(
             &mut out,
             "gateway_cancelled_queued_total",
@@ -271,9 +354,11 @@ mod tests {
     #[test]
     fn sheds_and_stale_drops_are_counted_apart() {
         let m = Metrics::default();
-        m.shed(ShedReason::QueueFull);
-        m.shed(ShedReason::QueueFull);
-        m.shed(ShedReason::WaitExpired);
+        m.refused(ShedReason::QueueFull);
+        m.refused(ShedReason::QueueFull);
+        m.refused(ShedReason::WaitExpired);
+        m.refused(ShedReason::TenantLimited);
+        m.refused(ShedReason::UpstreamTimeout);
         let text = m.render(
             "bounded",
             Gauges {
@@ -287,6 +372,22 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("gateway_stale_drops_total 1\n"), "{text}");
+        assert!(
+            text.contains("gateway_shed_total{reason=\"tenant_limited\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("gateway_shed_total{reason=\"would_miss_deadline\"} 0\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("gateway_upstream_timeouts_total 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("gateway_upstream_refused_total 0\n"),
+            "{text}"
+        );
         assert!(text.contains("gateway_queue_depth 3\n"));
         assert!(text.contains("gateway_concurrency_limit 8\n"));
         assert!(!text.contains("gateway_queued_tokens"));

@@ -1,7 +1,10 @@
 //! One request's path through the gateway: read and check the body, pass
-//! admission (or be shed), call the upstream, stream its answer back.
+//! the tenant's entitlement and admission (or be refused, by the refusal
+//! table's row that fired), call the upstream within its timeout, stream
+//! its answer back.
 
 use std::convert::Infallible;
+use std::future::Future as _;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -17,20 +20,26 @@ use hyper::body::Incoming;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::Sleep;
 use tracing::{debug, warn};
-use wire::headers::{GATEWAY_QUEUE_WAIT_US, GATEWAY_SHED, REQUEST_ID, RETRY_AFTER_MS};
-use wire::Dialect;
+use wire::headers::{
+    GATEWAY_QUEUE_WAIT_US, GATEWAY_REASON, GATEWAY_SHED, REQUEST_ID, RETRY_AFTER_MS,
+};
+use wire::{ratelimit_headers, Dialect, QuotaLimit};
 
 use crate::admission::{Admission, CallOutcome, Job, Permit, Refusal};
 use crate::config::{GatewayConfig, Mode};
 use crate::metrics::{Metrics, ShedReason};
 use crate::request::RequestShape;
+use crate::tenants::{OverEntitlement, Tenants};
 
 /// Errors a response body can carry (an upstream body that broke).
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// What every response of the gateway carries.
 pub(crate) type GatewayBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
 type UpstreamClient = Client<HttpConnector, Full<Bytes>>;
+/// When an upstream call's time is up (`upstream_timeout` after dispatch).
+type CallDeadline = Option<tokio::time::Instant>;
 
 /// Everything a request handler reads, shared by all connections.
 pub(crate) struct Shared {
@@ -45,6 +54,9 @@ pub(crate) struct Shared {
     patience_header: HeaderName,
     default_deadline: Duration,
     default_max_tokens: u64,
+    queue_full_status: StatusCode,
+    upstream_timeout: Option<Duration>,
+    tenants: Tenants,
 }
 
 /// Where upstream calls go: scheme and authority, and a path prefix.
@@ -99,6 +111,10 @@ impl Shared {
                 .expect("validated by GatewayConfig::validate"),
             default_deadline: config.deadline.default_deadline,
             default_max_tokens: config.deadline.default_max_tokens,
+            queue_full_status: StatusCode::from_u16(config.queue_full_status)
+                .expect("validated by GatewayConfig::validate"),
+            upstream_timeout: config.upstream_timeout,
+            tenants: Tenants::new(&config.tenants),
         }
     }
 
@@ -161,24 +177,21 @@ impl Shared {
         }
     }
 
-    async fn proxy(
-        self: Arc<Self>,
-        req: Request<Incoming>,
-        dialect: Dialect,
-    ) -> Response<GatewayBody> {
-        let arrived = Instant::now();
+    /// Reads a chat request's body within the time and size limits, and
+    /// what admission needs from it; on failure, the answer to give.
+    async fn read_body(
+        &self,
+        headers: &HeaderMap,
+        body: Incoming,
+    ) -> Result<(Bytes, RequestShape), Response<GatewayBody>> {
         let metrics = &self.metrics;
-        metrics.requests.fetch_add(1, Ordering::Relaxed);
-        let (parts, body) = req.into_parts();
-
         // Refuse an oversized body before reading it when it says its size.
-        let declared = parts
-            .headers
+        let declared = headers
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
         if declared.is_some_and(|n| n > self.max_body_bytes as u64) {
-            return self.too_large();
+            return Err(self.too_large());
         }
         // A body that never finishes would hold the connection and its
         // task forever: past the timeout it is a 408, and the connection
@@ -194,11 +207,11 @@ impl Shared {
             );
             r.headers_mut()
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));
-            return r;
+            return Err(r);
         };
         let bytes = match collected {
             Ok(c) => c.to_bytes(),
-            Err(e) if e.is::<http_body_util::LengthLimitError>() => return self.too_large(),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => return Err(self.too_large()),
             Err(e) => {
                 metrics.bad_requests.fetch_add(1, Ordering::Relaxed);
                 let mut r = error_response(
@@ -209,20 +222,35 @@ impl Shared {
                 );
                 r.headers_mut()
                     .insert(header::CONNECTION, HeaderValue::from_static("close"));
-                return r;
+                return Err(r);
             }
         };
-        let shape = match RequestShape::parse(&bytes) {
-            Ok(s) => s,
+        match RequestShape::parse(&bytes) {
+            Ok(shape) => Ok((bytes, shape)),
             Err(e) => {
                 metrics.bad_requests.fetch_add(1, Ordering::Relaxed);
-                return error_response(
+                Err(error_response(
                     StatusCode::BAD_REQUEST,
                     "invalid_json",
                     "invalid_request_error",
                     &e.to_string(),
-                );
+                ))
             }
+        }
+    }
+
+    async fn proxy(
+        self: Arc<Self>,
+        req: Request<Incoming>,
+        dialect: Dialect,
+    ) -> Response<GatewayBody> {
+        let arrived = Instant::now();
+        let metrics = &self.metrics;
+        metrics.requests.fetch_add(1, Ordering::Relaxed);
+        let (parts, body) = req.into_parts();
+        let (bytes, shape) = match self.read_body(&parts.headers, body).await {
+            Ok(read) => read,
+            Err(answer) => return answer,
         };
         let id = request_id(&parts.headers, &bytes);
         let patience = parts
@@ -232,21 +260,35 @@ impl Shared {
             .and_then(|v| v.trim().parse::<f64>().ok())
             .filter(|ms| ms.is_finite() && *ms >= 0.0)
             .map(|ms| Duration::from_secs_f64(ms / 1000.0));
+        let cost = shape.cost(self.default_max_tokens);
         let job = Job {
             arrived,
-            cost: shape.cost(self.default_max_tokens) as f64,
+            cost: cost as f64,
             patience: patience.unwrap_or(self.default_deadline),
         };
         debug!(id = %id, dialect = dialect.as_str(), cost = job.cost, stream = shape.stream, "admitting");
 
+        // An entitlement holds whatever the load: checked before shedding.
+        let charge = match self.tenants.charge(&parts.headers, cost) {
+            Ok(charge) => charge,
+            Err(limited) => {
+                metrics.refused(ShedReason::TenantLimited);
+                debug!(id = %id, reason = ShedReason::TenantLimited.code(), "refused");
+                return tenant_limited_response(&limited, dialect, &id);
+            }
+        };
         let permit = match self.admission.admit(job).await {
             Ok(p) => p,
             Err(refusal) => {
+                // The provider is not called: `charge`, dropped, goes back.
                 metrics.queue_wait.observe(arrived.elapsed());
                 debug!(id = %id, reason = refusal.reason.code(), "shed");
-                return shed_response(refusal, &id);
+                return self.shed_response(refusal, &id);
             }
         };
+        if let Some(charge) = charge {
+            charge.spend();
+        }
         let dispatched = permit.dispatched();
         let queue_wait = dispatched.saturating_duration_since(arrived);
         metrics.queue_wait.observe(queue_wait);
@@ -272,13 +314,15 @@ impl Shared {
                 .insert(self.patience_header.clone(), HeaderValue::from(left as u64));
         }
 
+        let deadline = self
+            .upstream_timeout
+            .map(|t| tokio::time::Instant::from_std(dispatched + t));
         let call = CallGuard::new(self.clone(), permit, arrived, dispatched, held);
-        let response = if self.mode == Mode::Naive {
-            self.clone().call_detached(up, call).await
+        let mut response = if self.mode == Mode::Naive {
+            self.clone().call_detached(up, call, deadline, &id).await
         } else {
-            self.call_attached(up, call).await
+            self.call_attached(up, call, deadline, &id).await
         };
-        let mut response = response;
         response.headers_mut().insert(
             GATEWAY_QUEUE_WAIT_US,
             HeaderValue::from(queue_wait.as_micros() as u64),
@@ -288,20 +332,39 @@ impl Shared {
 
     /// Every mode but naive: the call lives inside the caller's request
     /// future and its response body. A caller hanging up drops them, which
-    /// drops the upstream request and closes its connection.
+    /// drops the upstream request and closes its connection; so does the
+    /// upstream timeout passing.
     async fn call_attached(
         &self,
         up: Request<Full<Bytes>>,
         mut call: CallGuard,
+        deadline: CallDeadline,
+        id: &str,
     ) -> Response<GatewayBody> {
-        match self.client.request(up).await {
+        let request = self.client.request(up);
+        let answer = match deadline {
+            None => request.await,
+            Some(at) => match tokio::time::timeout_at(at, request).await {
+                Ok(answer) => answer,
+                Err(_) => {
+                    // The request future is gone, and its connection with
+                    // it: the provider sees the call hang up.
+                    call.timed_out();
+                    return self.upstream_timeout_response(id);
+                }
+            },
+        };
+        match answer {
             Ok(resp) => {
                 call.status = Some(resp.status());
                 let (mut parts, body) = resp.into_parts();
                 strip_hop_by_hop(&mut parts.headers);
+                self.mark_provider_refusal(&mut parts);
                 let body = GuardedBody {
                     inner: body,
                     call: Some(call),
+                    deadline: deadline.map(|at| Box::pin(tokio::time::sleep_until(at))),
+                    timed_out: false,
                 };
                 Response::from_parts(parts, body.boxed_unsync())
             }
@@ -315,52 +378,142 @@ impl Shared {
 
     /// Naive mode: the call runs in a detached task that reads the upstream
     /// answer to its end whether or not anyone is still listening (the
-    /// incident this mode reproduces).
+    /// incident this mode reproduces). Only the upstream timeout, when one
+    /// is set, ends it early.
     async fn call_detached(
         self: Arc<Self>,
         up: Request<Full<Bytes>>,
         mut call: CallGuard,
+        deadline: CallDeadline,
+        id: &str,
     ) -> Response<GatewayBody> {
         let (head_tx, head_rx) = oneshot::channel();
         // Unbounded on purpose: naive mode holds whatever the provider sends.
         let (frames_tx, frames_rx) = mpsc::unbounded_channel();
-        let client = self.client.clone();
+        let shared = self.clone();
         tokio::spawn(async move {
-            match client.request(up).await {
-                Err(e) => {
-                    call.failed();
-                    let _ = head_tx.send(Err(error_chain(&e)));
+            let mut head_tx = Some(head_tx);
+            let relay = shared.relay_detached(up, &mut call, &mut head_tx, &frames_tx);
+            let finished = match deadline {
+                None => {
+                    relay.await;
+                    true
                 }
-                Ok(resp) => {
-                    call.status = Some(resp.status());
-                    let (parts, mut body) = resp.into_parts();
-                    let _ = head_tx.send(Ok(parts));
-                    while let Some(frame) = body.frame().await {
-                        match frame {
-                            Ok(f) => {
-                                // A closed receiver is ignored: no notice of
-                                // the caller hanging up.
-                                let _ = frames_tx.send(Ok(f));
-                            }
-                            Err(e) => {
-                                call.failed();
-                                let _ = frames_tx.send(Err(BoxError::from(e)));
-                                return;
-                            }
-                        }
+                Some(at) => tokio::time::timeout_at(at, relay).await.is_ok(),
+            };
+            if !finished {
+                // The relay, and the upstream call inside it, were dropped:
+                // the provider sees the call hang up.
+                call.timed_out();
+                match head_tx.take() {
+                    Some(tx) => {
+                        let _ = tx.send(DetachedHead::TimedOut);
                     }
-                    call.completed();
+                    None => {
+                        let _ = frames_tx.send(Err(BoxError::from(UpstreamTimedOut)));
+                    }
                 }
             }
         });
         match head_rx.await {
-            Ok(Ok(mut parts)) => {
+            Ok(DetachedHead::Answer(mut parts)) => {
                 strip_hop_by_hop(&mut parts.headers);
                 Response::from_parts(parts, ChannelBody { rx: frames_rx }.boxed_unsync())
             }
-            Ok(Err(cause)) => bad_gateway(&cause),
+            Ok(DetachedHead::Failed(cause)) => bad_gateway(&cause),
+            Ok(DetachedHead::TimedOut) => self.upstream_timeout_response(id),
             Err(_) => bad_gateway("the upstream task ended without an answer"),
         }
+    }
+
+    /// Naive mode's detached call: the head to `head_tx`, then every frame
+    /// to `frames_tx`, read to the end.
+    async fn relay_detached(
+        &self,
+        up: Request<Full<Bytes>>,
+        call: &mut CallGuard,
+        head_tx: &mut Option<oneshot::Sender<DetachedHead>>,
+        frames_tx: &mpsc::UnboundedSender<Result<Frame<Bytes>, BoxError>>,
+    ) {
+        let resp = match self.client.request(up).await {
+            Ok(resp) => resp,
+            Err(e) => {
+                call.failed();
+                if let Some(tx) = head_tx.take() {
+                    let _ = tx.send(DetachedHead::Failed(error_chain(&e)));
+                }
+                return;
+            }
+        };
+        call.status = Some(resp.status());
+        let (mut parts, mut body) = resp.into_parts();
+        self.mark_provider_refusal(&mut parts);
+        if let Some(tx) = head_tx.take() {
+            let _ = tx.send(DetachedHead::Answer(parts));
+        }
+        while let Some(frame) = body.frame().await {
+            match frame {
+                Ok(f) => {
+                    // A closed receiver is ignored: no notice of the
+                    // caller hanging up.
+                    let _ = frames_tx.send(Ok(f));
+                }
+                Err(e) => {
+                    call.failed();
+                    let _ = frames_tx.send(Err(BoxError::from(e)));
+                    return;
+                }
+            }
+        }
+        call.completed();
+    }
+
+    /// A provider's refusal (429, 503, 529) goes back as it came, status,
+    /// body and Retry-After, marked `x-gateway-reason: upstream_refused` so
+    /// that it is not taken for the gateway's own.
+    fn mark_provider_refusal(&self, parts: &mut http::response::Parts) {
+        if matches!(parts.status.as_u16(), 429 | 503 | 529) {
+            let reason = ShedReason::UpstreamRefused;
+            self.metrics.refused(reason);
+            parts
+                .headers
+                .insert(GATEWAY_REASON, HeaderValue::from_static(reason.code()));
+        }
+    }
+
+    /// The answer to a request shed at admission or dropped at dequeue.
+    fn shed_response(&self, refusal: Refusal, id: &str) -> Response<GatewayBody> {
+        let reason = refusal.reason;
+        let status = match reason {
+            ShedReason::QueueFull => self.queue_full_status,
+            other => other
+                .status()
+                .and_then(|s| StatusCode::from_u16(s).ok())
+                .unwrap_or(StatusCode::SERVICE_UNAVAILABLE),
+        };
+        let message = match reason {
+            ShedReason::QueueFull => "load shedding: the gateway's queue is full; retry after the time given",
+            ShedReason::WouldMissDeadline => "load shedding: the work queued ahead of this request would make it miss its deadline; retry after the time given",
+            _ => "load shedding: this request waited in the gateway's queue past its budget and was dropped unsent; retry after the time given",
+        };
+        refusal_response(reason, status, message, Some(refusal.retry_after), id)
+    }
+
+    /// 504 `upstream_timeout`, with no Retry-After: nothing says when the
+    /// provider will be quicker.
+    fn upstream_timeout_response(&self, id: &str) -> Response<GatewayBody> {
+        let after = self.upstream_timeout.unwrap_or_default();
+        let message = format!(
+            "the provider did not answer within the gateway's upstream timeout of {}; the call was cancelled",
+            humantime::format_duration(after)
+        );
+        refusal_response(
+            ShedReason::UpstreamTimeout,
+            StatusCode::GATEWAY_TIMEOUT,
+            &message,
+            None,
+            id,
+        )
     }
 
     fn too_large(&self) -> Response<GatewayBody> {
@@ -432,6 +585,17 @@ impl CallGuard {
         self.ended = true;
     }
 
+    /// `upstream_timeout` passed; the call is being dropped. For the AIMD
+    /// limit this is a call past any latency target.
+    fn timed_out(&mut self) {
+        self.shared.metrics.refused(ShedReason::UpstreamTimeout);
+        if let Some(p) = self.permit.as_mut() {
+            p.finish(CallOutcome::Overloaded);
+        }
+        self.ended = true;
+        debug!("upstream call cancelled: upstream_timeout passed");
+    }
+
     /// The upstream could not be reached or broke.
     fn failed(&mut self) {
         self.shared
@@ -458,11 +622,37 @@ impl Drop for CallGuard {
     }
 }
 
+/// What naive mode's detached call hands back first.
+enum DetachedHead {
+    /// The upstream's answer began: its head.
+    Answer(http::response::Parts),
+    /// The upstream could not be reached (why).
+    Failed(String),
+    /// `upstream_timeout` passed before any answer.
+    TimedOut,
+}
+
+/// The error that ends an answer whose upstream timeout passed after its
+/// head was sent: the only way left to tell the caller it is cut short.
+#[derive(Debug)]
+struct UpstreamTimedOut;
+
+impl std::fmt::Display for UpstreamTimedOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("upstream_timeout passed before the answer ended; the call was cancelled")
+    }
+}
+
+impl std::error::Error for UpstreamTimedOut {}
+
 /// The upstream's body, passed through frame by frame as it arrives, with
-/// the call's guard riding along until the last frame.
+/// the call's guard riding along until the last frame, and the upstream
+/// timeout still running.
 struct GuardedBody {
     inner: Incoming,
     call: Option<CallGuard>,
+    deadline: Option<Pin<Box<Sleep>>>,
+    timed_out: bool,
 }
 
 impl GuardedBody {
@@ -482,7 +672,25 @@ impl Body for GuardedBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = &mut *self;
+        if this.timed_out {
+            return Poll::Ready(None);
+        }
         let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        if polled.is_pending() {
+            // Nothing from the upstream yet: is its time up?
+            let expired = this
+                .deadline
+                .as_mut()
+                .is_some_and(|d| d.as_mut().poll(cx).is_ready());
+            if expired && this.call.is_some() {
+                this.timed_out = true;
+                if let Some(mut call) = this.call.take() {
+                    call.timed_out();
+                }
+                return Poll::Ready(Some(Err(BoxError::from(UpstreamTimedOut))));
+            }
+            return Poll::Pending;
+        }
         match &polled {
             Poll::Ready(None) => this.complete(),
             // hyper stops polling a body of known length once its last byte
@@ -613,37 +821,83 @@ fn bad_gateway(cause: &str) -> Response<GatewayBody> {
     )
 }
 
-/// The answer to a shed request: 429 or 503, with Retry-After in seconds
-/// and in milliseconds, both from the live backlog.
-pub(crate) fn shed_response(refusal: Refusal, id: &str) -> Response<GatewayBody> {
-    let (status, kind, message) = match refusal.reason {
-        ShedReason::QueueFull => (
-            StatusCode::TOO_MANY_REQUESTS,
-            "rate_limit_exceeded",
-            "the gateway's queue is full; retry after the time given",
-        ),
-        ShedReason::WouldMissDeadline => (
-            StatusCode::TOO_MANY_REQUESTS,
-            "rate_limit_exceeded",
-            "the tokens queued ahead of this request would make it miss its deadline; retry after the time given",
-        ),
-        ShedReason::WaitExpired => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "overloaded",
-            "this request waited in the gateway's queue past its budget and was dropped unsent",
-        ),
+/// A refusal the gateway writes itself, one row of its refusal table: the
+/// row's status and `code` (in the body and in `x-gateway-reason`, and in
+/// `x-gateway-shed` too when the provider was never called), and
+/// Retry-After in seconds and in milliseconds when the row has one.
+pub(crate) fn refusal_response(
+    reason: ShedReason,
+    status: StatusCode,
+    message: &str,
+    retry_after: Option<Duration>,
+    id: &str,
+) -> Response<GatewayBody> {
+    let kind = match status {
+        StatusCode::TOO_MANY_REQUESTS => "rate_limit_exceeded",
+        StatusCode::SERVICE_UNAVAILABLE => "overloaded",
+        _ => "api_error",
     };
-    let mut r = error_response(status, refusal.reason.code(), kind, message);
-    let (secs, ms) = wire::retry_after_values(refusal.retry_after);
+    let mut r = error_response(status, reason.code(), kind, message);
     let h = r.headers_mut();
-    h.insert(header::RETRY_AFTER, HeaderValue::from(secs));
-    h.insert(RETRY_AFTER_MS, HeaderValue::from(ms));
-    h.insert(
-        GATEWAY_SHED,
-        HeaderValue::from_static(refusal.reason.code()),
-    );
+    if let Some(wait) = retry_after {
+        let (secs, ms) = wire::retry_after_values(wait);
+        h.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        h.insert(RETRY_AFTER_MS, HeaderValue::from(ms));
+    }
+    let code = HeaderValue::from_static(reason.code());
+    if reason.before_dispatch() {
+        h.insert(GATEWAY_SHED, code.clone());
+    }
+    h.insert(GATEWAY_REASON, code);
     if let Ok(v) = HeaderValue::from_str(id) {
         h.insert(REQUEST_ID, v);
+    }
+    r
+}
+
+/// 429 `tenant_limited`: the tenant's rate-limit headers as a provider
+/// sends them (`x-ratelimit-*` always, and Anthropic's names too on an
+/// Anthropic request), and a Retry-After from its bucket: when this
+/// request would fit. A request larger than the whole bucket never fits
+/// and gets no Retry-After (a number there would be a lie the client acts
+/// on).
+fn tenant_limited_response(
+    limited: &OverEntitlement,
+    dialect: Dialect,
+    id: &str,
+) -> Response<GatewayBody> {
+    let q = &limited.refusal;
+    let what = match q.limit {
+        QuotaLimit::Requests => "requests",
+        QuotaLimit::Tokens => "tokens",
+    };
+    let message = match q.retry_after {
+        Some(_) => format!(
+            "rate limit: this API key is over its entitlement of {} {what} per minute (requested {}); retry after the time given",
+            q.limit_value, q.requested
+        ),
+        None => format!(
+            "rate limit: this request ({} {what}) is larger than this API key's whole entitlement of {} {what} per minute; it can never be served",
+            q.requested, q.limit_value
+        ),
+    };
+    let mut r = refusal_response(
+        ShedReason::TenantLimited,
+        StatusCode::TOO_MANY_REQUESTS,
+        &message,
+        q.retry_after,
+        id,
+    );
+    let mut dialects = vec![Dialect::OpenAi];
+    if dialect == Dialect::Anthropic {
+        dialects.push(Dialect::Anthropic);
+    }
+    for d in dialects {
+        for (name, value) in ratelimit_headers(d, &limited.snapshot, limited.now_us) {
+            if let Ok(v) = HeaderValue::from_str(&value) {
+                r.headers_mut().insert(name, v);
+            }
+        }
     }
     r
 }
@@ -665,30 +919,79 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn shed_answers_carry_both_retry_after_headers_and_say_why() {
-        let r = shed_response(
-            Refusal {
-                reason: ShedReason::WaitExpired,
-                retry_after: Duration::from_millis(2_345),
-            },
+    async fn refusals_carry_their_reason_and_retry_after_when_their_row_has_one() {
+        let r = refusal_response(
+            ShedReason::WaitExpired,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "dropped",
+            Some(Duration::from_millis(2_345)),
             "r-1",
         );
         assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(r.headers()["retry-after"], "3");
         assert_eq!(r.headers()["retry-after-ms"], "2345");
         assert_eq!(r.headers()["x-request-id"], "r-1");
+        assert_eq!(r.headers()["x-gateway-reason"], "wait_expired");
+        assert_eq!(r.headers()["x-gateway-shed"], "wait_expired");
         let body = r.into_body().collect().await.unwrap().to_bytes();
         let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(v["error"]["code"], "wait_expired");
-        let r = shed_response(
-            Refusal {
-                reason: ShedReason::QueueFull,
-                retry_after: Duration::from_millis(10),
-            },
+        assert_eq!(v["error"]["type"], "overloaded");
+
+        let r = refusal_response(
+            ShedReason::UpstreamTimeout,
+            StatusCode::GATEWAY_TIMEOUT,
+            "too slow",
+            None,
             "r-2",
         );
+        assert_eq!(r.status(), StatusCode::GATEWAY_TIMEOUT);
+        assert!(r.headers().get("retry-after").is_none());
+        assert!(r.headers().get("retry-after-ms").is_none());
+        assert_eq!(r.headers()["x-gateway-reason"], "upstream_timeout");
+        assert!(
+            r.headers().get("x-gateway-shed").is_none(),
+            "the provider was called"
+        );
+    }
+
+    #[test]
+    fn a_tenant_over_its_entitlement_gets_its_rate_limit_headers() {
+        let limited = OverEntitlement {
+            refusal: wire::QuotaRefusal {
+                limit: QuotaLimit::Tokens,
+                retry_after: Some(Duration::from_millis(1500)),
+                limit_value: 600,
+                requested: 200,
+            },
+            snapshot: wire::QuotaSnapshot {
+                requests: None,
+                tokens: Some((600, 100, Duration::from_secs(50))),
+            },
+            now_us: 0,
+        };
+        let r = tenant_limited_response(&limited, Dialect::OpenAi, "t-1");
         assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
-        assert_eq!(r.headers()["retry-after"], "1");
+        let h = r.headers();
+        assert_eq!(h["x-gateway-reason"], "tenant_limited");
+        assert_eq!(h["x-ratelimit-limit-tokens"], "600");
+        assert_eq!(h["x-ratelimit-remaining-tokens"], "100");
+        assert_eq!(h["x-ratelimit-reset-tokens"], "50s");
+        assert_eq!(h["retry-after"], "2");
+        assert!(h.get("anthropic-ratelimit-tokens-remaining").is_none());
+        let r = tenant_limited_response(&limited, Dialect::Anthropic, "t-2");
+        assert_eq!(r.headers()["anthropic-ratelimit-tokens-remaining"], "100");
+        assert_eq!(r.headers()["x-ratelimit-remaining-tokens"], "100");
+        let never = OverEntitlement {
+            refusal: wire::QuotaRefusal {
+                retry_after: None,
+                ..limited.refusal
+            },
+            ..limited
+        };
+        let r = tenant_limited_response(&never, Dialect::OpenAi, "t-3");
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert!(r.headers().get("retry-after").is_none());
     }
 
     #[test]

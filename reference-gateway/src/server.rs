@@ -119,10 +119,18 @@ pub struct GatewaySnapshot {
     pub limit: Option<usize>,
     /// Tokens waiting, including the pacer's debt (deadline).
     pub queued_tokens: Option<f64>,
-    /// Requests answered 429 at admission.
+    /// Requests shed at admission (`queue_full`, `would_miss_deadline`):
+    /// load shedding, without the tenants' rate limits.
     pub shed: u64,
-    /// Queued jobs dropped unsent at dequeue (503).
+    /// Requests refused at admission because their tenant was over its
+    /// entitlement (`tenant_limited`).
+    pub tenant_limited: u64,
+    /// Queued jobs dropped unsent at dequeue (`wait_expired`).
     pub stale_drops: u64,
+    /// Upstream calls cancelled because `upstream_timeout` passed.
+    pub upstream_timeouts: u64,
+    /// Provider refusals (429, 503, 529) passed on (`upstream_refused`).
+    pub upstream_refused: u64,
     /// Queued jobs whose caller hung up.
     pub cancelled_queued: u64,
     /// Upstream calls cancelled because their caller hung up.
@@ -163,7 +171,10 @@ impl GatewayHandle {
             limit: g.limit,
             queued_tokens: g.queued_tokens,
             shed: m.shed_queue_full.load(Relaxed) + m.shed_deadline.load(Relaxed),
+            tenant_limited: m.tenant_limited.load(Relaxed),
             stale_drops: m.stale_drops.load(Relaxed),
+            upstream_timeouts: m.upstream_timeouts.load(Relaxed),
+            upstream_refused: m.upstream_refused.load(Relaxed),
             cancelled_queued: m.cancelled_queued.load(Relaxed),
             cancelled_upstream: m.cancelled_upstream.load(Relaxed),
         }
