@@ -21,6 +21,12 @@ mod naive;
 mod passthrough;
 #[path = "e2e/pool_demo.rs"]
 mod pool_demo;
+#[path = "e2e/refusals.rs"]
+mod refusals;
+#[path = "e2e/tenants.rs"]
+mod tenants;
+#[path = "e2e/upstream_timeout.rs"]
+mod upstream_timeout;
 
 /// Hostile clients, from raw sockets: slow-loris heads, bodies that never
 /// finish, oversized heads and bodies, malformed JSON, invalid UTF-8,

@@ -75,12 +75,18 @@ pub struct Answer {
     pub body: String,
     /// From send to the end of the body.
     pub elapsed: Duration,
+    pub headers: reqwest::header::HeaderMap,
 }
 
 impl Answer {
     pub fn error_code(&self) -> Option<String> {
         let v: serde_json::Value = serde_json::from_str(&self.body).ok()?;
         v["error"]["code"].as_str().map(str::to_string)
+    }
+
+    /// The value of header `name`, if present and text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name)?.to_str().ok()
     }
 }
 
@@ -110,10 +116,20 @@ pub async fn chat(
     if let Some(ms) = patience_ms {
         req = req.header("x-request-timeout-ms", ms.to_string());
     }
+    answer(id, start, req).await
+}
+
+/// Sends `req` and reads the whole answer.
+pub async fn answer(
+    id: &str,
+    start: Instant,
+    req: reqwest::RequestBuilder,
+) -> Result<Answer, reqwest::Error> {
     let resp = req.send().await?;
     let status = resp.status().as_u16();
     let retry_after = header_u64(&resp, "retry-after");
     let retry_after_ms = header_u64(&resp, "retry-after-ms");
+    let headers = resp.headers().clone();
     let body = resp.text().await?;
     Ok(Answer {
         id: id.to_string(),
@@ -122,7 +138,43 @@ pub async fn chat(
         retry_after_ms,
         body,
         elapsed: start.elapsed(),
+        headers,
     })
+}
+
+/// Sends one OpenAI chat request (prompt of 40 characters, `max_tokens`
+/// 40: 50 tokens), with `key` as its bearer token when given.
+pub async fn chat_as(client: &reqwest::Client, base: &str, key: Option<&str>, id: &str) -> Answer {
+    let mut req = client
+        .post(format!("{base}/v1/chat/completions"))
+        .header("x-request-id", id)
+        .header("content-type", "application/json")
+        .body(chat_body(id, 40, 40, false));
+    if let Some(k) = key {
+        req = req.bearer_auth(k);
+    }
+    answer(id, Instant::now(), req).await.expect("an answer")
+}
+
+/// Asserts that `a` is the refusal table's row `reason`: its status, its
+/// `x-gateway-reason`, its body `code` (when the gateway wrote the body),
+/// and a Retry-After in seconds and milliseconds if and only if
+/// `retry_after`.
+pub fn assert_row(a: &Answer, status: u16, reason: &str, retry_after: bool) {
+    assert_eq!(a.status, status, "{reason}: {a:?}");
+    assert_eq!(a.header("x-gateway-reason"), Some(reason), "{a:?}");
+    if reason != "upstream_refused" {
+        assert_eq!(a.error_code().as_deref(), Some(reason), "{a:?}");
+    }
+    assert_eq!(a.retry_after.is_some(), retry_after, "{reason}: {a:?}");
+    assert_eq!(a.retry_after_ms.is_some(), retry_after, "{reason}: {a:?}");
+    if let Some(ms) = a.retry_after_ms {
+        assert_eq!(a.retry_after, Some(ms.div_ceil(1000)), "{a:?}");
+    }
+    // The older header is kept on the refusals made before any provider call.
+    let unsent = !matches!(reason, "upstream_timeout" | "upstream_refused");
+    let shed = a.header("x-gateway-shed");
+    assert_eq!(shed, unsent.then_some(reason), "{a:?}");
 }
 
 /// Spawns one request now (open loop: nobody waits for it here).
