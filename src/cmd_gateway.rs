@@ -41,6 +41,10 @@ pub struct Args {
     /// Request bodies over this many bytes are answered 413.
     #[arg(long)]
     max_body_bytes: Option<usize>,
+    /// Every mode: an upstream call still running this long after dispatch
+    /// is cancelled and answered 504 upstream_timeout (default: none).
+    #[arg(long, value_parser = parse_duration)]
+    upstream_timeout: Option<Duration>,
     /// bounded: upstream calls in flight at once.
     #[arg(long)]
     concurrency: Option<u32>,
@@ -123,6 +127,9 @@ fn build_config(args: Args, time_scale: Option<&str>) -> anyhow::Result<GatewayC
     }
     if let Some(v) = args.max_body_bytes {
         config.max_body_bytes = v;
+    }
+    if let Some(v) = args.upstream_timeout {
+        config.upstream_timeout = Some(v);
     }
     if let Some(v) = args.concurrency {
         config.bounded.concurrency = v as usize;
