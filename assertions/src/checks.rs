@@ -1,5 +1,6 @@
-//! The nine checks of the checklist, each a pure function from the joined
-//! records to a [`Verdict`].
+//! The nine checks of the checklist, each a pure function from the figures
+//! the judge kept ([`Evidence`]: the summary, the drain, the first shed and
+//! a [`Tally`]) to a [`Verdict`].
 //!
 //! A check says `skipped` only when it is disabled or has nothing to judge
 //! (no overload to shed in, no memory ceiling, no attempts at all); when
@@ -7,16 +8,17 @@
 //! it, it fails, because a check that passes on a broken gateway is worse
 //! than none.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
-use wire::ClientOutcome;
+use hdrhistogram::Histogram;
+use wire::{ClientOutcome, RssSample};
 
 use crate::expect::{
     DrainThreshold, Expectations, GoodputThreshold, HarnessValidThreshold, MemoryCeilingThreshold,
     NoSilentLossThreshold, RetryAfterThreshold, ServedLatencyThreshold, ShedOnsetThreshold,
     StaleDispatchThreshold,
 };
-use crate::timeline::{histogram, record, Drain, DrainOutcome, FirstShed, Joined, Summary};
+use crate::timeline::{histogram, Drain, DrainOutcome, FirstShed, Summary};
 use crate::verdict::{count, mib, num, percent, plural, round, secs, Status, Verdict};
 
 const US: f64 = 1_000_000.0;
@@ -27,18 +29,153 @@ const HONOURED_ADMITTED_SHARE: f64 = 0.9;
 /// Sheds needed before Retry-After must vary.
 const SHEDS_BEFORE_VARYING: usize = 5;
 
-/// Everything the checks read.
+/// Everything the checks read: figures kept while the records went by,
+/// never the records themselves.
 pub(crate) struct Evidence<'a> {
-    pub(crate) joined: &'a Joined<'a>,
     pub(crate) expect: &'a Expectations,
     pub(crate) summary: &'a Summary,
     pub(crate) drain: Drain,
     pub(crate) first_shed: Option<FirstShed>,
+    pub(crate) tally: &'a Tally,
+}
+
+/// The figures the checks need beyond the [`Summary`]: counts, a set of
+/// Retry-After values and one HDR histogram, whatever the run's length.
+#[derive(Debug, Clone)]
+pub(crate) struct Tally {
+    /// Attempts.
+    pub(crate) attempts: u64,
+    /// People: distinct ids among the attempts.
+    pub(crate) people: u64,
+    /// People served (an answer to any of their attempts).
+    pub(crate) served: u64,
+    /// Attempts that ended in a timeout, a reset, a connection error and a
+    /// malformed answer, in that order.
+    pub(crate) lost: [u64; 4],
+    /// Attempts answered inside the overload window.
+    pub(crate) answered_in_overload: u64,
+    /// Provider calls answered (ok, not hung up) that finished inside the
+    /// overload window.
+    pub(crate) calls_answered_in_overload: u64,
+    /// Sheds by the gateway itself.
+    pub(crate) sheds: u64,
+    /// Those of them without a Retry-After.
+    pub(crate) sheds_without_retry_after: u64,
+    /// The distinct Retry-After values they gave, in milliseconds.
+    pub(crate) retry_after_values: BTreeSet<u64>,
+    /// Relative errors of their Retry-After against the backlog drain time
+    /// at the shed, in thousandths.
+    pub(crate) retry_after_errors: Histogram<u64>,
+    /// Retries that honoured a Retry-After after the overload, and how many
+    /// of them were admitted (see [`honoured`]).
+    pub(crate) honouring: u64,
+    pub(crate) honoured_admitted: u64,
+    /// The largest memory sample (the last of equal ones).
+    pub(crate) peak_rss: Option<RssSample>,
+}
+
+impl Tally {
+    pub(crate) fn new() -> Self {
+        Tally {
+            attempts: 0,
+            people: 0,
+            served: 0,
+            lost: [0; 4],
+            answered_in_overload: 0,
+            calls_answered_in_overload: 0,
+            sheds: 0,
+            sheds_without_retry_after: 0,
+            retry_after_values: BTreeSet::new(),
+            retry_after_errors: histogram(),
+            honouring: 0,
+            honoured_admitted: 0,
+            peak_rss: None,
+        }
+    }
+
+    /// μ as measured at the provider: answered calls finished inside the
+    /// overload window, per second (`None` without a window).
+    pub(crate) fn measured_capacity(&self, expect: &Expectations) -> Option<f64> {
+        let (from, to) = expect.overload?;
+        (to > from).then(|| self.calls_answered_in_overload as f64 / ((to - from) as f64 / US))
+    }
+
+    /// The index in [`Tally::lost`] of a silent loss, `None` for any other
+    /// outcome.
+    pub(crate) fn lost_kind(outcome: ClientOutcome) -> Option<usize> {
+        LOST.iter().position(|(o, _, _)| *o == outcome)
+    }
+}
+
+/// The silent losses, in [`Tally::lost`] order, with their nouns.
+const LOST: [(ClientOutcome, &str, &str); 4] = [
+    (ClientOutcome::Timeout, "timeout", "timeouts"),
+    (ClientOutcome::Reset, "reset", "resets"),
+    (
+        ClientOutcome::ConnectError,
+        "connection error",
+        "connection errors",
+    ),
+    (
+        ClientOutcome::Malformed,
+        "malformed answer",
+        "malformed answers",
+    ),
+];
+
+/// One retry, as [`honoured`] judges it: `None` if it says nothing about
+/// the Retry-After (a first attempt, before the overload's end, after no
+/// Retry-After, or without patience left for a call), else whether it
+/// honoured the Retry-After and whether it was admitted.
+pub(crate) struct Retry {
+    /// The retry's number, send time, patience and outcome.
+    pub(crate) attempt: u32,
+    pub(crate) intended_us: u64,
+    pub(crate) sent_us: u64,
+    pub(crate) patience_ms: u64,
+    pub(crate) outcome: ClientOutcome,
+}
+
+/// The attempt before it: its end and Retry-After.
+pub(crate) struct Previous {
+    pub(crate) done_us: u64,
+    pub(crate) retry_after_ms: Option<u64>,
+}
+
+/// Retries sent after the overload (or, without one, at any time) no
+/// earlier than the previous attempt's done plus its Retry-After, by people
+/// with patience left for a call (at least twice the service time S):
+/// `Some(admitted)` for such a retry (admitted: not shed), `None` for any
+/// other attempt. A retry whose caller has less patience left than a call
+/// takes is rightly shed by a deadline-aware gateway, so it says nothing
+/// about the Retry-After. `first_intended` is the person's first attempt's
+/// due time, if known.
+pub(crate) fn honoured(
+    expect: &Expectations,
+    a: &Retry,
+    prev: Option<&Previous>,
+    first_intended: Option<u64>,
+) -> Option<bool> {
+    let after = expect.overload.map_or(expect.start_us, |(_, to)| to);
+    if a.attempt <= 1 || a.sent_us < after {
+        return None;
+    }
+    let prev = prev?;
+    let ra = prev.retry_after_ms?;
+    let used_us = a
+        .sent_us
+        .saturating_sub(first_intended.unwrap_or(a.intended_us));
+    let left_us = a.patience_ms.saturating_mul(1000).saturating_sub(used_us);
+    if (left_us as f64) < 2.0 * expect.service_s * 1e6 {
+        return None;
+    }
+    (a.sent_us >= prev.done_us.saturating_add(ra.saturating_mul(1000)))
+        .then_some(a.outcome != ClientOutcome::Shed)
 }
 
 impl Evidence<'_> {
     fn no_attempts(&self) -> bool {
-        self.joined.attempts.is_empty()
+        self.tally.attempts == 0
     }
 
     /// The most requests waiting at once, in the gateway or the backlog.
@@ -47,12 +184,6 @@ impl Evidence<'_> {
             .gateway
             .peak_depth
             .max(self.summary.gateway.peak_backlog)
-    }
-
-    fn gateway_sheds(&self) -> Vec<usize> {
-        (0..self.joined.attempts.len())
-            .filter(|&i| self.joined.is_gateway_shed(i))
-            .collect()
     }
 }
 
@@ -159,10 +290,7 @@ pub(crate) fn shed_onset(ev: &Evidence, th: &ShedOnsetThreshold) -> Verdict {
 /// clause for `observed` (empty without an overload window).
 fn measured_bound(ev: &Evidence) -> String {
     let e = ev.expect;
-    match e
-        .overload
-        .and_then(|(a, b)| ev.joined.measured_capacity(a, b))
-    {
+    match ev.tally.measured_capacity(e) {
         Some(mu) => format!(
             "; μ measured at the provider {}/s gives Q* = {}",
             num(mu, 1),
@@ -189,8 +317,7 @@ pub(crate) fn retry_after(ev: &Evidence, th: &RetryAfterThreshold) -> Verdict {
         th.min_distinct,
         percent(HONOURED_ADMITTED_SHARE),
     );
-    let sheds = ev.gateway_sheds();
-    if sheds.is_empty() {
+    if ev.tally.sheds == 0 {
         if ev.expect.overload.is_none() {
             return Verdict::skipped(
                 ID,
@@ -208,7 +335,7 @@ pub(crate) fn retry_after(ev: &Evidence, th: &RetryAfterThreshold) -> Verdict {
             ),
         );
     }
-    let found = RetryAfterFindings::gather(ev, &sheds);
+    let found = RetryAfterFindings::gather(ev.tally);
     let failures = found.failures(th);
     let observed = found.observed();
     if failures.is_empty() {
@@ -249,34 +376,17 @@ struct RetryAfterFindings {
 }
 
 impl RetryAfterFindings {
-    /// Measures the Retry-After of each of the gateway's `sheds` and
-    /// counts the retries that honoured one.
-    fn gather(ev: &Evidence, sheds: &[usize]) -> Self {
-        let j = ev.joined;
-        // (Retry-After in ms, when the shed was done) of each shed with one.
-        let given: Vec<(u64, u64)> = sheds
-            .iter()
-            .filter_map(|&i| {
-                let a = &j.attempts[i];
-                a.retry_after_ms.map(|ra| (ra, a.done_us))
-            })
-            .collect();
-        // Relative errors, in thousandths, in an HDR histogram: the whole
-        // run's sheds are never kept and sorted.
-        let mut errors = histogram();
-        for &(ra, done) in &given {
-            let drain_ms = j.drain_at_us(done) as f64 / 1000.0;
-            let err = (ra as f64 - drain_ms).abs() / drain_ms.max(1000.0);
-            record(&mut errors, (err * 1000.0).round() as u64);
-        }
-        let (honouring, admitted) = honoured_retries(ev);
+    /// What the tally shows of the gateway's sheds and the retries after
+    /// them.
+    fn gather(t: &Tally) -> Self {
+        let errors = &t.retry_after_errors;
         RetryAfterFindings {
-            sheds: sheds.len(),
-            missing: sheds.len() - given.len(),
-            distinct: given.iter().map(|&(ra, _)| ra).collect(),
+            sheds: t.sheds as usize,
+            missing: t.sheds_without_retry_after as usize,
+            distinct: t.retry_after_values.clone(),
             median_err: (!errors.is_empty()).then(|| errors.value_at_quantile(0.5) as f64 / 1000.0),
-            honouring,
-            admitted,
+            honouring: t.honouring,
+            admitted: t.honoured_admitted,
         }
     }
 
@@ -359,51 +469,6 @@ impl RetryAfterFindings {
     }
 }
 
-/// Retries sent after the overload (or, without one, at any time) no
-/// earlier than the previous attempt's done plus its Retry-After, by people
-/// with patience left for a call (at least twice the service time S): how
-/// many, and how many of them were not shed. A retry whose caller has less
-/// patience left than a call takes is rightly shed by a deadline-aware
-/// gateway, so it says nothing about the Retry-After.
-fn honoured_retries(ev: &Evidence) -> (u64, u64) {
-    let j = ev.joined;
-    let after = ev.expect.overload.map_or(ev.expect.start_us, |(_, to)| to);
-    let by_attempt: HashMap<(&str, u32), usize> = j
-        .attempts
-        .iter()
-        .enumerate()
-        .map(|(i, a)| ((a.id.as_str(), a.attempt), i))
-        .collect();
-    let (mut honouring, mut admitted) = (0, 0);
-    for a in j.attempts {
-        if a.attempt <= 1 || a.sent_us < after {
-            continue;
-        }
-        let Some(&p) = by_attempt.get(&(a.id.as_str(), a.attempt - 1)) else {
-            continue;
-        };
-        let prev = &j.attempts[p];
-        let Some(ra) = prev.retry_after_ms else {
-            continue;
-        };
-        let first_intended = by_attempt
-            .get(&(a.id.as_str(), 1))
-            .map_or(a.intended_us, |&f| j.attempts[f].intended_us);
-        let used_us = a.sent_us.saturating_sub(first_intended);
-        let left_us = a.patience_ms.saturating_mul(1000).saturating_sub(used_us);
-        if (left_us as f64) < 2.0 * ev.expect.service_s * 1e6 {
-            continue;
-        }
-        if a.sent_us >= prev.done_us.saturating_add(ra.saturating_mul(1000)) {
-            honouring += 1;
-            if a.outcome != ClientOutcome::Shed {
-                admitted += 1;
-            }
-        }
-    }
-    (honouring, admitted)
-}
-
 /// `memory_ceiling`: the gateway's peak resident memory is at most the
 /// ceiling.
 pub(crate) fn memory_ceiling(ev: &Evidence, th: &MemoryCeilingThreshold) -> Verdict {
@@ -414,7 +479,7 @@ pub(crate) fn memory_ceiling(ev: &Evidence, th: &MemoryCeilingThreshold) -> Verd
     let Some(ceiling) = ev.expect.memory_ceiling_bytes else {
         return Verdict::skipped(ID, "no memory ceiling is set for the gateway");
     };
-    let Some(peak) = ev.joined.rss.iter().max_by_key(|r| r.rss_bytes) else {
+    let Some(peak) = ev.tally.peak_rss else {
         return Verdict::skipped(
             ID,
             "no data: the gateway's memory was not sampled (not spawned by the harness, and no rss_metric)",
@@ -597,11 +662,11 @@ pub(crate) fn served_latency(ev: &Evidence, th: &ServedLatencyThreshold) -> Verd
             "nobody served",
             format!(
                 "no data: none of the {} people was served",
-                count(ev.joined.people)
+                count(ev.tally.people)
             ),
         );
     };
-    let served = ev.joined.served_us.len() as u64;
+    let served = ev.tally.served;
     let observed = format!("p99 {} ms, p50 {} ms", num(p99, 0), num(p50, 0));
     if p99 <= th.p99_ms {
         Verdict::new(
@@ -652,17 +717,12 @@ pub(crate) fn goodput(ev: &Evidence, th: &GoodputThreshold) -> Verdict {
     };
     let mu = ev.expect.capacity_per_s;
     let need = th.min_share * mu;
-    let answered = ev
-        .joined
-        .attempts
-        .iter()
-        .filter(|a| a.outcome == ClientOutcome::Ok && from <= a.done_us && a.done_us < to)
-        .count();
+    let answered = ev.tally.answered_in_overload;
     let window_s = (to - from) as f64 / US;
     let rate = answered as f64 / window_s;
     let measured = ev
-        .joined
-        .measured_capacity(from, to)
+        .tally
+        .measured_capacity(ev.expect)
         .map_or(String::new(), |m| {
             format!(" (the provider answered {}/s)", num(m, 1))
         });
@@ -676,7 +736,7 @@ pub(crate) fn goodput(ev: &Evidence, th: &GoodputThreshold) -> Verdict {
     let share = if mu > 0.0 { rate / mu } else { f64::INFINITY };
     let detail = format!(
         "{} answers in the {} overload is {}/s, {} of capacity μ = {}/s{measured}; at least {} is required",
-        count(answered as u64),
+        count(answered),
         secs(window_s),
         num(rate, 1),
         if share.is_finite() { percent(share) } else { "all".to_string() },
@@ -702,29 +762,10 @@ pub(crate) fn no_silent_loss(ev: &Evidence, th: &NoSilentLossThreshold) -> Verdi
     if ev.no_attempts() {
         return Verdict::skipped(ID, NO_ATTEMPTS);
     }
-    let kinds = [
-        (ClientOutcome::Timeout, "timeout", "timeouts"),
-        (ClientOutcome::Reset, "reset", "resets"),
-        (
-            ClientOutcome::ConnectError,
-            "connection error",
-            "connection errors",
-        ),
-        (
-            ClientOutcome::Malformed,
-            "malformed answer",
-            "malformed answers",
-        ),
-    ];
-    let mut by_kind = [0u64; 4];
-    for a in ev.joined.attempts {
-        if let Some(k) = kinds.iter().position(|(o, _, _)| *o == a.outcome) {
-            by_kind[k] += 1;
-        }
-    }
+    let by_kind = ev.tally.lost;
     let lost: u64 = by_kind.iter().sum();
-    let sent = ev.joined.attempts.len() as u64;
-    let breakdown = kinds
+    let sent = ev.tally.attempts;
+    let breakdown = LOST
         .iter()
         .zip(by_kind)
         .filter(|(_, n)| *n > 0)
@@ -776,7 +817,7 @@ pub(crate) fn no_silent_loss(ev: &Evidence, th: &NoSilentLossThreshold) -> Verdi
 /// most its bound; otherwise the run is `invalid`. A run with no attempts
 /// is invalid too: nothing was rehearsed.
 pub(crate) fn harness_valid(
-    attempts: usize,
+    attempts: u64,
     expect: &Expectations,
     th: &HarnessValidThreshold,
 ) -> Verdict {

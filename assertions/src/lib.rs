@@ -12,12 +12,21 @@
 //! verdicts out, so every check is tested with hand-made records and a
 //! saved run can be judged again.
 //!
+//! A [`Judge`] takes the records one at a time, in about the order they
+//! were written, and judges in one pass: what it holds is proportional to
+//! the request rate times a window (a patience and a provider call), not
+//! to the run's length. [`judge`] does the same for records in memory.
+//!
 //! The rooms:
 //!
 //! - `expect`: [`Expectations`] and [`Thresholds`];
-//! - `timeline`: the join by request id and the derived measurements
-//!   (gateway depth, backlog, drain time, stale dispatch), the per-second
-//!   [`Timeline`] and the [`Summary`];
+//! - `timeline`: what the join by request id means and the derived
+//!   measurements (gateway depth, backlog, drain time, stale dispatch),
+//!   the per-second [`Timeline`] and the [`Summary`];
+//! - `judge`: the one pass: [`Judge`] reorders the records within its
+//!   window, joins attempts and calls by request id, and keeps figures;
+//! - `sweep`: the run's instants in time order: per-second levels, the
+//!   drain time, the first shed, the drain after the overload;
 //! - `checks`: the nine checks, in [`CHECKS`] order;
 //! - `verdict`: [`Verdict`], [`Status`] and the wording of the sentences a
 //!   person reads (numbers as `wire::number` prints them).
@@ -25,13 +34,18 @@
 // No function over 120 lines outside tests (the threshold is in clippy.toml).
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
+#[cfg(test)]
+mod batch;
 mod checks;
 mod expect;
+mod judge;
 #[cfg(test)]
 mod stories;
+mod sweep;
 mod timeline;
 mod verdict;
 
+use hdrhistogram::Histogram;
 use serde::Serialize;
 use wire::{ClientRecord, ProviderRecord, RssSample};
 
@@ -40,14 +54,15 @@ pub use expect::{
     NoSilentLossThreshold, RetryAfterThreshold, ServedLatencyThreshold, ShedOnsetThreshold,
     StaleDispatchThreshold, Thresholds,
 };
+pub use judge::{call_end_us, Held, Judge};
 pub use timeline::{
     Counts, FirstShed, GatewayPeaks, Harness, Latencies, Percentiles, ProviderCounts, Second,
     Summary, Timeline,
 };
 pub use verdict::{Status, Verdict};
 
-use checks::Evidence;
-use timeline::{DrainOutcome, Joined};
+use checks::{Evidence, Tally};
+use timeline::{Drain, DrainOutcome};
 
 /// The ids of the checks, in the order [`judge`] returns their verdicts.
 pub const CHECKS: [&str; 9] = [
@@ -77,6 +92,70 @@ pub struct Judgement {
     pub summary: Summary,
     /// The gateway's first shed, if it shed.
     pub first_shed: Option<FirstShed>,
+    /// End-to-end latency per attempt, for the percentile chart (not in
+    /// `report.json`).
+    #[serde(skip)]
+    pub distribution: Distribution,
+    /// How the one pass went (not in `report.json`).
+    #[serde(skip)]
+    pub pass: Pass,
+}
+
+/// End-to-end latency per attempt (intended send to done, at least 1 µs),
+/// as HDR histograms of 3 significant figures: a chart's input, whatever
+/// the run's length.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Distribution {
+    /// Of answered attempts.
+    pub served: Histogram<u64>,
+    /// Of all attempts.
+    pub all: Histogram<u64>,
+}
+
+impl Distribution {
+    pub(crate) fn new() -> Self {
+        Distribution {
+            served: timeline::histogram(),
+            all: timeline::histogram(),
+        }
+    }
+
+    /// Counts one attempt.
+    pub(crate) fn add(&mut self, a: &ClientRecord) {
+        let us = a.done_us.saturating_sub(a.intended_us).max(1);
+        let _ = self.all.record(us);
+        if a.outcome == wire::ClientOutcome::Ok {
+            let _ = self.served.record(us);
+        }
+    }
+}
+
+impl Default for Distribution {
+    fn default() -> Self {
+        Distribution::new()
+    }
+}
+
+/// How the one pass went: the window it judged in, and what fell outside
+/// it (see [`Judge`]). Both counts are 0 for records written in about the
+/// order they ended.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Pass {
+    /// The window at the end of the run, in seconds.
+    pub window_s: f64,
+    /// Records (or parts of them) that came more than a window out of
+    /// order, judged from the instant the pass had reached.
+    pub out_of_order: u64,
+    /// Provider calls received for an attempt that had left more than its
+    /// settling time before with no call: counted as dispatched (stale,
+    /// late, queue wait) but not in the gateway's depth or drain time.
+    pub settled_before_dispatch: u64,
+    /// The most entries the judge held at once, records, people, attempts,
+    /// pending events and per-second values (the compact entries of
+    /// unanswered attempts not included).
+    pub peak_held: usize,
+    /// Compact entries held at the end (unanswered attempts).
+    pub compact: usize,
 }
 
 impl Judgement {
@@ -98,8 +177,10 @@ impl Judgement {
     }
 }
 
-/// Judges a run: joins the records, builds the timeline and summary, and
-/// runs every check.
+/// Judges a run held in memory: feeds a [`Judge`] the records in the
+/// order a run directory holds them (each side by its end time, the two
+/// merged) and finishes it. For a run on disk, feed a [`Judge`] line by
+/// line instead.
 ///
 /// ```
 /// use assertions::{judge, Expectations, Status, Thresholds};
@@ -129,26 +210,74 @@ pub fn judge(
     expect: &Expectations,
     thresholds: &Thresholds,
 ) -> Judgement {
-    let joined = Joined::new(attempts, calls, rss, expect.start_us);
-    let timeline = joined.timeline();
-    let backlog: Vec<u64> = timeline.seconds.iter().map(|s| s.backlog).collect();
-    let drain = joined.drain(expect, &backlog);
-    let mut summary = joined.summary(&timeline);
+    let mut judge = Judge::new(expect, thresholds);
+    for sample in rss {
+        judge.rss(*sample);
+    }
+    // (end, index), each side in end order (stable: file order at ties).
+    let mut a: Vec<(u64, usize)> = (0..attempts.len())
+        .map(|i| (attempts[i].done_us, i))
+        .collect();
+    a.sort_unstable();
+    let mut c: Vec<(u64, usize)> = (0..calls.len())
+        .map(|i| (call_end_us(&calls[i]), i))
+        .collect();
+    c.sort_unstable();
+    let (mut a, mut c) = (a.into_iter().peekable(), c.into_iter().peekable());
+    loop {
+        let call_first = match (a.peek(), c.peek()) {
+            (Some(&(done, _)), Some(&(end, _))) => end < done,
+            (None, Some(_)) => true,
+            (Some(_), None) => false,
+            (None, None) => break,
+        };
+        if call_first {
+            let (_, k) = c.next().unwrap_or_default();
+            judge.feed_call(calls[k].clone(), k as u64);
+        } else {
+            let (_, i) = a.next().unwrap_or_default();
+            judge.feed_attempt(attempts[i].clone(), i as u64);
+        }
+    }
+    judge.finish()
+}
+
+/// What a pass (or, in tests, the batch judge) measured, before the checks.
+pub(crate) struct Measured {
+    pub(crate) timeline: Timeline,
+    pub(crate) summary: Summary,
+    pub(crate) drain: Drain,
+    pub(crate) first_shed: Option<FirstShed>,
+    pub(crate) tally: Tally,
+    pub(crate) distribution: Distribution,
+    pub(crate) pass: Pass,
+}
+
+/// Runs every check on what was measured, and concludes.
+pub(crate) fn conclude(m: Measured, expect: &Expectations, thresholds: &Thresholds) -> Judgement {
+    let Measured {
+        timeline,
+        mut summary,
+        drain,
+        first_shed,
+        tally,
+        distribution,
+        pass,
+    } = m;
     if let DrainOutcome::Drained { drain_s } = drain.outcome {
         summary.drain_s = Some(drain_s);
     }
-    let first_shed = joined.first_shed();
-    let harness = checks::harness_valid(attempts.len(), expect, &thresholds.harness_valid);
+    let harness = checks::harness_valid(tally.attempts, expect, &thresholds.harness_valid);
     summary.harness = Harness {
         send_lag_p99_ms: expect.send_lag_p99_ms,
         valid: harness.status != Status::Invalid,
     };
     let ev = Evidence {
-        joined: &joined,
         expect,
         summary: &summary,
         drain,
         first_shed,
+        tally: &tally,
     };
     let verdicts = vec![
         checks::shed_onset(&ev, &thresholds.shed_onset),
@@ -174,5 +303,7 @@ pub fn judge(
         timeline,
         summary,
         first_shed,
+        distribution,
+        pass,
     }
 }

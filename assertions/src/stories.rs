@@ -246,3 +246,177 @@ pub(crate) fn naive() -> Story {
         expect: expect(Some((5_000, 15_000)), 14_975, 30.0),
     }
 }
+
+/// A deterministic generator (splitmix64): tests need no `rand`.
+pub(crate) struct Rng(u64);
+
+impl Rng {
+    pub(crate) fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[from, to)`.
+    pub(crate) fn range(&mut self, from: u64, to: u64) -> u64 {
+        from + self.next() % (to - from).max(1)
+    }
+
+    /// True with probability `percent`/100.
+    pub(crate) fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+}
+
+/// A long run of everything at once: `people` arriving at `per_s` with
+/// 2 s of patience, in front of a gateway that answers most, sheds some
+/// (with a Retry-After the callers honour once), lets some time out while
+/// their call waits at the provider or is dispatched after they left
+/// (within `late_dispatch_ms` of their leaving), hangs up on some calls,
+/// leaves some calls unfinished to the end, resets some connections, and
+/// makes calls for ids nobody sent. Memory is sampled every 100 ms.
+pub(crate) fn soak(people: u64, per_s: u64, late_dispatch_ms: u64, seed: u64) -> Story {
+    let mut rng = Rng::new(seed);
+    let (mut attempts, mut calls) = (Vec::new(), Vec::new());
+    let step_us = 1_000_000 / per_s;
+    for n in 0..people {
+        let id = format!("s{n:07}");
+        let due = T0 + n * step_us + rng.range(0, step_us);
+        let mut intended = due;
+        for k in 1..=2u32 {
+            let sent = intended + rng.range(0, 300);
+            let mut a = attempt(&id, k, 0, 0, ClientOutcome::Ok, None);
+            (a.intended_us, a.sent_us, a.patience_ms) = (intended, sent, 2_000);
+            let give_up = due + 2_000_000;
+            let mut c = call(&id, 0, 0, 0);
+            c.received_us = sent + rng.range(50, 30_000);
+            let roll = rng.range(0, 100);
+            let retry = match roll {
+                // Answered.
+                0..=54 => {
+                    let admitted = c.received_us + rng.range(0, 300_000);
+                    let finished = admitted + rng.range(50_000, 400_000);
+                    (c.admitted_us, c.first_byte_us) = (Some(admitted), Some(admitted));
+                    c.finished_us = Some(finished);
+                    a.done_us = (finished + 500).min(give_up);
+                    if a.done_us == give_up {
+                        (a.outcome, a.status) = (ClientOutcome::Timeout, None);
+                    }
+                    calls.push(c);
+                    false
+                }
+                // Shed by the gateway, with a Retry-After.
+                55..=69 => {
+                    a.done_us = sent + rng.range(100, 2_000);
+                    (a.outcome, a.status) = (ClientOutcome::Shed, Some(429));
+                    let ra = rng.range(1, 8) * 100;
+                    a.retry_after_ms = Some(ra);
+                    intended = a.done_us + ra * 1000 + rng.range(0, 100_000);
+                    intended < give_up
+                }
+                // Shed by the provider: its 429 passed on.
+                70..=74 => {
+                    let finished = c.received_us + rng.range(100, 5_000);
+                    (c.admitted_us, c.first_byte_us) = (None, Some(finished));
+                    c.finished_us = Some(finished);
+                    (c.outcome, c.status, c.completion_tokens) =
+                        (ProviderOutcome::CapacityRejected, 429, 0);
+                    a.done_us = finished + 300;
+                    (a.outcome, a.status) = (ClientOutcome::Shed, Some(429));
+                    calls.push(c);
+                    false
+                }
+                // Timed out: the call waits at the provider, or is
+                // dispatched after the caller left; answered into a
+                // closed socket.
+                75..=86 => {
+                    a.done_us = give_up;
+                    (a.outcome, a.status) = (ClientOutcome::Timeout, None);
+                    if roll % 2 == 0 {
+                        c.received_us = give_up + rng.range(0, late_dispatch_ms * 1000 + 1);
+                    }
+                    let admitted = c.received_us.max(give_up - 100_000) + rng.range(0, 500_000);
+                    let finished = admitted + rng.range(50_000, 400_000);
+                    (c.admitted_us, c.first_byte_us) = (Some(admitted), Some(admitted));
+                    c.finished_us = Some(finished);
+                    calls.push(c);
+                    false
+                }
+                // Hung up on by the gateway at the caller's deadline.
+                87..=91 => {
+                    a.done_us = give_up;
+                    (a.outcome, a.status) = (ClientOutcome::Timeout, None);
+                    c.admitted_us = Some(c.received_us + rng.range(0, 100_000));
+                    c.first_byte_us = None;
+                    c.finished_us = rng.chance(50).then_some(give_up + 100);
+                    c.hung_up_us = Some(give_up + 100);
+                    (c.status, c.completion_tokens) = (0, 0);
+                    calls.push(c);
+                    false
+                }
+                // A call that never finishes (the provider hangs).
+                92..=94 => {
+                    a.done_us = give_up;
+                    (a.outcome, a.status) = (ClientOutcome::Timeout, None);
+                    (c.admitted_us, c.first_byte_us, c.finished_us) =
+                        (Some(c.received_us), None, None);
+                    (c.outcome, c.status) = (ProviderOutcome::Hang, 0);
+                    calls.push(c);
+                    false
+                }
+                // Reset before any call.
+                95..=97 => {
+                    a.done_us = sent + rng.range(100, 50_000);
+                    (a.outcome, a.status) = (ClientOutcome::Reset, None);
+                    false
+                }
+                // Answered, plus a call for an id nobody sent.
+                _ => {
+                    a.done_us = sent + rng.range(1_000, 200_000);
+                    a.outcome = ClientOutcome::ProviderError;
+                    a.status = Some(502);
+                    let mut ghost = call(&format!("ghost{n}"), 0, 0, 0);
+                    ghost.received_us = sent;
+                    ghost.admitted_us = Some(sent + 10);
+                    ghost.finished_us = Some(sent + 20_000);
+                    calls.push(ghost);
+                    false
+                }
+            };
+            a.last = !(retry && k == 1);
+            attempts.push(a);
+            if a_last(&attempts) {
+                break;
+            }
+        }
+    }
+    let end = attempts.iter().map(|a| a.done_us).max().unwrap_or(T0);
+    let rss = (T0..=end)
+        .step_by(100_000)
+        .enumerate()
+        .map(|(i, t)| RssSample {
+            t_us: t,
+            rss_bytes: 50 * MIB + (i as u64 % 37) * MIB,
+        })
+        .collect();
+    let mut expect = expect(Some((10_000, 20_000)), people * 1000 / per_s, 2.0);
+    expect.service_s = 0.3;
+    expect.capacity_per_s = per_s as f64 * 0.6;
+    expect.queue_bound = expect.capacity_per_s * 1.7;
+    Story {
+        attempts,
+        calls,
+        rss,
+        expect,
+    }
+}
+
+fn a_last(attempts: &[ClientRecord]) -> bool {
+    attempts.last().is_none_or(|a| a.last)
+}

@@ -1,5 +1,7 @@
-//! Derived measurements: the two sides' records joined by request id, the
-//! per-second [`Timeline`] and the run's [`Summary`].
+//! Derived measurements: what the two sides' records joined by request id
+//! mean, the per-second [`Timeline`] and the run's [`Summary`]. They are
+//! measured in one pass over the records by `judge` and `sweep` (which say
+//! what that pass holds and when a record is too late for it).
 //!
 //! # The join
 //!
@@ -35,20 +37,21 @@
 //! - **late answer**: a call with an answer (a status) that finished after
 //!   its caller had left, with no hang-up from the gateway: an answer
 //!   written into a closed socket.
-
-use std::collections::HashMap;
+//!
+//! Each second's percentiles are exact (its values sorted); the run's are
+//! HDR histograms of 3 significant figures.
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::expect::Expectations;
-use wire::{ClientOutcome, ClientRecord, ProviderOutcome, ProviderRecord, RssSample};
+use crate::expect::{Expectations, Thresholds};
+use wire::{ClientRecord, ProviderRecord, RssSample};
 
-const US: u64 = 1_000_000;
+pub(crate) const US: u64 = 1_000_000;
 
 /// The longest timeline built, in seconds (about 27 hours): a record with a
 /// wild timestamp must not make the timeline exhaust memory.
-const MAX_SECONDS: u64 = 100_000;
+pub(crate) const MAX_SECONDS: u64 = 100_000;
 
 /// One row of the [`Timeline`]: what happened during one second of the run.
 ///
@@ -125,7 +128,20 @@ impl Timeline {
         rss: &[RssSample],
         start_us: u64,
     ) -> Self {
-        Joined::new(attempts, calls, rss, start_us).timeline()
+        let expect = Expectations {
+            start_us,
+            load_end_us: start_us,
+            overload: None,
+            capacity_per_s: 0.0,
+            patience_s: 0.0,
+            service_s: 0.0,
+            queue_bound: 0.0,
+            in_flight_at_provider: 0.0,
+            memory_ceiling_bytes: None,
+            send_lag_bound_ms: 0.0,
+            send_lag_p99_ms: 0.0,
+        };
+        crate::judge(attempts, calls, rss, &expect, &Thresholds::default()).timeline
     }
 
     /// The timeline as CSV: a header row and one row per second; an absent
@@ -304,558 +320,8 @@ pub(crate) struct Drain {
     pub(crate) outcome: DrainOutcome,
 }
 
-/// The two sides joined: what every check reads.
-pub(crate) struct Joined<'a> {
-    pub(crate) attempts: &'a [ClientRecord],
-    pub(crate) calls: &'a [ProviderRecord],
-    pub(crate) rss: &'a [RssSample],
-    pub(crate) start_us: u64,
-    /// The last instant in any record.
-    pub(crate) end_us: u64,
-    /// Per attempt: its matched call.
-    pub(crate) matched: Vec<Option<usize>>,
-    /// Per call: the attempt whose window it was received in.
-    pub(crate) caller: Vec<Option<usize>>,
-    /// Per attempt: when it left the gateway.
-    pub(crate) gateway_leave: Vec<u64>,
-    /// Per attempt: when it left the backlog.
-    pub(crate) backlog_leave: Vec<u64>,
-    /// Send times, ascending, and the running max of `gateway_leave` in
-    /// that order.
-    sent_sorted: Vec<u64>,
-    leave_prefix_max: Vec<u64>,
-    /// Per served person: first intended send to the answer, in µs.
-    pub(crate) served_us: Vec<u64>,
-    /// People: distinct ids.
-    pub(crate) people: u64,
-}
-
-impl<'a> Joined<'a> {
-    pub(crate) fn new(
-        attempts: &'a [ClientRecord],
-        calls: &'a [ProviderRecord],
-        rss: &'a [RssSample],
-        start_us: u64,
-    ) -> Self {
-        let mut by_id: HashMap<&str, (Vec<usize>, Vec<usize>)> = HashMap::new();
-        for (i, a) in attempts.iter().enumerate() {
-            by_id.entry(a.id.as_str()).or_default().0.push(i);
-        }
-        for (j, c) in calls.iter().enumerate() {
-            // Calls for ids no attempt carries join nothing.
-            if let Some(e) = by_id.get_mut(c.id.as_str()) {
-                e.1.push(j);
-            }
-        }
-        let mut matched = vec![None; attempts.len()];
-        let mut caller = vec![None; calls.len()];
-        let mut served_us = Vec::new();
-        let mut people = 0;
-        for (ats, cls) in by_id.values_mut() {
-            if ats.is_empty() {
-                continue;
-            }
-            people += 1;
-            ats.sort_by_key(|&i| (attempts[i].sent_us, attempts[i].attempt));
-            cls.sort_by_key(|&j| calls[j].received_us);
-            let mut j = 0;
-            while j < cls.len() && calls[cls[j]].received_us < attempts[ats[0]].sent_us {
-                j += 1;
-            }
-            for (k, &i) in ats.iter().enumerate() {
-                let until = ats.get(k + 1).map_or(u64::MAX, |&n| attempts[n].sent_us);
-                while j < cls.len() && calls[cls[j]].received_us < until {
-                    caller[cls[j]] = Some(i);
-                    if matched[i].is_none() {
-                        matched[i] = Some(cls[j]);
-                    }
-                    j += 1;
-                }
-            }
-            let first = ats
-                .iter()
-                .map(|&i| &attempts[i])
-                .min_by_key(|a| (a.attempt, a.sent_us));
-            let answered = ats
-                .iter()
-                .map(|&i| &attempts[i])
-                .filter(|a| a.outcome == ClientOutcome::Ok)
-                .map(|a| a.done_us)
-                .min();
-            if let (Some(first), Some(done)) = (first, answered) {
-                served_us.push(done.saturating_sub(first.intended_us));
-            }
-        }
-        let gateway_leave: Vec<u64> = attempts
-            .iter()
-            .zip(&matched)
-            .map(|(a, m)| m.map_or(a.done_us, |j| calls[j].received_us))
-            .collect();
-        let backlog_leave = attempts
-            .iter()
-            .zip(&matched)
-            .map(|(a, m)| {
-                let left_queue = m.map_or(a.done_us, |j| {
-                    let c = &calls[j];
-                    c.admitted_us.or(c.finished_us).unwrap_or(a.done_us)
-                });
-                left_queue.min(a.done_us)
-            })
-            .collect();
-        let mut order: Vec<usize> = (0..attempts.len()).collect();
-        order.sort_by_key(|&i| attempts[i].sent_us);
-        let sent_sorted = order.iter().map(|&i| attempts[i].sent_us).collect();
-        let mut leave_prefix_max = Vec::with_capacity(order.len());
-        let mut running = 0;
-        for &i in &order {
-            running = running.max(gateway_leave[i]);
-            leave_prefix_max.push(running);
-        }
-        let end_us = attempts
-            .iter()
-            .map(|a| a.done_us.max(a.sent_us).max(a.intended_us))
-            .chain(calls.iter().map(|c| {
-                c.received_us
-                    .max(c.admitted_us.unwrap_or(0))
-                    .max(c.finished_us.unwrap_or(0))
-                    .max(c.hung_up_us.unwrap_or(0))
-            }))
-            .chain(rss.iter().map(|r| r.t_us))
-            .max()
-            .unwrap_or(start_us);
-        Joined {
-            attempts,
-            calls,
-            rss,
-            start_us,
-            end_us,
-            matched,
-            caller,
-            gateway_leave,
-            backlog_leave,
-            sent_sorted,
-            leave_prefix_max,
-            served_us,
-            people,
-        }
-    }
-
-    /// The number of seconds the timeline covers.
-    pub(crate) fn n_seconds(&self) -> usize {
-        if self.attempts.is_empty() && self.calls.is_empty() && self.rss.is_empty() {
-            return 0;
-        }
-        (self.end_us.saturating_sub(self.start_us) / US + 1).min(MAX_SECONDS) as usize
-    }
-
-    /// The second `t_us` falls in, clamped to the timeline.
-    fn second_of(&self, t_us: u64, n: usize) -> usize {
-        ((t_us.saturating_sub(self.start_us) / US) as usize).min(n.saturating_sub(1))
-    }
-
-    /// The backlog drain time at `t_us`, in microseconds: when the last
-    /// attempt inside the gateway at `t_us` left it, minus `t_us`.
-    pub(crate) fn drain_at_us(&self, t_us: u64) -> u64 {
-        let k = self.sent_sorted.partition_point(|&s| s <= t_us);
-        if k == 0 {
-            0
-        } else {
-            self.leave_prefix_max[k - 1].saturating_sub(t_us)
-        }
-    }
-
-    /// Returns true if and only if attempt `i` was shed by the gateway
-    /// itself: shed, and no call for it reached the provider while it was
-    /// open.
-    pub(crate) fn is_gateway_shed(&self, i: usize) -> bool {
-        let a = &self.attempts[i];
-        a.outcome == ClientOutcome::Shed
-            && self.matched[i].is_none_or(|j| self.calls[j].received_us > a.done_us)
-    }
-
-    /// Returns true if and only if call `j` was admitted (or, never
-    /// admitted, received) after its caller had left.
-    pub(crate) fn is_stale(&self, j: usize) -> bool {
-        let c = &self.calls[j];
-        self.caller[j]
-            .is_some_and(|i| self.attempts[i].done_us < c.admitted_us.unwrap_or(c.received_us))
-    }
-
-    /// Returns true if and only if call `j` answered (it has a status) and
-    /// finished after its caller had left, without the gateway hanging up.
-    pub(crate) fn is_late(&self, j: usize) -> bool {
-        let c = &self.calls[j];
-        c.hung_up_us.is_none()
-            && c.status != 0
-            && match (self.caller[j], c.finished_us) {
-                (Some(i), Some(f)) => f > self.attempts[i].done_us,
-                _ => false,
-            }
-    }
-
-    /// When call `j` stopped occupying the provider.
-    fn call_end(&self, c: &ProviderRecord) -> u64 {
-        c.finished_us.or(c.hung_up_us).unwrap_or(self.end_us)
-    }
-
-    /// The first gateway shed, by send time, with the depth and backlog
-    /// others made at that instant.
-    pub(crate) fn first_shed(&self) -> Option<FirstShed> {
-        let i = (0..self.attempts.len())
-            .filter(|&i| self.is_gateway_shed(i))
-            .min_by_key(|&i| self.attempts[i].sent_us)?;
-        let t = self.attempts[i].sent_us;
-        let open = |leave: &[u64]| {
-            self.attempts
-                .iter()
-                .enumerate()
-                .filter(|&(k, a)| k != i && a.sent_us <= t && t < leave[k])
-                .count() as u64
-        };
-        Some(FirstShed {
-            at_us: t,
-            depth: open(&self.gateway_leave),
-            backlog: open(&self.backlog_leave),
-        })
-    }
-
-    /// The backlog's (+1 at send, −1 on leaving) events, sorted with the
-    /// departures at an instant before the arrivals.
-    fn backlog_events(&self) -> Vec<(u64, i64)> {
-        intervals_to_events(
-            self.attempts
-                .iter()
-                .zip(&self.backlog_leave)
-                .map(|(a, &l)| (a.sent_us, l)),
-        )
-    }
-
-    /// Per-second maxima of the number of open intervals.
-    fn levels(&self, intervals: impl Iterator<Item = (u64, u64)>, n: usize) -> Vec<u64> {
-        let mut max = vec![0u64; n];
-        if n == 0 {
-            return max;
-        }
-        let mut cur: i64 = 0;
-        let mut filled = 0;
-        for (t, d) in intervals_to_events(intervals) {
-            let s = self.second_of(t, n);
-            // The level carried into a second is seen at its start, unless
-            // this event happens exactly then.
-            while filled < s {
-                filled += 1;
-                if filled < s || t > self.start_us + filled as u64 * US {
-                    max[filled] = max[filled].max(cur as u64);
-                }
-            }
-            cur = (cur + d).max(0);
-            max[s] = max[s].max(cur as u64);
-        }
-        max
-    }
-
-    /// Calls answered normally: their provider time is the provider's
-    /// service, not a hang-up or a refusal.
-    fn answered_calls(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.calls
-            .iter()
-            .filter_map(|c| match (c.outcome, c.finished_us, c.hung_up_us) {
-                (ProviderOutcome::Ok, Some(f), None) => Some((f, f.saturating_sub(c.received_us))),
-                _ => None,
-            })
-    }
-
-    /// Queue waits: (matched call received, received − sent).
-    fn queue_waits(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.attempts
-            .iter()
-            .zip(&self.matched)
-            .filter_map(|(a, m)| {
-                m.map(|j| {
-                    let r = self.calls[j].received_us;
-                    (r, r.saturating_sub(a.sent_us))
-                })
-            })
-    }
-
-    pub(crate) fn timeline(&self) -> Timeline {
-        let n = self.n_seconds();
-        let mut rows: Vec<Second> = (0..n)
-            .map(|t| Second {
-                t: t as u64,
-                offered: 0,
-                sent: 0,
-                ok: 0,
-                shed: 0,
-                timeout: 0,
-                errors: 0,
-                client_outstanding: 0,
-                provider_in_flight: 0,
-                provider_in_service: 0,
-                gateway_depth: 0,
-                backlog: 0,
-                e2e_p50_ms: None,
-                e2e_p99_ms: None,
-                queue_wait_p50_ms: None,
-                queue_wait_p99_ms: None,
-                provider_p50_ms: None,
-                provider_p99_ms: None,
-                rss_bytes: None,
-                retry_after_ms: None,
-                drain_s: 0.0,
-            })
-            .collect();
-        if n == 0 {
-            return Timeline {
-                start_us: self.start_us,
-                seconds: rows,
-            };
-        }
-        let mut e2e = vec![Vec::new(); n];
-        let mut retry_after = vec![Vec::new(); n];
-        for a in self.attempts {
-            if a.attempt <= 1 {
-                rows[self.second_of(a.intended_us, n)].offered += 1;
-            }
-            rows[self.second_of(a.sent_us, n)].sent += 1;
-            let d = self.second_of(a.done_us, n);
-            let row = &mut rows[d];
-            match a.outcome {
-                ClientOutcome::Ok => {
-                    row.ok += 1;
-                    e2e[d].push(a.done_us.saturating_sub(a.intended_us));
-                }
-                ClientOutcome::Shed => row.shed += 1,
-                ClientOutcome::Timeout => row.timeout += 1,
-                _ => row.errors += 1,
-            }
-            if let Some(ra) = a.retry_after_ms {
-                retry_after[d].push(ra);
-            }
-        }
-        let mut waits = vec![Vec::new(); n];
-        for (r, w) in self.queue_waits() {
-            waits[self.second_of(r, n)].push(w);
-        }
-        let mut provider = vec![Vec::new(); n];
-        for (f, p) in self.answered_calls() {
-            provider[self.second_of(f, n)].push(p);
-        }
-        let outstanding = self.levels(self.attempts.iter().map(|a| (a.sent_us, a.done_us)), n);
-        let in_flight = self.levels(
-            self.calls.iter().map(|c| (c.received_us, self.call_end(c))),
-            n,
-        );
-        let in_service = self.levels(
-            self.calls
-                .iter()
-                .filter_map(|c| c.admitted_us.map(|a| (a, self.call_end(c)))),
-            n,
-        );
-        let depth = self.levels(self.gateway_intervals(), n);
-        let backlog = self.levels(self.backlog_intervals(), n);
-        for r in self.rss {
-            let s = self.second_of(r.t_us, n);
-            rows[s].rss_bytes = Some(rows[s].rss_bytes.unwrap_or(0).max(r.rss_bytes));
-        }
-        for (s, row) in rows.iter_mut().enumerate() {
-            row.client_outstanding = outstanding[s];
-            row.provider_in_flight = in_flight[s];
-            row.provider_in_service = in_service[s];
-            row.gateway_depth = depth[s];
-            row.backlog = backlog[s];
-            (row.e2e_p50_ms, row.e2e_p99_ms) = ms_percentiles(&mut e2e[s]);
-            (row.queue_wait_p50_ms, row.queue_wait_p99_ms) = ms_percentiles(&mut waits[s]);
-            (row.provider_p50_ms, row.provider_p99_ms) = ms_percentiles(&mut provider[s]);
-            retry_after[s].sort_unstable();
-            row.retry_after_ms = quantile(&retry_after[s], 0.5);
-            let at = self.start_us + s as u64 * US;
-            row.drain_s = self.drain_at_us(at) as f64 / US as f64;
-        }
-        Timeline {
-            start_us: self.start_us,
-            seconds: rows,
-        }
-    }
-
-    fn gateway_intervals(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.attempts
-            .iter()
-            .zip(&self.gateway_leave)
-            .map(|(a, &l)| (a.sent_us, l))
-    }
-
-    fn backlog_intervals(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.attempts
-            .iter()
-            .zip(&self.backlog_leave)
-            .map(|(a, &l)| (a.sent_us, l))
-    }
-
-    /// The run's summary; `drain_s` and `harness` are filled by the judge.
-    pub(crate) fn summary(&self, timeline: &Timeline) -> Summary {
-        let mut counts = Counts::default();
-        for a in self.attempts {
-            if a.attempt <= 1 {
-                counts.offered += 1;
-            }
-            counts.sent += 1;
-            match a.outcome {
-                ClientOutcome::Ok => counts.ok += 1,
-                ClientOutcome::Shed => counts.shed += 1,
-                ClientOutcome::Timeout => counts.timeout += 1,
-                _ => counts.error += 1,
-            }
-        }
-        let mut provider = ProviderCounts {
-            calls: self.calls.len() as u64,
-            ..ProviderCounts::default()
-        };
-        for (j, c) in self.calls.iter().enumerate() {
-            if self.is_stale(j) {
-                provider.stale_dispatch += 1;
-                provider.wasted_tokens += c.tokens();
-            }
-            if self.is_late(j) {
-                counts.late += 1;
-            }
-        }
-        // The per-second rows hold the largest level of each second, so
-        // their largest is the run's peak.
-        let peak_depth = timeline
-            .seconds
-            .iter()
-            .map(|s| s.gateway_depth)
-            .max()
-            .unwrap_or(0);
-        let peak_backlog = timeline
-            .seconds
-            .iter()
-            .map(|s| s.backlog)
-            .max()
-            .unwrap_or(0);
-        Summary {
-            counts,
-            provider,
-            latency_ms: Latencies {
-                e2e: hdr_percentiles(self.served_us.iter().copied()),
-                queue_wait: hdr_percentiles(self.queue_waits().map(|(_, w)| w)),
-                provider: hdr_percentiles(self.answered_calls().map(|(_, p)| p)),
-            },
-            gateway: GatewayPeaks {
-                peak_depth,
-                peak_backlog,
-                peak_rss_bytes: self.rss.iter().map(|r| r.rss_bytes).max(),
-            },
-            drain_s: None,
-            harness: Harness::default(),
-        }
-    }
-
-    /// Measures how the backlog came back after the overload (or, without
-    /// one, after the load) ended.
-    ///
-    /// The baseline is 1 + the median of the per-second backlog peaks in the
-    /// seconds wholly before the overload started (without an overload
-    /// window: before the load ended), or 1 without such a second. Drained
-    /// means the backlog went down to the baseline and never rose above it
-    /// again. When the backlog only came down because many attempts ended
-    /// at the very last instant of the records (a run cut short), it never
-    /// drained.
-    pub(crate) fn drain(&self, expect: &Expectations, backlog_per_s: &[u64]) -> Drain {
-        let (pre_end, from_us) = match expect.overload {
-            Some((a, b)) => (a, b),
-            None => (expect.load_end_us, expect.load_end_us),
-        };
-        let whole = (pre_end.saturating_sub(self.start_us) / US) as usize;
-        let mut before: Vec<u64> = backlog_per_s.iter().take(whole).copied().collect();
-        before.sort_unstable();
-        let baseline = 1 + quantile(&before, 0.5).unwrap_or(0);
-        let mut drain = Drain {
-            baseline,
-            from_us,
-            peak_after: 0,
-            outcome: DrainOutcome::NoData,
-        };
-        if self.attempts.is_empty() {
-            return drain;
-        }
-        if self.end_us < from_us {
-            drain.outcome = DrainOutcome::EndedEarly {
-                short_s: (from_us - self.end_us) as f64 / US as f64,
-            };
-            return drain;
-        }
-        let events = self.backlog_events();
-        let mut cur: i64 = 0;
-        // The last instant the backlog came down to the baseline from above,
-        // with the level just before it and the size of that step.
-        let mut last_down: Option<(u64, i64, i64)> = None;
-        let mut k = 0;
-        while k < events.len() {
-            let t = events[k].0;
-            let before = cur;
-            while k < events.len() && events[k].0 == t {
-                cur += events[k].1;
-                k += 1;
-            }
-            let (b, c) = (before.max(0) as u64, cur.max(0) as u64);
-            if t >= from_us {
-                drain.peak_after = drain.peak_after.max(c);
-            } else if k == events.len() || events[k].0 >= from_us {
-                // The level carried into the window's end.
-                drain.peak_after = drain.peak_after.max(c);
-            }
-            if b > baseline && c <= baseline {
-                last_down = Some((t, before, before - cur));
-            }
-        }
-        let last_t = events.last().map_or(0, |e| e.0);
-        drain.outcome = match last_down {
-            Some((t, _, _)) if t <= from_us => DrainOutcome::Drained { drain_s: 0.0 },
-            None => DrainOutcome::Drained { drain_s: 0.0 },
-            Some((t, level, step)) if t == last_t && step > 1 => DrainOutcome::StillWaiting {
-                waiting: level.max(0) as u64,
-                after_s: (t - from_us) as f64 / US as f64,
-            },
-            Some((t, _, _)) => DrainOutcome::Drained {
-                drain_s: (t - from_us) as f64 / US as f64,
-            },
-        };
-        drain
-    }
-
-    /// Ok provider calls finished inside `[from, to)`, per second: μ as
-    /// measured at the provider.
-    pub(crate) fn measured_capacity(&self, from: u64, to: u64) -> Option<f64> {
-        if to <= from {
-            return None;
-        }
-        let n = self
-            .answered_calls()
-            .filter(|&(f, _)| from <= f && f < to)
-            .count();
-        Some(n as f64 / ((to - from) as f64 / US as f64))
-    }
-}
-
-/// (+1 at the start, −1 at the end) of every non-empty interval, sorted by
-/// time with the ends before the starts at the same instant (an interval
-/// is `[start, end)`).
-fn intervals_to_events(intervals: impl Iterator<Item = (u64, u64)>) -> Vec<(u64, i64)> {
-    let mut events = Vec::new();
-    for (from, to) in intervals {
-        if to > from {
-            events.push((from, 1));
-            events.push((to, -1));
-        }
-    }
-    events.sort_unstable();
-    events
-}
-
 /// The nearest-rank quantile of a sorted slice.
-fn quantile(sorted: &[u64], q: f64) -> Option<u64> {
+pub(crate) fn quantile(sorted: &[u64], q: f64) -> Option<u64> {
     if sorted.is_empty() {
         return None;
     }
@@ -865,7 +331,7 @@ fn quantile(sorted: &[u64], q: f64) -> Option<u64> {
 
 /// The median and 99th percentile, in milliseconds, of microsecond values
 /// (sorted in place: one second's worth).
-fn ms_percentiles(values: &mut [u64]) -> (Option<f64>, Option<f64>) {
+pub(crate) fn ms_percentiles(values: &mut [u64]) -> (Option<f64>, Option<f64>) {
     values.sort_unstable();
     let ms = |v: u64| v as f64 / 1000.0;
     (
@@ -889,14 +355,9 @@ pub(crate) fn record(h: &mut Histogram<u64>, v: u64) {
         h.saturating_record(v);
     }
 }
-
-/// The median and 99th percentile, in milliseconds, of a whole run's
-/// microsecond values, through an HDR histogram (3 significant digits).
-pub(crate) fn hdr_percentiles(values: impl Iterator<Item = u64>) -> Percentiles {
-    let mut h = histogram();
-    for v in values {
-        record(&mut h, v);
-    }
+/// The median and 99th percentile, in milliseconds, of a histogram of
+/// microsecond values; `None` for an empty one.
+pub(crate) fn percentiles(h: &Histogram<u64>) -> Percentiles {
     if h.is_empty() {
         return Percentiles::default();
     }
@@ -910,7 +371,9 @@ pub(crate) fn hdr_percentiles(values: impl Iterator<Item = u64>) -> Percentiles 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::batch::Joined;
     use crate::stories::{self, at, attempt, call, T0};
+    use wire::ClientOutcome;
 
     #[test]
     fn calls_join_the_attempt_whose_window_they_arrive_in() {

@@ -1,0 +1,795 @@
+//! Today's judge as it was before the one pass: every record in memory,
+//! joined by request id in one go, every level from sorted events. Kept,
+//! in tests only, as the oracle the one pass ([`crate::Judge`]) must agree
+//! with exactly: on the stories, on streams shuffled within the window,
+//! and through the same checks.
+
+use std::collections::{BTreeSet, HashMap};
+
+use wire::{ClientOutcome, ClientRecord, ProviderOutcome, ProviderRecord, RssSample};
+
+use crate::checks::Tally;
+use crate::expect::{Expectations, Thresholds};
+use crate::timeline::{
+    histogram, ms_percentiles, quantile, record, Counts, Drain, DrainOutcome, FirstShed,
+    GatewayPeaks, Harness, Latencies, Percentiles, ProviderCounts, Second, Summary, Timeline,
+    MAX_SECONDS, US,
+};
+use crate::{conclude, Distribution, Judgement, Measured, Pass};
+
+/// Judges a run as today's judge did, all in memory.
+pub(crate) fn judge(
+    attempts: &[ClientRecord],
+    calls: &[ProviderRecord],
+    rss: &[RssSample],
+    expect: &Expectations,
+    thresholds: &Thresholds,
+) -> Judgement {
+    let joined = Joined::new(attempts, calls, rss, expect.start_us);
+    let timeline = joined.timeline();
+    let backlog: Vec<u64> = timeline.seconds.iter().map(|s| s.backlog).collect();
+    let drain = joined.drain(expect, &backlog);
+    let summary = joined.summary(&timeline);
+    let first_shed = joined.first_shed();
+    let tally = joined.tally(expect);
+    let mut distribution = Distribution::new();
+    for a in attempts {
+        distribution.add(a);
+    }
+    conclude(
+        Measured {
+            timeline,
+            summary,
+            drain,
+            first_shed,
+            tally,
+            distribution,
+            pass: Pass::default(),
+        },
+        expect,
+        thresholds,
+    )
+}
+
+impl Joined<'_> {
+    /// The figures the checks read, counted from the joined records.
+    pub(crate) fn tally(&self, expect: &Expectations) -> Tally {
+        let mut t = Tally::new();
+        t.attempts = self.attempts.len() as u64;
+        t.people = self.people;
+        t.served = self.served_us.len() as u64;
+        for a in self.attempts {
+            if let Some(k) = Tally::lost_kind(a.outcome) {
+                t.lost[k] += 1;
+            }
+        }
+        if let Some((from, to)) = expect.overload {
+            t.answered_in_overload = self
+                .attempts
+                .iter()
+                .filter(|a| a.outcome == ClientOutcome::Ok && from <= a.done_us && a.done_us < to)
+                .count() as u64;
+            t.calls_answered_in_overload = self
+                .answered_calls()
+                .filter(|&(f, _)| from <= f && f < to)
+                .count() as u64;
+        }
+        let sheds: Vec<usize> = (0..self.attempts.len())
+            .filter(|&i| self.is_gateway_shed(i))
+            .collect();
+        let given: Vec<(u64, u64)> = sheds
+            .iter()
+            .filter_map(|&i| {
+                let a = &self.attempts[i];
+                a.retry_after_ms.map(|ra| (ra, a.done_us))
+            })
+            .collect();
+        for &(ra, done) in &given {
+            let drain_ms = self.drain_at_us(done) as f64 / 1000.0;
+            let err = (ra as f64 - drain_ms).abs() / drain_ms.max(1000.0);
+            record(&mut t.retry_after_errors, (err * 1000.0).round() as u64);
+        }
+        t.sheds = sheds.len() as u64;
+        t.sheds_without_retry_after = (sheds.len() - given.len()) as u64;
+        t.retry_after_values = given.iter().map(|&(ra, _)| ra).collect::<BTreeSet<u64>>();
+        (t.honouring, t.honoured_admitted) = self.honoured_retries(expect);
+        t.peak_rss = self.rss.iter().max_by_key(|r| r.rss_bytes).copied();
+        t
+    }
+
+    /// Retries that honoured a Retry-After after the overload, and how many
+    /// were admitted, as the checks counted them.
+    fn honoured_retries(&self, expect: &Expectations) -> (u64, u64) {
+        let after = expect.overload.map_or(expect.start_us, |(_, to)| to);
+        let by_attempt: HashMap<(&str, u32), usize> = self
+            .attempts
+            .iter()
+            .enumerate()
+            .map(|(i, a)| ((a.id.as_str(), a.attempt), i))
+            .collect();
+        let (mut honouring, mut admitted) = (0, 0);
+        for a in self.attempts {
+            if a.attempt <= 1 || a.sent_us < after {
+                continue;
+            }
+            let Some(&p) = by_attempt.get(&(a.id.as_str(), a.attempt - 1)) else {
+                continue;
+            };
+            let prev = &self.attempts[p];
+            let Some(ra) = prev.retry_after_ms else {
+                continue;
+            };
+            let first_intended = by_attempt
+                .get(&(a.id.as_str(), 1))
+                .map_or(a.intended_us, |&f| self.attempts[f].intended_us);
+            let used_us = a.sent_us.saturating_sub(first_intended);
+            let left_us = a.patience_ms.saturating_mul(1000).saturating_sub(used_us);
+            if (left_us as f64) < 2.0 * expect.service_s * 1e6 {
+                continue;
+            }
+            if a.sent_us >= prev.done_us.saturating_add(ra.saturating_mul(1000)) {
+                honouring += 1;
+                if a.outcome != ClientOutcome::Shed {
+                    admitted += 1;
+                }
+            }
+        }
+        (honouring, admitted)
+    }
+}
+
+/// The two sides joined: what every check reads.
+pub(crate) struct Joined<'a> {
+    pub(crate) attempts: &'a [ClientRecord],
+    pub(crate) calls: &'a [ProviderRecord],
+    pub(crate) rss: &'a [RssSample],
+    pub(crate) start_us: u64,
+    /// The last instant in any record.
+    pub(crate) end_us: u64,
+    /// Per attempt: its matched call.
+    pub(crate) matched: Vec<Option<usize>>,
+    /// Per call: the attempt whose window it was received in.
+    pub(crate) caller: Vec<Option<usize>>,
+    /// Per attempt: when it left the gateway.
+    pub(crate) gateway_leave: Vec<u64>,
+    /// Per attempt: when it left the backlog.
+    pub(crate) backlog_leave: Vec<u64>,
+    /// Send times, ascending, and the running max of `gateway_leave` in
+    /// that order.
+    pub(crate) sent_sorted: Vec<u64>,
+    pub(crate) leave_prefix_max: Vec<u64>,
+    /// Per served person: first intended send to the answer, in µs.
+    pub(crate) served_us: Vec<u64>,
+    /// People: distinct ids.
+    pub(crate) people: u64,
+}
+
+impl<'a> Joined<'a> {
+    pub(crate) fn new(
+        attempts: &'a [ClientRecord],
+        calls: &'a [ProviderRecord],
+        rss: &'a [RssSample],
+        start_us: u64,
+    ) -> Self {
+        let mut by_id: HashMap<&str, (Vec<usize>, Vec<usize>)> = HashMap::new();
+        for (i, a) in attempts.iter().enumerate() {
+            by_id.entry(a.id.as_str()).or_default().0.push(i);
+        }
+        for (j, c) in calls.iter().enumerate() {
+            // Calls for ids no attempt carries join nothing.
+            if let Some(e) = by_id.get_mut(c.id.as_str()) {
+                e.1.push(j);
+            }
+        }
+        let mut matched = vec![None; attempts.len()];
+        let mut caller = vec![None; calls.len()];
+        let mut served_us = Vec::new();
+        let mut people = 0;
+        for (ats, cls) in by_id.values_mut() {
+            if ats.is_empty() {
+                continue;
+            }
+            people += 1;
+            ats.sort_by_key(|&i| (attempts[i].sent_us, attempts[i].attempt));
+            cls.sort_by_key(|&j| calls[j].received_us);
+            let mut j = 0;
+            while j < cls.len() && calls[cls[j]].received_us < attempts[ats[0]].sent_us {
+                j += 1;
+            }
+            for (k, &i) in ats.iter().enumerate() {
+                let until = ats.get(k + 1).map_or(u64::MAX, |&n| attempts[n].sent_us);
+                while j < cls.len() && calls[cls[j]].received_us < until {
+                    caller[cls[j]] = Some(i);
+                    if matched[i].is_none() {
+                        matched[i] = Some(cls[j]);
+                    }
+                    j += 1;
+                }
+            }
+            let first = ats
+                .iter()
+                .map(|&i| &attempts[i])
+                .min_by_key(|a| (a.attempt, a.sent_us));
+            let answered = ats
+                .iter()
+                .map(|&i| &attempts[i])
+                .filter(|a| a.outcome == ClientOutcome::Ok)
+                .map(|a| a.done_us)
+                .min();
+            if let (Some(first), Some(done)) = (first, answered) {
+                served_us.push(done.saturating_sub(first.intended_us));
+            }
+        }
+        let gateway_leave: Vec<u64> = attempts
+            .iter()
+            .zip(&matched)
+            .map(|(a, m)| m.map_or(a.done_us, |j| calls[j].received_us))
+            .collect();
+        let backlog_leave = attempts
+            .iter()
+            .zip(&matched)
+            .map(|(a, m)| {
+                let left_queue = m.map_or(a.done_us, |j| {
+                    let c = &calls[j];
+                    c.admitted_us.or(c.finished_us).unwrap_or(a.done_us)
+                });
+                left_queue.min(a.done_us)
+            })
+            .collect();
+        let mut order: Vec<usize> = (0..attempts.len()).collect();
+        order.sort_by_key(|&i| attempts[i].sent_us);
+        let sent_sorted = order.iter().map(|&i| attempts[i].sent_us).collect();
+        let mut leave_prefix_max = Vec::with_capacity(order.len());
+        let mut running = 0;
+        for &i in &order {
+            running = running.max(gateway_leave[i]);
+            leave_prefix_max.push(running);
+        }
+        let end_us = attempts
+            .iter()
+            .map(|a| a.done_us.max(a.sent_us).max(a.intended_us))
+            .chain(calls.iter().map(|c| {
+                c.received_us
+                    .max(c.admitted_us.unwrap_or(0))
+                    .max(c.finished_us.unwrap_or(0))
+                    .max(c.hung_up_us.unwrap_or(0))
+            }))
+            .chain(rss.iter().map(|r| r.t_us))
+            .max()
+            .unwrap_or(start_us);
+        Joined {
+            attempts,
+            calls,
+            rss,
+            start_us,
+            end_us,
+            matched,
+            caller,
+            gateway_leave,
+            backlog_leave,
+            sent_sorted,
+            leave_prefix_max,
+            served_us,
+            people,
+        }
+    }
+
+    /// The number of seconds the timeline covers.
+    pub(crate) fn n_seconds(&self) -> usize {
+        if self.attempts.is_empty() && self.calls.is_empty() && self.rss.is_empty() {
+            return 0;
+        }
+        (self.end_us.saturating_sub(self.start_us) / US + 1).min(MAX_SECONDS) as usize
+    }
+
+    /// The second `t_us` falls in, clamped to the timeline.
+    pub(crate) fn second_of(&self, t_us: u64, n: usize) -> usize {
+        ((t_us.saturating_sub(self.start_us) / US) as usize).min(n.saturating_sub(1))
+    }
+
+    /// The backlog drain time at `t_us`, in microseconds: when the last
+    /// attempt inside the gateway at `t_us` left it, minus `t_us`.
+    pub(crate) fn drain_at_us(&self, t_us: u64) -> u64 {
+        let k = self.sent_sorted.partition_point(|&s| s <= t_us);
+        if k == 0 {
+            0
+        } else {
+            self.leave_prefix_max[k - 1].saturating_sub(t_us)
+        }
+    }
+
+    /// Returns true if and only if attempt `i` was shed by the gateway
+    /// itself: shed, and no call for it reached the provider while it was
+    /// open.
+    pub(crate) fn is_gateway_shed(&self, i: usize) -> bool {
+        let a = &self.attempts[i];
+        a.outcome == ClientOutcome::Shed
+            && self.matched[i].is_none_or(|j| self.calls[j].received_us > a.done_us)
+    }
+
+    /// Returns true if and only if call `j` was admitted (or, never
+    /// admitted, received) after its caller had left.
+    pub(crate) fn is_stale(&self, j: usize) -> bool {
+        let c = &self.calls[j];
+        self.caller[j]
+            .is_some_and(|i| self.attempts[i].done_us < c.admitted_us.unwrap_or(c.received_us))
+    }
+
+    /// Returns true if and only if call `j` answered (it has a status) and
+    /// finished after its caller had left, without the gateway hanging up.
+    pub(crate) fn is_late(&self, j: usize) -> bool {
+        let c = &self.calls[j];
+        c.hung_up_us.is_none()
+            && c.status != 0
+            && match (self.caller[j], c.finished_us) {
+                (Some(i), Some(f)) => f > self.attempts[i].done_us,
+                _ => false,
+            }
+    }
+
+    /// When call `j` stopped occupying the provider.
+    pub(crate) fn call_end(&self, c: &ProviderRecord) -> u64 {
+        c.finished_us.or(c.hung_up_us).unwrap_or(self.end_us)
+    }
+
+    /// The first gateway shed, by send time, with the depth and backlog
+    /// others made at that instant.
+    pub(crate) fn first_shed(&self) -> Option<FirstShed> {
+        let i = (0..self.attempts.len())
+            .filter(|&i| self.is_gateway_shed(i))
+            .min_by_key(|&i| self.attempts[i].sent_us)?;
+        let t = self.attempts[i].sent_us;
+        let open = |leave: &[u64]| {
+            self.attempts
+                .iter()
+                .enumerate()
+                .filter(|&(k, a)| k != i && a.sent_us <= t && t < leave[k])
+                .count() as u64
+        };
+        Some(FirstShed {
+            at_us: t,
+            depth: open(&self.gateway_leave),
+            backlog: open(&self.backlog_leave),
+        })
+    }
+
+    /// The backlog's (+1 at send, −1 on leaving) events, sorted with the
+    /// departures at an instant before the arrivals.
+    pub(crate) fn backlog_events(&self) -> Vec<(u64, i64)> {
+        intervals_to_events(
+            self.attempts
+                .iter()
+                .zip(&self.backlog_leave)
+                .map(|(a, &l)| (a.sent_us, l)),
+        )
+    }
+
+    /// Per-second maxima of the number of open intervals.
+    pub(crate) fn levels(&self, intervals: impl Iterator<Item = (u64, u64)>, n: usize) -> Vec<u64> {
+        let mut max = vec![0u64; n];
+        if n == 0 {
+            return max;
+        }
+        let mut cur: i64 = 0;
+        let mut filled = 0;
+        for (t, d) in intervals_to_events(intervals) {
+            let s = self.second_of(t, n);
+            // The level carried into a second is seen at its start, unless
+            // this event happens exactly then.
+            while filled < s {
+                filled += 1;
+                if filled < s || t > self.start_us + filled as u64 * US {
+                    max[filled] = max[filled].max(cur as u64);
+                }
+            }
+            cur = (cur + d).max(0);
+            max[s] = max[s].max(cur as u64);
+        }
+        max
+    }
+
+    /// Calls answered normally: their provider time is the provider's
+    /// service, not a hang-up or a refusal.
+    pub(crate) fn answered_calls(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.calls
+            .iter()
+            .filter_map(|c| match (c.outcome, c.finished_us, c.hung_up_us) {
+                (ProviderOutcome::Ok, Some(f), None) => Some((f, f.saturating_sub(c.received_us))),
+                _ => None,
+            })
+    }
+
+    /// Queue waits: (matched call received, received − sent).
+    pub(crate) fn queue_waits(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.attempts
+            .iter()
+            .zip(&self.matched)
+            .filter_map(|(a, m)| {
+                m.map(|j| {
+                    let r = self.calls[j].received_us;
+                    (r, r.saturating_sub(a.sent_us))
+                })
+            })
+    }
+
+    pub(crate) fn timeline(&self) -> Timeline {
+        let n = self.n_seconds();
+        let mut rows: Vec<Second> = (0..n)
+            .map(|t| Second {
+                t: t as u64,
+                offered: 0,
+                sent: 0,
+                ok: 0,
+                shed: 0,
+                timeout: 0,
+                errors: 0,
+                client_outstanding: 0,
+                provider_in_flight: 0,
+                provider_in_service: 0,
+                gateway_depth: 0,
+                backlog: 0,
+                e2e_p50_ms: None,
+                e2e_p99_ms: None,
+                queue_wait_p50_ms: None,
+                queue_wait_p99_ms: None,
+                provider_p50_ms: None,
+                provider_p99_ms: None,
+                rss_bytes: None,
+                retry_after_ms: None,
+                drain_s: 0.0,
+            })
+            .collect();
+        if n == 0 {
+            return Timeline {
+                start_us: self.start_us,
+                seconds: rows,
+            };
+        }
+        let mut e2e = vec![Vec::new(); n];
+        let mut retry_after = vec![Vec::new(); n];
+        for a in self.attempts {
+            if a.attempt <= 1 {
+                rows[self.second_of(a.intended_us, n)].offered += 1;
+            }
+            rows[self.second_of(a.sent_us, n)].sent += 1;
+            let d = self.second_of(a.done_us, n);
+            let row = &mut rows[d];
+            match a.outcome {
+                ClientOutcome::Ok => {
+                    row.ok += 1;
+                    e2e[d].push(a.done_us.saturating_sub(a.intended_us));
+                }
+                ClientOutcome::Shed => row.shed += 1,
+                ClientOutcome::Timeout => row.timeout += 1,
+                _ => row.errors += 1,
+            }
+            if let Some(ra) = a.retry_after_ms {
+                retry_after[d].push(ra);
+            }
+        }
+        let mut waits = vec![Vec::new(); n];
+        for (r, w) in self.queue_waits() {
+            waits[self.second_of(r, n)].push(w);
+        }
+        let mut provider = vec![Vec::new(); n];
+        for (f, p) in self.answered_calls() {
+            provider[self.second_of(f, n)].push(p);
+        }
+        let outstanding = self.levels(self.attempts.iter().map(|a| (a.sent_us, a.done_us)), n);
+        let in_flight = self.levels(
+            self.calls.iter().map(|c| (c.received_us, self.call_end(c))),
+            n,
+        );
+        let in_service = self.levels(
+            self.calls
+                .iter()
+                .filter_map(|c| c.admitted_us.map(|a| (a, self.call_end(c)))),
+            n,
+        );
+        let depth = self.levels(self.gateway_intervals(), n);
+        let backlog = self.levels(self.backlog_intervals(), n);
+        for r in self.rss {
+            let s = self.second_of(r.t_us, n);
+            rows[s].rss_bytes = Some(rows[s].rss_bytes.unwrap_or(0).max(r.rss_bytes));
+        }
+        for (s, row) in rows.iter_mut().enumerate() {
+            row.client_outstanding = outstanding[s];
+            row.provider_in_flight = in_flight[s];
+            row.provider_in_service = in_service[s];
+            row.gateway_depth = depth[s];
+            row.backlog = backlog[s];
+            (row.e2e_p50_ms, row.e2e_p99_ms) = ms_percentiles(&mut e2e[s]);
+            (row.queue_wait_p50_ms, row.queue_wait_p99_ms) = ms_percentiles(&mut waits[s]);
+            (row.provider_p50_ms, row.provider_p99_ms) = ms_percentiles(&mut provider[s]);
+            retry_after[s].sort_unstable();
+            row.retry_after_ms = quantile(&retry_after[s], 0.5);
+            let at = self.start_us + s as u64 * US;
+            row.drain_s = self.drain_at_us(at) as f64 / US as f64;
+        }
+        Timeline {
+            start_us: self.start_us,
+            seconds: rows,
+        }
+    }
+
+    pub(crate) fn gateway_intervals(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.attempts
+            .iter()
+            .zip(&self.gateway_leave)
+            .map(|(a, &l)| (a.sent_us, l))
+    }
+
+    pub(crate) fn backlog_intervals(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.attempts
+            .iter()
+            .zip(&self.backlog_leave)
+            .map(|(a, &l)| (a.sent_us, l))
+    }
+
+    /// The run's summary; `drain_s` and `harness` are filled by the judge.
+    pub(crate) fn summary(&self, timeline: &Timeline) -> Summary {
+        let mut counts = Counts::default();
+        for a in self.attempts {
+            if a.attempt <= 1 {
+                counts.offered += 1;
+            }
+            counts.sent += 1;
+            match a.outcome {
+                ClientOutcome::Ok => counts.ok += 1,
+                ClientOutcome::Shed => counts.shed += 1,
+                ClientOutcome::Timeout => counts.timeout += 1,
+                _ => counts.error += 1,
+            }
+        }
+        let mut provider = ProviderCounts {
+            calls: self.calls.len() as u64,
+            ..ProviderCounts::default()
+        };
+        for (j, c) in self.calls.iter().enumerate() {
+            if self.is_stale(j) {
+                provider.stale_dispatch += 1;
+                provider.wasted_tokens += c.tokens();
+            }
+            if self.is_late(j) {
+                counts.late += 1;
+            }
+        }
+        // The per-second rows hold the largest level of each second, so
+        // their largest is the run's peak.
+        let peak_depth = timeline
+            .seconds
+            .iter()
+            .map(|s| s.gateway_depth)
+            .max()
+            .unwrap_or(0);
+        let peak_backlog = timeline
+            .seconds
+            .iter()
+            .map(|s| s.backlog)
+            .max()
+            .unwrap_or(0);
+        Summary {
+            counts,
+            provider,
+            latency_ms: Latencies {
+                e2e: hdr_percentiles(self.served_us.iter().copied()),
+                queue_wait: hdr_percentiles(self.queue_waits().map(|(_, w)| w)),
+                provider: hdr_percentiles(self.answered_calls().map(|(_, p)| p)),
+            },
+            gateway: GatewayPeaks {
+                peak_depth,
+                peak_backlog,
+                peak_rss_bytes: self.rss.iter().map(|r| r.rss_bytes).max(),
+            },
+            drain_s: None,
+            harness: Harness::default(),
+        }
+    }
+
+    /// Measures how the backlog came back after the overload (or, without
+    /// one, after the load) ended.
+    ///
+    /// The baseline is 1 + the median of the per-second backlog peaks in the
+    /// seconds wholly before the overload started (without an overload
+    /// window: before the load ended), or 1 without such a second. Drained
+    /// means the backlog went down to the baseline and never rose above it
+    /// again. When the backlog only came down because many attempts ended
+    /// at the very last instant of the records (a run cut short), it never
+    /// drained.
+    pub(crate) fn drain(&self, expect: &Expectations, backlog_per_s: &[u64]) -> Drain {
+        let (pre_end, from_us) = match expect.overload {
+            Some((a, b)) => (a, b),
+            None => (expect.load_end_us, expect.load_end_us),
+        };
+        let whole = (pre_end.saturating_sub(self.start_us) / US) as usize;
+        let mut before: Vec<u64> = backlog_per_s.iter().take(whole).copied().collect();
+        before.sort_unstable();
+        let baseline = 1 + quantile(&before, 0.5).unwrap_or(0);
+        let mut drain = Drain {
+            baseline,
+            from_us,
+            peak_after: 0,
+            outcome: DrainOutcome::NoData,
+        };
+        if self.attempts.is_empty() {
+            return drain;
+        }
+        if self.end_us < from_us {
+            drain.outcome = DrainOutcome::EndedEarly {
+                short_s: (from_us - self.end_us) as f64 / US as f64,
+            };
+            return drain;
+        }
+        let events = self.backlog_events();
+        let mut cur: i64 = 0;
+        // The last instant the backlog came down to the baseline from above,
+        // with the level just before it and the size of that step.
+        let mut last_down: Option<(u64, i64, i64)> = None;
+        let mut k = 0;
+        while k < events.len() {
+            let t = events[k].0;
+            let before = cur;
+            while k < events.len() && events[k].0 == t {
+                cur += events[k].1;
+                k += 1;
+            }
+            let (b, c) = (before.max(0) as u64, cur.max(0) as u64);
+            if t >= from_us {
+                drain.peak_after = drain.peak_after.max(c);
+            } else if k == events.len() || events[k].0 >= from_us {
+                // The level carried into the window's end.
+                drain.peak_after = drain.peak_after.max(c);
+            }
+            if b > baseline && c <= baseline {
+                last_down = Some((t, before, before - cur));
+            }
+        }
+        let last_t = events.last().map_or(0, |e| e.0);
+        drain.outcome = match last_down {
+            Some((t, _, _)) if t <= from_us => DrainOutcome::Drained { drain_s: 0.0 },
+            None => DrainOutcome::Drained { drain_s: 0.0 },
+            Some((t, level, step)) if t == last_t && step > 1 => DrainOutcome::StillWaiting {
+                waiting: level.max(0) as u64,
+                after_s: (t - from_us) as f64 / US as f64,
+            },
+            Some((t, _, _)) => DrainOutcome::Drained {
+                drain_s: (t - from_us) as f64 / US as f64,
+            },
+        };
+        drain
+    }
+}
+
+/// (+1 at the start, −1 at the end) of every non-empty interval, sorted by
+/// time with the ends before the starts at the same instant (an interval
+/// is `[start, end)`).
+fn intervals_to_events(intervals: impl Iterator<Item = (u64, u64)>) -> Vec<(u64, i64)> {
+    let mut events = Vec::new();
+    for (from, to) in intervals {
+        if to > from {
+            events.push((from, 1));
+            events.push((to, -1));
+        }
+    }
+    events.sort_unstable();
+    events
+}
+
+/// The median and 99th percentile, in milliseconds, of a whole run's
+/// microsecond values, through an HDR histogram (3 significant digits).
+pub(crate) fn hdr_percentiles(values: impl Iterator<Item = u64>) -> Percentiles {
+    let mut h = histogram();
+    for v in values {
+        record(&mut h, v);
+    }
+    if h.is_empty() {
+        return Percentiles::default();
+    }
+    let ms = |q: f64| Some(h.value_at_quantile(q) as f64 / 1000.0);
+    Percentiles {
+        p50: ms(0.5),
+        p99: ms(0.99),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stories::{self, Rng, Story};
+    use crate::{call_end_us, Judge};
+
+    /// The story as a run directory holds it: each file in end order, with
+    /// neighbours up to `jitter_us` apart swapped (the writers' channels).
+    fn files(s: &Story, jitter_us: u64, seed: u64) -> (Vec<ClientRecord>, Vec<ProviderRecord>) {
+        let mut rng = Rng::new(seed);
+        let mut a: Vec<(u64, usize)> = (0..s.attempts.len())
+            .map(|i| (s.attempts[i].done_us + rng.range(0, jitter_us + 1), i))
+            .collect();
+        a.sort_unstable();
+        let mut c: Vec<(u64, usize)> = (0..s.calls.len())
+            .map(|i| (call_end_us(&s.calls[i]) + rng.range(0, jitter_us + 1), i))
+            .collect();
+        c.sort_unstable();
+        (
+            a.iter().map(|&(_, i)| s.attempts[i].clone()).collect(),
+            c.iter().map(|&(_, i)| s.calls[i].clone()).collect(),
+        )
+    }
+
+    /// Judges the files in one pass, fed as `rehearse report` feeds them:
+    /// each file in its order, merged by end time.
+    fn one_pass(
+        attempts: &[ClientRecord],
+        calls: &[ProviderRecord],
+        s: &Story,
+        t: &Thresholds,
+    ) -> Judgement {
+        let mut judge = Judge::new(&s.expect, t);
+        for r in &s.rss {
+            judge.rss(*r);
+        }
+        let (mut a, mut c) = (attempts.iter().peekable(), calls.iter().peekable());
+        loop {
+            let call_first = match (a.peek(), c.peek()) {
+                (Some(x), Some(y)) => call_end_us(y) < x.done_us,
+                (None, Some(_)) => true,
+                (Some(_), None) => false,
+                (None, None) => break,
+            };
+            if call_first {
+                judge.call(c.next().expect("peeked").clone());
+            } else {
+                judge.attempt(a.next().expect("peeked").clone());
+            }
+        }
+        judge.finish()
+    }
+
+    fn assert_same(one: &Judgement, batch: &Judgement, what: &str) {
+        assert_eq!(one.summary, batch.summary, "{what}: summary");
+        assert_eq!(one.first_shed, batch.first_shed, "{what}: first shed");
+        for (a, b) in one.timeline.seconds.iter().zip(&batch.timeline.seconds) {
+            assert_eq!(a, b, "{what}: second {}", b.t);
+        }
+        assert_eq!(one.timeline, batch.timeline, "{what}: timeline");
+        assert_eq!(one.verdicts, batch.verdicts, "{what}: verdicts");
+        assert_eq!(one.overall, batch.overall, "{what}");
+        assert_eq!(one.distribution, batch.distribution, "{what}: distribution");
+    }
+
+    fn thresholds() -> Thresholds {
+        let mut t = Thresholds::default();
+        t.drain.within = std::time::Duration::from_secs(5);
+        t
+    }
+
+    #[test]
+    fn the_one_pass_agrees_with_the_batch_judge_on_the_stories() {
+        for (name, s) in [
+            ("bounded", stories::bounded()),
+            ("naive", stories::naive()),
+            ("soak", stories::soak(3_000, 100, 1_500, 7)),
+        ] {
+            let t = thresholds();
+            let want = judge(&s.attempts, &s.calls, &s.rss, &s.expect, &t);
+            let got = crate::judge(&s.attempts, &s.calls, &s.rss, &s.expect, &t);
+            assert_same(&got, &want, name);
+            assert_eq!(got.pass.out_of_order, 0, "{name}");
+            assert_eq!(got.pass.settled_before_dispatch, 0, "{name}");
+        }
+    }
+
+    #[test]
+    fn writers_reordering_within_the_window_changes_nothing() {
+        let t = thresholds();
+        for seed in 0..4 {
+            let s = stories::soak(2_000, 150, 1_500, seed);
+            // Up to 300 ms out of order, each file on its own.
+            let (attempts, calls) = files(&s, 300_000, seed);
+            let want = judge(&attempts, &calls, &s.rss, &s.expect, &t);
+            let got = one_pass(&attempts, &calls, &s, &t);
+            assert_same(&got, &want, &format!("seed {seed}"));
+            assert_eq!(got.pass.out_of_order, 0);
+        }
+    }
+}

@@ -1,0 +1,427 @@
+//! The sweep: the run's instants in time order, once.
+//!
+//! The judge ([`crate::judge`]) hands the sweep what it has settled: the
+//! intervals each level counts (attempts outstanding, calls in flight and in
+//! service, attempts in the gateway and in the backlog), each attempt's
+//! departure from the gateway (for the backlog drain time), the gateway's
+//! sheds (for the first shed, and for the drain time their Retry-After is
+//! compared with). The sweep orders them in a heap and walks them in time
+//! order, as far as the judge says everything is known ([`Sweep::run`]),
+//! writing each second's largest levels and its drain time into the
+//! timeline's rows and measuring the drain after the overload. What it holds
+//! is what lies ahead of that instant: 16 bytes per pending item.
+//!
+//! At one instant the order is: departures, arrivals, departures from the
+//! gateway folded into the drain time, the first-shed probe, then the drain
+//! time read for a shed; so an interval is `[start, end)`, and an attempt
+//! sent at t counts in the drain time at t.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use hdrhistogram::Histogram;
+
+use crate::timeline::{
+    histogram, quantile, record, Drain, DrainOutcome, FirstShed, Second, MAX_SECONDS, US,
+};
+
+/// A level of the timeline: what an interval counts in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Level {
+    /// Attempts open at the client.
+    Outstanding = 0,
+    /// Calls at the provider, received but not finished.
+    InFlight = 1,
+    /// Calls past the provider's own queue, not finished.
+    InService = 2,
+    /// Attempts waiting inside the gateway.
+    Depth = 3,
+    /// Attempts in the gateway or the provider's queue.
+    Backlog = 4,
+}
+
+const LEVELS: usize = 5;
+
+/// The order of items at one instant (the top bits of an item's key).
+const END: u64 = 0;
+const START: u64 = 1;
+const FOLD: u64 = 2;
+const PROBE: u64 = 3;
+const QUERY: u64 = 4;
+
+/// An item's key: rank (3 bits), level (3 bits), payload (58 bits).
+const PAYLOAD: u64 = (1 << 58) - 1;
+/// The level bits of a start that ends with the records (a call that
+/// never finished): [`OPEN_ENDED`] + its level.
+const OPEN_ENDED: u64 = 5;
+
+fn key(rank: u64, level: u64, payload: u64) -> u64 {
+    rank << 61 | level << 58 | payload.min(PAYLOAD)
+}
+
+/// The per-second rows the sweep writes into, grown as it goes.
+pub(crate) struct Rows {
+    pub(crate) start_us: u64,
+    pub(crate) rows: Vec<Second>,
+}
+
+impl Rows {
+    /// The second `t_us` falls in (clamped into the longest timeline).
+    pub(crate) fn second_of(&self, t_us: u64) -> usize {
+        ((t_us.saturating_sub(self.start_us) / US).min(MAX_SECONDS - 1)) as usize
+    }
+
+    /// Row `s`, made (empty) if the timeline did not reach it yet.
+    pub(crate) fn row(&mut self, s: usize) -> &mut Second {
+        if self.rows.len() <= s {
+            let from = self.rows.len();
+            self.rows.extend((from..=s).map(|t| empty_second(t as u64)));
+        }
+        &mut self.rows[s]
+    }
+}
+
+/// A row with nothing in it.
+pub(crate) fn empty_second(t: u64) -> Second {
+    Second {
+        t,
+        offered: 0,
+        sent: 0,
+        ok: 0,
+        shed: 0,
+        timeout: 0,
+        errors: 0,
+        client_outstanding: 0,
+        provider_in_flight: 0,
+        provider_in_service: 0,
+        gateway_depth: 0,
+        backlog: 0,
+        e2e_p50_ms: None,
+        e2e_p99_ms: None,
+        queue_wait_p50_ms: None,
+        queue_wait_p99_ms: None,
+        provider_p50_ms: None,
+        provider_p99_ms: None,
+        rss_bytes: None,
+        retry_after_ms: None,
+        drain_s: 0.0,
+    }
+}
+
+fn level_mut(row: &mut Second, level: usize) -> &mut u64 {
+    match level {
+        0 => &mut row.client_outstanding,
+        1 => &mut row.provider_in_flight,
+        2 => &mut row.provider_in_service,
+        3 => &mut row.gateway_depth,
+        _ => &mut row.backlog,
+    }
+}
+
+/// The backlog after the overload: what [`Drain`] is made of, measured as
+/// the backlog's instants go by.
+#[derive(Debug, Default)]
+struct DrainScan {
+    /// The instant being summed up, and the backlog just before it.
+    group: Option<(u64, i64)>,
+    /// The last instant with a backlog event.
+    last_t: u64,
+    /// The last instant after the overload the backlog came down to the
+    /// baseline from above, with the level before it and the step.
+    last_down: Option<(u64, i64, i64)>,
+    /// The most waiting after the overload, and the level carried into it.
+    peak_after: u64,
+    carried: u64,
+    /// 1 + the median per-second backlog before the overload, once known.
+    baseline: Option<u64>,
+}
+
+/// The sweep; see the module docs.
+pub(crate) struct Sweep {
+    /// The drain is measured from `from_us`; its baseline from the seconds
+    /// wholly before `pre_end_us`.
+    from_us: u64,
+    pre_end_us: u64,
+    /// Items as `t << 64 | key`: one integer compares fastest.
+    heap: BinaryHeap<Reverse<u128>>,
+    /// Every item before this instant has been walked.
+    before: u64,
+    /// Items handed over for instants already walked (records that came
+    /// more than a window out of order): walked at `before` instead.
+    pub(crate) late: u64,
+    level: [i64; LEVELS],
+    filled: [usize; LEVELS],
+    /// Calls that never finished, open until the records end, by level.
+    open_ended: [u64; LEVELS],
+    /// The latest departure from the gateway of attempts sent so far.
+    leave_max: u64,
+    /// The next second whose drain time is due.
+    next_second: u64,
+    scan: DrainScan,
+    pub(crate) first_shed: Option<FirstShed>,
+    /// Relative errors of Retry-After against the drain time, thousandths.
+    pub(crate) retry_after_errors: Histogram<u64>,
+}
+
+impl Sweep {
+    /// A sweep of a run whose drain is measured from `from_us`, with its
+    /// baseline from the seconds wholly before `pre_end_us`.
+    pub(crate) fn new(from_us: u64, pre_end_us: u64) -> Self {
+        Sweep {
+            from_us,
+            pre_end_us,
+            heap: BinaryHeap::new(),
+            before: 0,
+            late: 0,
+            level: [0; LEVELS],
+            filled: [0; LEVELS],
+            open_ended: [0; LEVELS],
+            leave_max: 0,
+            next_second: 0,
+            scan: DrainScan::default(),
+            first_shed: None,
+            retry_after_errors: histogram(),
+        }
+    }
+
+    /// Items waiting to be walked.
+    pub(crate) fn pending(&self) -> usize {
+        self.heap.len()
+    }
+
+    fn push(&mut self, t: u64, key: u64) {
+        let t = if t < self.before {
+            self.late += 1;
+            self.before
+        } else {
+            t
+        };
+        self.heap
+            .push(Reverse(u128::from(t) << 64 | u128::from(key)));
+    }
+
+    /// `[from, to)` counts in `level` (nothing if empty).
+    pub(crate) fn interval(&mut self, level: Level, from: u64, to: u64) {
+        if to <= from {
+            return;
+        }
+        if to <= self.before {
+            // Wholly in instants already walked.
+            self.late += 1;
+            return;
+        }
+        self.push(from, key(START, level as u64, 0));
+        self.push(to, key(END, level as u64, 0));
+    }
+
+    /// `[from, end of the records)` counts in `level`.
+    pub(crate) fn open_ended(&mut self, level: Level, from: u64) {
+        self.push(from, key(START, OPEN_ENDED + level as u64, 0));
+    }
+
+    /// An attempt sent at `sent` left the gateway at `leave`.
+    pub(crate) fn fold(&mut self, sent: u64, leave: u64) {
+        self.push(sent, key(FOLD, 0, leave));
+    }
+
+    /// A gateway shed sent at `sent` (the `seq`th attempt fed); `in_depth`
+    /// and `in_backlog` say whether it counts itself in those levels at
+    /// that instant. The first walked is the first shed.
+    pub(crate) fn probe(&mut self, sent: u64, seq: u64, in_depth: bool, in_backlog: bool) {
+        let payload = seq << 2 | u64::from(in_depth) | u64::from(in_backlog) << 1;
+        self.push(sent, key(PROBE, 0, payload));
+    }
+
+    /// Returns true if and only if the first shed has been found.
+    pub(crate) fn found_first_shed(&self) -> bool {
+        self.first_shed.is_some()
+    }
+
+    /// A gateway shed done at `done` said Retry-After `ra_ms`: compared
+    /// with the drain time at `done`.
+    pub(crate) fn query(&mut self, done: u64, ra_ms: u64) {
+        self.push(done, key(QUERY, 0, ra_ms));
+    }
+
+    /// Walks every item before `until`; `end_us` is the last instant of
+    /// the records so far.
+    pub(crate) fn run(&mut self, until: u64, end_us: u64, rows: &mut Rows) {
+        while let Some(&Reverse(item)) = self.heap.peek() {
+            let (t, k) = ((item >> 64) as u64, item as u64);
+            if t >= until {
+                break;
+            }
+            self.heap.pop();
+            self.drain_times_before(t, rows);
+            self.walk(t, k, end_us, rows);
+        }
+        self.before = self.before.max(until);
+    }
+
+    /// Writes the drain time of every second that starts before `t`.
+    fn drain_times_before(&mut self, t: u64, rows: &mut Rows) {
+        while self.next_second < MAX_SECONDS {
+            let at = rows.start_us + self.next_second * US;
+            if at >= t {
+                break;
+            }
+            rows.row(self.next_second as usize).drain_s =
+                self.leave_max.saturating_sub(at) as f64 / US as f64;
+            self.next_second += 1;
+        }
+    }
+
+    fn walk(&mut self, t: u64, k: u64, end_us: u64, rows: &mut Rows) {
+        let (rank, lvl, payload) = (k >> 61, (k >> 58 & 7) as usize, k & PAYLOAD);
+        match rank {
+            END => self.step(lvl, t, -1, rows),
+            START if lvl >= OPEN_ENDED as usize => {
+                // Empty if it starts at the records' very end.
+                if t < end_us {
+                    let lvl = lvl - OPEN_ENDED as usize;
+                    self.open_ended[lvl] += 1;
+                    self.step(lvl, t, 1, rows);
+                }
+            }
+            START => self.step(lvl, t, 1, rows),
+            FOLD => self.leave_max = self.leave_max.max(payload),
+            PROBE => {
+                if self.first_shed.is_none() {
+                    let depth = self.level[Level::Depth as usize] - (payload & 1) as i64;
+                    let backlog = self.level[Level::Backlog as usize] - (payload >> 1 & 1) as i64;
+                    self.first_shed = Some(FirstShed {
+                        at_us: t,
+                        depth: depth.max(0) as u64,
+                        backlog: backlog.max(0) as u64,
+                    });
+                }
+            }
+            _ => {
+                let drain_ms = self.leave_max.saturating_sub(t) as f64 / 1000.0;
+                let err = (payload as f64 - drain_ms).abs() / drain_ms.max(1000.0);
+                record(&mut self.retry_after_errors, (err * 1000.0).round() as u64);
+            }
+        }
+    }
+
+    /// One event of `lvl` at `t`: the level carried into the seconds
+    /// skipped is seen in them (at a second's start only if this event is
+    /// not exactly then), and each level reached is seen in `t`'s second.
+    fn step(&mut self, lvl: usize, t: u64, d: i64, rows: &mut Rows) {
+        if lvl == Level::Backlog as usize {
+            self.backlog_instant(t, rows);
+        }
+        let s = rows.second_of(t);
+        rows.row(s);
+        let cur = self.level[lvl];
+        while self.filled[lvl] < s {
+            self.filled[lvl] += 1;
+            let f = self.filled[lvl];
+            if f < s || t > rows.start_us + f as u64 * US {
+                let v = level_mut(&mut rows.rows[f], lvl);
+                *v = (*v).max(cur as u64);
+            }
+        }
+        self.level[lvl] = (cur + d).max(0);
+        let v = level_mut(&mut rows.rows[s], lvl);
+        *v = (*v).max(self.level[lvl] as u64);
+    }
+
+    /// A backlog event at `t`: if it starts a new instant, the previous one
+    /// is summed up.
+    fn backlog_instant(&mut self, t: u64, rows: &Rows) {
+        match self.scan.group {
+            Some((g, _)) if g == t => {}
+            _ => {
+                self.close_backlog_instant(rows);
+                self.scan.group = Some((t, self.level[Level::Backlog as usize]));
+            }
+        }
+    }
+
+    /// Sums up the backlog's last instant: a peak after the overload, or a
+    /// step down to the baseline from above.
+    fn close_backlog_instant(&mut self, rows: &Rows) {
+        let Some((t, before)) = self.scan.group.take() else {
+            return;
+        };
+        let cur = self.level[Level::Backlog as usize];
+        let (b, c) = (before.max(0) as u64, cur.max(0) as u64);
+        if t >= self.from_us {
+            self.scan.peak_after = self.scan.peak_after.max(c);
+        } else {
+            self.scan.carried = c;
+        }
+        // A step down at or before the overload's end says the same as
+        // none: drained at once. Only later ones need the baseline, and by
+        // then the seconds before the overload are final.
+        if t > self.from_us {
+            let baseline = self.baseline(rows);
+            if b > baseline && c <= baseline {
+                self.scan.last_down = Some((t, before, before - cur));
+            }
+        }
+        self.scan.last_t = t;
+    }
+
+    /// 1 + the median of the per-second backlog peaks of the seconds wholly
+    /// before `pre_end_us` (1 without such a second).
+    fn baseline(&mut self, rows: &Rows) -> u64 {
+        *self.scan.baseline.get_or_insert_with(|| {
+            let whole = (self.pre_end_us.saturating_sub(rows.start_us) / US) as usize;
+            let mut before: Vec<u64> = rows.rows.iter().take(whole).map(|s| s.backlog).collect();
+            before.sort_unstable();
+            1 + quantile(&before, 0.5).unwrap_or(0)
+        })
+    }
+
+    /// Walks the rest: calls that never finished end with the records at
+    /// `end_us`; the timeline has `n` seconds. Returns the drain, measured
+    /// for a run of `attempts` attempts.
+    pub(crate) fn finish(
+        &mut self,
+        end_us: u64,
+        n: usize,
+        attempts: u64,
+        rows: &mut Rows,
+    ) -> Drain {
+        self.run(end_us, end_us, rows);
+        for lvl in 0..LEVELS {
+            for _ in 0..std::mem::take(&mut self.open_ended[lvl]) {
+                let item = u128::from(end_us) << 64 | u128::from(key(END, lvl as u64, 0));
+                self.heap.push(Reverse(item));
+            }
+        }
+        self.run(u64::MAX, end_us, rows);
+        self.drain_times_before(rows.start_us.saturating_add(n as u64 * US), rows);
+        self.close_backlog_instant(rows);
+        let scan = &self.scan;
+        let outcome = if attempts == 0 {
+            DrainOutcome::NoData
+        } else if end_us < self.from_us {
+            DrainOutcome::EndedEarly {
+                short_s: (self.from_us - end_us) as f64 / US as f64,
+            }
+        } else {
+            match scan.last_down {
+                None => DrainOutcome::Drained { drain_s: 0.0 },
+                Some((t, level, step)) if t == scan.last_t && step > 1 => {
+                    DrainOutcome::StillWaiting {
+                        waiting: level.max(0) as u64,
+                        after_s: (t - self.from_us) as f64 / US as f64,
+                    }
+                }
+                Some((t, _, _)) => DrainOutcome::Drained {
+                    drain_s: (t - self.from_us) as f64 / US as f64,
+                },
+            }
+        };
+        let peak_after = scan.peak_after.max(scan.carried);
+        Drain {
+            baseline: self.baseline(rows),
+            from_us: self.from_us,
+            peak_after,
+            outcome,
+        }
+    }
+}
