@@ -97,7 +97,7 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Ju
         write_atomic(extra, junit_xml.as_bytes())?;
     }
     write_atomic(&dir.join(files::TIMELINE), j.timeline.to_csv().as_bytes())?;
-    let html = report::write_html(dir, &meta, &j, &thresholds, &attempts, &text)?;
+    let html = report::write_html(dir, &meta, &j, &thresholds, &text)?;
     Ok(Judged {
         status: report::verdict(&meta, &j),
         checklist: report::checklist_text(&meta, &j),

@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 
 use assertions::{Judgement, Status, Thresholds};
 use hdrhistogram::Histogram;
-use wire::{ClientOutcome, ClientRecord};
 
 use crate::charts::{self, count, num, Band, Chart, ChartData};
 use crate::documents::{Plan, RunMeta};
@@ -44,7 +43,6 @@ pub fn write(
     meta: &RunMeta,
     judgement: &Judgement,
     thresholds: &Thresholds,
-    attempts: &[ClientRecord],
     scenario_text: &str,
 ) -> Result<PathBuf, ReportError> {
     let plan: Option<Plan> = std::fs::read_to_string(dir.join(wire::files::PLAN))
@@ -56,15 +54,15 @@ pub fn write(
             .and_then(|d| d.as_str())
             .map(str::to_string)
     });
-    let (served, all) = latency_histograms(attempts);
+    let (served, all) = latency_histograms(judgement);
     let inputs = Inputs {
         meta,
         judgement,
         thresholds,
         plan: plan.as_ref(),
         description: description.as_deref(),
-        served: &served,
-        all: &all,
+        served,
+        all,
     };
     let charts = charts::render_all(&chart_data(&inputs));
     for c in &charts {
@@ -81,19 +79,10 @@ pub fn write(
 }
 
 /// End-to-end latency per attempt (intended send to done), in µs: of the
-/// answered attempts, and of all.
-pub fn latency_histograms(attempts: &[ClientRecord]) -> (Histogram<u64>, Histogram<u64>) {
-    // Three significant digits; auto-resizing, so a 30-minute hang fits.
-    let new = || Histogram::<u64>::new(3).unwrap_or_else(|_| unreachable!("3 digits is valid"));
-    let (mut served, mut all) = (new(), new());
-    for a in attempts {
-        let us = a.done_us.saturating_sub(a.intended_us).max(1);
-        let _ = all.record(us);
-        if a.outcome == ClientOutcome::Ok {
-            let _ = served.record(us);
-        }
-    }
-    (served, all)
+/// answered attempts, and of all, as the judge counted them in its pass
+/// (the page never reads the records).
+pub fn latency_histograms(j: &Judgement) -> (&Histogram<u64>, &Histogram<u64>) {
+    (&j.distribution.served, &j.distribution.all)
 }
 
 /// The charts' input: the timeline, the plan's phases as bands, the
@@ -594,6 +583,7 @@ fn counts(h: &mut String, i: &Inputs) {
 mod tests {
     use super::*;
     use assertions::{judge, Expectations};
+    use wire::{ClientOutcome, ClientRecord};
 
     /// run.json as `rehearse run` writes it (built from JSON, so fields
     /// added to `RunMeta` later with a default need no change here).
@@ -668,7 +658,7 @@ mod tests {
             "overload":null}"#,
         )
         .unwrap();
-        let (served, all) = latency_histograms(&attempts);
+        let (served, all) = latency_histograms(&j);
         assert_eq!((served.len(), all.len()), (2, 3));
         let inputs = Inputs {
             meta: &m,
@@ -676,8 +666,8 @@ mod tests {
             thresholds: &t,
             plan: Some(&plan),
             description: Some("it's \"quoted\""),
-            served: &served,
-            all: &all,
+            served,
+            all,
         };
         let charts = charts::render_all(&chart_data(&inputs));
         let page = render(&inputs, &charts);
@@ -739,15 +729,15 @@ mod tests {
         m2.expectations.overload = Some((1_000_200_000, 1_001_000_000));
         let t = Thresholds::default();
         let j = judge(&[], &[], &[], &m2.expectations, &t);
-        let (served, all) = latency_histograms(&[]);
+        let (served, all) = latency_histograms(&j);
         let inputs = Inputs {
             meta: &m2,
             judgement: &j,
             thresholds: &t,
             plan: Some(&plan),
             description: None,
-            served: &served,
-            all: &all,
+            served,
+            all,
         };
         let d = chart_data(&inputs);
         assert_eq!(d.bands.len(), 2);
