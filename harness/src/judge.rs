@@ -71,9 +71,11 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Ju
     let mut client = Records::<ClientRecord>::open(dir, files::CLIENT_RECORDS)?;
     let mut provider = Records::<ProviderRecord>::open(dir, files::PROVIDER_RECORDS)?;
     let mut memory = Records::<RssSample>::open(dir, files::RSS_RECORDS)?;
-    let attempts: Vec<ClientRecord> = client.by_ref().collect();
-    let calls: Vec<ProviderRecord> = provider.by_ref().collect();
-    let rss: Vec<RssSample> = memory.by_ref().collect();
+    let mut judge = assertions::Judge::new(&meta.expectations, &thresholds);
+    for sample in memory.by_ref() {
+        judge.rss(sample);
+    }
+    feed(&mut judge, &mut client, &mut provider);
     for (name, health) in [
         (files::CLIENT_RECORDS, client.health()),
         (files::PROVIDER_RECORDS, provider.health()),
@@ -83,7 +85,8 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Ju
         meta.untrusted.extend(health.untrusted(name));
     }
     meta.notes.extend(meta.untrusted.iter().cloned());
-    let j = assertions::judge(&attempts, &calls, &rss, &meta.expectations, &thresholds);
+    let j = judge.finish();
+    meta.notes.extend(pass_notes(&j.pass));
     let report = report::report_json(&meta, &j);
     write_atomic(
         &dir.join(files::REPORT_JSON),
@@ -104,4 +107,110 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Ju
         report_json: dir.join(files::REPORT_JSON),
         report_html: html,
     })
+}
+
+/// Feeds the judge both record files, a line at a time, merged by end time
+/// (an attempt's `done_us`, a call's latest time field): the order both
+/// were written in, roughly, which is the order the judge needs to keep
+/// only a window of the run (see [`assertions::Judge`]). Ties go to the
+/// attempt.
+fn feed<C, P>(judge: &mut assertions::Judge, client: C, provider: P)
+where
+    C: Iterator<Item = ClientRecord>,
+    P: Iterator<Item = ProviderRecord>,
+{
+    let (mut client, mut provider) = (client.peekable(), provider.peekable());
+    loop {
+        let call_first = match (client.peek(), provider.peek()) {
+            (Some(a), Some(c)) => assertions::call_end_us(c) < a.done_us,
+            (None, Some(_)) => true,
+            (Some(_), None) => false,
+            (None, None) => return,
+        };
+        if call_first {
+            if let Some(c) = provider.next() {
+                judge.call(c);
+            }
+        } else if let Some(a) = client.next() {
+            judge.attempt(a);
+        }
+    }
+}
+
+/// What the report should say about the judging pass itself: records that
+/// came more than its window out of order, or calls received after their
+/// attempt had settled; nothing for records written as a run writes them.
+fn pass_notes(pass: &assertions::Pass) -> Vec<String> {
+    let mut notes = Vec::new();
+    if pass.out_of_order > 0 {
+        notes.push(format!(
+            "{} records came more than the judging window ({} s) out of order; they are counted and joined, but their levels are taken from where the judging had reached",
+            wire::number::count(pass.out_of_order),
+            wire::number::num(pass.window_s, 1)
+        ));
+    }
+    if pass.settled_before_dispatch > 0 {
+        notes.push(format!(
+            "{} provider calls were received more than a patience after their caller left with no call: counted as stale dispatches, but not in the gateway depth or the drain time",
+            wire::number::count(pass.settled_before_dispatch)
+        ));
+    }
+    notes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A copy of a golden run directory (tests/golden), to judge again.
+    fn golden_copy(name: &str, tag: &str) -> PathBuf {
+        let from = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/golden")
+            .join(name);
+        let dir = std::env::temp_dir().join(format!("rehearse-judge-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for entry in std::fs::read_dir(&from).unwrap() {
+            let path = entry.unwrap().path();
+            std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
+        }
+        dir
+    }
+
+    fn report(dir: &Path) -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(dir.join(files::REPORT_JSON)).unwrap())
+            .unwrap()
+    }
+
+    #[test]
+    fn records_far_out_of_order_are_still_counted_and_said_to_be() {
+        let dir = golden_copy("retries-hangups", "order");
+        judge_dir(&dir, &[], None).unwrap();
+        let in_order = report(&dir);
+        assert!(
+            !in_order["notes"].to_string().contains("out of order"),
+            "{}",
+            in_order["notes"]
+        );
+        // client.jsonl backwards: the first attempts come about 12 s late,
+        // past the window (1.5 s of patience, calls of 0.4 s, 5 s).
+        let path = dir.join(files::CLIENT_RECORDS);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines.reverse();
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        judge_dir(&dir, &[], None).unwrap();
+        let reversed = report(&dir);
+        assert!(
+            reversed["notes"].to_string().contains("out of order"),
+            "{}",
+            reversed["notes"]
+        );
+        assert_eq!(reversed["summary"]["counts"], in_order["summary"]["counts"]);
+        assert_eq!(
+            reversed["summary"]["provider"],
+            in_order["summary"]["provider"]
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
