@@ -856,6 +856,9 @@ mod timeline {
     }
 }
 
+#[path = "e2e/records.rs"]
+mod records;
+
 mod admin {
     use super::*;
 
