@@ -1,7 +1,7 @@
 //! `rehearse provider`: serve the chaos fake LLM provider until Ctrl-C or
-//! SIGTERM (then exit 0).
+//! SIGTERM (then exit 0), writing each call's record to a file.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use fake_provider::{ConfigError, FakeProvider, ProviderConfig};
@@ -11,6 +11,17 @@ use crate::exit::{Classify as _, Ended, Error};
 
 /// Flags of `rehearse provider`.
 #[derive(clap::Args, Debug)]
+#[command(after_help = "\
+Records: each call's record (one JSON line, the ProviderRecord of provider.jsonl) is
+written to --records when the call ends; none is kept in memory. GET /_fake/records?after=N
+streams the records after the first N (in write order, not arrival order) up to the
+current end, and gives that end in the header x-fake-records-next: ask ?after=THAT next.
+
+Rotation: at start an existing non-empty FILE becomes FILE.1 (FILE.1 becomes FILE.2,
+and so on); FILE starts empty. --records-max-bytes caps FILE and FILE.1, FILE.2, ...
+together: past it the oldest run's file is deleted first; once FILE alone would pass
+it, the provider stops writing records, counts each one dropped (records_dropped in
+/_fake/stats, fake_provider_records_dropped_total in /metrics) and warns once on stderr.")]
 pub struct Args {
     /// A provider config file (the same schema as a scenario's [provider]).
     #[arg(long, conflicts_with = "scenario")]
@@ -27,6 +38,54 @@ pub struct Args {
     /// Worker threads serving calls (default: one per core).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     threads: Option<u16>,
+    /// The file each call's record is written to, as a JSON line, when
+    /// the call ends; an earlier run's is rotated to FILE.1 [default:
+    /// $TMPDIR/rehearse-provider-PID/provider.jsonl, kept after exit]
+    #[arg(long, value_name = "FILE")]
+    records: Option<PathBuf>,
+    /// The most bytes FILE and its earlier runs' files (FILE.1, FILE.2,
+    /// ...) hold together: a number of bytes, or with a unit (KiB, MiB,
+    /// GiB, TiB; kB, MB, GB, TB)
+    #[arg(long, value_name = "N", default_value = "1GiB", value_parser = byte_size)]
+    records_max_bytes: u64,
+}
+
+/// Reads a size: bytes, or a number with a binary (KiB, MiB, GiB, TiB) or
+/// decimal (kB, MB, GB, TB) unit.
+fn byte_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let unit_bytes: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "TiB" => 1 << 40,
+        "kB" | "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "TB" => 1_000_000_000_000,
+        other => {
+            return Err(format!(
+                "unknown unit `{other}` (KiB, MiB, GiB, TiB, kB, MB, GB, TB)"
+            ))
+        }
+    };
+    number
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit_bytes))
+        .ok_or_else(|| format!("`{text}` is not a size in bytes (such as 1073741824 or 1GiB)"))
+}
+
+/// `$TMPDIR/rehearse-provider-PID/provider.jsonl`, its directory made.
+fn default_records_path() -> std::io::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("rehearse-provider-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir.join(wire::files::PROVIDER_RECORDS))
 }
 
 /// Reads and validates the provider config named by the flags.
@@ -78,20 +137,33 @@ pub fn main(args: Args) -> Result<Ended, Error> {
     if let Some(seed) = args.seed {
         config.seed = seed;
     }
+    let records = match &args.records {
+        Some(path) => path.clone(),
+        None => default_records_path()
+            .context("cannot make a directory for the records file")
+            .invalid()?,
+    };
     let threads = args.threads.map(usize::from);
-    crate::runtime::block_on(threads, None, |stop| serve(config, &args.listen, stop))
+    crate::runtime::block_on(threads, None, |stop| serve(config, &args, &records, stop))
 }
 
 async fn serve(
     config: ProviderConfig,
-    listen: &str,
+    args: &Args,
+    records: &Path,
     stop: CancellationToken,
 ) -> Result<Ended, Error> {
+    let listen = &args.listen;
     let phases: Vec<String> = config.timeline.iter().map(|p| p.name.clone()).collect();
-    let handle = FakeProvider::new(config)
-        .bind(listen)
+    let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))
+        .bad_input()?;
+    let handle = FakeProvider::new(config)
+        .record_to(records)
+        .records_max_bytes(args.records_max_bytes)
+        .serve(listener)
+        .with_context(|| format!("cannot record to {}", records.display()))
         .bad_input()?;
     let base = handle.base_url();
     let mut banner = format!(
@@ -100,12 +172,26 @@ async fn serve(
     if !phases.is_empty() {
         banner.push_str(&format!("  timeline:  {}\n", phases.join(", ")));
     }
+    banner.push_str(&format!(
+        "  records:   {} (earlier runs' rotated to .1, .2, ...; at most {} bytes together)\n",
+        records.display(),
+        args.records_max_bytes
+    ));
     // A reader that went away (a closed pipe) must not stop the server.
     let mut out = std::io::stdout();
     let _ = std::io::Write::write_all(&mut out, banner.as_bytes());
     let _ = std::io::Write::flush(&mut out);
     stop.cancelled().await;
-    eprintln!("stopping: {} calls served", handle.stats().received);
-    handle.shutdown().await;
+    let stats = handle.stats();
+    eprintln!("stopping: {} calls served", stats.received);
+    let written = handle.shutdown().await;
+    let mut note = format!("{} records in {}", written.records, records.display());
+    if stats.records_dropped > 0 {
+        note.push_str(&format!(
+            "; {} dropped (over --records-max-bytes)",
+            stats.records_dropped
+        ));
+    }
+    eprintln!("{note}");
     Ok(Ended::Pass)
 }
