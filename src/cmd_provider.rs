@@ -163,7 +163,7 @@ async fn serve(
         .record_to(records)
         .records_max_bytes(args.records_max_bytes)
         .serve(listener)
-        .with_context(|| format!("cannot record to {}", records.display()))
+        .context("--records") // the cause names the file
         .bad_input()?;
     let base = handle.base_url();
     let mut banner = format!(
