@@ -67,6 +67,7 @@ pub(crate) struct RecordFile {
     tx: SyncSender<Msg>,
     state: Arc<State>,
     path: PathBuf,
+    temporary: bool,
 }
 
 /// What the writer publishes for the server.
@@ -173,11 +174,26 @@ impl RecordFile {
         std::thread::Builder::new()
             .name("provider-records".into())
             .spawn(move || writer.run())?;
-        Ok(RecordFile { tx, state, path })
+        Ok(RecordFile {
+            tx,
+            state,
+            path,
+            temporary,
+        })
     }
 
     pub(crate) fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Removes a temporary file and its directory now, for a provider
+    /// dropped without a shutdown: the writer would remove them once every
+    /// call is gone, but the process may end first. (It may go on writing
+    /// to the unlinked file meanwhile; no reader is left to see it.)
+    pub(crate) fn remove_if_temporary(&self) {
+        if self.temporary {
+            remove_temporary(&self.path);
+        }
     }
 
     /// Hands a finished call's record to the writer. The hot path: one
@@ -337,6 +353,14 @@ fn temporary_path() -> io::Result<PathBuf> {
     let dir = std::env::temp_dir().join(format!("rehearse-provider-{}-{n}", std::process::id()));
     fs::create_dir_all(&dir).map_err(|e| with_path(&dir, "cannot create", e))?;
     Ok(dir.join(wire::files::PROVIDER_RECORDS))
+}
+
+/// Removes a temporary record file and its directory (gone already: fine).
+fn remove_temporary(path: &Path) {
+    let _ = fs::remove_file(path);
+    if let Some(dir) = path.parent() {
+        let _ = fs::remove_dir(dir);
+    }
 }
 
 /// `path` with `.k` added: an earlier run's file.
@@ -532,10 +556,7 @@ impl Writer {
         drop(rx);
         drop(file);
         if temporary {
-            let _ = fs::remove_file(&path);
-            if let Some(dir) = path.parent() {
-                let _ = fs::remove_dir(dir);
-            }
+            remove_temporary(&path);
         }
         written
     }

@@ -155,7 +155,8 @@ impl FakeProvider {
     }
 }
 
-/// A running provider. Dropping it stops the server (without waiting).
+/// A running provider. Dropping it stops the server (without waiting) and
+/// removes a temporary record file; [`ProviderHandle::shutdown`] waits.
 pub struct ProviderHandle {
     shared: Arc<Shared>,
     addr: SocketAddr,
@@ -224,19 +225,21 @@ impl ProviderHandle {
 
     /// Stops accepting, ends open connections gracefully and waits; calls
     /// still open are recorded (hung up), then the record file is written
-    /// and closed (a temporary one removed) before this returns.
-    pub async fn shutdown(mut self) {
+    /// and closed (a temporary one removed) before this returns, saying
+    /// what the file holds.
+    pub async fn shutdown(mut self) -> RecordsWritten {
         self.shared.shutdown.cancel();
         if let Some(task) = self.task.take() {
             let _ = task.await;
         }
-        self.shared.records.close().await;
+        self.shared.records.close().await
     }
 }
 
 impl Drop for ProviderHandle {
     fn drop(&mut self) {
         self.shared.shutdown.cancel();
+        self.shared.records.remove_if_temporary();
     }
 }
 

@@ -346,4 +346,13 @@ async fn without_record_to_a_temporary_file_is_used_and_removed() {
     p.shutdown().await;
     assert!(!path.exists());
     assert!(!path.parent().unwrap().exists());
+
+    // Dropped without a shutdown: removed at once all the same.
+    let p = start("").await;
+    let other = p.records_path().to_path_buf();
+    assert_ne!(other, path, "each provider has a file of its own");
+    calls(&p, "u", 1, 1).await;
+    drop(p);
+    assert!(!other.exists());
+    assert!(!other.parent().unwrap().exists());
 }
