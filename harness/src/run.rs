@@ -29,7 +29,7 @@ use crate::fds::{ensure_fds, predicted_fds};
 use crate::gateway::Running;
 use crate::judge::{judge_dir, Judged};
 use crate::rss::{RssSampler, RssSource};
-use crate::rundir::{write_atomic, write_jsonl, Records};
+use crate::rundir::{write_atomic, Records};
 use crate::scenario::{GatewayKind, Scenario};
 use crate::supervise::{event_note, Inside};
 use crate::{plan, Rehearsal};
@@ -73,7 +73,10 @@ pub async fn run(
     let rss_path = opts.out.join(files::RSS_RECORDS);
     let rss_file = std::fs::File::create(&rss_path)
         .map_err(|e| RunError::Invalid(format!("cannot write {}: {e}", rss_path.display())))?;
+    // The provider writes each call's record into the run directory as the
+    // call ends: nothing is collected at the end, nothing is held.
     let provider = FakeProvider::new(p.rehearsal.provider.clone())
+        .record_to(opts.out.join(files::PROVIDER_RECORDS))
         .bind(opts.provider_listen.as_str())
         .await
         .map_err(|e| {
@@ -115,9 +118,8 @@ pub async fn run(
     let events = gateway.stop(partial).await;
     // Hung-up calls are recorded when their connections close.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let calls = provider.records();
+    // No size cap is set here, so every call's record is in the file.
     provider.shutdown().await;
-    write_jsonl(&opts.out.join(files::PROVIDER_RECORDS), &calls)?;
 
     let (start_us, inside) = first_arrival_and_deaths(&opts.out, &events)?;
     let start_us = start_us.unwrap_or(started_us);

@@ -160,16 +160,6 @@ impl Health {
     }
 }
 
-/// Writes `records` as JSON lines, whole (see [`write_atomic`]).
-pub(crate) fn write_jsonl<T: serde::Serialize>(path: &Path, records: &[T]) -> Result<(), RunError> {
-    let mut out = Vec::new();
-    for r in records {
-        let _ = serde_json::to_writer(&mut out, r);
-        out.push(b'\n');
-    }
-    write_atomic(path, &out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
