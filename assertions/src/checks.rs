@@ -370,7 +370,7 @@ struct RetryAfterFindings {
     /// time; `None` when no shed carried one.
     median_err: Option<f64>,
     /// Retries that honoured a Retry-After after the overload, and how many
-    /// of them were admitted (see [`honoured_retries`]).
+    /// of them were admitted (see [`honoured`]).
     honouring: u64,
     admitted: u64,
 }

@@ -18,12 +18,13 @@
 //! field) and M = 5 s of margin for the writers' reordering, capped at 10
 //! minutes. The pass runs three clocks behind the latest end time fed:
 //!
-//! 1. *Release.* Records wait in a heap and are released in start order
-//!    (attempts by `sent_us`, calls by `received_us`) once their start is a
-//!    window behind: a record ends at most max(P, C) after it starts and
-//!    arrives M after it ends, so nothing that starts earlier is still to
-//!    come. Released in that order, each call joins the latest attempt of
-//!    its person: the attempt whose window it was received in.
+//! 1. *Release.* Records wait (filed by time in a calendar queue) and are
+//!    released in start order (attempts by `sent_us`, calls by
+//!    `received_us`) once their start is a window behind (give or take the
+//!    queue's 10 ms buckets): a record ends at most max(P, C) after it
+//!    starts and arrives M after it ends, so nothing that starts earlier is
+//!    still to come. Released in that order, each call joins the latest
+//!    attempt of its person: the attempt whose window it was received in.
 //! 2. *Settling.* An attempt's departure from the gateway (for the depth
 //!    and drain time) is settled when its first call is received, when the
 //!    person's next attempt is sent, or, with neither, `P + M` after it
@@ -64,13 +65,13 @@
 //! ids of one run share a hash with a probability under 10⁻⁶ up to 4
 //! million people.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hash as _, Hasher};
 
 use hdrhistogram::Histogram;
 use wire::{ClientOutcome, ClientRecord, ProviderOutcome, ProviderRecord, RssSample};
 
+use crate::calendar::Calendar;
 use crate::checks::{self, Previous, Retry, Tally};
 use crate::expect::{Expectations, Thresholds};
 use crate::sweep::{empty_second, Level, Rows, Sweep};
@@ -186,18 +187,25 @@ enum Record {
     Call(Call),
 }
 
-/// Records waiting to be released, in start order: a heap of small keys
-/// (the records themselves stay put in a slab).
-#[derive(Default)]
+/// Records waiting to be released, in start order: small keys in a
+/// calendar (the records themselves stay put in a slab).
 struct Pending {
     /// `start << 64 | order at that instant` (attempts before calls, then
     /// by attempt number, then file order), with the slot.
-    heap: BinaryHeap<Reverse<(u128, usize)>>,
+    queue: Calendar<(u128, usize)>,
     slots: Vec<Option<(u64, Record)>>,
     free: Vec<usize>,
 }
 
 impl Pending {
+    fn new() -> Self {
+        Pending {
+            queue: Calendar::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+
     fn push(&mut self, start: u64, order: u64, person: u64, record: Record) {
         let slot = match self.free.pop() {
             Some(i) => {
@@ -209,25 +217,19 @@ impl Pending {
                 self.slots.len() - 1
             }
         };
-        self.heap
-            .push(Reverse((u128::from(start) << 64 | u128::from(order), slot)));
+        let key = u128::from(start) << 64 | u128::from(order);
+        self.queue.push(start, (key, slot));
     }
 
-    /// The earliest start waiting.
-    fn first(&self) -> Option<u64> {
-        self.heap.peek().map(|Reverse((key, _))| (key >> 64) as u64)
-    }
-
-    fn pop(&mut self) -> Option<(u64, u64, Record)> {
-        let Reverse((key, slot)) = self.heap.pop()?;
-        let start = (key >> 64) as u64;
-        let (person, record) = self.slots[slot].take()?;
+    /// Takes the record in `slot`.
+    fn take(&mut self, slot: usize) -> Option<(u64, Record)> {
+        let taken = self.slots[slot].take();
         self.free.push(slot);
-        Some((start, person, record))
+        taken
     }
 
     fn len(&self) -> usize {
-        self.heap.len()
+        self.queue.len()
     }
 }
 
@@ -391,8 +393,8 @@ pub struct Judge {
     /// settled ones not yet dropped from the front).
     unsettled: VecDeque<(u64, u64, usize)>,
     /// When unsettled attempts settle without a call, and people are done.
-    settle_at: BinaryHeap<Reverse<(u64, u64, usize)>>,
-    done_at: BinaryHeap<Reverse<(u64, u64)>>,
+    settle_at: Calendar<(u64, u64, usize)>,
+    done_at: Calendar<(u64, u64)>,
     compact: Map<Compact>,
     values: Values,
     rows: Rows,
@@ -431,14 +433,14 @@ impl Judge {
             longest_call_us: 0,
             stream_us: 0,
             released_to: 0,
-            pending: Pending::default(),
+            pending: Pending::new(),
             fed_attempts: 0,
             fed_calls: 0,
             people: Map::default(),
             live_attempts: 0,
             unsettled: VecDeque::new(),
-            settle_at: BinaryHeap::new(),
-            done_at: BinaryHeap::new(),
+            settle_at: Calendar::new(),
+            done_at: Calendar::new(),
             compact: Map::default(),
             values: Values::default(),
             rows: Rows {
@@ -643,17 +645,20 @@ impl Judge {
     /// Releases every record that starts before `bound`, in start order,
     /// and sweeps as far as everything is known.
     fn advance(&mut self, bound: u64) {
-        while self.pending.first().is_some_and(|start| start < bound) {
-            let Some((start, person, record)) = self.pending.pop() else {
-                break;
-            };
-            self.pass_time(start);
-            match record {
-                Record::Attempt(a) => self.release_attempt(person, a),
-                Record::Call(c) => self.release_call(person, &c),
+        while let Some(bucket) = self.pending.queue.next_before(bound) {
+            for &(key, slot) in &bucket {
+                let Some((person, record)) = self.pending.take(slot) else {
+                    continue;
+                };
+                self.pass_time((key >> 64) as u64);
+                match record {
+                    Record::Attempt(a) => self.release_attempt(person, a),
+                    Record::Call(c) => self.release_call(person, &c),
+                }
             }
+            self.pending.queue.recycle(bucket);
         }
-        self.pass_time(bound);
+        self.pass_time(self.pending.queue.taken_before());
         while let Some(&(_, person, i)) = self.unsettled.front() {
             match self.people.get(&person) {
                 Some(p) if !p.attempts[i].settled => break,
@@ -677,21 +682,19 @@ impl Judge {
             return;
         }
         self.released_to = x;
-        while let Some(&Reverse((at, person, i))) = self.settle_at.peek() {
-            if at >= x {
-                break;
+        while let Some(bucket) = self.settle_at.next_before(x) {
+            for &(_, person, i) in &bucket {
+                self.settle(person, i, None);
             }
-            self.settle_at.pop();
-            self.settle(person, i, None);
+            self.settle_at.recycle(bucket);
         }
-        while let Some(&Reverse((at, person))) = self.done_at.peek() {
-            if at >= x {
-                break;
+        while let Some(bucket) = self.done_at.next_before(x) {
+            for &(at, person) in &bucket {
+                if self.people.get(&person).is_some_and(|p| p.done_at == at) {
+                    self.person_done(person);
+                }
             }
-            self.done_at.pop();
-            if self.people.get(&person).is_some_and(|p| p.done_at == at) {
-                self.person_done(person);
-            }
+            self.done_at.recycle(bucket);
         }
         let upto = if x < self.rows.start_us {
             0
@@ -724,14 +727,14 @@ impl Judge {
         let later = done_at > p.done_at;
         p.done_at = p.done_at.max(done_at);
         if later {
-            self.done_at.push(Reverse((done_at, person)));
+            self.done_at.push(done_at, (done_at, person));
         }
         if let Some(prev) = previous {
             self.settle(person, prev, None);
         }
         self.live_attempts += 1;
         self.unsettled.push_back((a.sent_us, person, i));
-        self.settle_at.push(Reverse((settle_at, person, i)));
+        self.settle_at.push(settle_at, (settle_at, person, i));
         self.sweep
             .interval(Level::Outstanding, a.sent_us, a.done_us);
         if a.outcome == ClientOutcome::Ok {
@@ -963,10 +966,10 @@ impl Judge {
     /// and judges.
     pub fn finish(mut self) -> Judgement {
         self.advance(u64::MAX);
-        while let Some(Reverse((_, person, i))) = self.settle_at.pop() {
+        for (_, person, i) in self.settle_at.drain() {
             self.settle(person, i, None);
         }
-        while let Some(Reverse((_, person))) = self.done_at.pop() {
+        for (_, person) in self.done_at.drain() {
             if self.people.contains_key(&person) {
                 self.person_done(person);
             }

@@ -15,7 +15,7 @@
 //! A [`Judge`] takes the records one at a time, in about the order they
 //! were written, and judges in one pass: what it holds is proportional to
 //! the request rate times a window (a patience and a provider call), not
-//! to the run's length. [`judge`] does the same for records in memory.
+//! to the run's length. [`judge()`] does the same for records in memory.
 //!
 //! The rooms:
 //!
@@ -27,6 +27,7 @@
 //!   window, joins attempts and calls by request id, and keeps figures;
 //! - `sweep`: the run's instants in time order: per-second levels, the
 //!   drain time, the first shed, the drain after the overload;
+//! - `calendar`: the queue both keep their window in, by time;
 //! - `checks`: the nine checks, in [`CHECKS`] order;
 //! - `verdict`: [`Verdict`], [`Status`] and the wording of the sentences a
 //!   person reads (numbers as `wire::number` prints them).
@@ -36,6 +37,7 @@
 
 #[cfg(test)]
 mod batch;
+mod calendar;
 mod checks;
 mod expect;
 mod judge;
@@ -64,7 +66,7 @@ pub use verdict::{Status, Verdict};
 use checks::{Evidence, Tally};
 use timeline::{Drain, DrainOutcome};
 
-/// The ids of the checks, in the order [`judge`] returns their verdicts.
+/// The ids of the checks, in the order [`judge()`] returns their verdicts.
 pub const CHECKS: [&str; 9] = [
     "shed_onset",
     "retry_after",

@@ -1,12 +1,12 @@
 //! The sweep: the run's instants in time order, once.
 //!
-//! The judge ([`crate::judge`]) hands the sweep what it has settled: the
+//! The judge ([`crate::Judge`]) hands the sweep what it has settled: the
 //! intervals each level counts (attempts outstanding, calls in flight and in
 //! service, attempts in the gateway and in the backlog), each attempt's
 //! departure from the gateway (for the backlog drain time), the gateway's
 //! sheds (for the first shed, and for the drain time their Retry-After is
-//! compared with). The sweep orders them in a heap and walks them in time
-//! order, as far as the judge says everything is known ([`Sweep::run`]),
+//! compared with). The sweep files them in a [`Calendar`] and walks them in
+//! time order, as far as the judge says everything is known ([`Sweep::run`]),
 //! writing each second's largest levels and its drain time into the
 //! timeline's rows and measuring the drain after the overload. What it holds
 //! is what lies ahead of that instant: 16 bytes per pending item.
@@ -16,11 +16,9 @@
 //! time read for a shed; so an interval is `[start, end)`, and an attempt
 //! sent at t counts in the drain time at t.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
 use hdrhistogram::Histogram;
 
+use crate::calendar::Calendar;
 use crate::timeline::{
     histogram, quantile, record, Drain, DrainOutcome, FirstShed, Second, MAX_SECONDS, US,
 };
@@ -142,12 +140,11 @@ pub(crate) struct Sweep {
     /// wholly before `pre_end_us`.
     from_us: u64,
     pre_end_us: u64,
-    /// Items as `t << 64 | key`: one integer compares fastest.
-    heap: BinaryHeap<Reverse<u128>>,
-    /// Every item before this instant has been walked.
-    before: u64,
+    /// Items as `t << 64 | key`, in time order as integers.
+    queue: Calendar<u128>,
     /// Items handed over for instants already walked (records that came
-    /// more than a window out of order): walked at `before` instead.
+    /// more than a window out of order): walked at the first instant not
+    /// yet walked instead.
     pub(crate) late: u64,
     level: [i64; LEVELS],
     filled: [usize; LEVELS],
@@ -170,8 +167,7 @@ impl Sweep {
         Sweep {
             from_us,
             pre_end_us,
-            heap: BinaryHeap::new(),
-            before: 0,
+            queue: Calendar::new(),
             late: 0,
             level: [0; LEVELS],
             filled: [0; LEVELS],
@@ -186,18 +182,18 @@ impl Sweep {
 
     /// Items waiting to be walked.
     pub(crate) fn pending(&self) -> usize {
-        self.heap.len()
+        self.queue.len()
     }
 
     fn push(&mut self, t: u64, key: u64) {
-        let t = if t < self.before {
+        let before = self.queue.taken_before();
+        let t = if t < before {
             self.late += 1;
-            self.before
+            before
         } else {
             t
         };
-        self.heap
-            .push(Reverse(u128::from(t) << 64 | u128::from(key)));
+        self.queue.push(t, u128::from(t) << 64 | u128::from(key));
     }
 
     /// `[from, to)` counts in `level` (nothing if empty).
@@ -205,7 +201,7 @@ impl Sweep {
         if to <= from {
             return;
         }
-        if to <= self.before {
+        if to <= self.queue.taken_before() {
             // Wholly in instants already walked.
             self.late += 1;
             return;
@@ -243,19 +239,22 @@ impl Sweep {
         self.push(done, key(QUERY, 0, ra_ms));
     }
 
-    /// Walks every item before `until`; `end_us` is the last instant of
-    /// the records so far.
+    /// Walks the items before `until` (all but those of its last 10 ms,
+    /// which may wait); `end_us` is the last instant of the records so far.
     pub(crate) fn run(&mut self, until: u64, end_us: u64, rows: &mut Rows) {
-        while let Some(&Reverse(item)) = self.heap.peek() {
-            let (t, k) = ((item >> 64) as u64, item as u64);
-            if t >= until {
-                break;
+        while let Some(bucket) = self.queue.next_before(until) {
+            for &item in &bucket {
+                self.take(item, end_us, rows);
             }
-            self.heap.pop();
-            self.drain_times_before(t, rows);
-            self.walk(t, k, end_us, rows);
+            self.queue.recycle(bucket);
         }
-        self.before = self.before.max(until);
+    }
+
+    /// Walks one item.
+    fn take(&mut self, item: u128, end_us: u64, rows: &mut Rows) {
+        let (t, k) = ((item >> 64) as u64, item as u64);
+        self.drain_times_before(t, rows);
+        self.walk(t, k, end_us, rows);
     }
 
     /// Writes the drain time of every second that starts before `t`.
@@ -385,14 +384,22 @@ impl Sweep {
         attempts: u64,
         rows: &mut Rows,
     ) -> Drain {
-        self.run(end_us, end_us, rows);
+        let all = self.queue.drain();
+        let split = all.partition_point(|&item| ((item >> 64) as u64) < end_us);
+        for &item in &all[..split] {
+            self.take(item, end_us, rows);
+        }
+        // Calls that never finished end with the records: departures, so
+        // before anything else at that instant.
         for lvl in 0..LEVELS {
             for _ in 0..std::mem::take(&mut self.open_ended[lvl]) {
                 let item = u128::from(end_us) << 64 | u128::from(key(END, lvl as u64, 0));
-                self.heap.push(Reverse(item));
+                self.take(item, end_us, rows);
             }
         }
-        self.run(u64::MAX, end_us, rows);
+        for &item in &all[split..] {
+            self.take(item, end_us, rows);
+        }
         self.drain_times_before(rows.start_us.saturating_add(n as u64 * US), rows);
         self.close_backlog_instant(rows);
         let scan = &self.scan;
