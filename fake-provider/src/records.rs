@@ -4,7 +4,8 @@
 //! A call's guard serializes its record into a line when the call ends and
 //! sends it down a bounded channel. The writer thread takes every line
 //! waiting, writes them with one `write` (whole lines only, so a killed
-//! process leaves whole lines) as soon as the channel is empty, and counts
+//! process leaves whole lines) as soon as the channel is empty (or a
+//! reader asks for a sync, or 1 MiB is gathered), and counts
 //! them: that count is a record's *position*, in write order, the unit of
 //! [`RecordsWritten`] and of `GET /_fake/records?after=N`. Calls finish out
 //! of arrival order, so a position is not a record's `seq`.
@@ -446,17 +447,23 @@ struct Writer {
 
 impl Writer {
     fn run(mut self) {
-        let mut replies = Vec::new();
         while let Ok(first) = self.rx.recv() {
             let mut next = Some(first);
-            let mut close = None;
             while let Some(msg) = next {
                 match msg {
                     Msg::Line(line) => self.gather(&line),
-                    Msg::Sync(reply) => replies.push(reply),
+                    // Answered at once, not when the channel is next
+                    // empty: under a steady stream of calls that could be
+                    // a while.
+                    Msg::Sync(reply) => {
+                        self.write();
+                        reply.send(self.written);
+                    }
                     Msg::Close(reply) => {
-                        close = Some(reply);
-                        break;
+                        self.write();
+                        let written = self.finish();
+                        reply.send(written);
+                        return;
                     }
                 }
                 if self.batch.len() >= BATCH_BYTES {
@@ -464,16 +471,8 @@ impl Writer {
                 }
                 next = self.rx.try_recv().ok();
             }
-            // The channel is empty (or closing): write what is gathered.
+            // The channel is empty: write what is gathered.
             self.write();
-            for reply in replies.drain(..) {
-                reply.send(self.written);
-            }
-            if let Some(reply) = close {
-                let written = self.finish();
-                reply.send(written);
-                return;
-            }
         }
         // Every sender is gone: the provider was dropped without a shutdown.
         self.finish();
