@@ -3,10 +3,11 @@
 //!
 //! A call's guard serializes its record into a line when the call ends and
 //! sends it down a bounded channel. The writer thread takes every line
-//! waiting, writes them with one `write` (whole lines only, so a killed
-//! process leaves whole lines) as soon as the channel is empty (or a
-//! reader asks for a sync, or 1 MiB is gathered), and counts
-//! them: that count is a record's *position*, in write order, the unit of
+//! waiting, writes them with one `write` (whole lines only: a process
+//! killed between writes leaves whole lines, one killed inside a write at
+//! most a cut-off last line) as soon as the channel is empty (or a reader
+//! asks for a sync, or 1 MiB is gathered), and counts them: that count is
+//! a record's *position*, in write order, the unit of
 //! [`RecordsWritten`] and of `GET /_fake/records?after=N`. Calls finish out
 //! of arrival order, so a position is not a record's `seq`.
 //!
