@@ -29,8 +29,8 @@ pub const GATEWAY_LOG: &str = "gateway.log";
 /// One [`ClientRecord`](crate::ClientRecord) per attempt, as JSON lines.
 /// Appended by the load generator.
 pub const CLIENT_RECORDS: &str = "client.jsonl";
-/// One [`ProviderRecord`](crate::ProviderRecord) per call, as JSON lines.
-/// Written by the harness from the fake provider's records.
+/// One [`ProviderRecord`](crate::ProviderRecord) per call, as JSON lines,
+/// appended by the fake provider as each call ends.
 pub const PROVIDER_RECORDS: &str = "provider.jsonl";
 /// The gateway's [`RssSample`](crate::RssSample)s, as JSON lines. Written by
 /// the harness.
@@ -101,7 +101,7 @@ pub const ALL: [(&str, &str); 21] = [
     ),
     (
         PROVIDER_RECORDS,
-        "one record per provider call (harness, from the fake provider)",
+        "one record per provider call (fake provider)",
     ),
     (
         RSS_RECORDS,
