@@ -92,7 +92,7 @@ impl<T: Ord + Copy> Calendar<T> {
                 continue;
             }
             let bucket = self.buckets.pop_front().unwrap_or_default();
-            self.base += WIDTH_US;
+            self.base = self.base.saturating_add(WIDTH_US);
             self.bring_near();
             if bucket.is_empty() {
                 self.spare.push(bucket);

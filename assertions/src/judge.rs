@@ -255,7 +255,11 @@ struct Person {
     done_at: u64,
 }
 
-/// A person done, whose last attempt ended without an answer.
+/// A person done, whose last attempt ended without an answer: kept to the
+/// end of the run for a call a gateway may still make for them. 24 bytes
+/// with its key (the id's hash): 16 here, 8 in the key; in the hash table,
+/// with its control byte and its slack (7/8 full at most, 7/16 just after
+/// growing), 28 to 57 bytes per unanswered person.
 #[derive(Debug, Clone, Copy)]
 struct Compact {
     sent_us: u64,
