@@ -599,10 +599,6 @@ impl Drop for CallGuard {
         if self.queued {
             self.shared.counters.queued.fetch_sub(1, Ordering::Relaxed);
         }
-        self.shared
-            .counters
-            .in_flight
-            .fetch_sub(1, Ordering::Relaxed);
         if !self.done {
             self.record.hung_up_us = Some(now);
         }
@@ -626,6 +622,12 @@ impl Drop for CallGuard {
         drop(self.permit.take());
         let record = std::mem::replace(&mut self.record, empty_record());
         self.shared.finish(record);
+        // Out of flight only once its record is queued: whoever waits for
+        // `in_flight == 0` and then syncs the records finds this one.
+        self.shared
+            .counters
+            .in_flight
+            .fetch_sub(1, Ordering::Relaxed);
     }
 }
 

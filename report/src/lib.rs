@@ -4,8 +4,8 @@
 //! The harness judges a run directory ([`assertions::judge`]) and hands the
 //! [`Judgement`](assertions::Judgement) here with the run's
 //! [`RunMeta`] (`run.json`) and [`Plan`] (`plan.json`). This crate turns
-//! them into files and text; it judges nothing and reads no records but
-//! the ones a chart shows.
+//! them into files and text; it judges nothing and reads no records (the
+//! latency distribution chart draws the judge's histograms).
 //!
 //! The rooms:
 //! - `documents`: the schemas of `run.json` ([`RunMeta`], [`GatewayEvent`])
