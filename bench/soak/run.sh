@@ -71,21 +71,24 @@ row() { printf '%-34s %-22s %-16s %s\n' "$@" | tee -a "$RESULTS"; }
 # Past $3 seconds it sends PID one SIGTERM (rehearse then writes a partial
 # report and ends the gateway), so a stuck run cannot hold the script.
 follow() {
-  local pid=$1 csv=$2 limit=$3 hwm=0 rss=0 n=0 k v _
+  local pid=$1 csv=$2 limit=$3 hwm=0 rss=0 start=$SECONDS logged=-10 stopped= k v _
   echo "seconds,rss_kb,hwm_kb" > "$csv"
   while [ -e "/proc/$pid" ]; do
     while read -r k v _; do
       case $k in VmHWM:) hwm=$v ;; VmRSS:) rss=$v ;; esac
     done < "/proc/$pid/status" 2>/dev/null || true
-    if (( n % 100 == 0 )); then echo "$((n / 10)),$rss,$hwm" >> "$csv"; fi
-    if (( n == limit * 10 )); then
+    if (( SECONDS - start >= logged + 10 )); then
+      logged=$((SECONDS - start))
+      echo "$logged,$rss,$hwm" >> "$csv"
+    fi
+    if [ -z "$stopped" ] && (( SECONDS - start >= limit )); then
       echo "   still running after ${limit}s: SIGTERM to $pid" >&2
       kill -TERM "$pid" 2>/dev/null || true
+      stopped=1
     fi
-    n=$((n + 1))
     sleep 0.1
   done
-  echo "end $((n / 10)),$rss,$hwm" >> "$csv"
+  echo "end $((SECONDS - start)),$rss,$hwm" >> "$csv"
   echo "$hwm"
 }
 
