@@ -55,7 +55,9 @@ pub struct Args {
     #[arg(long, value_parser = parse_duration)]
     wait_budget: Option<Duration>,
     /// deadline: the quota's tokens per minute (the drain rate); default
-    /// 500,000, the flash-promotion account.
+    /// 500,000, the flash-promotion account (said on stderr at start: set
+    /// it to your provider quota's, or requests are admitted or refused by
+    /// a rate the upstream never had).
     #[arg(long)]
     tokens_per_minute: Option<f64>,
     /// deadline: the caller's patience when the request carries none.
@@ -95,7 +97,12 @@ pub fn main(args: Args) -> Result<Ended, Error> {
     let time_scale = std::env::var("REHEARSE_TIME_SCALE").ok();
     // `--threads 0` means one per core, as no flag does.
     let threads = args.threads.filter(|&n| n > 0).map(|n| n as usize);
+    let rate_given =
+        args.tokens_per_minute.is_some() || args.config.as_deref().is_some_and(file_sets_rate);
     let config = build_config(args, time_scale.as_deref()).bad_input()?;
+    if let Some(note) = default_rate_note(&config, rate_given) {
+        eprintln!("{note}");
+    }
     let gateway = Gateway::new(config.clone()).bad_input()?;
     crate::runtime::block_on(threads, None, |stop| serve(gateway, config.listen, stop))
 }
@@ -195,6 +202,33 @@ fn build_config(args: Args, time_scale: Option<&str>) -> anyhow::Result<GatewayC
         .validate()
         .map_err(|(field, message)| anyhow::anyhow!("field `{field}`: {message}"))?;
     Ok(config)
+}
+
+/// True if and only if the config file at `path` writes
+/// `deadline.tokens_per_minute` (an unreadable file is reported later, by
+/// [`build_config`]).
+fn file_sets_rate(path: &std::path::Path) -> bool {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|text| text.parse::<toml::Table>().ok())
+        .is_some_and(|t| {
+            t.get("deadline")
+                .and_then(|d| d.get("tokens_per_minute"))
+                .is_some()
+        })
+}
+
+/// What a deadline gateway says at start when it runs on the default token
+/// rate, given neither by flag nor by file.
+fn default_rate_note(config: &GatewayConfig, rate_given: bool) -> Option<String> {
+    (config.mode == Mode::Deadline && !rate_given).then(|| {
+        format!(
+            "deadline: no --tokens-per-minute given: pacing to {:.0} tokens/min, the default \
+             (500,000 a minute, the flash-promotion account, times REHEARSE_TIME_SCALE when set); \
+             give your provider quota's rate",
+            config.deadline.tokens_per_minute
+        )
+    })
 }
 
 async fn serve(
@@ -306,6 +340,30 @@ mod tests {
         let args = parse(&["--mode", "deadline", "--upstream", "http://127.0.0.1:9"]);
         let c = build_config(args, None).unwrap();
         assert_eq!(c.deadline.tokens_per_minute, 500_000.0);
+        // ...and says so at start, unless a rate was given.
+        let note = default_rate_note(&c, false).unwrap();
+        assert!(note.contains("500000 tokens/min"), "{note}");
+        assert_eq!(default_rate_note(&c, true), None);
+        let bounded = GatewayConfig::new(Mode::Bounded, "http://127.0.0.1:9");
+        assert_eq!(default_rate_note(&bounded, false), None);
+        let dir = std::env::temp_dir();
+        let with = dir.join(format!("rehearse-gw-rate-{}.toml", std::process::id()));
+        let without = dir.join(format!("rehearse-gw-norate-{}.toml", std::process::id()));
+        std::fs::write(
+            &with,
+            "mode = \"deadline\"\n[deadline]\ntokens_per_minute = 6000\n",
+        )
+        .unwrap();
+        std::fs::write(
+            &without,
+            "mode = \"deadline\"\n[deadline]\norder = \"lifo\"\n",
+        )
+        .unwrap();
+        assert!(file_sets_rate(&with));
+        assert!(!file_sets_rate(&without));
+        assert!(!file_sets_rate(&dir.join("rehearse-gw-none.toml")));
+        std::fs::remove_file(&with).unwrap();
+        std::fs::remove_file(&without).unwrap();
     }
 
     #[test]

@@ -106,6 +106,10 @@ pub async fn run(
     let sampler = RssSampler::start(rss_source(&p.scenario, &gateway), rss_file);
     let started_us = now_us();
     let (load, mut notes) = drive(&p, &gateway.url, opts, cancel.clone()).await;
+    if p.target.is_none() {
+        // What the scenario left to the harness, for the gateway it started.
+        notes.splice(0..0, p.scenario.gateway.notes.iter().cloned());
+    }
     let partial = cancel.is_cancelled();
     if partial {
         notes.push("stopped before its end (interrupted): this report is partial".into());

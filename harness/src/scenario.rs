@@ -126,6 +126,10 @@ pub struct GatewaySpec {
     pub restart: bool,
     /// How long after its death it is restarted.
     pub restart_delay: Duration,
+    /// What the harness filled in for the reference gateway when the
+    /// scenario loaded (a deadline rate taken from the provider's quota),
+    /// for the run's notes.
+    pub notes: Vec<String>,
 }
 
 /// A whole scenario file as written.
@@ -222,7 +226,7 @@ impl Scenario {
         if let (Some(seed), true) = (meta.seed, !text_has(text, "provider", "seed")) {
             provider.seed = seed;
         }
-        let gateway = gateway_spec(raw.gateway, &src, text)?;
+        let gateway = gateway_spec(raw.gateway, &src, text, provider.quota.tokens_per_minute)?;
         // The loadgen validates its own section, with its own rules.
         let base = path.parent().unwrap_or(Path::new("."));
         let load_plan =
@@ -244,10 +248,19 @@ impl Scenario {
 }
 
 /// The `[gateway]` table validated: exactly one kind, the reference
-/// gateway's policy checked, the fields that go together together.
-fn gateway_spec(g: GatewayRaw, src: &Source<'_>, text: &str) -> Result<GatewaySpec, ConfigError> {
+/// gateway's policy checked (and a deadline rate left out taken from
+/// `quota_tpm`, the provider's tokens per minute), the fields that go
+/// together together.
+fn gateway_spec(
+    g: GatewayRaw,
+    src: &Source<'_>,
+    text: &str,
+    quota_tpm: Option<u64>,
+) -> Result<GatewaySpec, ConfigError> {
+    let mut notes = Vec::new();
     let kind = match (g.reference, g.command, g.url) {
-        (Some(config), None, None) => {
+        (Some(mut config), None, None) => {
+            notes.extend(deadline_rate(&mut config, src, text, quota_tpm)?);
             check_reference(&config, src, text)?;
             GatewayKind::Reference(Box::new(config))
         }
@@ -292,6 +305,7 @@ fn gateway_spec(g: GatewayRaw, src: &Source<'_>, text: &str) -> Result<GatewaySp
         memory_limit: g.memory_limit.map(|b| b.as_u64()),
         restart: g.restart,
         restart_delay: g.restart_delay,
+        notes,
     };
     if matches!(gateway.kind, GatewayKind::Url(_))
         && (gateway.memory_limit.is_some() || gateway.restart)
@@ -312,11 +326,18 @@ pub fn check_gateway(text: &str, origin: &str) -> Result<(), ScenarioError> {
     struct WithGateway {
         gateway: GatewayRaw,
         #[serde(flatten)]
-        _rest: toml::Table,
+        rest: toml::Table,
     }
     let src = Source::new(text, origin);
     let raw: WithGateway = src.parse()?;
-    gateway_spec(raw.gateway, &src, text)?;
+    let quota_tpm = raw
+        .rest
+        .get("provider")
+        .and_then(|p| p.get("quota"))
+        .and_then(|q| q.get("tokens_per_minute"))
+        .and_then(toml::Value::as_integer)
+        .and_then(|n| u64::try_from(n).ok());
+    gateway_spec(raw.gateway, &src, text, quota_tpm)?;
     Ok(())
 }
 
@@ -324,6 +345,61 @@ pub fn check_gateway(text: &str, origin: &str) -> Result<(), ScenarioError> {
 fn text_has(text: &str, table: &str, key: &str) -> bool {
     toml_located::locate(text, &format!("{table}.{key}"))
         .is_some_and(|span| text[span].trim_start().starts_with(key))
+}
+
+/// Where a deadline gateway's token rate comes from in a scenario: the
+/// `deadline.tokens_per_minute` written, else the provider's quota
+/// (`quota_tpm`, its `[provider.quota] tokens_per_minute`), which is set in
+/// `config` and returned as a note; with neither, the scenario is refused
+/// at the field, placed on its `deadline` table's line or else its `mode`
+/// line. (The gateway's own default, 500,000 a minute, is for `rehearse
+/// gateway` started by hand: a rehearsal paced to a quota it never
+/// stated would shed or admit by an accident of that figure.)
+fn deadline_rate(
+    config: &mut GatewayConfig,
+    src: &Source<'_>,
+    text: &str,
+    quota_tpm: Option<u64>,
+) -> Result<Option<String>, ConfigError> {
+    const FIELD: &str = "gateway.reference.deadline.tokens_per_minute";
+    if config.mode != reference_gateway::Mode::Deadline
+        || text_has(text, "gateway.reference.deadline", "tokens_per_minute")
+    {
+        return Ok(None);
+    }
+    if let Some(tpm) = quota_tpm.filter(|&n| n > 0) {
+        config.deadline.tokens_per_minute = tpm as f64;
+        return Ok(Some(format!(
+            "the deadline gateway paces its calls to the provider's quota, {} tokens/min at full scale ({FIELD} not set)",
+            thousands(tpm)
+        )));
+    }
+    let at = if text_has(text, "gateway.reference", "deadline") {
+        "gateway.reference.deadline"
+    } else {
+        "gateway.reference.mode"
+    };
+    let mut err = src.error(
+        at,
+        "deadline mode paces its calls to a token rate and none is given: write it \
+         (`deadline = { tokens_per_minute = N }` in [gateway.reference]), or give the \
+         provider a quota ([provider.quota] tokens_per_minute) to take it from",
+    );
+    err.field = FIELD.to_string();
+    Err(err)
+}
+
+/// `n` with thousands separators: 500000 as `500,000`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// The reference gateway's policy, checked where serde cannot: its values
@@ -517,6 +593,118 @@ rate = 5
             apply_sets(MINIMAL, &["nonsense".into()]),
             Err(ScenarioError::BadSet(_))
         ));
+    }
+
+    fn deadline(reference: &str, provider: &str) -> String {
+        MINIMAL
+            .replace(
+                "mode = \"bounded\"\nbounded = { concurrency = 8, queue = 11, wait_budget = \"2s\" }",
+                reference,
+            )
+            .replace("[gateway]", &format!("{provider}[gateway]"))
+    }
+
+    fn reference(s: &Scenario) -> &GatewayConfig {
+        match &s.gateway.kind {
+            GatewayKind::Reference(c) => c,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    const QUOTA: &str = "[provider.quota]\ntokens_per_minute = 120000\n";
+
+    #[test]
+    fn a_deadline_rate_left_out_is_the_providers_quota_and_noted() {
+        let text = deadline("mode = \"deadline\"", QUOTA);
+        let s = parse(&text).unwrap();
+        assert_eq!(reference(&s).deadline.tokens_per_minute, 120_000.0);
+        assert_eq!(s.gateway.notes.len(), 1, "{:?}", s.gateway.notes);
+        let note = &s.gateway.notes[0];
+        assert!(
+            note.contains("provider's quota, 120,000 tokens/min")
+                && note.contains("gateway.reference.deadline.tokens_per_minute not set"),
+            "{note}"
+        );
+        // Scaled like the provider's quota, so the two stay equal.
+        let r = s.rehearsal();
+        assert_eq!(
+            r.reference.unwrap().deadline.tokens_per_minute,
+            r.provider.quota.tokens_per_minute.unwrap() as f64
+        );
+        // A deadline table without the rate takes it from the quota too.
+        let text = deadline(
+            "mode = \"deadline\"\ndeadline = { expected_service = \"1s\" }",
+            QUOTA,
+        );
+        let s = parse(&text).unwrap();
+        assert_eq!(reference(&s).deadline.tokens_per_minute, 120_000.0);
+        assert_eq!(
+            reference(&s).deadline.expected_service,
+            Duration::from_secs(1)
+        );
+    }
+
+    #[test]
+    fn a_deadline_rate_written_is_kept_whatever_the_quota() {
+        for reference_text in [
+            "mode = \"deadline\"\ndeadline = { tokens_per_minute = 9000 }",
+            "mode = \"deadline\"\n[gateway.reference.deadline]\ntokens_per_minute = 9000",
+        ] {
+            let s = parse(&deadline(reference_text, QUOTA)).unwrap();
+            assert_eq!(reference(&s).deadline.tokens_per_minute, 9000.0);
+            assert!(s.gateway.notes.is_empty(), "{:?}", s.gateway.notes);
+        }
+        // Other modes need no rate, and are given none.
+        let s = parse(MINIMAL).unwrap();
+        assert!(s.gateway.notes.is_empty());
+    }
+
+    #[test]
+    fn a_deadline_gateway_with_no_rate_and_no_quota_is_refused_at_the_field() {
+        let field = "gateway.reference.deadline.tokens_per_minute";
+        // No deadline table: on the `mode` line.
+        let text = deadline("mode = \"deadline\"", "");
+        let err = parse(&text).unwrap_err().to_string();
+        assert!(
+            err.starts_with("s.toml:8:") && err.contains(&format!("field `{field}`")),
+            "{err}"
+        );
+        assert!(err.contains("[provider.quota] tokens_per_minute"), "{err}");
+        // A deadline table without it: on that table's line.
+        let text = deadline(
+            "mode = \"deadline\"\ndeadline = { expected_service = \"1s\" }",
+            "",
+        );
+        let err = parse(&text).unwrap_err().to_string();
+        assert!(err.starts_with("s.toml:9:") && err.contains(field), "{err}");
+        // A quota without tokens (requests only) gives no rate either.
+        let text = deadline(
+            "mode = \"deadline\"",
+            "[provider.quota]\nrequests_per_minute = 60\n",
+        );
+        assert!(parse(&text).unwrap_err().to_string().contains(field));
+        // A bounded scenario switched to deadline by --set, as a person
+        // would try it on slow-upstream.toml.
+        let text = apply_sets(MINIMAL, &["gateway.reference.mode=deadline".into()]).unwrap();
+        let err = parse(&text).unwrap_err().to_string();
+        assert!(err.starts_with("s.toml:8:") && err.contains(field), "{err}");
+        // `rehearse report` checks a saved scenario's gateway the same way.
+        let err = check_gateway(&text, "saved.toml").unwrap_err().to_string();
+        assert!(
+            err.starts_with("saved.toml:8:") && err.contains(field),
+            "{err}"
+        );
+        let with_quota = deadline("mode = \"deadline\"", QUOTA);
+        check_gateway(&with_quota, "saved.toml").unwrap();
+    }
+
+    #[test]
+    fn thousands_are_separated() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(500_000), "500,000");
+        assert_eq!(thousands(35_450_000), "35,450,000");
     }
 
     #[test]
