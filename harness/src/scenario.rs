@@ -471,7 +471,18 @@ pub fn apply_sets(text: &str, sets: &[String]) -> Result<String, ScenarioError> 
         let table = item
             .as_table_like_mut()
             .ok_or_else(|| ScenarioError::BadSet(format!("{set} (not inside a table)")))?;
-        table.insert(last, toml_edit::Item::Value(value));
+        match table.get_mut(last) {
+            // A value already written is replaced in place: the comments
+            // around its key stay, so errors keep the file's line numbers.
+            Some(toml_edit::Item::Value(old)) => {
+                let decor = old.decor().clone();
+                *old = value;
+                *old.decor_mut() = decor;
+            }
+            _ => {
+                table.insert(last, toml_edit::Item::Value(value));
+            }
+        }
     }
     Ok(doc.to_string())
 }
@@ -705,6 +716,30 @@ rate = 5
         assert_eq!(thousands(1000), "1,000");
         assert_eq!(thousands(500_000), "500,000");
         assert_eq!(thousands(35_450_000), "35,450,000");
+    }
+
+    #[test]
+    fn a_set_keeps_the_comments_and_lines_around_the_value_it_replaces() {
+        let text = MINIMAL.replace(
+            "mode = \"bounded\"",
+            "# the policy\n# in two lines\nmode = \"bounded\" # as shipped",
+        );
+        let out = apply_sets(&text, &["gateway.reference.mode=naive".into()]).unwrap();
+        assert_eq!(
+            out,
+            text.replace("mode = \"bounded\"", "mode = \"naive\""),
+            "only the value changes"
+        );
+        let out = apply_sets(
+            &text,
+            &[
+                "gateway.reference.bounded.queue=4".into(),
+                "load.seed=3".into(),
+            ],
+        )
+        .unwrap();
+        assert!(out.contains("# the policy\n# in two lines\nmode = \"bounded\" # as shipped"));
+        assert!(out.contains("queue = 4"), "{out}");
     }
 
     #[test]
