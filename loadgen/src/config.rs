@@ -40,6 +40,18 @@
 //! stream = 0.3                  # share of streamed requests
 //! api_key = "rehearse"          # sent as a bearer token / x-api-key
 //!
+//! # Several tenants (API keys) share the arrivals; the `[load.request]`
+//! # api_key is then unused. Without tenants, one tenant sends all.
+//! [[load.tenants]]
+//! name = "shop"                 # in every record and in the report
+//! api_key = "key-shop"
+//! share = 0.8                   # share of arrivals (weights, per phase)
+//! phases = { "promo" = 0.95 }   # optional: its share in a named phase
+//! request = { max_tokens = { fixed = 64 } }  # optional: its own shape
+//!                               # (model, prompt_tokens, padding_kb,
+//!                               # max_tokens, stream; the rest from
+//!                               # [load.request])
+//!
 //! [load.retry]
 //! policy = "retry_after"        # "none" | "immediate" | "retry_after"
 //! max_attempts = 3              # attempts per person, the first included
@@ -107,6 +119,45 @@ pub struct LoadConfig {
     /// What a person does after a failed attempt.
     #[serde(default)]
     pub retry: RetryConfig,
+    /// The tenants sharing the arrivals; none: one tenant, `request`'s key.
+    #[serde(default)]
+    pub tenants: Vec<TenantConfig>,
+}
+
+/// One `[[load.tenants]]` entry: an API key with its share of arrivals.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantConfig {
+    /// Its name in records and reports.
+    pub name: String,
+    /// The API key its requests carry.
+    pub api_key: String,
+    /// Its weight among the tenants, in every phase not named in `phases`.
+    #[serde(default = "one")]
+    pub share: f64,
+    /// Its weight in the phases named here (by `[[load.phases]]` name).
+    #[serde(default)]
+    pub phases: std::collections::BTreeMap<String, f64>,
+    /// Its own request shape, field by field over `[load.request]`.
+    #[serde(default)]
+    pub request: TenantRequestConfig,
+}
+
+/// A tenant's own request shape: each field given replaces
+/// `[load.request]`'s.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantRequestConfig {
+    /// The model name sent.
+    pub model: Option<String>,
+    /// Prompt size in tokens.
+    pub prompt_tokens: Option<CountDist>,
+    /// Extra context in KiB.
+    pub padding_kb: Option<CountDist>,
+    /// `max_tokens` of the request.
+    pub max_tokens: Option<CountDist>,
+    /// Share of streamed requests.
+    pub stream: Option<f64>,
 }
 
 fn default_send_lag() -> Duration {
@@ -368,12 +419,23 @@ impl RetryPolicy {
     }
 }
 
+/// A validated tenant: its name, its request shape (its API key in it) and
+/// its weight in each phase (one weight for a replay).
+#[derive(Debug, Clone)]
+pub(crate) struct TenantPlan {
+    pub(crate) name: String,
+    pub(crate) request: RequestShape,
+    pub(crate) weights: Vec<f64>,
+}
+
 /// A validated `[load]` table: everything a run needs but the target.
 #[derive(Debug, Clone)]
 pub struct LoadPlan {
     pub(crate) seed: u64,
     pub(crate) arrivals: Arrivals,
     pub(crate) request: RequestShape,
+    /// The tenants; empty for one tenant with `request`.
+    pub(crate) tenants: Vec<TenantPlan>,
     pub(crate) patience: Sampler,
     pub(crate) patience_header: Option<HeaderName>,
     pub(crate) retry: RetryPolicy,
@@ -473,6 +535,43 @@ impl LoadPlan {
         self
     }
 
+    /// Draws the tenant of a person arriving from `source` (its phase);
+    /// `None` when the plan has no tenants (and then nothing is drawn, so
+    /// a plan without tenants draws as before).
+    pub(crate) fn draw_tenant<R: rand::Rng + ?Sized>(
+        &self,
+        rng: &mut R,
+        source: crate::schedule::Source,
+    ) -> Option<u16> {
+        if self.tenants.is_empty() {
+            return None;
+        }
+        let k = match source {
+            crate::schedule::Source::Phase(k) => k,
+            crate::schedule::Source::Row(_) => 0,
+        };
+        let weight = |t: &TenantPlan| t.weights.get(k).copied().unwrap_or(0.0);
+        let total: f64 = self.tenants.iter().map(weight).sum();
+        let mut u = rng.gen::<f64>() * total;
+        for (i, t) in self.tenants.iter().enumerate() {
+            u -= weight(t);
+            if u < 0.0 {
+                return u16::try_from(i).ok();
+            }
+        }
+        self.tenants
+            .iter()
+            .rposition(|t| weight(t) > 0.0)
+            .and_then(|i| u16::try_from(i).ok())
+    }
+
+    /// The request shape of a tenant (`None`: the plan's own).
+    pub(crate) fn shape(&self, tenant: Option<u16>) -> &RequestShape {
+        tenant
+            .and_then(|i| self.tenants.get(usize::from(i)))
+            .map_or(&self.request, |t| &t.request)
+    }
+
     /// Draws one person's patience.
     pub(crate) fn draw_patience<R: rand::Rng + ?Sized>(&self, rng: &mut R) -> Duration {
         Duration::from_secs_f64(self.patience.sample(rng) / self.time_scale)
@@ -499,11 +598,13 @@ fn validate(cfg: &LoadConfig, source: &Source<'_>, base_dir: &Path) -> Result<Lo
     }
     let retry = retry_policy(&cfg.retry, source)?;
     check_id_prefix(&cfg.id_prefix, source)?;
+    let tenants = tenants(cfg, &arrivals, source)?;
 
     Ok(LoadPlan {
         seed: cfg.seed,
         arrivals,
         request,
+        tenants,
         patience,
         patience_header,
         retry,
@@ -636,6 +737,95 @@ fn request_shape(rq: &RequestConfig, source: &Source<'_>) -> Result<RequestShape
     })
 }
 
+/// The tenants: names unique, keys valid in a header, weights finite and
+/// at least 0, phase names known, and in every phase some tenant with a
+/// weight above 0.
+fn tenants(
+    cfg: &LoadConfig,
+    arrivals: &Arrivals,
+    source: &Source<'_>,
+) -> Result<Vec<TenantPlan>, ConfigError> {
+    let phase_names: Vec<&str> = match arrivals {
+        Arrivals::Phases(p) => p.iter().map(|p| p.name.as_str()).collect(),
+        Arrivals::Replay { .. } => vec!["replay"],
+    };
+    if cfg.tenants.len() > usize::from(u16::MAX) {
+        return Err(source.error("load.tenants", "at most 65,535 tenants"));
+    }
+    let mut out: Vec<TenantPlan> = Vec::with_capacity(cfg.tenants.len());
+    for (i, t) in cfg.tenants.iter().enumerate() {
+        let at = |f: &str| format!("load.tenants[{i}].{f}");
+        if t.name.is_empty() || out.iter().any(|o| o.name == t.name) {
+            return Err(source.error(&at("name"), "must be non-empty and unique"));
+        }
+        let weight_ok = |w: f64| w.is_finite() && w >= 0.0;
+        if !weight_ok(t.share) {
+            return Err(source.error(&at("share"), "must be a number >= 0"));
+        }
+        for (name, w) in &t.phases {
+            if !phase_names.contains(&name.as_str()) {
+                return Err(source.error(
+                    &at("phases"),
+                    format!(
+                        "no phase is named {name:?} (phases: {})",
+                        phase_names.join(", ")
+                    ),
+                ));
+            }
+            if !weight_ok(*w) {
+                return Err(source.error(&at(&format!("phases.{name}")), "must be a number >= 0"));
+            }
+        }
+        let r = &t.request;
+        let merged = RequestConfig {
+            dialect: cfg.request.dialect,
+            model: r.model.clone().unwrap_or_else(|| cfg.request.model.clone()),
+            prompt_tokens: r
+                .prompt_tokens
+                .clone()
+                .unwrap_or(cfg.request.prompt_tokens.clone()),
+            padding_kb: r
+                .padding_kb
+                .clone()
+                .unwrap_or(cfg.request.padding_kb.clone()),
+            max_tokens: r
+                .max_tokens
+                .clone()
+                .unwrap_or(cfg.request.max_tokens.clone()),
+            stream: r.stream.unwrap_or(cfg.request.stream),
+            api_key: t.api_key.clone(),
+        };
+        let request = request_shape(&merged, source).map_err(|e| {
+            let field = e.to_string();
+            if field.contains("load.request.api_key") {
+                source.error(&at("api_key"), "is not a valid header value")
+            } else {
+                source.error(&at("request"), field)
+            }
+        })?;
+        let weights = phase_names
+            .iter()
+            .map(|p| t.phases.get(*p).copied().unwrap_or(t.share))
+            .collect();
+        out.push(TenantPlan {
+            name: t.name.clone(),
+            request,
+            weights,
+        });
+    }
+    if !out.is_empty() {
+        for (k, name) in phase_names.iter().enumerate() {
+            if out.iter().all(|t| t.weights[k] == 0.0) {
+                return Err(source.error(
+                    "load.tenants",
+                    format!("no tenant has a share above 0 in phase {name:?}"),
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// The header that carries the remaining patience, when it is sent.
 fn patience_header(
     cfg: &LoadConfig,
@@ -732,6 +922,65 @@ mod tests {
         assert!((p.expected_arrivals() - 20.0).abs() < 1e-9);
         assert_eq!(p.retry.max_attempts, 1);
         assert!(p.patience_header.is_none());
+    }
+
+    const TWO_TENANTS: &str = "[load]\n\
+        [[load.phases]]\nname = \"quiet\"\nduration = \"10s\"\nrate = 10\n\
+        [[load.phases]]\nname = \"promo\"\nduration = \"10s\"\nrate = 100\n\
+        [[load.tenants]]\nname = \"shop\"\napi_key = \"k-shop\"\nshare = 1\nphases = { promo = 3 }\n\
+        [[load.tenants]]\nname = \"batch\"\napi_key = \"k-batch\"\nshare = 1\nphases = { promo = 0 }\n\
+        request = { max_tokens = { fixed = 7 } }\n";
+
+    #[test]
+    fn tenants_share_arrivals_by_phase_with_their_own_shape() {
+        use rand::SeedableRng;
+        let p = plan(TWO_TENANTS).unwrap();
+        assert_eq!(p.tenants.len(), 2);
+        assert_eq!(p.tenants[0].weights, [1.0, 3.0]);
+        assert_eq!(p.tenants[1].weights, [1.0, 0.0]);
+        assert_eq!(p.tenants[1].request.api_key, "k-batch");
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+        let mut quiet = [0u32; 2];
+        for _ in 0..10_000 {
+            let t = p
+                .draw_tenant(&mut rng, crate::schedule::Source::Phase(0))
+                .unwrap();
+            quiet[usize::from(t)] += 1;
+        }
+        assert!((4_700..5_300).contains(&quiet[0]), "{quiet:?}");
+        // Batch has no share in the promotion.
+        for _ in 0..1_000 {
+            assert_eq!(
+                p.draw_tenant(&mut rng, crate::schedule::Source::Phase(1)),
+                Some(0)
+            );
+        }
+        let d = p.shape(Some(1)).draw(&mut rng, None);
+        assert_eq!(d.max_tokens, 7);
+        // Without tenants nothing is drawn: the same stream as before.
+        let one = plan("[load]\n[[load.phases]]\nduration = \"1s\"\nrate = 1\n").unwrap();
+        assert_eq!(
+            one.draw_tenant(&mut rng, crate::schedule::Source::Phase(0)),
+            None
+        );
+    }
+
+    #[test]
+    fn bad_tenants_name_their_line_and_field() {
+        let e = config_err(&TWO_TENANTS.replace("promo = 0", "sale = 0"));
+        assert_eq!(e.field, "load.tenants[1].phases", "{e}");
+        assert!(e.to_string().contains("no phase is named \"sale\""), "{e}");
+        let e = config_err(&TWO_TENANTS.replace("\"batch\"", "\"shop\""));
+        assert_eq!(e.field, "load.tenants[1].name", "{e}");
+        let e = config_err(&TWO_TENANTS.replace("promo = 3", "promo = 0"));
+        assert!(
+            e.to_string()
+                .contains("no tenant has a share above 0 in phase \"promo\""),
+            "{e}"
+        );
+        let e = config_err(&TWO_TENANTS.replace("k-batch", "k\\nbatch"));
+        assert_eq!(e.field, "load.tenants[1].api_key", "{e}");
+        assert!(e.line > 0, "{e}");
     }
 
     #[test]

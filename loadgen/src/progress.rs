@@ -22,7 +22,7 @@ pub struct Live {
     pub retries: AtomicU64,
     /// Attempts answered ok.
     pub ok: AtomicU64,
-    /// Attempts shed.
+    /// Attempts refused (every kind of refusal).
     pub shed: AtomicU64,
     /// Attempts timed out.
     pub timed_out: AtomicU64,
@@ -72,7 +72,7 @@ pub(crate) fn spawn(live: Arc<Live>, start: Instant, total: Duration) -> BarTask
             let elapsed = now.saturating_duration_since(start);
             bar.set_position(elapsed.as_millis() as u64);
             bar.set_message(format!(
-                "{:.0}/{:.0}s {:.0}/s waiting {} ok {} shed {} timeout {} err {} retries {}",
+                "{:.0}/{:.0}s {:.0}/s waiting {} ok {} refused {} timeout {} err {} retries {}",
                 elapsed.as_secs_f64(),
                 total.as_secs_f64(),
                 rate,

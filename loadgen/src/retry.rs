@@ -11,12 +11,20 @@ use wire::ClientOutcome;
 use crate::config::{RetryKind, RetryPolicy};
 
 /// Returns true if and only if an attempt that ended so may be retried:
-/// sheds, provider errors that the official SDKs retry (408, 409, 429 and
-/// 5xx), refused connections and resets. A timeout used up the person's
+/// refusals of every kind (shed, stale, tenant-limited, the provider's
+/// passed through, a gateway timeout: the official SDKs retry 429 and
+/// 5xx), provider errors that the SDKs retry (408, 409, 429 and 5xx),
+/// refused connections and resets. A timeout used up the person's
 /// patience; a malformed answer will not get better.
 pub(crate) fn retryable(outcome: ClientOutcome, status: Option<u16>) -> bool {
     match outcome {
-        ClientOutcome::Shed | ClientOutcome::ConnectError | ClientOutcome::Reset => true,
+        ClientOutcome::Shed
+        | ClientOutcome::Stale
+        | ClientOutcome::TenantLimited
+        | ClientOutcome::UpstreamRefused
+        | ClientOutcome::GatewayTimeout
+        | ClientOutcome::ConnectError
+        | ClientOutcome::Reset => true,
         ClientOutcome::ProviderError => {
             matches!(status, Some(408 | 409 | 429) | Some(500..=599))
         }

@@ -23,7 +23,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info_span, warn, Instrument};
-use wire::headers::{ANTHROPIC_VERSION, REQUEST_ID, RETRY_AFTER, RETRY_AFTER_MS, X_API_KEY};
+use wire::headers::{
+    ANTHROPIC_VERSION, GATEWAY_REASON, REQUEST_ID, RETRY_AFTER, RETRY_AFTER_MS, X_API_KEY,
+};
 use wire::{files, ClientOutcome, ClientRecord, Clock, Dialect};
 
 use crate::config::LoadPlan;
@@ -192,8 +194,9 @@ pub async fn probe(target: &Target, within: Duration) -> Result<SocketAddr, Load
 struct Shared {
     plan: Arc<LoadPlan>,
     connector: Connector,
-    /// The request head up to the per-request headers.
-    head_prefix: Vec<u8>,
+    /// The request head up to the per-request headers: the plan's own,
+    /// then one per tenant (their API keys differ).
+    head_prefixes: Vec<Vec<u8>>,
     clock: Clock,
     start: Instant,
     records: mpsc::UnboundedSender<ClientRecord>,
@@ -250,18 +253,24 @@ pub async fn run(
         .url(plan.request.path())
         .parse()
         .expect("a parsed target plus a static path is a valid URI");
-    let key = &plan.request.api_key;
-    let mut head_prefix = format!(
-        "POST {} HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\n",
-        path.path(),
-        target.authority
-    );
-    match plan.request.dialect {
-        Dialect::OpenAi => head_prefix.push_str(&format!("authorization: Bearer {key}\r\n")),
-        Dialect::Anthropic => head_prefix.push_str(&format!(
-            "{X_API_KEY}: {key}\r\n{ANTHROPIC_VERSION}: 2023-06-01\r\n"
-        )),
-    }
+    let head_prefix = |key: &str| {
+        let mut head = format!(
+            "POST {} HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\n",
+            path.path(),
+            target.authority
+        );
+        match plan.request.dialect {
+            Dialect::OpenAi => head.push_str(&format!("authorization: Bearer {key}\r\n")),
+            Dialect::Anthropic => head.push_str(&format!(
+                "{X_API_KEY}: {key}\r\n{ANTHROPIC_VERSION}: 2023-06-01\r\n"
+            )),
+        }
+        head.into_bytes()
+    };
+    let head_prefixes = std::iter::once(&plan.request)
+        .chain(plan.tenants.iter().map(|t| &t.request))
+        .map(|r| head_prefix(&r.api_key))
+        .collect();
 
     let clock = Clock::new();
     // Start a little after now so the first arrivals are not late because
@@ -290,7 +299,7 @@ pub async fn run(
     let shared = Arc::new(Shared {
         plan: plan.clone(),
         connector: Connector::new(addr, plan.max_connections),
-        head_prefix: head_prefix.into_bytes(),
+        head_prefixes,
         clock,
         start,
         records: tx,
@@ -438,7 +447,8 @@ async fn person(shared: Arc<Shared>, index: u64, offset_us: u64, source: Source)
         (Source::Row(i), Arrivals::Replay { rows, .. }) => rows.get(i),
         _ => None,
     };
-    let drawn = plan.request.draw(&mut rng, row);
+    let tenant = plan.draw_tenant(&mut rng, source);
+    let drawn = plan.shape(tenant).draw(&mut rng, row);
     let id = format!("{}{:06}", plan.id_prefix, index);
     let patience = plan.draw_patience(&mut rng);
     let first_intended = shared.start + Duration::from_micros(offset_us);
@@ -456,7 +466,8 @@ async fn person(shared: Arc<Shared>, index: u64, offset_us: u64, source: Source)
                     _ = Box::pin(shared.cancel.cancelled()) => break,
                 }
             }
-            let mut rec = attempt_once(&shared, &id, &drawn, attempt, intended, give_up).await;
+            let mut rec =
+                attempt_once(&shared, (&id, tenant, &drawn), attempt, intended, give_up).await;
             rec.patience_ms = patience.as_millis() as u64;
             let mut next = None;
             let policy = &plan.retry;
@@ -496,18 +507,55 @@ struct Seen {
     retry_after: Option<Duration>,
 }
 
+/// Where a response body goes: the dialect's reader for an answer, a
+/// bounded buffer for a refusal (read for its error code when the
+/// `x-gateway-reason` header gave no reason). One or the other: the state
+/// of a waiting request grows by neither.
+enum Sink {
+    Answer(AnswerReader),
+    Refusal {
+        reason: Option<String>,
+        body: Vec<u8>,
+    },
+}
+
+impl Sink {
+    fn feed(&mut self, data: &[u8]) {
+        match self {
+            Sink::Answer(r) => r.feed(data),
+            Sink::Refusal { body, .. } => {
+                let room = REFUSAL_BODY_MAX.saturating_sub(body.len());
+                body.extend_from_slice(&data[..data.len().min(room)]);
+            }
+        }
+    }
+}
+
+/// The most of a refusal's body kept to read its error code.
+const REFUSAL_BODY_MAX: usize = 4096;
+
+/// The error `code` of a JSON error body (`{"error": {"code": ...}}`), if
+/// it is a string.
+fn body_code(body: &[u8]) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+    v.get("error")?.get("code")?.as_str().map(str::to_owned)
+}
+
 async fn attempt_once(
     shared: &Shared,
-    id: &str,
-    drawn: &Drawn,
+    (id, tenant, drawn): (&str, Option<u16>, &Drawn),
     attempt: u32,
     intended: Instant,
     give_up: Instant,
 ) -> ClientRecord {
     let sent = Instant::now();
     shared.live.sent.fetch_add(1, Ordering::Relaxed);
-    let mut head = Vec::with_capacity(shared.head_prefix.len() + 96);
-    head.extend_from_slice(&shared.head_prefix);
+    let mut head = {
+        let prefix = &shared.head_prefixes[tenant.map_or(0, |t| usize::from(t) + 1)];
+        let mut head = Vec::with_capacity(prefix.len() + 96);
+        head.extend_from_slice(prefix);
+        head
+    };
     head.extend_from_slice(REQUEST_ID.as_bytes());
     head.extend_from_slice(b": ");
     head.extend_from_slice(id.as_bytes());
@@ -516,7 +564,7 @@ async fn attempt_once(
         let left = give_up.saturating_duration_since(sent).as_millis() as u64;
         head.extend_from_slice(format!("{name}: {left}\r\n").as_bytes());
     }
-    let request = &shared.plan.request;
+    let request = shared.plan.shape(tenant);
     head.extend_from_slice(
         format!("content-length: {}\r\n\r\n", request.body_len(id, drawn)).as_bytes(),
     );
@@ -535,16 +583,16 @@ async fn attempt_once(
                 if !shared.connect_warned.swap(true, Ordering::Relaxed) {
                     warn!(cause = %e, "cannot connect to the target; later connect errors are only counted");
                 }
-                return (ClientOutcome::ConnectError, 0);
+                return (ClientOutcome::ConnectError, 0, None);
             }
             Err(HttpError::Protocol(e)) => {
                 // An answer, but not HTTP: the target is broken, not gone.
                 debug!(cause = %e, "not an HTTP answer");
-                return (ClientOutcome::Malformed, 0);
+                return (ClientOutcome::Malformed, 0, None);
             }
             Err(e) => {
                 debug!(cause = %e, "request failed");
-                return (ClientOutcome::Reset, 0);
+                return (ClientOutcome::Reset, 0, None);
             }
         };
         let status = resp.status;
@@ -556,53 +604,60 @@ async fn attempt_once(
             clock.system_time(Instant::now()),
         );
         let success = (200..300).contains(&status);
-        let mut reader = success.then(|| {
-            AnswerReader::new(
+        // An answer is read by the dialect's reader; a refusal's first
+        // bytes are kept for its error code. One or the other, never both.
+        let mut sink = if success {
+            Sink::Answer(AnswerReader::new(
                 dialect,
                 resp.headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()),
-            )
-        });
+            ))
+        } else {
+            Sink::Refusal {
+                reason: header(GATEWAY_REASON).map(str::to_owned),
+                body: Vec::new(),
+            }
+        };
         let first_byte = &mut seen.first_byte;
         let read = resp
             .read_body(|data| {
                 if first_byte.is_none() && !data.is_empty() {
                     *first_byte = Some(Instant::now());
                 }
-                if let Some(r) = reader.as_mut() {
-                    r.feed(data);
-                }
+                sink.feed(data);
             })
             .await;
         match read {
             Ok(()) => {}
             Err(HttpError::Protocol(e)) if success => {
                 debug!(cause = %e, "bad body framing");
-                return (ClientOutcome::Malformed, 0);
+                return (ClientOutcome::Malformed, 0, None);
             }
             Err(e) => {
                 debug!(cause = %e, "body broke");
-                return (ClientOutcome::Reset, 0);
+                return (ClientOutcome::Reset, 0, None);
             }
         }
-        match reader {
-            Some(r) => match r.finish() {
-                Some(tokens) => (ClientOutcome::Ok, tokens),
-                None => (ClientOutcome::Malformed, 0),
+        match sink {
+            Sink::Answer(r) => match r.finish() {
+                Some(tokens) => (ClientOutcome::Ok, tokens, None),
+                None => (ClientOutcome::Malformed, 0, None),
             },
-            None if matches!(status, 429 | 503) => (ClientOutcome::Shed, 0),
-            None => (ClientOutcome::ProviderError, 0),
+            Sink::Refusal { reason, body } => {
+                let reason = reason.or_else(|| body_code(&body));
+                (ClientOutcome::refused(status, reason.as_deref()), 0, reason)
+            }
         }
     };
     // Dropping the exchange at the deadline drops its connection: the
     // client hangs up, as a person who gave up does.
-    let (outcome, tokens) = tokio::select! {
+    let (outcome, tokens, reason) = tokio::select! {
         r = tokio::time::timeout_at(give_up.into(), exchange) => match r {
             Ok(r) => r,
-            Err(_) => (ClientOutcome::Timeout, 0),
+            Err(_) => (ClientOutcome::Timeout, 0, None),
         },
         // Boxed: 8 bytes in every waiting person's state instead of the
         // cancellation future itself.
-        () = Box::pin(shared.hard_stop.cancelled()) => (ClientOutcome::Cancelled, 0),
+        () = Box::pin(shared.hard_stop.cancelled()) => (ClientOutcome::Cancelled, 0, None),
     };
     let done = Instant::now();
     ClientRecord {
@@ -619,6 +674,10 @@ async fn attempt_once(
         stream: drawn.stream,
         last: true,
         patience_ms: 0,
+        reason,
+        tenant: tenant
+            .and_then(|t| shared.plan.tenants.get(usize::from(t)))
+            .map(|t| t.name.clone()),
     }
 }
 
@@ -738,7 +797,7 @@ impl Live {
     fn count(&self, outcome: ClientOutcome, attempt: u32, last: bool) {
         let c = match outcome {
             ClientOutcome::Ok => &self.ok,
-            ClientOutcome::Shed => &self.shed,
+            o if o.is_refusal() => &self.shed,
             ClientOutcome::Timeout => &self.timed_out,
             _ => &self.errors,
         };
@@ -755,6 +814,30 @@ impl Live {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refusal_body_gives_its_error_code() {
+        let code = |b: &[u8]| body_code(b);
+        assert_eq!(
+            code(br#"{"error":{"message":"m","type":"t","code":"wait_expired"}}"#).as_deref(),
+            Some("wait_expired")
+        );
+        assert_eq!(code(br#"{"error":{"code":null}}"#), None);
+        assert_eq!(
+            code(b"<html>503 Service Temporarily Unavailable</html>"),
+            None
+        );
+        let mut sink = Sink::Refusal {
+            reason: None,
+            body: Vec::new(),
+        };
+        sink.feed(&vec![b'x'; REFUSAL_BODY_MAX + 100]);
+        sink.feed(b"more");
+        match sink {
+            Sink::Refusal { body, .. } => assert_eq!(body.len(), REFUSAL_BODY_MAX),
+            Sink::Answer(_) => unreachable!(),
+        }
+    }
 
     #[test]
     fn target_urls() {
@@ -801,6 +884,8 @@ mod tests {
                 stream: false,
                 last: true,
                 patience_ms: 1000,
+                reason: None,
+                tenant: None,
             })
             .unwrap();
         }
@@ -847,6 +932,13 @@ mod size_probe {
         let n = size_of_return(|s: std::sync::Arc<super::Shared>| {
             super::person(s, 0, 0, crate::schedule::Source::Phase(0))
         });
-        assert!(n <= 2048, "person future: {n} bytes");
+        // 2,048 before tenants and refusal reasons; they add 32 (the
+        // tenant's index and the wider outcome of an exchange). A refusal's
+        // body and reason share the answer reader's room.
+        assert!(n <= 2_112, "person future: {n} bytes");
+        assert_eq!(
+            std::mem::size_of::<super::Sink>(),
+            std::mem::size_of::<crate::request::AnswerReader>()
+        );
     }
 }

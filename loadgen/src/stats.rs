@@ -36,7 +36,8 @@ pub struct LoadSecond {
     pub retries: u64,
     /// Attempts answered ok.
     pub ok: u64,
-    /// Attempts shed (429/503).
+    /// Attempts refused, of every kind (shed, stale, tenant-limited, the
+    /// provider's refusals passed through, gateway timeouts).
     pub shed: u64,
     /// Attempts that ran out of patience.
     pub timed_out: u64,
@@ -155,7 +156,7 @@ impl Stats {
         let s = self.second(r.done_us);
         match r.outcome {
             ClientOutcome::Ok => s.ok += 1,
-            ClientOutcome::Shed => s.shed += 1,
+            o if o.is_refusal() => s.shed += 1,
             ClientOutcome::Timeout => s.timed_out += 1,
             _ => s.errors += 1,
         }
@@ -462,6 +463,8 @@ mod tests {
             stream: true,
             last,
             patience_ms: 30_000,
+            reason: None,
+            tenant: None,
         }
     }
 

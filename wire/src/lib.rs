@@ -66,7 +66,10 @@ pub use quota::{
     ratelimit_headers, rfc3339_utc, QuotaBuckets, QuotaLimit, QuotaRefusal, QuotaSnapshot,
     TokenBucket,
 };
-pub use record::{ClientOutcome, ClientRecord, ProviderOutcome, ProviderRecord, RssSample};
+pub use record::{
+    ClientOutcome, ClientRecord, ProviderOutcome, ProviderRecord, RefusalClass, RssSample,
+    AT_ONCE_US,
+};
 pub use request_id::{
     is_request_id, marker, marker_id, Marker, MARKER_CLOSE, MARKER_OPEN, MAX_ID_LEN,
 };

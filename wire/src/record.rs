@@ -19,13 +19,33 @@ use serde::{Deserialize, Serialize};
 use crate::Dialect;
 
 /// How an attempt ended, as the load generator saw it.
+///
+/// A refusal is split by which policy fired (README, "Refusals"): the
+/// gateway's reason (`x-gateway-reason` or the body's error `code`) decides
+/// first; without a known reason a 429 or 503 is `shed` and a 504 is
+/// `gateway_timeout` here, and the judge refines a reasonless refusal by
+/// the join with the provider's records ([`RefusalClass`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ClientOutcome {
     /// A 2xx with a body valid for the dialect.
     Ok,
-    /// A 429 or 503 from the gateway.
+    /// Refused at admission by the gateway (queue full, would miss its
+    /// deadline); a 429 or 503 without a known reason. Older run
+    /// directories hold every 429 and 503 under this name.
     Shed,
+    /// Dropped at dequeue: it waited in the gateway past its budget or its
+    /// deadline (`wait_expired`).
+    Stale,
+    /// Refused because its tenant is over its entitlement
+    /// (`tenant_limited`), whatever the load.
+    TenantLimited,
+    /// The provider's own refusal passed through by the gateway
+    /// (`upstream_refused`).
+    UpstreamRefused,
+    /// The gateway gave up on the provider call (`upstream_timeout`, or a
+    /// 504 without a reason).
+    GatewayTimeout,
     /// Any other 4xx or 5xx.
     ProviderError,
     /// The person's patience ran out; the client hung up.
@@ -43,11 +63,100 @@ pub enum ClientOutcome {
     Cancelled,
 }
 
+/// Which kind of refusal an attempt met, by when it was refused: the
+/// classes `refusals_legible` compares (README, "Refusals").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RefusalClass {
+    /// Refused at once, before any wait: the provider never saw it.
+    AtAdmission,
+    /// Dropped after waiting in the gateway: the provider never saw it.
+    AtDequeue,
+    /// Its tenant was over its entitlement.
+    TenantLimited,
+    /// Refused after the provider was called (a timeout, or the
+    /// provider's own refusal passed through).
+    AfterDispatch,
+}
+
+impl RefusalClass {
+    /// Every class, in report order.
+    pub const ALL: [RefusalClass; 4] = [
+        RefusalClass::AtAdmission,
+        RefusalClass::AtDequeue,
+        RefusalClass::TenantLimited,
+        RefusalClass::AfterDispatch,
+    ];
+
+    /// The name used in reports (`"at_admission"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefusalClass::AtAdmission => "at_admission",
+            RefusalClass::AtDequeue => "at_dequeue",
+            RefusalClass::TenantLimited => "tenant_limited",
+            RefusalClass::AfterDispatch => "after_dispatch",
+        }
+    }
+}
+
+impl RefusalClass {
+    /// The class of a refusal, in the classification order of the README:
+    /// the gateway's reason when it is one of the refusal table's; else the
+    /// join: the provider saw the request before the answer (after
+    /// dispatch), or it did not and the answer came within [`AT_ONCE_US`] of
+    /// the send (at admission) or later (at dequeue); without provider
+    /// records (`provider_saw` unknown) the outcome from the status alone.
+    /// `None` when the outcome is not a refusal.
+    ///
+    /// ```
+    /// use wire::{ClientOutcome, RefusalClass};
+    /// let c = |o, r, saw, waited| RefusalClass::of(o, r, saw, waited);
+    /// assert_eq!(c(ClientOutcome::Shed, None, Some(false), 50_000), Some(RefusalClass::AtDequeue));
+    /// assert_eq!(c(ClientOutcome::Shed, None, Some(true), 1_000), Some(RefusalClass::AfterDispatch));
+    /// assert_eq!(c(ClientOutcome::Shed, Some("queue_full"), Some(false), 50_000), Some(RefusalClass::AtAdmission));
+    /// assert_eq!(c(ClientOutcome::Ok, None, None, 0), None);
+    /// ```
+    pub fn of(
+        outcome: ClientOutcome,
+        reason: Option<&str>,
+        provider_saw: Option<bool>,
+        waited_us: u64,
+    ) -> Option<RefusalClass> {
+        let by_outcome = match outcome {
+            ClientOutcome::Shed => RefusalClass::AtAdmission,
+            ClientOutcome::Stale => RefusalClass::AtDequeue,
+            ClientOutcome::TenantLimited => RefusalClass::TenantLimited,
+            ClientOutcome::UpstreamRefused | ClientOutcome::GatewayTimeout => {
+                RefusalClass::AfterDispatch
+            }
+            _ => return None,
+        };
+        if reason.is_some_and(ClientOutcome::is_table_reason) {
+            return Some(by_outcome);
+        }
+        Some(match provider_saw {
+            Some(true) => RefusalClass::AfterDispatch,
+            Some(false) if waited_us < AT_ONCE_US => RefusalClass::AtAdmission,
+            Some(false) => RefusalClass::AtDequeue,
+            None => by_outcome,
+        })
+    }
+}
+
+/// A refusal answered within this long of its send, that the provider
+/// never saw, was refused at once (at admission); a longer one waited
+/// first. Used only for refusals without a known reason.
+pub const AT_ONCE_US: u64 = 20_000;
+
 impl ClientOutcome {
     /// Every outcome, in report order (the order of [`ClientOutcome::index`]).
-    pub const ALL: [ClientOutcome; 8] = [
+    pub const ALL: [ClientOutcome; 12] = [
         ClientOutcome::Ok,
         ClientOutcome::Shed,
+        ClientOutcome::Stale,
+        ClientOutcome::TenantLimited,
+        ClientOutcome::UpstreamRefused,
+        ClientOutcome::GatewayTimeout,
         ClientOutcome::ProviderError,
         ClientOutcome::Timeout,
         ClientOutcome::ConnectError,
@@ -65,6 +174,10 @@ impl ClientOutcome {
         match self {
             ClientOutcome::Ok => "ok",
             ClientOutcome::Shed => "shed",
+            ClientOutcome::Stale => "stale",
+            ClientOutcome::TenantLimited => "tenant_limited",
+            ClientOutcome::UpstreamRefused => "upstream_refused",
+            ClientOutcome::GatewayTimeout => "gateway_timeout",
             ClientOutcome::ProviderError => "provider_error",
             ClientOutcome::Timeout => "timeout",
             ClientOutcome::ConnectError => "connect_error",
@@ -80,8 +193,83 @@ impl ClientOutcome {
         self as usize
     }
 
-    /// Returns true if and only if the outcome is an error other than a shed
-    /// or a timeout: `provider_error`, `connect_error`, `reset` or
+    /// The outcome of an answer with this status and the gateway's reason
+    /// (its `x-gateway-reason` header, else its body's error `code`), for a
+    /// status that is not a success: the reason when it is one of the
+    /// refusal table's, else the status alone (429 and 503 `shed`, 504
+    /// `gateway_timeout`, any other `provider_error`).
+    ///
+    /// ```
+    /// use wire::ClientOutcome;
+    /// assert_eq!(ClientOutcome::refused(503, Some("wait_expired")), ClientOutcome::Stale);
+    /// assert_eq!(ClientOutcome::refused(503, None), ClientOutcome::Shed);
+    /// assert_eq!(ClientOutcome::refused(500, None), ClientOutcome::ProviderError);
+    /// ```
+    pub fn refused(status: u16, reason: Option<&str>) -> ClientOutcome {
+        match reason {
+            Some("queue_full" | "would_miss_deadline") => ClientOutcome::Shed,
+            Some("wait_expired") => ClientOutcome::Stale,
+            Some("tenant_limited") => ClientOutcome::TenantLimited,
+            Some("upstream_refused") => ClientOutcome::UpstreamRefused,
+            Some("upstream_timeout") => ClientOutcome::GatewayTimeout,
+            _ => match status {
+                429 | 503 => ClientOutcome::Shed,
+                504 => ClientOutcome::GatewayTimeout,
+                _ => ClientOutcome::ProviderError,
+            },
+        }
+    }
+
+    /// Returns true if and only if a gateway's reason is one of the
+    /// refusal table's (README, "Refusals").
+    pub fn is_table_reason(reason: &str) -> bool {
+        matches!(
+            reason,
+            "queue_full"
+                | "would_miss_deadline"
+                | "wait_expired"
+                | "tenant_limited"
+                | "upstream_refused"
+                | "upstream_timeout"
+        )
+    }
+
+    /// Returns true if and only if the outcome is a refusal: `shed`,
+    /// `stale`, `tenant_limited`, `upstream_refused` or `gateway_timeout`.
+    pub fn is_refusal(self) -> bool {
+        matches!(
+            self,
+            ClientOutcome::Shed
+                | ClientOutcome::Stale
+                | ClientOutcome::TenantLimited
+                | ClientOutcome::UpstreamRefused
+                | ClientOutcome::GatewayTimeout
+        )
+    }
+
+    /// Returns true if and only if the gateway refused for scarcity, by
+    /// its own decision and before calling the provider: `shed` (at
+    /// admission) or `stale` (at dequeue). What `shed_onset`, `retry_after`
+    /// and the first shed count; a tenant's entitlement and the provider's
+    /// refusals are not scarcity in the gateway.
+    pub fn is_gateway_shed(self) -> bool {
+        matches!(self, ClientOutcome::Shed | ClientOutcome::Stale)
+    }
+
+    /// The outcome of a refusal of this class; `AfterDispatch` keeps a
+    /// gateway timeout apart from a provider refusal passed through.
+    pub fn of_class(class: RefusalClass, status: Option<u16>) -> ClientOutcome {
+        match class {
+            RefusalClass::AtAdmission => ClientOutcome::Shed,
+            RefusalClass::AtDequeue => ClientOutcome::Stale,
+            RefusalClass::TenantLimited => ClientOutcome::TenantLimited,
+            RefusalClass::AfterDispatch if status == Some(504) => ClientOutcome::GatewayTimeout,
+            RefusalClass::AfterDispatch => ClientOutcome::UpstreamRefused,
+        }
+    }
+
+    /// Returns true if and only if the outcome is an error other than a
+    /// refusal or a timeout: `provider_error`, `connect_error`, `reset` or
     /// `malformed`.
     pub fn is_error(self) -> bool {
         matches!(
@@ -137,6 +325,15 @@ pub struct ClientRecord {
     pub last: bool,
     /// The person's patience over all attempts, in milliseconds.
     pub patience_ms: u64,
+    /// The gateway's reason for a refusal: its `x-gateway-reason` header,
+    /// else the error `code` of its JSON body; absent when it gave none
+    /// (and in older run directories).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The tenant (its name in `[[load.tenants]]`) the person belongs to;
+    /// absent for a run of one tenant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
 }
 
 impl ClientRecord {
@@ -298,6 +495,8 @@ mod tests {
             stream: false,
             last: true,
             patience_ms: 25_000,
+            reason: None,
+            tenant: None,
         };
         let line = serde_json::to_string(&r).unwrap();
         assert!(line.contains("\"outcome\":\"shed\""), "{line}");
