@@ -60,6 +60,8 @@ pub struct Thresholds {
     pub no_silent_loss: NoSilentLossThreshold,
     /// `[checklist.harness_valid]`.
     pub harness_valid: HarnessValidThreshold,
+    /// `[checklist.refusals_legible]`.
+    pub refusals_legible: RefusalsLegibleThreshold,
 }
 
 impl Thresholds {
@@ -183,6 +185,27 @@ impl Default for StaleDispatchThreshold {
         StaleDispatchThreshold {
             enabled: true,
             max_share: 0.01,
+        }
+    }
+}
+
+/// `refusals_legible`: no (status, reason) pair of the answers stands for
+/// two kinds of refusal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RefusalsLegibleThreshold {
+    /// Whether the check runs.
+    pub enabled: bool,
+    /// A kind counts for a pair when it holds at least this share of the
+    /// pair's refusals.
+    pub min_share: f64,
+}
+
+impl Default for RefusalsLegibleThreshold {
+    fn default() -> Self {
+        RefusalsLegibleThreshold {
+            enabled: true,
+            min_share: 0.01,
         }
     }
 }
