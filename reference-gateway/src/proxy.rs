@@ -876,9 +876,11 @@ fn tenant_limited_response(
             "rate limit: this API key is over its entitlement of {} {what} per minute (requested {}); retry after the time given",
             q.limit_value, q.requested
         ),
+        // What never fits is what the bucket holds: the entitlement per
+        // minute, or one scenario minute of it in a time-scaled rehearsal.
         None => format!(
             "rate limit: this request ({} {what}) is larger than this API key's whole entitlement of {} {what} per minute; it can never be served",
-            q.requested, q.limit_value
+            q.requested, q.capacity
         ),
     };
     let mut r = refusal_response(
@@ -962,6 +964,7 @@ mod tests {
                 limit: QuotaLimit::Tokens,
                 retry_after: Some(Duration::from_millis(1500)),
                 limit_value: 600,
+                capacity: 600,
                 requested: 200,
             },
             snapshot: wire::QuotaSnapshot {

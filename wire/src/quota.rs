@@ -6,9 +6,24 @@
 //! fake provider plays a provider's quota with it; a gateway can keep the
 //! same account of its upstream.
 //!
-//! Each bucket holds up to one minute's allowance and refills at
-//! `limit / 60` per second, which is how the providers describe their
-//! limits. A call reserves one request and `prompt + max_tokens` tokens at
+//! Each bucket refills at `limit / 60` per second and holds one *window*
+//! of that refill: `limit × window / 60` (never less than one unit). The
+//! window is one minute by default, so a bucket holds one minute's
+//! allowance, which is how the providers describe their limits. A
+//! time-compressed rehearsal sets the window to the real time that holds
+//! one scenario minute, `60 s ÷ time_scale`: its per-minute limits are
+//! already scaled as rates (× time, so that a real minute refills what a
+//! scenario minute did), and with a one-minute window the bucket would hold
+//! `time_scale` scenario minutes of burst; with `60 s ÷ time_scale` it holds
+//! one, as at full scale ([`QuotaBuckets::with_window`]).
+//!
+//! The rate-limit headers say the limit per minute as configured (scaled as
+//! a rate, like every per-minute figure of a rehearsal), what is left in
+//! the bucket, and the time until it is full again. At a one-minute window
+//! the limit is also the bucket's size; at a shorter one what remains is
+//! at most `limit × window / 60` and the reset at most the window.
+//!
+//! A call reserves one request and `prompt + max_tokens` tokens at
 //! admission; when it ends it settles what it really used, and the
 //! difference goes back into the bucket.
 
@@ -23,9 +38,16 @@ use crate::headers::{
 };
 use crate::{go_duration, Dialect};
 
+/// The window of a bucket when none is given: one minute.
+const MINUTE: Duration = Duration::from_secs(60);
+
 /// One continuously refilled bucket (of requests or of tokens).
 #[derive(Debug, Clone)]
 pub struct TokenBucket {
+    /// The limit per minute, as configured.
+    per_minute: u64,
+    /// Seconds of refill the bucket holds.
+    window: f64,
     capacity: f64,
     level: f64,
     /// Units per second.
@@ -34,14 +56,45 @@ pub struct TokenBucket {
     at: f64,
 }
 
+/// What a bucket of `per_minute` holds over `window` seconds: never less
+/// than one unit (a bucket that cannot hold one request would refuse every
+/// request forever), unless the limit is zero.
+fn capacity(per_minute: u64, window: f64) -> f64 {
+    let per_minute = per_minute as f64;
+    (per_minute * window / 60.0).max(per_minute.min(1.0))
+}
+
 impl TokenBucket {
-    /// A full bucket holding `per_minute` units.
+    /// A full bucket holding `per_minute` units, refilled at `per_minute /
+    /// 60` a second (a one-minute window).
     pub fn per_minute(per_minute: u64) -> Self {
-        let capacity = per_minute as f64;
+        TokenBucket::with_window(per_minute, MINUTE)
+    }
+
+    /// A full bucket refilled at `per_minute / 60` a second that holds
+    /// `window` of that refill: `per_minute × window / 60` units, never
+    /// less than one. A rehearsal at time scale `k` gives `60 s ÷ k`, so
+    /// that the bucket holds one scenario minute of its (rate-scaled)
+    /// limit.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use wire::TokenBucket;
+    ///
+    /// // 12 a minute at time scale 10: 120 a real minute, 12 a burst.
+    /// let mut b = TokenBucket::with_window(120, Duration::from_secs(6));
+    /// assert_eq!((b.limit(), b.capacity(), b.remaining(0.0)), (120, 12, 12));
+    /// assert_eq!(b.until_full(0.0), Duration::ZERO);
+    /// ```
+    pub fn with_window(per_minute: u64, window: Duration) -> Self {
+        let window = window.as_secs_f64();
+        let capacity = capacity(per_minute, window);
         TokenBucket {
+            per_minute,
+            window,
             capacity,
             level: capacity,
-            rate: capacity / 60.0,
+            rate: per_minute as f64 / 60.0,
             at: 0.0,
         }
     }
@@ -53,8 +106,15 @@ impl TokenBucket {
         }
     }
 
-    /// The bucket's size.
+    /// The limit per minute, as configured (the rate-limit headers' limit;
+    /// the bucket's size too at a one-minute window).
     pub fn limit(&self) -> u64 {
+        self.per_minute
+    }
+
+    /// The most the bucket holds, in whole units: a reservation larger than
+    /// this never fits.
+    pub fn capacity(&self) -> u64 {
         self.capacity as u64
     }
 
@@ -91,17 +151,18 @@ impl TokenBucket {
         self.level = (self.level + amount).min(self.capacity);
     }
 
-    /// Changes the bucket's size (a timeline phase changed the quota),
-    /// keeping what is used: a full bucket stays full.
+    /// Changes the bucket's limit (a timeline phase changed the quota),
+    /// keeping its window and what is used: a full bucket stays full.
     fn resize(&mut self, per_minute: u64, now: f64) {
-        let capacity = per_minute as f64;
-        if capacity == self.capacity {
+        if per_minute == self.per_minute {
             return;
         }
         self.refill(now);
         let used = self.capacity - self.level;
+        let capacity = capacity(per_minute, self.window);
+        self.per_minute = per_minute;
         self.capacity = capacity;
-        self.rate = capacity / 60.0;
+        self.rate = per_minute as f64 / 60.0;
         self.level = (capacity - used).min(capacity);
     }
 }
@@ -122,8 +183,11 @@ pub struct QuotaRefusal {
     pub limit: QuotaLimit,
     /// When the reservation would fit; `None` if it never can.
     pub retry_after: Option<Duration>,
-    /// The limit's size, for the error message.
+    /// The limit per minute, for the error message.
     pub limit_value: u64,
+    /// The most the limit's bucket holds (whole units): what a request
+    /// larger than never fits. `limit_value` at a one-minute window.
+    pub capacity: u64,
     /// What was asked for.
     pub requested: u64,
 }
@@ -143,38 +207,87 @@ pub struct QuotaRefusal {
 /// assert_eq!(refused.retry_after, Some(Duration::from_secs(10)));
 /// assert!(q.reserve(2000, 10.0).is_ok());
 /// ```
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct QuotaBuckets {
+    /// The span of refill each bucket holds.
+    window: Duration,
     requests: Option<TokenBucket>,
     tokens: Option<TokenBucket>,
+}
+
+/// Buckets with a one-minute window.
+impl Default for QuotaBuckets {
+    fn default() -> Self {
+        QuotaBuckets::with_window(MINUTE)
+    }
 }
 
 /// A snapshot of both buckets, for the rate-limit headers.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct QuotaSnapshot {
-    /// (limit, remaining, time until full) of the request bucket.
+    /// (limit per minute, remaining, time until full) of the request
+    /// bucket.
     pub requests: Option<(u64, u64, Duration)>,
-    /// (limit, remaining, time until full) of the token bucket.
+    /// (limit per minute, remaining, time until full) of the token bucket.
     pub tokens: Option<(u64, u64, Duration)>,
 }
 
 impl QuotaBuckets {
+    /// The window of [`QuotaBuckets::default`] and [`TokenBucket::per_minute`]:
+    /// one minute, the window of a provider's per-minute limits.
+    pub const MINUTE: Duration = MINUTE;
+
+    /// No limits yet; each bucket [`QuotaBuckets::configure`] makes holds
+    /// `window` of its refill (see [`TokenBucket::with_window`]): one
+    /// minute at full scale, `60 s ÷ time_scale` in a rehearsal, so that a
+    /// bucket holds one scenario minute of its limit.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use wire::{QuotaBuckets, QuotaLimit};
+    ///
+    /// // 12 requests a minute, rehearsed at time scale 10: 120 a real
+    /// // minute, and a burst of 12, as in one minute of the event.
+    /// let mut q = QuotaBuckets::with_window(Duration::from_secs(6));
+    /// q.configure(Some(120), None, 0.0);
+    /// for _ in 0..12 {
+    ///     q.reserve(0, 0.0).unwrap();
+    /// }
+    /// let refused = q.reserve(0, 0.0).unwrap_err();
+    /// assert_eq!(refused.limit, QuotaLimit::Requests);
+    /// assert_eq!(refused.retry_after, Some(Duration::from_millis(500)));
+    /// // The headers' limit is the limit per minute; what remains is the bucket's.
+    /// assert_eq!(q.snapshot(0.0).requests, Some((120, 0, Duration::from_secs(6))));
+    /// ```
+    pub fn with_window(window: Duration) -> Self {
+        QuotaBuckets {
+            window,
+            requests: None,
+            tokens: None,
+        }
+    }
+
+    /// The span of refill each bucket holds.
+    pub fn window(&self) -> Duration {
+        self.window
+    }
+
     /// Sets the limits in force (from the config and the active phase);
     /// `None` removes a limit.
     pub fn configure(&mut self, rpm: Option<u64>, tpm: Option<u64>, now: f64) {
-        fn set(slot: &mut Option<TokenBucket>, limit: Option<u64>, now: f64) {
-            match (slot.as_mut(), limit) {
-                (_, None) => *slot = None,
-                (None, Some(l)) => {
-                    let mut b = TokenBucket::per_minute(l);
-                    b.at = now;
-                    *slot = Some(b);
-                }
-                (Some(b), Some(l)) => b.resize(l, now),
+        let window = self.window;
+        let set = |slot: &mut Option<TokenBucket>, limit: Option<u64>| match (slot.as_mut(), limit)
+        {
+            (_, None) => *slot = None,
+            (None, Some(l)) => {
+                let mut b = TokenBucket::with_window(l, window);
+                b.at = now;
+                *slot = Some(b);
             }
-        }
-        set(&mut self.requests, rpm, now);
-        set(&mut self.tokens, tpm, now);
+            (Some(b), Some(l)) => b.resize(l, now),
+        };
+        set(&mut self.requests, rpm);
+        set(&mut self.tokens, tpm);
     }
 
     /// Reserves one request and `tokens` tokens at `now` (seconds), or says
@@ -197,6 +310,7 @@ impl QuotaBuckets {
                         limit,
                         retry_after: wait,
                         limit_value: bucket.limit(),
+                        capacity: bucket.capacity(),
                         requested: amount as u64,
                     });
                 }
@@ -259,7 +373,11 @@ impl QuotaBuckets {
 /// OpenAI's `x-ratelimit-{limit,remaining,reset}-{requests,tokens}` (the
 /// reset as a Go duration), or Anthropic's
 /// `anthropic-ratelimit-{requests,tokens}-{limit,remaining,reset}` (the
-/// reset as an RFC 3339 time). A limit not in force has no headers.
+/// reset as an RFC 3339 time). A limit not in force has no headers. The
+/// limit is the limit per minute as configured (in a rehearsal, scaled as
+/// a rate); remaining and reset are the bucket's, which in a time-compressed
+/// rehearsal holds one scenario minute: remaining at most `limit ÷
+/// time_scale`, reset at most `60 s ÷ time_scale` (see the module doc).
 ///
 /// ```
 /// use std::time::Duration;
@@ -419,6 +537,91 @@ mod tests {
         assert_eq!(q.snapshot(0.0).tokens.unwrap().1, 5900);
         q.configure(None, Some(60), 0.0);
         assert_eq!(q.snapshot(0.0).tokens.unwrap().1, 0);
+    }
+
+    #[test]
+    fn a_window_of_six_seconds_holds_a_tenth_of_the_limit_per_minute() {
+        let six = Duration::from_secs(6);
+        let mut b = TokenBucket::with_window(12_000, six);
+        assert_eq!(
+            (b.limit(), b.capacity(), b.remaining(0.0)),
+            (12_000, 1_200, 1_200)
+        );
+        // The refill rate is the limit's: 200 a second, full again in 6 s.
+        b.take(200.0);
+        assert_eq!(b.wait_for(1_200.0, 0.0), Some(Duration::from_secs(1)));
+        assert_eq!(b.wait_for(1_201.0, 0.0), None, "larger than the bucket");
+        let mut minute = TokenBucket::per_minute(12_000);
+        assert_eq!((minute.limit(), minute.capacity()), (12_000, 12_000));
+        assert_eq!(minute.remaining(0.0), 12_000);
+        assert_eq!(QuotaBuckets::default().window(), MINUTE);
+    }
+
+    #[test]
+    fn twelve_a_minute_rehearsed_ten_times_faster_holds_one_scenario_minute() {
+        // 12 requests a minute at time scale 10 and quota scale 10: 12 a
+        // real minute (× 10 ÷ 10), one scenario minute in 6 real seconds.
+        // The bucket holds 1.2 requests: the second of two at once is
+        // refused (with a one-minute window it held 12, ten scenario
+        // minutes of burst).
+        let mut q = QuotaBuckets::with_window(Duration::from_secs(6));
+        q.configure(Some(12), None, 0.0);
+        q.reserve(0, 0.0).unwrap();
+        let r = q.reserve(0, 0.0).unwrap_err();
+        assert_eq!(r.limit, QuotaLimit::Requests);
+        assert_eq!((r.limit_value, r.capacity), (12, 1));
+        // 0.2 left, 0.8 missing at 0.2 a second.
+        let wait = r.retry_after.unwrap().as_secs_f64();
+        assert!((wait - 4.0).abs() < 1e-9, "{wait}");
+        assert!(q.reserve(0, 4.0).is_ok());
+        let snap = q.snapshot(4.0).requests.unwrap();
+        assert_eq!(
+            (snap.0, snap.1),
+            (12, 0),
+            "the limit per minute, the bucket's remaining"
+        );
+        assert!(
+            (snap.2.as_secs_f64() - 6.0).abs() < 1e-9,
+            "full in one window"
+        );
+
+        // At time scale 10 alone: 120 a real minute, a burst of 12.
+        let mut q = QuotaBuckets::with_window(Duration::from_secs(6));
+        q.configure(Some(120), None, 0.0);
+        for i in 0..12 {
+            assert!(q.reserve(0, 0.0).is_ok(), "request {i}");
+        }
+        assert!(q.reserve(0, 0.0).is_err(), "the 13th");
+        let mut full = QuotaBuckets::default();
+        full.configure(Some(120), None, 0.0);
+        for i in 0..120 {
+            assert!(full.reserve(0, 0.0).is_ok(), "request {i}");
+        }
+    }
+
+    #[test]
+    fn a_window_keeps_at_least_one_unit_and_survives_a_resize() {
+        // 5 a minute over 6 s would hold half a request: it holds one.
+        let mut q = QuotaBuckets::with_window(Duration::from_secs(6));
+        q.configure(Some(5), Some(60_000), 0.0);
+        q.reserve(100, 0.0).unwrap();
+        let r = q.reserve(100, 0.0).unwrap_err();
+        assert_eq!((r.limit, r.capacity), (QuotaLimit::Requests, 1));
+        assert_eq!(r.retry_after, Some(Duration::from_secs(12)));
+        // A request larger than the bucket (6,000 tokens) never fits, though
+        // smaller than the limit per minute.
+        let r = q.reserve(7_000, 12.0).unwrap_err();
+        assert_eq!((r.limit, r.retry_after), (QuotaLimit::Tokens, None));
+        assert_eq!(
+            (r.limit_value, r.capacity, r.requested),
+            (60_000, 6_000, 7_000)
+        );
+        // A phase doubles the limit: the bucket doubles within its window,
+        // keeping what is used (100 of 6,000).
+        q.reserve(100, 12.0).unwrap();
+        q.configure(Some(5), Some(120_000), 12.0);
+        let tokens = q.snapshot(12.0).tokens.unwrap();
+        assert_eq!((tokens.0, tokens.1), (120_000, 11_900));
     }
 
     #[test]
