@@ -29,6 +29,7 @@
 //! [quota]
 //! requests_per_minute = 500
 //! tokens_per_minute = 500000
+//! window = "1m"         # each bucket holds this span of its refill (the burst)
 //!
 //! [faults]              # each a rate in 0..=1, drawn per call
 //! errors = { "500" = 0.01, "529" = 0.005 }
@@ -234,13 +235,35 @@ pub struct Concurrency {
 }
 
 /// The account's quota, as continuously refilled buckets.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Quota {
     /// Requests per minute; `None` for unlimited.
     pub requests_per_minute: Option<u64>,
     /// Tokens (prompt + completion) per minute; `None` for unlimited.
     pub tokens_per_minute: Option<u64>,
+    /// The span of refill each bucket holds, i.e. its burst: one minute by
+    /// default (a bucket holds one minute's allowance). A duration, so a
+    /// rehearsal divides it by its time scale like any other: at time
+    /// scale 10 a bucket refills at the rate-scaled limit (ten times the
+    /// scenario's a real minute) and holds 6 s of it, one scenario minute,
+    /// the burst it has at full scale. See [`wire::QuotaBuckets`].
+    #[serde(default = "default_quota_window", with = "humantime_serde")]
+    pub window: Duration,
+}
+
+fn default_quota_window() -> Duration {
+    wire::QuotaBuckets::MINUTE
+}
+
+impl Default for Quota {
+    fn default() -> Self {
+        Quota {
+            requests_per_minute: None,
+            tokens_per_minute: None,
+            window: default_quota_window(),
+        }
+    }
 }
 
 /// Injected faults, each a probability per call.
@@ -524,6 +547,9 @@ impl ProviderConfig {
             self.quota.requests_per_minute,
             self.quota.tokens_per_minute,
         )?;
+        if self.quota.window.is_zero() {
+            return Err(src.error(&p("quota.window"), "must be positive"));
+        }
         check_faults(
             src,
             &p("faults"),
@@ -571,11 +597,14 @@ impl ProviderConfig {
         Ok(())
     }
 
-    /// This config for a rehearsal: every duration (latencies, timeline)
-    /// divided by `time_scale`, every per-minute quota multiplied by
-    /// `time_scale / quota_scale`, and the concurrency ceiling and queue
-    /// limit divided by `quota_scale` (never below 1), so that offered load
-    /// over capacity stays what it was at full scale.
+    /// This config for a rehearsal: every duration (latencies, timeline,
+    /// the quota's window) divided by `time_scale`, every per-minute quota
+    /// multiplied by `time_scale / quota_scale`, and the concurrency
+    /// ceiling and queue limit divided by `quota_scale` (never below 1), so
+    /// that offered load over capacity stays what it was at full scale. A
+    /// quota bucket then refills at the scaled rate and holds one scenario
+    /// minute of it (the window, `60 s ÷ time_scale` by default): the
+    /// scenario's limit ÷ `quota_scale`, its burst at full scale.
     ///
     /// ```
     /// let cfg = fake_provider::ProviderConfig::from_toml(
@@ -584,6 +613,7 @@ impl ProviderConfig {
     /// ).unwrap();
     /// let r = cfg.scaled(wire::Scale { time: 10.0, quota: 10.0 });
     /// assert_eq!(r.quota.tokens_per_minute, Some(500000));
+    /// assert_eq!(r.quota.window, std::time::Duration::from_secs(6));
     /// assert_eq!(r.latency.ttft.mean(), std::time::Duration::from_millis(400));
     /// ```
     pub fn scaled(&self, scale: wire::Scale) -> ProviderConfig {
@@ -603,6 +633,7 @@ impl ProviderConfig {
         out.concurrency.queue_limit = count(self.concurrency.queue_limit);
         out.quota.requests_per_minute = rate(self.quota.requests_per_minute);
         out.quota.tokens_per_minute = rate(self.quota.tokens_per_minute);
+        out.quota.window = scale.duration(self.quota.window);
         for p in &mut out.timeline {
             p.from = dur(p.from);
             p.until = p.until.map(dur);
@@ -962,6 +993,29 @@ concurrency = { ceiling = 4 }
         assert_eq!(q.quota.requests_per_minute, Some(500));
         assert_eq!(q.timeline[0].from, Dur(Duration::from_secs(120)));
         assert_eq!(cfg.scaled(wire::Scale::ONE), cfg);
+    }
+
+    #[test]
+    fn the_quota_window_is_a_scenario_minute_of_real_time() {
+        let cfg =
+            ProviderConfig::from_toml("[quota]\nrequests_per_minute = 12\n", "p.toml").unwrap();
+        assert_eq!(cfg.quota.window, Duration::from_secs(60), "one minute");
+        let s = cfg.scaled(wire::Scale {
+            time: 10.0,
+            quota: 10.0,
+        });
+        assert_eq!(s.quota.requests_per_minute, Some(12));
+        assert_eq!(s.quota.window, Duration::from_secs(6), "÷ time");
+        let q = cfg.scaled(wire::Scale {
+            time: 1.0,
+            quota: 10.0,
+        });
+        assert_eq!(q.quota.window, Duration::from_secs(60), "not by quota");
+        let set = ProviderConfig::from_toml("[quota]\nwindow = \"10s\"\n", "p.toml").unwrap();
+        assert_eq!(set.quota.window, Duration::from_secs(10));
+        let err = ProviderConfig::from_toml("seed = 1\n[quota]\nwindow = \"0s\"\n", "p.toml")
+            .unwrap_err();
+        assert_eq!((err.line, err.field.as_str()), (3, "quota.window"), "{err}");
     }
 
     #[test]

@@ -134,11 +134,14 @@ impl FakeProvider {
         let addr = listener.local_addr()?;
         let records = RecordFile::open(self.records_to, self.records_max_bytes)?;
         let shutdown = CancellationToken::new();
+        // Each bucket holds the config's window of its refill: one minute,
+        // or one scenario minute of a time-scaled config.
+        let quota = QuotaBuckets::with_window(self.config.quota.window);
         let shared = Arc::new(Shared {
             config: self.config,
             clock: Clock::new(),
             ceiling: Ceiling::default(),
-            quota: Mutex::new(QuotaBuckets::default()),
+            quota: Mutex::new(quota),
             seq: AtomicU64::new(0),
             records,
             counters: Counters::default(),
@@ -1131,9 +1134,11 @@ fn quota_refusal(
                 go_duration(Duration::from_millis(ms))
             )
         }
+        // What can never fit is what the bucket holds: the limit itself at
+        // a one-minute window, one scenario minute of it in a rehearsal.
         None => format!(
             "Request too large for {model} on {what}: Limit {}, Requested {}. The request can never fit this limit.",
-            refusal.limit_value, refusal.requested
+            refusal.capacity, refusal.requested
         ),
     };
     let body = dialect.error_body(429, &message, Some(short), Some("rate_limit_exceeded"));

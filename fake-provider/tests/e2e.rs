@@ -556,6 +556,66 @@ mod quota {
         p.shutdown().await;
     }
 
+    /// At time scale 10 a bucket holds one scenario minute (6 real
+    /// seconds) of its rate-scaled limit, not ten: 5 requests a minute
+    /// becomes 50 a real minute with a burst of 5, and 6,000 tokens a
+    /// minute 60,000 with a burst of 6,000.
+    #[tokio::test]
+    async fn a_time_scaled_quota_bursts_one_scenario_minute() {
+        let config = ProviderConfig::from_toml(
+            "[quota]\nrequests_per_minute = 5\ntokens_per_minute = 6000\n",
+            "test.toml",
+        )
+        .unwrap()
+        .scaled(wire::Scale {
+            time: 10.0,
+            quota: 1.0,
+        });
+        let p = FakeProvider::new(config)
+            .bind("127.0.0.1:0")
+            .await
+            .expect("bind 127.0.0.1:0");
+        // Larger than the bucket (2 + 6,999 > 6,000), though not than the
+        // limit per minute: it never fits, and says so.
+        let r = post(&p, "/v1/chat/completions", &chat("abcdefgh", 6999)).await;
+        assert_eq!(r.status(), 429);
+        assert!(r.headers().get("retry-after").is_none());
+        let v: Value = r.json().await.unwrap();
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(message.contains("Limit 6000, Requested 7001"), "{message}");
+        // A burst: 5 served, then refused until the bucket refills, at 50 a
+        // real minute (one every 1.2 s).
+        let started = Instant::now();
+        let mut statuses = Vec::new();
+        let mut refused = None;
+        for _ in 0..8 {
+            let r = post(&p, "/v1/chat/completions", &chat("abcdefgh", 10)).await;
+            statuses.push(r.status().as_u16());
+            if r.status() == 429 && refused.is_none() {
+                refused = Some(r.headers().clone());
+            }
+        }
+        let refills = (started.elapsed().as_secs_f64() / 1.2).floor() as usize;
+        let served = statuses.iter().filter(|&&s| s == 200).count();
+        assert_eq!(statuses[..5], [200; 5], "{statuses:?}");
+        assert!(
+            served <= 5 + refills,
+            "{statuses:?} in {:?}",
+            started.elapsed()
+        );
+        let h = refused.unwrap_or_else(|| panic!("no 429 in {statuses:?}"));
+        // The limit per minute as scaled; the bucket's remaining and reset.
+        assert_eq!(h["x-ratelimit-limit-requests"], "50");
+        assert_eq!(h["x-ratelimit-remaining-requests"], "0");
+        assert_eq!(h["x-ratelimit-limit-tokens"], "60000");
+        let reset =
+            wire::parse_go_duration(h["x-ratelimit-reset-requests"].to_str().unwrap()).unwrap();
+        assert!(reset <= Duration::from_secs(6), "{reset:?}");
+        let ms: u64 = h["retry-after-ms"].to_str().unwrap().parse().unwrap();
+        assert!(ms <= 1_200, "retry-after-ms {ms}");
+        p.shutdown().await;
+    }
+
     #[tokio::test]
     async fn anthropic_headers_are_rfc3339() {
         let p = start("[quota]\ntokens_per_minute = 6000\nrequests_per_minute = 60\n").await;
