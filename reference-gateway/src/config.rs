@@ -178,7 +178,10 @@ impl Default for AimdConfig {
 }
 
 /// One tenant's entitlement: what its API key may spend, whatever the load.
-/// Over it, a request is refused 429 `tenant_limited` at once.
+/// Over it, a request is refused 429 `tenant_limited` at once. Each limit
+/// is a bucket refilled continuously at the limit per minute that holds
+/// [`GatewayConfig::tenant_window`] of that refill (one minute's, unless a
+/// rehearsal compresses time).
 ///
 /// In TOML, a table of API keys under `[tenants]`:
 ///
@@ -191,7 +194,8 @@ impl Default for AimdConfig {
 #[serde(deny_unknown_fields)]
 pub struct TenantConfig {
     /// Tokens a minute (each request costs prompt + max_tokens, reserved at
-    /// admission), refilled continuously; the bucket holds one minute's.
+    /// admission), refilled continuously; the bucket holds one window's
+    /// (one minute's by default).
     pub tokens_per_minute: u64,
     /// Requests a minute, when the entitlement also counts requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -272,6 +276,14 @@ pub struct GatewayConfig {
     /// here, has no entitlement to exceed: only shedding applies to it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tenants: BTreeMap<String, TenantConfig>,
+    /// The span of refill each tenant's bucket holds, i.e. its burst: one
+    /// minute by default (an entitlement of 600 tokens a minute lets 600
+    /// through at once). A duration, so [`GatewayConfig::scaled`] divides
+    /// it by the time scale: the entitlements, scaled as rates, refill
+    /// `time` times faster, and the buckets still hold one scenario minute
+    /// of them, the burst they have at full scale.
+    #[serde(default = "default_tenant_window", with = "humantime_serde")]
+    pub tenant_window: Duration,
 }
 
 fn default_listen() -> SocketAddr {
@@ -299,6 +311,9 @@ fn default_body_read_timeout() -> Duration {
 fn default_queue_full_status() -> u16 {
     429
 }
+fn default_tenant_window() -> Duration {
+    wire::QuotaBuckets::MINUTE
+}
 
 impl GatewayConfig {
     /// A configuration with every knob at its default.
@@ -319,6 +334,7 @@ impl GatewayConfig {
             queue_full_status: default_queue_full_status(),
             upstream_timeout: None,
             tenants: BTreeMap::new(),
+            tenant_window: default_tenant_window(),
         }
     }
 
@@ -410,6 +426,9 @@ impl GatewayConfig {
         if self.body_read_timeout.is_zero() {
             return Err(("body_read_timeout", "must be above 0".into()));
         }
+        if self.tenant_window.is_zero() {
+            return Err(("tenant_window", "must be above 0".into()));
+        }
         match self.mode {
             Mode::Naive => {}
             Mode::Bounded => {
@@ -483,12 +502,13 @@ impl GatewayConfig {
     }
 
     /// Returns this configuration at rehearsal scale, by the one rule of
-    /// [`wire::Scale`]: every duration ÷ time (the upstream timeout
-    /// included); the token rate and each tenant's entitlement (tokens and
-    /// requests per minute) × time ÷ quota; every count (concurrency,
-    /// queues, the AIMD limits) ÷ quota, never below 1. The body limit and
-    /// the read timeouts that guard against hostile callers are the
-    /// process's own and stay.
+    /// [`wire::Scale`]: every duration ÷ time (the upstream timeout and the
+    /// tenants' bucket window included, so a tenant's bucket holds one
+    /// scenario minute of its entitlement); the token rate and each
+    /// tenant's entitlement (tokens and requests per minute) × time ÷
+    /// quota; every count (concurrency, queues, the AIMD limits) ÷ quota,
+    /// never below 1. The body limit and the read timeouts that guard
+    /// against hostile callers are the process's own and stay.
     ///
     /// ```
     /// use reference_gateway::{GatewayConfig, Mode};
@@ -526,6 +546,8 @@ impl GatewayConfig {
             tenant.tokens_per_minute = per_minute(tenant.tokens_per_minute);
             tenant.requests_per_minute = tenant.requests_per_minute.map(per_minute);
         }
+        // Its bucket holds one scenario minute of it: 60 s ÷ time.
+        self.tenant_window = d(self.tenant_window);
         self
     }
 }
@@ -754,6 +776,40 @@ latency_target = "1s 500ms"
                 .upstream_timeout,
             None,
             "no timeout stays none"
+        );
+    }
+
+    #[test]
+    fn the_tenants_window_is_a_scenario_minute_of_real_time() {
+        let c = GatewayConfig::new(Mode::Naive, "http://127.0.0.1:1");
+        assert_eq!(c.tenant_window, Duration::from_secs(60), "one minute");
+        let s = c.clone().scaled(Scale {
+            time: 10.0,
+            quota: 10.0,
+        });
+        assert_eq!(s.tenant_window, Duration::from_secs(6), "÷ time");
+        assert_eq!(
+            c.clone().time_scaled(30.0).tenant_window,
+            Duration::from_secs(2),
+            "REHEARSE_TIME_SCALE"
+        );
+        let q = c.scaled(Scale {
+            time: 1.0,
+            quota: 10.0,
+        });
+        assert_eq!(q.tenant_window, Duration::from_secs(60), "not by quota");
+        // Written in a file, as the harness writes a scaled config for
+        // `rehearse gateway --config`, and read back.
+        let text = format!("{HEAD}tenant_window = \"6s\"\n");
+        let read = GatewayConfig::from_toml(&text, "g.toml").unwrap();
+        assert_eq!(read.tenant_window, Duration::from_secs(6));
+        assert_eq!(GatewayConfig::from_toml(&toml_text(&s), "rt").unwrap(), s);
+        let err = GatewayConfig::from_toml(&format!("{HEAD}tenant_window = \"0s\"\n"), "g.toml")
+            .unwrap_err();
+        assert_eq!(
+            (err.line, err.field.as_str()),
+            (3, "tenant_window"),
+            "{err}"
         );
     }
 

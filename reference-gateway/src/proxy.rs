@@ -114,7 +114,7 @@ impl Shared {
             queue_full_status: StatusCode::from_u16(config.queue_full_status)
                 .expect("validated by GatewayConfig::validate"),
             upstream_timeout: config.upstream_timeout,
-            tenants: Tenants::new(&config.tenants),
+            tenants: Tenants::new(&config.tenants, config.tenant_window),
         }
     }
 

@@ -2,7 +2,9 @@
 //!
 //! A tenant's entitlement is a rate limit (tokens per minute, optionally
 //! requests per minute), kept as [`wire::QuotaBuckets`], the same buckets
-//! the fake provider plays its quota with. It is a different policy from
+//! the fake provider plays its quota with: each refills at the limit per
+//! minute and holds `tenant_window` of it, one minute unless a rehearsal
+//! compresses time (then one scenario minute, `60 s ÷ time_scale`). It is a different policy from
 //! load shedding, with a different trigger: a tenant over its entitlement
 //! is refused on an idle gateway, and a tenant well inside it can still be
 //! shed when the gateway as a whole cannot serve everyone.
@@ -19,6 +21,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use http::header::{HeaderMap, AUTHORIZATION};
 use wire::headers::X_API_KEY;
@@ -55,12 +58,14 @@ pub(crate) struct Charge {
 }
 
 impl Tenants {
-    pub(crate) fn new(config: &BTreeMap<String, TenantConfig>) -> Tenants {
+    /// Every tenant's account, full, each bucket holding `window` of its
+    /// refill.
+    pub(crate) fn new(config: &BTreeMap<String, TenantConfig>, window: Duration) -> Tenants {
         let clock = Clock::new();
         let accounts = config
             .iter()
             .map(|(key, t)| {
-                let mut buckets = QuotaBuckets::default();
+                let mut buckets = QuotaBuckets::with_window(window);
                 buckets.configure(t.requests_per_minute, Some(t.tokens_per_minute), 0.0);
                 (key.clone(), Arc::new(Mutex::new(buckets)))
             })
@@ -144,6 +149,10 @@ mod tests {
     use wire::QuotaLimit;
 
     fn tenants(entries: &[(&str, u64, Option<u64>)]) -> Tenants {
+        tenants_over(entries, QuotaBuckets::MINUTE)
+    }
+
+    fn tenants_over(entries: &[(&str, u64, Option<u64>)], window: Duration) -> Tenants {
         let config = entries
             .iter()
             .map(|&(k, tpm, rpm)| {
@@ -156,7 +165,7 @@ mod tests {
                 )
             })
             .collect();
-        Tenants::new(&config)
+        Tenants::new(&config, window)
     }
 
     fn bearer(key: &str) -> HeaderMap {
@@ -227,5 +236,32 @@ mod tests {
             1,
             "one request of two spent"
         );
+    }
+
+    #[test]
+    fn a_time_scaled_tenant_holds_one_scenario_minute() {
+        // 12 requests and 12,000 tokens a minute at time scale 10 (and
+        // quota scale 10, as scenarios/tenants.toml): 12 a real minute,
+        // one scenario minute in 6 s, so the bucket holds 1.2 requests.
+        let t = tenants_over(&[("batch", 12_000, Some(12))], Duration::from_secs(6));
+        let key = bearer("batch");
+        t.charge(&key, 500).unwrap().unwrap().spend();
+        let limited = t
+            .charge(&key, 500)
+            .err()
+            .expect("one scenario minute spent");
+        assert_eq!(limited.refusal.limit, QuotaLimit::Requests);
+        let (limit, remaining, reset) = limited.snapshot.requests.unwrap();
+        assert_eq!(
+            (limit, remaining),
+            (12, 0),
+            "the limit per minute, the bucket's remaining"
+        );
+        assert!(
+            reset <= Duration::from_secs(6),
+            "full within one window: {reset:?}"
+        );
+        let (limit, remaining, _) = limited.snapshot.tokens.unwrap();
+        assert_eq!((limit, remaining), (12_000, 700), "1,200 held, 500 spent");
     }
 }
