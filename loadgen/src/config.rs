@@ -121,13 +121,13 @@ pub struct LoadConfig {
     pub retry: RetryConfig,
     /// The tenants sharing the arrivals; none: one tenant, `request`'s key.
     #[serde(default)]
-    pub tenants: Vec<TenantConfig>,
+    pub tenants: Vec<LoadTenant>,
 }
 
 /// One `[[load.tenants]]` entry: an API key with its share of arrivals.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TenantConfig {
+pub struct LoadTenant {
     /// Its name in records and reports.
     pub name: String,
     /// The API key its requests carry.
@@ -140,14 +140,14 @@ pub struct TenantConfig {
     pub phases: std::collections::BTreeMap<String, f64>,
     /// Its own request shape, field by field over `[load.request]`.
     #[serde(default)]
-    pub request: TenantRequestConfig,
+    pub request: LoadTenantRequest,
 }
 
 /// A tenant's own request shape: each field given replaces
 /// `[load.request]`'s.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TenantRequestConfig {
+pub struct LoadTenantRequest {
     /// The model name sent.
     pub model: Option<String>,
     /// Prompt size in tokens.
