@@ -541,6 +541,30 @@ fn body_code(body: &[u8]) -> Option<String> {
     v.get("error")?.get("code")?.as_str().map(str::to_owned)
 }
 
+/// The head of one attempt: the tenant's prefix, the request id, the
+/// patience left (when sent), the body's length.
+fn request_head(
+    shared: &Shared,
+    (id, tenant, drawn): (&str, Option<u16>, &Drawn),
+    give_up: Instant,
+    sent: Instant,
+) -> Vec<u8> {
+    let prefix = &shared.head_prefixes[tenant.map_or(0, |t| usize::from(t) + 1)];
+    let mut head = Vec::with_capacity(prefix.len() + 96);
+    head.extend_from_slice(prefix);
+    head.extend_from_slice(REQUEST_ID.as_bytes());
+    head.extend_from_slice(b": ");
+    head.extend_from_slice(id.as_bytes());
+    head.extend_from_slice(b"\r\n");
+    if let Some(name) = &shared.plan.patience_header {
+        let left = give_up.saturating_duration_since(sent).as_millis() as u64;
+        head.extend_from_slice(format!("{name}: {left}\r\n").as_bytes());
+    }
+    let body_len = shared.plan.shape(tenant).body_len(id, drawn);
+    head.extend_from_slice(format!("content-length: {body_len}\r\n\r\n").as_bytes());
+    head
+}
+
 async fn attempt_once(
     shared: &Shared,
     (id, tenant, drawn): (&str, Option<u16>, &Drawn),
@@ -550,24 +574,8 @@ async fn attempt_once(
 ) -> ClientRecord {
     let sent = Instant::now();
     shared.live.sent.fetch_add(1, Ordering::Relaxed);
-    let mut head = {
-        let prefix = &shared.head_prefixes[tenant.map_or(0, |t| usize::from(t) + 1)];
-        let mut head = Vec::with_capacity(prefix.len() + 96);
-        head.extend_from_slice(prefix);
-        head
-    };
-    head.extend_from_slice(REQUEST_ID.as_bytes());
-    head.extend_from_slice(b": ");
-    head.extend_from_slice(id.as_bytes());
-    head.extend_from_slice(b"\r\n");
-    if let Some(name) = &shared.plan.patience_header {
-        let left = give_up.saturating_duration_since(sent).as_millis() as u64;
-        head.extend_from_slice(format!("{name}: {left}\r\n").as_bytes());
-    }
     let request = shared.plan.shape(tenant);
-    head.extend_from_slice(
-        format!("content-length: {}\r\n\r\n", request.body_len(id, drawn)).as_bytes(),
-    );
+    let head = request_head(shared, (id, tenant, drawn), give_up, sent);
 
     let mut seen = Seen::default();
     let dialect = shared.plan.request.dialect;
