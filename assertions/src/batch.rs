@@ -11,8 +11,8 @@ use wire::{ClientOutcome, ClientRecord, ProviderOutcome, ProviderRecord, RssSamp
 use crate::checks::Tally;
 use crate::expect::{Expectations, Thresholds};
 use crate::timeline::{
-    histogram, ms_percentiles, quantile, record, Counts, Drain, DrainOutcome, FirstShed,
-    GatewayPeaks, Harness, Latencies, Percentiles, ProviderCounts, Second, Summary, Timeline,
+    histogram, ms_percentiles, quantile, record, row_us, Counts, Drain, FirstShed, GatewayPeaks,
+    Harness, Latencies, Percentiles, ProviderCounts, Second, Summary, Timeline,
     MAX_SECONDS, US,
 };
 use crate::{conclude, Distribution, Judgement, Measured, Pass};
@@ -25,7 +25,19 @@ pub(crate) fn judge(
     expect: &Expectations,
     thresholds: &Thresholds,
 ) -> Judgement {
-    let joined = Joined::new(attempts, calls, rss, expect.start_us);
+    judge_at(attempts, calls, rss, expect, thresholds, 1.0)
+}
+
+/// [`judge`] of a run made at `time_scale`: rows of a scenario second.
+pub(crate) fn judge_at(
+    attempts: &[ClientRecord],
+    calls: &[ProviderRecord],
+    rss: &[RssSample],
+    expect: &Expectations,
+    thresholds: &Thresholds,
+    time_scale: f64,
+) -> Judgement {
+    let joined = Joined::new(attempts, calls, rss, expect.start_us).binned(row_us(time_scale));
     let timeline = joined.timeline();
     let backlog: Vec<u64> = timeline.seconds.iter().map(|s| s.backlog).collect();
     let drain = joined.drain(expect, &backlog);
@@ -144,6 +156,8 @@ pub(crate) struct Joined<'a> {
     pub(crate) calls: &'a [ProviderRecord],
     pub(crate) rss: &'a [RssSample],
     pub(crate) start_us: u64,
+    /// A row's length: a scenario second, in microseconds of the run.
+    pub(crate) bin_us: u64,
     /// The last instant in any record.
     pub(crate) end_us: u64,
     /// Per attempt: its matched call.
@@ -262,6 +276,7 @@ impl<'a> Joined<'a> {
             calls,
             rss,
             start_us,
+            bin_us: US,
             end_us,
             matched,
             caller,
@@ -274,17 +289,28 @@ impl<'a> Joined<'a> {
         }
     }
 
+    /// The same, with rows of `bin_us` (a scenario second) instead of 1 s.
+    pub(crate) fn binned(mut self, bin_us: u64) -> Self {
+        self.bin_us = bin_us.max(1);
+        self
+    }
+
     /// The number of seconds the timeline covers.
     pub(crate) fn n_seconds(&self) -> usize {
         if self.attempts.is_empty() && self.calls.is_empty() && self.rss.is_empty() {
             return 0;
         }
-        (self.end_us.saturating_sub(self.start_us) / US + 1).min(MAX_SECONDS) as usize
+        (self.end_us.saturating_sub(self.start_us) / self.bin_us + 1).min(MAX_SECONDS) as usize
     }
 
     /// The second `t_us` falls in, clamped to the timeline.
     pub(crate) fn second_of(&self, t_us: u64, n: usize) -> usize {
-        ((t_us.saturating_sub(self.start_us) / US) as usize).min(n.saturating_sub(1))
+        ((t_us.saturating_sub(self.start_us) / self.bin_us) as usize).min(n.saturating_sub(1))
+    }
+
+    /// When second `k` starts.
+    pub(crate) fn bin_start(&self, k: usize) -> u64 {
+        self.start_us + k as u64 * self.bin_us
     }
 
     /// The backlog drain time at `t_us`, in microseconds: when the last
@@ -353,17 +379,6 @@ impl<'a> Joined<'a> {
         })
     }
 
-    /// The backlog's (+1 at send, −1 on leaving) events, sorted with the
-    /// departures at an instant before the arrivals.
-    pub(crate) fn backlog_events(&self) -> Vec<(u64, i64)> {
-        intervals_to_events(
-            self.attempts
-                .iter()
-                .zip(&self.backlog_leave)
-                .map(|(a, &l)| (a.sent_us, l)),
-        )
-    }
-
     /// Per-second maxima of the number of open intervals.
     pub(crate) fn levels(&self, intervals: impl Iterator<Item = (u64, u64)>, n: usize) -> Vec<u64> {
         let mut max = vec![0u64; n];
@@ -378,7 +393,7 @@ impl<'a> Joined<'a> {
             // this event happens exactly then.
             while filled < s {
                 filled += 1;
-                if filled < s || t > self.start_us + filled as u64 * US {
+                if filled < s || t > self.bin_start(filled) {
                     max[filled] = max[filled].max(cur as u64);
                 }
             }
@@ -503,8 +518,7 @@ impl<'a> Joined<'a> {
             (row.provider_p50_ms, row.provider_p99_ms) = ms_percentiles(&mut provider[s]);
             retry_after[s].sort_unstable();
             row.retry_after_ms = quantile(&retry_after[s], 0.5);
-            let at = self.start_us + s as u64 * US;
-            row.drain_s = self.drain_at_us(at) as f64 / US as f64;
+            row.drain_s = self.drain_at_us(self.bin_start(s)) as f64 / US as f64;
         }
         Timeline {
             start_us: self.start_us,
@@ -587,76 +601,22 @@ impl<'a> Joined<'a> {
     }
 
     /// Measures how the backlog came back after the overload (or, without
-    /// one, after the load) ended.
-    ///
-    /// The baseline is 1 + the median of the per-second backlog peaks in the
-    /// seconds wholly before the overload started (without an overload
-    /// window: before the load ended), or 1 without such a second. Drained
-    /// means the backlog went down to the baseline and never rose above it
-    /// again. When the backlog only came down because many attempts ended
-    /// at the very last instant of the records (a run cut short), it never
-    /// drained.
+    /// one, after the load) ended, by the rule in `timeline`'s docs, from
+    /// the backlog's rows and the longest any attempt stayed in it.
     pub(crate) fn drain(&self, expect: &Expectations, backlog_per_s: &[u64]) -> Drain {
-        let (pre_end, from_us) = match expect.overload {
-            Some((a, b)) => (a, b),
-            None => (expect.load_end_us, expect.load_end_us),
-        };
-        let whole = (pre_end.saturating_sub(self.start_us) / US) as usize;
-        let mut before: Vec<u64> = backlog_per_s.iter().take(whole).copied().collect();
-        before.sort_unstable();
-        let baseline = 1 + quantile(&before, 0.5).unwrap_or(0);
-        let mut drain = Drain {
-            baseline,
-            from_us,
-            peak_after: 0,
-            outcome: DrainOutcome::NoData,
-        };
-        if self.attempts.is_empty() {
-            return drain;
-        }
-        if self.end_us < from_us {
-            drain.outcome = DrainOutcome::EndedEarly {
-                short_s: (from_us - self.end_us) as f64 / US as f64,
-            };
-            return drain;
-        }
-        let events = self.backlog_events();
-        let mut cur: i64 = 0;
-        // The last instant the backlog came down to the baseline from above,
-        // with the level just before it and the size of that step.
-        let mut last_down: Option<(u64, i64, i64)> = None;
-        let mut k = 0;
-        while k < events.len() {
-            let t = events[k].0;
-            let before = cur;
-            while k < events.len() && events[k].0 == t {
-                cur += events[k].1;
-                k += 1;
-            }
-            let (b, c) = (before.max(0) as u64, cur.max(0) as u64);
-            if t >= from_us {
-                drain.peak_after = drain.peak_after.max(c);
-            } else if k == events.len() || events[k].0 >= from_us {
-                // The level carried into the window's end.
-                drain.peak_after = drain.peak_after.max(c);
-            }
-            if b > baseline && c <= baseline {
-                last_down = Some((t, before, before - cur));
-            }
-        }
-        let last_t = events.last().map_or(0, |e| e.0);
-        drain.outcome = match last_down {
-            Some((t, _, _)) if t <= from_us => DrainOutcome::Drained { drain_s: 0.0 },
-            None => DrainOutcome::Drained { drain_s: 0.0 },
-            Some((t, level, step)) if t == last_t && step > 1 => DrainOutcome::StillWaiting {
-                waiting: level.max(0) as u64,
-                after_s: (t - from_us) as f64 / US as f64,
-            },
-            Some((t, _, _)) => DrainOutcome::Drained {
-                drain_s: (t - from_us) as f64 / US as f64,
-            },
-        };
-        drain
+        let longest_stay = self
+            .backlog_intervals()
+            .map(|(from, to)| to.saturating_sub(from))
+            .max()
+            .unwrap_or(0);
+        Drain::measure(
+            expect,
+            backlog_per_s,
+            self.bin_us,
+            self.end_us,
+            self.attempts.len() as u64,
+            longest_stay,
+        )
     }
 }
 
@@ -776,6 +736,30 @@ mod tests {
             assert_same(&got, &want, name);
             assert_eq!(got.pass.out_of_order, 0, "{name}");
             assert_eq!(got.pass.settled_before_dispatch, 0, "{name}");
+        }
+    }
+
+    /// The stories rehearsed 10 and 40 times faster, judged in rows of a
+    /// scenario second (100 and 25 ms) by both.
+    #[test]
+    fn the_one_pass_agrees_with_the_batch_judge_in_scenario_seconds() {
+        for (name, s) in [
+            ("bounded", stories::bounded()),
+            ("naive", stories::naive()),
+            ("soak", stories::soak(3_000, 100, 1_500, 7)),
+        ] {
+            for k in [10, 40] {
+                let s = stories::compressed(&s, k);
+                let t = thresholds().scaled(wire::Scale {
+                    time: k as f64,
+                    quota: 1.0,
+                });
+                let (a, c, r, e) = (&s.attempts, &s.calls, &s.rss, &s.expect);
+                let want = judge_at(a, c, r, e, &t, k as f64);
+                let got = crate::judge_at(a, c, r, e, &t, k as f64);
+                assert_same(&got, &want, &format!("{name} at {k}x"));
+                assert_eq!(got.pass.out_of_order, 0, "{name} at {k}x");
+            }
         }
     }
 

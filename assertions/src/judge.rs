@@ -418,13 +418,21 @@ pub struct Judge {
 }
 
 impl Judge {
-    /// A judge of a run with these predictions and thresholds (at the
-    /// run's scale).
+    /// A judge of a run made at time scale 1 with these predictions and
+    /// thresholds: [`Judge::with_time_scale`] with 1.
     pub fn new(expect: &Expectations, thresholds: &Thresholds) -> Judge {
-        let (pre_end, from) = match expect.overload {
-            Some((a, b)) => (a, b),
-            None => (expect.load_end_us, expect.load_end_us),
-        };
+        Judge::with_time_scale(expect, thresholds, 1.0)
+    }
+
+    /// A judge of a run made at `time_scale` with these predictions and
+    /// thresholds (at the run's scale): the timeline's rows are seconds of
+    /// scenario time, `1 s ÷ time_scale` of the rehearsal each (a scale
+    /// that is not a positive finite number counts as 1).
+    pub fn with_time_scale(
+        expect: &Expectations,
+        thresholds: &Thresholds,
+        time_scale: f64,
+    ) -> Judge {
         let patience_us = if expect.patience_s.is_finite() && expect.patience_s > 0.0 {
             ((expect.patience_s * US as f64) as u64).min(MAX_WINDOW_US)
         } else {
@@ -449,9 +457,10 @@ impl Judge {
             values: Values::default(),
             rows: Rows {
                 start_us: expect.start_us,
+                bin_us: crate::timeline::row_us(time_scale),
                 rows: Vec::new(),
             },
-            sweep: Sweep::new(from, pre_end),
+            sweep: Sweep::new(),
             tally: Tally::new(),
             counts: Counts::default(),
             provider: ProviderCounts::default(),
@@ -703,7 +712,7 @@ impl Judge {
         let upto = if x < self.rows.start_us {
             0
         } else {
-            ((x - self.rows.start_us) / US).min(MAX_SECONDS - 1) as usize
+            ((x - self.rows.start_us) / self.rows.bin_us).min(MAX_SECONDS - 1) as usize
         };
         self.values.take(upto, &mut self.rows);
     }
@@ -983,7 +992,8 @@ impl Judge {
             self.end_us = self.rows.start_us;
         }
         let n = if self.any {
-            ((self.end_us.saturating_sub(self.rows.start_us) / US + 1).min(MAX_SECONDS)) as usize
+            let bin = self.rows.bin_us;
+            ((self.end_us.saturating_sub(self.rows.start_us) / bin + 1).min(MAX_SECONDS)) as usize
         } else {
             0
         };
@@ -992,9 +1002,13 @@ impl Judge {
             .rows
             .extend((from..n).map(|t| empty_second(t as u64)));
         self.rows.rows.truncate(n);
-        let drain = self
-            .sweep
-            .finish(self.end_us, n, self.tally.attempts, &mut self.rows);
+        let drain = self.sweep.finish(
+            &self.expect,
+            self.end_us,
+            n,
+            self.tally.attempts,
+            &mut self.rows,
+        );
         self.measured(drain)
     }
 

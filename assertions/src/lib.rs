@@ -22,11 +22,12 @@
 //! - `expect`: [`Expectations`] and [`Thresholds`];
 //! - `timeline`: what the join by request id means and the derived
 //!   measurements (gateway depth, backlog, drain time, stale dispatch),
-//!   the per-second [`Timeline`] and the [`Summary`];
+//!   the [`Timeline`] by scenario second, the drain rule and the
+//!   [`Summary`];
 //! - `judge`: the one pass: [`Judge`] reorders the records within its
 //!   window, joins attempts and calls by request id, and keeps figures;
 //! - `sweep`: the run's instants in time order: per-second levels, the
-//!   drain time, the first shed, the drain after the overload;
+//!   drain time, the first shed; the drain after the overload at the end;
 //! - `calendar`: the queue both keep their window in, by time;
 //! - `checks`: the nine checks, in [`CHECKS`] order;
 //! - `verdict`: [`Verdict`], [`Status`] and the wording of the sentences a
@@ -212,7 +213,20 @@ pub fn judge(
     expect: &Expectations,
     thresholds: &Thresholds,
 ) -> Judgement {
-    let mut judge = Judge::new(expect, thresholds);
+    judge_at(attempts, calls, rss, expect, thresholds, 1.0)
+}
+
+/// [`judge()`] of a run made at `time_scale` (see
+/// [`Judge::with_time_scale`]).
+pub(crate) fn judge_at(
+    attempts: &[ClientRecord],
+    calls: &[ProviderRecord],
+    rss: &[RssSample],
+    expect: &Expectations,
+    thresholds: &Thresholds,
+    time_scale: f64,
+) -> Judgement {
+    let mut judge = Judge::with_time_scale(expect, thresholds, time_scale);
     for sample in rss {
         judge.rss(*sample);
     }
@@ -266,8 +280,11 @@ pub(crate) fn conclude(m: Measured, expect: &Expectations, thresholds: &Threshol
         distribution,
         pass,
     } = m;
-    if let DrainOutcome::Drained { drain_s } = drain.outcome {
-        summary.drain_s = Some(drain_s);
+    match drain.outcome {
+        DrainOutcome::Drained { drain_s } => summary.drain_s = Some(drain_s),
+        // Nothing to drain: back at once.
+        DrainOutcome::NothingWaited { .. } => summary.drain_s = Some(0.0),
+        _ => {}
     }
     let harness = checks::harness_valid(tally.attempts, expect, &thresholds.harness_valid);
     summary.harness = Harness {

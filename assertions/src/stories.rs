@@ -108,6 +108,10 @@ pub(crate) struct Story {
     pub(crate) expect: Expectations,
 }
 
+/// The steady lead-in of the `bounded` and `naive` stories before their
+/// overload, in ms: the drain rule needs 10 s of baseline.
+pub(crate) const LEAD_MS: u64 = 10_000;
+
 /// Arrival times, in ms: `rate` per second from `from_ms` to `to_ms`.
 fn arrivals(from_ms: u64, to_ms: u64, per_s: u64) -> impl Iterator<Item = u64> {
     let step = 1000 / per_s;
@@ -147,16 +151,16 @@ fn rss(attempts: &[ClientRecord], end_ms: u64) -> Vec<RssSample> {
 
 /// A bounded gateway: 8 upstream calls at a time, a queue of 11, sheds
 /// with a Retry-After of the time its queue needs to empty (rounded up to
-/// 100 ms). Load: 4/s for 5 s, 12/s for 10 s (the overload, μ = 8/s), 2/s
+/// 100 ms). Load: 4/s for 10 s, 12/s for 10 s (the overload, μ = 8/s), 2/s
 /// for 10 s. The gateway bounds waits for a patience of 3 s; callers give
 /// up after 10 s over all attempts, and retry a shed once, after
 /// its Retry-After plus some jitter.
 pub(crate) fn bounded() -> Story {
     const QUEUE: usize = 11;
     let mut pending: BinaryHeap<Reverse<(u64, u32, u32)>> = BinaryHeap::new();
-    let times = arrivals(0, 5_000, 4)
-        .chain(arrivals(5_000, 15_000, 12))
-        .chain(arrivals(15_000, 25_000, 2));
+    let times = arrivals(0, LEAD_MS, 4)
+        .chain(arrivals(LEAD_MS, LEAD_MS + 10_000, 12))
+        .chain(arrivals(LEAD_MS + 10_000, LEAD_MS + 20_000, 2));
     for (n, ms) in times.enumerate() {
         pending.push(Reverse((at(ms), n as u32, 1)));
     }
@@ -195,8 +199,8 @@ pub(crate) fn bounded() -> Story {
         }
         attempts.push(a);
     }
-    let rss = rss(&attempts, 27_000);
-    let mut expect = expect(Some((5_000, 15_000)), 24_500, 3.0);
+    let rss = rss(&attempts, LEAD_MS + 22_000);
+    let mut expect = expect(Some((LEAD_MS, LEAD_MS + 10_000)), LEAD_MS + 19_500, 3.0);
     expect.memory_ceiling_bytes = Some(100 * MIB);
     Story {
         attempts,
@@ -208,13 +212,13 @@ pub(crate) fn bounded() -> Story {
 
 /// A naive gateway: forwards every request at once (200 µs later), never
 /// sheds and never hangs up on the provider, which serves 8 calls at a
-/// time, 1 s each, and queues the rest. Load: 4/s for 5 s, then 40/s for
+/// time, 1 s each, and queues the rest. Load: 4/s for 10 s, then 40/s for
 /// 10 s (the overload, μ = 8/s), then nothing. Callers have 30 s of
 /// patience; those who give up leave their call queued at the provider.
 pub(crate) fn naive() -> Story {
     let mut slots = eight_slots();
     let (mut attempts, mut calls) = (Vec::new(), Vec::new());
-    let times = arrivals(0, 5_000, 4).chain(arrivals(5_000, 15_000, 40));
+    let times = arrivals(0, LEAD_MS, 4).chain(arrivals(LEAD_MS, LEAD_MS + 10_000, 40));
     for (person, ms) in times.enumerate() {
         let id = format!("p{person:05}");
         let t = at(ms);
@@ -238,12 +242,12 @@ pub(crate) fn naive() -> Story {
         c.finished_us = Some(finished);
         calls.push(c);
     }
-    let rss = rss(&attempts, 60_000);
+    let rss = rss(&attempts, LEAD_MS + 55_000);
     Story {
         attempts,
         calls,
         rss,
-        expect: expect(Some((5_000, 15_000)), 14_975, 30.0),
+        expect: expect(Some((LEAD_MS, LEAD_MS + 10_000)), LEAD_MS + 9_975, 30.0),
     }
 }
 
@@ -419,4 +423,60 @@ pub(crate) fn soak(people: u64, per_s: u64, late_dispatch_ms: u64, seed: u64) ->
 
 fn a_last(attempts: &[ClientRecord]) -> bool {
     attempts.last().is_none_or(|a| a.last)
+}
+
+/// `s` rehearsed `k` times faster: every instant's distance from the run's
+/// start, every duration (patience, Retry-After, service) divided by `k`,
+/// rates multiplied by it; depths and counts unchanged (as `wire::Scale`
+/// scales a scenario's time).
+pub(crate) fn compressed(s: &Story, k: u64) -> Story {
+    let t = |us: u64| T0 + (us - T0) / k;
+    let attempts = s
+        .attempts
+        .iter()
+        .map(|a| {
+            let mut a = a.clone();
+            (a.intended_us, a.sent_us, a.done_us) = (t(a.intended_us), t(a.sent_us), t(a.done_us));
+            a.first_byte_us = a.first_byte_us.map(t);
+            a.retry_after_ms = a.retry_after_ms.map(|ms| ms / k);
+            a.patience_ms /= k;
+            a
+        })
+        .collect();
+    let calls = s
+        .calls
+        .iter()
+        .map(|c| {
+            let mut c = c.clone();
+            c.received_us = t(c.received_us);
+            c.admitted_us = c.admitted_us.map(t);
+            c.first_byte_us = c.first_byte_us.map(t);
+            c.finished_us = c.finished_us.map(t);
+            c.hung_up_us = c.hung_up_us.map(t);
+            c
+        })
+        .collect();
+    let rss = s
+        .rss
+        .iter()
+        .map(|r| RssSample {
+            t_us: t(r.t_us),
+            rss_bytes: r.rss_bytes,
+        })
+        .collect();
+    let e = &s.expect;
+    let expect = Expectations {
+        load_end_us: t(e.load_end_us),
+        overload: e.overload.map(|(a, b)| (t(a), t(b))),
+        capacity_per_s: e.capacity_per_s * k as f64,
+        patience_s: e.patience_s / k as f64,
+        service_s: e.service_s / k as f64,
+        ..e.clone()
+    };
+    Story {
+        attempts,
+        calls,
+        rss,
+        expect,
+    }
 }

@@ -7,9 +7,11 @@
 //! sheds (for the first shed, and for the drain time their Retry-After is
 //! compared with). The sweep files them in a [`Calendar`] and walks them in
 //! time order, as far as the judge says everything is known ([`Sweep::run`]),
-//! writing each second's largest levels and its drain time into the
-//! timeline's rows and measuring the drain after the overload. What it holds
-//! is what lies ahead of that instant: 16 bytes per pending item.
+//! writing each row's largest levels and its drain time into the
+//! timeline's rows (a row is a scenario second: `Rows::bin_us` of the
+//! rehearsal), and at the end measures the drain after the overload from
+//! the backlog's rows (`Drain::measure`). What it holds is what lies ahead
+//! of that instant: 16 bytes per pending item.
 //!
 //! At one instant the order is: departures, arrivals, departures from the
 //! gateway folded into the drain time, the first-shed probe, then the drain
@@ -19,9 +21,8 @@
 use hdrhistogram::Histogram;
 
 use crate::calendar::Calendar;
-use crate::timeline::{
-    histogram, quantile, record, Drain, DrainOutcome, FirstShed, Second, MAX_SECONDS, US,
-};
+use crate::expect::Expectations;
+use crate::timeline::{histogram, record, Drain, FirstShed, Second, MAX_SECONDS, US};
 
 /// A level of the timeline: what an interval counts in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,16 +58,24 @@ fn key(rank: u64, level: u64, payload: u64) -> u64 {
     rank << 61 | level << 58 | payload.min(PAYLOAD)
 }
 
-/// The per-second rows the sweep writes into, grown as it goes.
+/// The per-second rows the sweep writes into, grown as it goes: row `k`
+/// is scenario second `k`, `[start + k·bin, start + (k + 1)·bin)`.
 pub(crate) struct Rows {
     pub(crate) start_us: u64,
+    /// A row's length in microseconds of the rehearsal (`timeline::row_us`).
+    pub(crate) bin_us: u64,
     pub(crate) rows: Vec<Second>,
 }
 
 impl Rows {
-    /// The second `t_us` falls in (clamped into the longest timeline).
+    /// The row `t_us` falls in (clamped into the longest timeline).
     pub(crate) fn second_of(&self, t_us: u64) -> usize {
-        ((t_us.saturating_sub(self.start_us) / US).min(MAX_SECONDS - 1)) as usize
+        ((t_us.saturating_sub(self.start_us) / self.bin_us).min(MAX_SECONDS - 1)) as usize
+    }
+
+    /// When row `k` starts.
+    pub(crate) fn bin_start(&self, k: u64) -> u64 {
+        self.start_us.saturating_add(k.saturating_mul(self.bin_us))
     }
 
     /// Row `s`, made (empty) if the timeline did not reach it yet.
@@ -116,30 +125,8 @@ fn level_mut(row: &mut Second, level: usize) -> &mut u64 {
     }
 }
 
-/// The backlog after the overload: what [`Drain`] is made of, measured as
-/// the backlog's instants go by.
-#[derive(Debug, Default)]
-struct DrainScan {
-    /// The instant being summed up, and the backlog just before it.
-    group: Option<(u64, i64)>,
-    /// The last instant with a backlog event.
-    last_t: u64,
-    /// The last instant after the overload the backlog came down to the
-    /// baseline from above, with the level before it and the step.
-    last_down: Option<(u64, i64, i64)>,
-    /// The most waiting after the overload, and the level carried into it.
-    peak_after: u64,
-    carried: u64,
-    /// 1 + the median per-second backlog before the overload, once known.
-    baseline: Option<u64>,
-}
-
 /// The sweep; see the module docs.
 pub(crate) struct Sweep {
-    /// The drain is measured from `from_us`; its baseline from the seconds
-    /// wholly before `pre_end_us`.
-    from_us: u64,
-    pre_end_us: u64,
     /// Items as `t << 64 | key`, in time order as integers.
     queue: Calendar<u128>,
     /// Items handed over for instants already walked (records that came
@@ -154,19 +141,17 @@ pub(crate) struct Sweep {
     leave_max: u64,
     /// The next second whose drain time is due.
     next_second: u64,
-    scan: DrainScan,
+    /// The longest an attempt stayed in the backlog.
+    longest_stay_us: u64,
     pub(crate) first_shed: Option<FirstShed>,
     /// Relative errors of Retry-After against the drain time, thousandths.
     pub(crate) retry_after_errors: Histogram<u64>,
 }
 
 impl Sweep {
-    /// A sweep of a run whose drain is measured from `from_us`, with its
-    /// baseline from the seconds wholly before `pre_end_us`.
-    pub(crate) fn new(from_us: u64, pre_end_us: u64) -> Self {
+    /// A sweep of a run, from its start.
+    pub(crate) fn new() -> Self {
         Sweep {
-            from_us,
-            pre_end_us,
             queue: Calendar::new(),
             late: 0,
             level: [0; LEVELS],
@@ -174,7 +159,7 @@ impl Sweep {
             open_ended: [0; LEVELS],
             leave_max: 0,
             next_second: 0,
-            scan: DrainScan::default(),
+            longest_stay_us: 0,
             first_shed: None,
             retry_after_errors: histogram(),
         }
@@ -200,6 +185,9 @@ impl Sweep {
     pub(crate) fn interval(&mut self, level: Level, from: u64, to: u64) {
         if to <= from {
             return;
+        }
+        if level == Level::Backlog {
+            self.longest_stay_us = self.longest_stay_us.max(to - from);
         }
         if to <= self.queue.taken_before() {
             // Wholly in instants already walked.
@@ -260,7 +248,7 @@ impl Sweep {
     /// Writes the drain time of every second that starts before `t`.
     fn drain_times_before(&mut self, t: u64, rows: &mut Rows) {
         while self.next_second < MAX_SECONDS {
-            let at = rows.start_us + self.next_second * US;
+            let at = rows.bin_start(self.next_second);
             if at >= t {
                 break;
             }
@@ -307,16 +295,13 @@ impl Sweep {
     /// skipped is seen in them (at a second's start only if this event is
     /// not exactly then), and each level reached is seen in `t`'s second.
     fn step(&mut self, lvl: usize, t: u64, d: i64, rows: &mut Rows) {
-        if lvl == Level::Backlog as usize {
-            self.backlog_instant(t, rows);
-        }
         let s = rows.second_of(t);
         rows.row(s);
         let cur = self.level[lvl];
         while self.filled[lvl] < s {
             self.filled[lvl] += 1;
             let f = self.filled[lvl];
-            if f < s || t > rows.start_us + f as u64 * US {
+            if f < s || t > rows.bin_start(f as u64) {
                 let v = level_mut(&mut rows.rows[f], lvl);
                 *v = (*v).max(cur as u64);
             }
@@ -326,59 +311,12 @@ impl Sweep {
         *v = (*v).max(self.level[lvl] as u64);
     }
 
-    /// A backlog event at `t`: if it starts a new instant, the previous one
-    /// is summed up.
-    fn backlog_instant(&mut self, t: u64, rows: &Rows) {
-        match self.scan.group {
-            Some((g, _)) if g == t => {}
-            _ => {
-                self.close_backlog_instant(rows);
-                self.scan.group = Some((t, self.level[Level::Backlog as usize]));
-            }
-        }
-    }
-
-    /// Sums up the backlog's last instant: a peak after the overload, or a
-    /// step down to the baseline from above.
-    fn close_backlog_instant(&mut self, rows: &Rows) {
-        let Some((t, before)) = self.scan.group.take() else {
-            return;
-        };
-        let cur = self.level[Level::Backlog as usize];
-        let (b, c) = (before.max(0) as u64, cur.max(0) as u64);
-        if t >= self.from_us {
-            self.scan.peak_after = self.scan.peak_after.max(c);
-        } else {
-            self.scan.carried = c;
-        }
-        // A step down at or before the overload's end says the same as
-        // none: drained at once. Only later ones need the baseline, and by
-        // then the seconds before the overload are final.
-        if t > self.from_us {
-            let baseline = self.baseline(rows);
-            if b > baseline && c <= baseline {
-                self.scan.last_down = Some((t, before, before - cur));
-            }
-        }
-        self.scan.last_t = t;
-    }
-
-    /// 1 + the median of the per-second backlog peaks of the seconds wholly
-    /// before `pre_end_us` (1 without such a second).
-    fn baseline(&mut self, rows: &Rows) -> u64 {
-        *self.scan.baseline.get_or_insert_with(|| {
-            let whole = (self.pre_end_us.saturating_sub(rows.start_us) / US) as usize;
-            let mut before: Vec<u64> = rows.rows.iter().take(whole).map(|s| s.backlog).collect();
-            before.sort_unstable();
-            1 + quantile(&before, 0.5).unwrap_or(0)
-        })
-    }
-
     /// Walks the rest: calls that never finished end with the records at
     /// `end_us`; the timeline has `n` seconds. Returns the drain, measured
-    /// for a run of `attempts` attempts.
+    /// for a run of `attempts` attempts with these expectations.
     pub(crate) fn finish(
         &mut self,
+        expect: &Expectations,
         end_us: u64,
         n: usize,
         attempts: u64,
@@ -400,35 +338,15 @@ impl Sweep {
         for &item in &all[split..] {
             self.take(item, end_us, rows);
         }
-        self.drain_times_before(rows.start_us.saturating_add(n as u64 * US), rows);
-        self.close_backlog_instant(rows);
-        let scan = &self.scan;
-        let outcome = if attempts == 0 {
-            DrainOutcome::NoData
-        } else if end_us < self.from_us {
-            DrainOutcome::EndedEarly {
-                short_s: (self.from_us - end_us) as f64 / US as f64,
-            }
-        } else {
-            match scan.last_down {
-                None => DrainOutcome::Drained { drain_s: 0.0 },
-                Some((t, level, step)) if t == scan.last_t && step > 1 => {
-                    DrainOutcome::StillWaiting {
-                        waiting: level.max(0) as u64,
-                        after_s: (t - self.from_us) as f64 / US as f64,
-                    }
-                }
-                Some((t, _, _)) => DrainOutcome::Drained {
-                    drain_s: (t - self.from_us) as f64 / US as f64,
-                },
-            }
-        };
-        let peak_after = scan.peak_after.max(scan.carried);
-        Drain {
-            baseline: self.baseline(rows),
-            from_us: self.from_us,
-            peak_after,
-            outcome,
-        }
+        self.drain_times_before(rows.bin_start(n as u64), rows);
+        let backlog: Vec<u64> = rows.rows.iter().map(|r| r.backlog).collect();
+        Drain::measure(
+            expect,
+            &backlog,
+            rows.bin_us,
+            end_us,
+            attempts,
+            self.longest_stay_us,
+        )
     }
 }

@@ -40,6 +40,38 @@
 //!
 //! Each second's percentiles are exact (its values sorted); the run's are
 //! HDR histograms of 3 significant figures.
+//!
+//! # Seconds are scenario seconds
+//!
+//! A row of the [`Timeline`] is one second of *scenario* time, however the
+//! run was compressed: at a time scale of 10 a row covers 100 ms of the
+//! rehearsal (`1 s ÷ time_scale`, to the microsecond). So the noise a check
+//! sees in a row (how many arrivals, how many waiting at most) is the same
+//! at every time scale, and a row's counts are per scenario second. Values
+//! in a row that are durations (latencies, Retry-After, the drain time) are
+//! as measured, at the rehearsal's scale, like the thresholds they meet.
+//!
+//! # The drain rule
+//!
+//! `drain` reads one series: the backlog column, the most attempts waiting
+//! (in the gateway or the provider's queue) at any instant of each scenario
+//! second. Its *baseline* is the rows wholly before the overload (without
+//! an overload window, before the load ended): at least
+//! [`BASELINE_SAMPLES`] of them are needed, else the drain is not judged.
+//! The *bound* is the baseline's 99th percentile plus a margin of
+//! max(1, 10% of Q*). The backlog's *rolling mean* at second `t` is the
+//! mean of the [`DRAIN_WINDOW`] seconds centred on it (`t − 2` to `t + 2`;
+//! seconds past the records' end count as 0 waiting, since no attempt is
+//! open after the last record). The backlog is drained at the first second
+//! `t`, from the second the overload ends in, such that the rolling mean
+//! at `t` and at every later second of the records is within the bound;
+//! the drain time is from the overload's end to the start of `t` (0 if `t`
+//! starts before it). So one noisy second can neither fail nor pass it,
+//! and a backlog that drops at once reads 0 to 2 s. If the rolling mean at
+//! the records' last second is over the bound the backlog never drained
+//! (still waiting when the records end, or the records end before the
+//! overload did). If no attempt stayed in the backlog for a scenario
+//! second or more, nothing ever waited and there is nothing to drain.
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -53,14 +85,17 @@ pub(crate) const US: u64 = 1_000_000;
 /// wild timestamp must not make the timeline exhaust memory.
 pub(crate) const MAX_SECONDS: u64 = 100_000;
 
-/// One row of the [`Timeline`]: what happened during one second of the run.
+/// One row of the [`Timeline`]: what happened during one second of
+/// scenario time (`1 s ÷ time_scale` of the rehearsal; see the module
+/// docs).
 ///
-/// Counts are of events in the second; levels (outstanding, in flight,
-/// depth, backlog) are the most seen at any instant of the second;
-/// percentiles are of the events in the second, `None` if there were none.
+/// Counts are of events in the second (so they are per scenario second);
+/// levels (outstanding, in flight, depth, backlog) are the most seen at any
+/// instant of the second; percentiles are of the events in the second,
+/// `None` if there were none; durations are as measured in the rehearsal.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Second {
-    /// Seconds since the run started.
+    /// Scenario seconds since the run started: the row covers `[t, t + 1)`.
     pub t: u64,
     /// First attempts due in this second.
     pub offered: u64,
@@ -102,16 +137,18 @@ pub struct Second {
     pub rss_bytes: Option<u64>,
     /// The median Retry-After of attempts that ended in this second.
     pub retry_after_ms: Option<u64>,
-    /// The backlog drain time at the start of this second.
+    /// The backlog drain time at the start of this second, in seconds of
+    /// the rehearsal (as Retry-After is given).
     pub drain_s: f64,
 }
 
-/// The run second by second, from the run's start to its last record.
+/// The run scenario second by scenario second, from the run's start to its
+/// last record.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Timeline {
     /// When second 0 starts, in microseconds since the Unix epoch.
     pub start_us: u64,
-    /// One row per second.
+    /// One row per scenario second.
     pub seconds: Vec<Second>,
 }
 
@@ -297,27 +334,161 @@ pub struct FirstShed {
     pub backlog: u64,
 }
 
+/// The drain rule's window: the backlog's rolling mean is taken over this
+/// many rows, that is scenario seconds.
+pub(crate) const DRAIN_WINDOW: usize = 5;
+
+/// The rows (scenario seconds) of baseline the drain rule needs.
+pub(crate) const BASELINE_SAMPLES: usize = 10;
+
 /// How the backlog came back after the overload.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum DrainOutcome {
     /// No attempts: nothing to measure.
     NoData,
-    /// The records end before the overload (or the load) does.
+    /// No attempt stayed in the backlog for a scenario second or more: the
+    /// longest stayed `longest_s` (seconds of the rehearsal).
+    NothingWaited { longest_s: f64 },
+    /// The baseline has fewer than [`BASELINE_SAMPLES`] rows.
+    ShortBaseline { samples: usize },
+    /// The records end `short_s` before the overload (or the load) does,
+    /// with the backlog's last rolling mean over the bound.
     EndedEarly { short_s: f64 },
-    /// Still `waiting` above baseline when the records end, `after_s` after
-    /// the overload.
-    StillWaiting { waiting: u64, after_s: f64 },
-    /// Back to baseline `drain_s` after the overload and stayed there.
+    /// The backlog's last rolling mean, `mean`, is over the bound when the
+    /// records end, `after_s` after the overload.
+    StillWaiting { mean: f64, after_s: f64 },
+    /// Back within the bound `drain_s` after the overload and stayed there.
     Drained { drain_s: f64 },
 }
 
-/// The drain measurement: its baseline and outcome.
+/// The drain measurement: its baseline, bound and outcome (the rule is in
+/// the module docs).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Drain {
-    pub(crate) baseline: u64,
-    pub(crate) from_us: u64,
+    /// Rows in the baseline.
+    pub(crate) samples: usize,
+    /// The baseline's 99th percentile (0 without rows).
+    pub(crate) baseline_p99: u64,
+    /// max(1, 10% of Q*).
+    pub(crate) margin: f64,
+    /// The most waiting in the rows from the overload's end on.
     pub(crate) peak_after: u64,
     pub(crate) outcome: DrainOutcome,
+}
+
+impl Drain {
+    /// The bound the backlog's rolling mean must come back within.
+    pub(crate) fn bound(&self) -> f64 {
+        self.baseline_p99 as f64 + self.margin
+    }
+
+    /// Measures the drain from the timeline's backlog column (`backlog`,
+    /// rows of `bin_us` from `expect.start_us`), for a run of `attempts`
+    /// attempts whose records end at `end_us` and whose longest stay in
+    /// the backlog was `longest_stay_us`.
+    pub(crate) fn measure(
+        expect: &Expectations,
+        backlog: &[u64],
+        bin_us: u64,
+        end_us: u64,
+        attempts: u64,
+        longest_stay_us: u64,
+    ) -> Drain {
+        let (pre_end, from) = drain_window(expect);
+        let row_of = |t: u64| (t.saturating_sub(expect.start_us) / bin_us.max(1)) as usize;
+        let mut before: Vec<u64> = backlog.iter().take(row_of(pre_end)).copied().collect();
+        before.sort_unstable();
+        let q = expect.queue_bound;
+        let mut drain = Drain {
+            samples: before.len(),
+            baseline_p99: quantile(&before, 0.99).unwrap_or(0),
+            margin: if q.is_finite() {
+                (0.1 * q).max(1.0)
+            } else {
+                1.0
+            },
+            peak_after: 0,
+            outcome: DrainOutcome::NoData,
+        };
+        let n = backlog.len();
+        let k_from = row_of(from).min(n.saturating_sub(1));
+        drain.peak_after = backlog.iter().skip(k_from).copied().max().unwrap_or(0);
+        let secs = |us: u64| us as f64 / US as f64;
+        drain.outcome = if attempts == 0 || n == 0 {
+            DrainOutcome::NoData
+        } else if longest_stay_us < bin_us {
+            DrainOutcome::NothingWaited {
+                longest_s: secs(longest_stay_us),
+            }
+        } else if drain.samples < BASELINE_SAMPLES {
+            DrainOutcome::ShortBaseline {
+                samples: drain.samples,
+            }
+        } else {
+            // The rolling mean centred on row c: rows c − h ..= c + h, those
+            // past the records' end counting as 0 (no attempt is open after
+            // the last record), those before the run's start left out.
+            let h = DRAIN_WINDOW / 2;
+            let mut sums = vec![0u64; n + 1];
+            for (k, &b) in backlog.iter().enumerate() {
+                sums[k + 1] = sums[k] + b;
+            }
+            let mean = |c: usize| {
+                let (lo, hi) = (c.saturating_sub(h), (c + h + 1).min(n));
+                (sums[hi] - sums[lo]) as f64 / (c + h + 1 - lo) as f64
+            };
+            let bound = drain.bound();
+            let within = |c: usize| mean(c) <= bound;
+            let last = n - 1;
+            if !within(last) {
+                if end_us < from {
+                    DrainOutcome::EndedEarly {
+                        short_s: secs(from - end_us),
+                    }
+                } else {
+                    DrainOutcome::StillWaiting {
+                        mean: mean(last),
+                        after_s: secs(end_us - from),
+                    }
+                }
+            } else {
+                // From the row the overload ends in (the last row if the
+                // records end before it), back to the first of the rows
+                // whose means are all within the bound.
+                let first = k_from.min(last);
+                let mut k0 = last;
+                while k0 > first && within(k0 - 1) {
+                    k0 -= 1;
+                }
+                let at = expect.start_us.saturating_add(k0 as u64 * bin_us);
+                DrainOutcome::Drained {
+                    drain_s: secs(at.saturating_sub(from)),
+                }
+            }
+        };
+        drain
+    }
+}
+
+/// The end of the drain's baseline and the instant the drain is measured
+/// from: the overload's start and end, or without an overload window the
+/// load's end for both.
+pub(crate) fn drain_window(expect: &Expectations) -> (u64, u64) {
+    match expect.overload {
+        Some((a, b)) => (a, b),
+        None => (expect.load_end_us, expect.load_end_us),
+    }
+}
+
+/// The length of a timeline row in microseconds of the rehearsal: one
+/// scenario second at `time_scale` (1 s for a scale that is not a positive
+/// finite number, at least 1 µs).
+pub(crate) fn row_us(time_scale: f64) -> u64 {
+    if time_scale.is_finite() && time_scale > 0.0 {
+        ((US as f64 / time_scale).round() as u64).max(1)
+    } else {
+        US
+    }
 }
 
 /// The nearest-rank quantile of a sorted slice.

@@ -12,6 +12,10 @@
 //! - `cut-off`: pool-demo-bounded with `client.jsonl` cut in the middle of
 //!   its last line, as a killed run leaves it; its expected report is the
 //!   one judged from the whole lines, and a note says what was cut.
+//!
+//! When the judge is meant to change its figures, rewrite the expected
+//! files with `REHEARSE_BLESS=1 cargo test -p harness --test golden`, and
+//! say in the commit which figures and verdicts changed, and why.
 
 use std::path::{Path, PathBuf};
 
@@ -43,6 +47,14 @@ fn json(path: &Path) -> serde_json::Value {
 fn judge_again(name: &str) -> Vec<String> {
     let dir = copy(name);
     let judged = harness::judge_dir(&dir, &[], None).unwrap();
+    if std::env::var_os("REHEARSE_BLESS").is_some() {
+        for (from, to) in [
+            ("report.json", "expected-report.json"),
+            ("timeline.csv", "expected-timeline.csv"),
+        ] {
+            std::fs::copy(dir.join(from), golden(name).join(to)).unwrap();
+        }
+    }
     let mut now = json(&dir.join("report.json"));
     let mut then = json(&golden(name).join("expected-report.json"));
     let notes = now["notes"].take();
