@@ -71,7 +71,9 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Ju
     let mut client = Records::<ClientRecord>::open(dir, files::CLIENT_RECORDS)?;
     let mut provider = Records::<ProviderRecord>::open(dir, files::PROVIDER_RECORDS)?;
     let mut memory = Records::<RssSample>::open(dir, files::RSS_RECORDS)?;
-    let mut judge = assertions::Judge::new(&meta.expectations, &thresholds);
+    // The timeline's rows are seconds of scenario time, whatever the scale.
+    let mut judge =
+        assertions::Judge::with_time_scale(&meta.expectations, &thresholds, meta.time_scale);
     for sample in memory.by_ref() {
         judge.rss(sample);
     }

@@ -86,10 +86,13 @@ pub fn latency_histograms(j: &Judgement) -> (&Histogram<u64>, &Histogram<u64>) {
 }
 
 /// The charts' input: the timeline, the plan's phases as bands, the
-/// predictions and limits.
+/// predictions and limits. The time axis is in scenario seconds, as the
+/// timeline's rows are (one per scenario second, however compressed): an
+/// instant of the rehearsal is placed at its seconds × the time scale.
 pub fn chart_data<'a>(i: &Inputs<'a>) -> ChartData<'a> {
     let e = &i.meta.expectations;
-    let secs = |us: u64| us.saturating_sub(e.start_us) as f64 / 1e6;
+    let ts = time_scale(i.meta);
+    let secs = |us: u64| us.saturating_sub(e.start_us) as f64 / 1e6 * ts;
     let overload = e.overload.map(|(a, b)| (secs(a), secs(b)));
     let bands = i
         .plan
@@ -98,12 +101,14 @@ pub fn chart_data<'a>(i: &Inputs<'a>) -> ChartData<'a> {
                 .phases
                 .iter()
                 .filter(|s| s.duration_s > 0.0)
-                .map(|s| Band {
-                    from_s: s.start_s,
-                    to_s: s.start_s + s.duration_s,
-                    label: s.name.clone(),
-                    overloaded: overload
-                        .is_some_and(|(a, b)| s.start_s < b && s.start_s + s.duration_s > a),
+                .map(|s| {
+                    let (from, to) = (s.start_s * ts, (s.start_s + s.duration_s) * ts);
+                    Band {
+                        from_s: from,
+                        to_s: to,
+                        label: s.name.clone(),
+                        overloaded: overload.is_some_and(|(a, b)| from < b && to > a),
+                    }
                 })
                 .collect()
         })
@@ -198,7 +203,7 @@ pub fn render(i: &Inputs, charts: &[Chart]) -> String {
     phases_table(&mut h, i);
     h.push_str("</section>\n");
 
-    chart_figures(&mut h, charts);
+    chart_figures(&mut h, charts, i.meta);
     counts(&mut h, i);
     h.push_str(
         "<footer>Written by <code>rehearse</code> from this run directory's records \
@@ -293,11 +298,32 @@ fn checklist(h: &mut String, j: &Judgement) {
     h.push_str("</tbody>\n</table>\n</section>\n");
 }
 
+/// The run's time scale, 1 if run.json's is not a positive finite number.
+fn time_scale(m: &RunMeta) -> f64 {
+    if m.time_scale.is_finite() && m.time_scale > 0.0 {
+        m.time_scale
+    } else {
+        1.0
+    }
+}
+
 /// The charts, inline, each with the name of its PNG copy.
-fn chart_figures(h: &mut String, charts: &[Chart]) {
-    h.push_str(
+fn chart_figures(h: &mut String, charts: &[Chart], m: &RunMeta) {
+    let ts = time_scale(m);
+    let scale = if ts == 1.0 {
+        String::new()
+    } else {
+        format!(
+            " (at time scale {}, one is {} ms of this rehearsal)",
+            num(ts, 2),
+            num(1000.0 / ts, 1)
+        )
+    };
+    let _ = write!(
+        h,
         "<section id=\"charts\">\n<h2>The run, second by second</h2>\n\
-         <p class=\"sub\">One time axis for charts 1–5, seconds since the load started; \
+         <p class=\"sub\">One time axis for charts 1–5, scenario seconds since the load started{scale}; \
+         counts are per scenario second; latencies, Retry-After and drain times are as measured in the rehearsal; \
          shaded bands are the scenario's phases (orange: overloaded in the plan).</p>\n",
     );
     for c in charts {
@@ -743,7 +769,10 @@ mod tests {
         assert_eq!(d.bands.len(), 2);
         assert!(!d.bands[0].overloaded);
         assert!(d.bands[1].overloaded);
-        assert_eq!(d.span_s, 10.0);
+        // The time axis is in scenario seconds: at time scale 10 the
+        // rehearsal's 0.2 s is 2 s, its 10 s of load 100 s.
+        assert_eq!((d.bands[1].from_s, d.bands[1].to_s), (2.0, 10.0));
+        assert_eq!(d.span_s, 100.0);
         assert_eq!(d.slo_ms, Some(10_000.0));
         // An empty run still renders a whole page.
         let page = render(&inputs, &charts::render_all(&d));

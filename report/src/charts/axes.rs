@@ -143,11 +143,13 @@ impl TimeAxis {
         }
     }
 
+    /// The axis's caption: the time charts' rows are scenario seconds
+    /// (the rehearsal's ÷ the time scale), and so is the axis.
     pub(super) fn desc(&self) -> &'static str {
         match (self.minutes, self.step >= 60.0) {
-            (false, _) => "time since start (s)",
-            (true, true) => "time since start (min)",
-            (true, false) => "time since start (min:s)",
+            (false, _) => "scenario time since start (s)",
+            (true, true) => "scenario time since start (min)",
+            (true, false) => "scenario time since start (min:s)",
         }
     }
 }

@@ -46,9 +46,9 @@ pub(crate) use wire::number::{count, num};
 /// provider's phase when one is active.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Band {
-    /// Start, seconds since the run started.
+    /// Start, scenario seconds since the run started.
     pub from_s: f64,
-    /// End, seconds since the run started.
+    /// End, scenario seconds since the run started.
     pub to_s: f64,
     /// What the band is called (the plan's segment name).
     pub label: String,
@@ -58,23 +58,23 @@ pub struct Band {
 
 /// Everything the charts draw.
 pub struct ChartData<'a> {
-    /// The run second by second.
+    /// The run scenario second by scenario second.
     pub seconds: &'a [Second],
-    /// Length of the time axis in seconds: at least the timeline's and the
+    /// Length of the time axis in scenario seconds: at least the timeline's and the
     /// load schedule's (so a run that ended early shows where it stopped).
     pub span_s: f64,
     /// The phases.
     pub bands: Vec<Band>,
     /// Q*, the predicted queue bound, if the scenario overloads.
     pub queue_bound: Option<f64>,
-    /// The gateway's first shed: seconds since start and depth then.
+    /// The gateway's first shed: scenario seconds since start and depth then.
     pub first_shed: Option<(f64, u64)>,
     /// The served-latency SLO (p99), in milliseconds, if the check is on.
     pub slo_ms: Option<f64>,
     /// The gateway's memory ceiling, if any.
     pub memory_ceiling_bytes: Option<u64>,
-    /// What happened to the gateway process (`died`, `restarted`), seconds
-    /// since start: drawn as vertical lines across every time chart.
+    /// What happened to the gateway process (`died`, `restarted`), scenario
+    /// seconds since start: drawn as vertical lines across every time chart.
     pub events: Vec<(f64, String)>,
     /// End-to-end latency of answered attempts, in microseconds.
     pub served: &'a Histogram<u64>,
