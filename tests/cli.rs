@@ -341,9 +341,11 @@ mod run {
             "{}",
             naive.detail("shed_onset")
         );
-        assert_eq!(naive.status("drain"), "fail");
+        // Its provider slows down 2 s in: too short a baseline to judge the
+        // drain against (the CI smoke scenario judges it).
+        assert_eq!(naive.status("drain"), "skipped");
         assert!(
-            naive.detail("drain").contains("over the allowed 5 s"),
+            naive.detail("drain").contains("is 2 scenario seconds long"),
             "{}",
             naive.detail("drain")
         );
@@ -419,11 +421,21 @@ mod run {
         assert_eq!(naive.code, Some(1));
     }
 
-    /// Little's-law quantities do not change with the time scale, so
-    /// neither do the verdicts. (A scenario of its own, at rates a loaded
-    /// 2-core machine keeps at ten times: 160 requests/s at the peak.)
+    /// Little's-law quantities do not change with the time scale, and the
+    /// timeline's rows are seconds of scenario time at any scale, so
+    /// neither do the verdicts, nor the figures once unscaled: the same
+    /// scenario at time scales 1, 10 and 40. (A scenario of its own: 10 s
+    /// of baseline for the drain, 8 s at twice the provider's 2/s, 8 s
+    /// after; 26 s at scale 1, and 160 requests/s at the peak at forty
+    /// times, which a loaded 2-core machine keeps.)
+    ///
+    /// Tolerances, in scenario terms: counts within 10% (or 3), the most
+    /// waiting within 20% (or 2), the drain time within 2 s (its rows are
+    /// whole scenario seconds, read through a 5 s window). At forty times
+    /// a scenario second is 25 ms, so a few milliseconds of scheduling
+    /// noise move an event across a row.
     #[test]
-    fn time_scale_ten_gives_the_same_verdicts() {
+    fn time_scales_one_ten_and_forty_give_the_same_verdicts() {
         let path = write_temp(
             "scaled.toml",
             r#"[scenario]
@@ -431,57 +443,89 @@ name = "scaled"
 [provider]
 completion_tokens = { fixed = 10 }
 [provider.latency]
-ttft = { fixed = "500ms" }
+ttft = { fixed = "1s" }
+per_token = { fixed = "0ms" }
 [provider.concurrency]
-ceiling = 4
+ceiling = 2
 [gateway]
 memory_ceiling = "256MiB"
 [gateway.reference]
 mode = "bounded"
-bounded = { concurrency = 4, queue = 20, wait_budget = "4s" }
+bounded = { concurrency = 2, queue = 8, wait_budget = "5s" }
 [load]
 patience = { fixed = "6s" }
-# Service takes 500 ms (50 ms at ten times): a 20 ms send lag still keeps
-# the schedule well inside what is measured, on a shared 2-core machine.
+# Service takes 1 s (25 ms at forty times): a 20 ms send lag still keeps
+# the schedule inside what is measured, on a shared 2-core machine.
 send_lag_p99_max = "20ms"
 [[load.phases]]
-duration = "5s"
+name = "baseline"
+duration = "10s"
+rate = 1
+[[load.phases]]
+name = "overload"
+duration = "8s"
 rate = 4
 [[load.phases]]
-duration = "15s"
-rate = 16
-[[load.phases]]
-duration = "10s"
-rate = 2
+name = "after"
+duration = "8s"
+rate = 0.5
 [checklist]
 drain = { within = "10s" }
 goodput = { min_share = 0.6 }
-served_latency = { p99_ms = 5000 }
+served_latency = { p99_ms = 6000 }
 "#,
         );
         let path = path.to_str().unwrap();
-        let one = rehearse_run(path, &["--time-scale", "1"]);
-        let ten = rehearse_run(path, &["--time-scale", "10"]);
-        for id in [
-            "shed_onset",
-            "retry_after",
-            "memory_ceiling",
-            "drain",
-            "stale_dispatch",
-            "served_latency",
-            "goodput",
-            "no_silent_loss",
-        ] {
-            assert_eq!(
-                one.status(id),
-                ten.status(id),
-                "{id}: {} / {}",
-                one.detail(id),
-                ten.detail(id)
-            );
-        }
+        let runs: Vec<(f64, Rehearsal)> = [1.0, 10.0, 40.0]
+            .into_iter()
+            .map(|ts| (ts, rehearse_run(path, &["--time-scale", &ts.to_string()])))
+            .collect();
+        let one = &runs[0].1;
         assert_eq!(one.report["verdict"], "pass", "{}", one.stdout);
-        assert_eq!(ten.report["time_scale"], 10.0);
+        let ids: Vec<String> = one.report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["id"].as_str().unwrap().to_string())
+            .collect();
+        let close = |what: &str, a: f64, b: f64, share: f64, floor: f64, ts: f64| {
+            assert!(
+                (a - b).abs() <= (share * b.abs()).max(floor),
+                "{what} at scale {ts}: {a}, at scale 1: {b}"
+            );
+        };
+        for (ts, run) in &runs[1..] {
+            let ts = *ts;
+            assert_eq!(run.report["time_scale"], ts);
+            for id in &ids {
+                assert_eq!(
+                    run.status(id),
+                    one.status(id),
+                    "{id} at scale {ts}: {} / at scale 1: {}",
+                    run.detail(id),
+                    one.detail(id)
+                );
+            }
+            let f = |r: &Rehearsal, k: &str, f: &str| r.report[k][f].as_f64().unwrap_or(f64::NAN);
+            assert_eq!(
+                run.report["counts"]["offered"], one.report["counts"]["offered"],
+                "the same schedule at every scale"
+            );
+            for count in ["ok", "shed", "timeout"] {
+                let (a, b) = (f(run, "counts", count), f(one, "counts", count));
+                close(count, a, b, 0.1, 3.0, ts);
+            }
+            let (a, b) = (
+                f(run, "gateway", "peak_backlog"),
+                f(one, "gateway", "peak_backlog"),
+            );
+            close("peak backlog", a, b, 0.2, 2.0, ts);
+            let drain = |r: &Rehearsal| r.report["drain_s"].as_f64();
+            match (drain(run), drain(one)) {
+                (Some(a), Some(b)) => close("drain time (unscaled)", a * ts, b, 0.0, 2.0, ts),
+                (a, b) => assert_eq!(a, b, "drain time at scale {ts}"),
+            }
+        }
     }
 
     /// `rehearse report DIR --set` judges the saved records again.
