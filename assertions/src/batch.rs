@@ -6,13 +6,13 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use wire::{ClientOutcome, ClientRecord, ProviderOutcome, ProviderRecord, RssSample};
+use wire::{ClientOutcome, ClientRecord, ProviderOutcome, ProviderRecord, RefusalClass, RssSample};
 
 use crate::checks::Tally;
 use crate::expect::{Expectations, Thresholds};
 use crate::timeline::{
     histogram, ms_percentiles, quantile, record, row_us, Counts, Drain, FirstShed, GatewayPeaks,
-    Harness, Latencies, Percentiles, ProviderCounts, Second, Summary, Timeline,
+    Harness, Latencies, Percentiles, ProviderCounts, RefusalLine, Second, Summary, Timeline,
     MAX_SECONDS, US,
 };
 use crate::{conclude, Distribution, Judgement, Measured, Pass};
@@ -324,13 +324,39 @@ impl<'a> Joined<'a> {
         }
     }
 
-    /// Returns true if and only if attempt `i` was shed by the gateway
-    /// itself: shed, and no call for it reached the provider while it was
+    /// Whether a call for attempt `i` reached the provider while it was
     /// open.
-    pub(crate) fn is_gateway_shed(&self, i: usize) -> bool {
+    fn provider_saw(&self, i: usize) -> bool {
         let a = &self.attempts[i];
-        a.outcome == ClientOutcome::Shed
-            && self.matched[i].is_none_or(|j| self.calls[j].received_us > a.done_us)
+        self.matched[i].is_some_and(|j| self.calls[j].received_us <= a.done_us)
+    }
+
+    /// The class of attempt `i`'s refusal, if it was one.
+    pub(crate) fn refusal_class(&self, i: usize) -> Option<RefusalClass> {
+        let a = &self.attempts[i];
+        RefusalClass::of(
+            a.outcome,
+            a.reason.as_deref(),
+            Some(self.provider_saw(i)),
+            a.done_us.saturating_sub(a.sent_us),
+        )
+    }
+
+    /// How attempt `i` is counted: a refusal by its class.
+    pub(crate) fn counted_as(&self, i: usize) -> ClientOutcome {
+        let a = &self.attempts[i];
+        self.refusal_class(i)
+            .map_or(a.outcome, |c| ClientOutcome::of_class(c, a.status))
+    }
+
+    /// Returns true if and only if attempt `i` was shed by the gateway
+    /// itself: refused at admission or at dequeue, and no call for it
+    /// reached the provider while it was open.
+    pub(crate) fn is_gateway_shed(&self, i: usize) -> bool {
+        matches!(
+            self.refusal_class(i),
+            Some(RefusalClass::AtAdmission | RefusalClass::AtDequeue)
+        ) && !self.provider_saw(i)
     }
 
     /// Returns true if and only if call `j` was admitted (or, never
@@ -436,6 +462,10 @@ impl<'a> Joined<'a> {
                 sent: 0,
                 ok: 0,
                 shed: 0,
+                stale: 0,
+                tenant_limited: 0,
+                upstream_refused: 0,
+                gateway_timeout: 0,
                 timeout: 0,
                 errors: 0,
                 client_outstanding: 0,
@@ -462,21 +492,16 @@ impl<'a> Joined<'a> {
         }
         let mut e2e = vec![Vec::new(); n];
         let mut retry_after = vec![Vec::new(); n];
-        for a in self.attempts {
+        for (i, a) in self.attempts.iter().enumerate() {
             if a.attempt <= 1 {
                 rows[self.second_of(a.intended_us, n)].offered += 1;
             }
             rows[self.second_of(a.sent_us, n)].sent += 1;
             let d = self.second_of(a.done_us, n);
             let row = &mut rows[d];
-            match a.outcome {
-                ClientOutcome::Ok => {
-                    row.ok += 1;
-                    e2e[d].push(a.done_us.saturating_sub(a.intended_us));
-                }
-                ClientOutcome::Shed => row.shed += 1,
-                ClientOutcome::Timeout => row.timeout += 1,
-                _ => row.errors += 1,
+            row.ended(self.counted_as(i));
+            if a.outcome == ClientOutcome::Ok {
+                e2e[d].push(a.done_us.saturating_sub(a.intended_us));
             }
             if let Some(ra) = a.retry_after_ms {
                 retry_after[d].push(ra);
@@ -543,18 +568,35 @@ impl<'a> Joined<'a> {
     /// The run's summary; `drain_s` and `harness` are filled by the judge.
     pub(crate) fn summary(&self, timeline: &Timeline) -> Summary {
         let mut counts = Counts::default();
-        for a in self.attempts {
-            if a.attempt <= 1 {
-                counts.offered += 1;
+        let mut tenants: std::collections::BTreeMap<String, Counts> = Default::default();
+        let mut refusals: std::collections::BTreeMap<_, u64> = Default::default();
+        for (i, a) in self.attempts.iter().enumerate() {
+            let by_tenant = a.tenant.clone().map(|t| tenants.entry(t).or_default());
+            for c in std::iter::once(&mut counts).chain(by_tenant) {
+                c.offered += u64::from(a.attempt <= 1);
+                c.sent += 1;
+                c.ended(self.counted_as(i));
             }
-            counts.sent += 1;
-            match a.outcome {
-                ClientOutcome::Ok => counts.ok += 1,
-                ClientOutcome::Shed => counts.shed += 1,
-                ClientOutcome::Timeout => counts.timeout += 1,
-                _ => counts.error += 1,
+            if let Some(class) = self.refusal_class(i) {
+                let key = (
+                    class,
+                    a.status.unwrap_or(0),
+                    a.reason.clone(),
+                    a.tenant.clone(),
+                );
+                *refusals.entry(key).or_default() += 1;
             }
         }
+        let refusals = refusals
+            .into_iter()
+            .map(|((class, status, reason, tenant), count)| RefusalLine {
+                class,
+                status,
+                reason,
+                tenant,
+                count,
+            })
+            .collect();
         let mut provider = ProviderCounts {
             calls: self.calls.len() as u64,
             ..ProviderCounts::default()
@@ -584,6 +626,8 @@ impl<'a> Joined<'a> {
             .unwrap_or(0);
         Summary {
             counts,
+            tenants,
+            refusals,
             provider,
             latency_ms: Latencies {
                 e2e: hdr_percentiles(self.served_us.iter().copied()),

@@ -1,4 +1,5 @@
-//! The nine checks of the checklist, each a pure function from the figures
+//! The checks of the checklist (all but `refusals_legible`, in
+//! `legible.rs`), each a pure function from the figures
 //! the judge kept ([`Evidence`]: the summary, the drain, the first shed and
 //! a [`Tally`]) to a [`Verdict`].
 //!
@@ -314,7 +315,7 @@ pub(crate) fn retry_after(ev: &Evidence, th: &RetryAfterThreshold) -> Verdict {
         return Verdict::skipped(ID, NO_ATTEMPTS);
     }
     let predicted = format!(
-        "every shed carries a Retry-After within {} of the backlog drain time, with at least {} distinct values; {} of the retries that honour it are admitted after the overload",
+        "every shed (at admission or stale at dequeue; not a tenant's entitlement, not the provider's refusal) carries a Retry-After within {} of the backlog drain time, with at least {} distinct values; {} of the retries that honour it are admitted after the overload",
         percent(th.tolerance),
         th.min_distinct,
         percent(HONOURED_ADMITTED_SHARE),
@@ -633,12 +634,9 @@ pub(crate) fn stale_dispatch(ev: &Evidence, th: &StaleDispatchThreshold) -> Verd
         percent(th.max_share)
     );
     if p.calls == 0 {
-        return Verdict::new(
+        return Verdict::skipped(
             ID,
-            Status::Pass,
-            predicted,
-            "no provider calls",
-            "no provider calls were recorded, so none was made for a caller who had left",
+            "no data: the fake provider recorded no calls, so no call made for a caller who had left could be seen",
         );
     }
     let share = p.stale_dispatch as f64 / p.calls as f64;
@@ -773,6 +771,62 @@ pub(crate) fn goodput(ev: &Evidence, th: &GoodputThreshold) -> Verdict {
         Status::Fail
     };
     Verdict::new(ID, status, predicted, observed, detail)
+}
+
+/// The checks that read the provider's side of the run (the joins, the
+/// calls): without a single provider call they have no data.
+pub(crate) const PROVIDER_SIDE: [&str; 4] = ["shed_onset", "drain", "stale_dispatch", "goodput"];
+
+/// A check of [`PROVIDER_SIDE`] in a run whose provider recorded no call
+/// while the gateway answered some requests (so something else answered
+/// them): skipped with the reason, whatever it would have said. A gateway
+/// that answered nothing (it refused everything) needed no provider, and
+/// its checks stand as judged from the client's side (`drain` passes
+/// when nothing waited, `goodput` fails).
+pub(crate) fn without_provider_calls(v: Verdict, calls: u64, answered: u64) -> Verdict {
+    if calls > 0 || answered == 0 || !PROVIDER_SIDE.contains(&v.id) || v.status == Status::Skipped {
+        return v;
+    }
+    Verdict::skipped(
+        v.id,
+        "no data: the fake provider recorded no calls, so the provider's side of this check was never seen",
+    )
+}
+
+/// Answers fewer than this share of which reached the fake provider mean
+/// the gateway's upstream is something else (a cache answers some, never
+/// almost all).
+pub(crate) const UPSTREAM_MIN_SHARE: f64 = 0.01;
+
+/// The run is invalid when the gateway answered at least 10 requests with
+/// success while the fake provider received fewer calls than
+/// [`UPSTREAM_MIN_SHARE`] of them: its answers came from elsewhere, and
+/// every join (the depth, the backlog, stale dispatch) would be read from
+/// data the harness never saw. `None` when the run is not so.
+pub(crate) fn upstream_seen(ev: &Evidence) -> Option<Verdict> {
+    let ok = ev.summary.counts.ok;
+    let calls = ev.summary.provider.calls;
+    if ok < 10 || calls as f64 >= UPSTREAM_MIN_SHARE * ok as f64 {
+        return None;
+    }
+    Some(Verdict::new(
+        "harness_valid",
+        Status::Invalid,
+        format!(
+            "the fake provider receives the gateway's calls (at least {} of its answers)",
+            percent(UPSTREAM_MIN_SHARE)
+        ),
+        format!(
+            "{} provider calls for {} answers",
+            count(calls),
+            count(ok)
+        ),
+        format!(
+            "the gateway answered {} requests with success while the fake provider received {}: the gateway's upstream is not the fake provider (point it at the provider URL the run prints), so the depth, the backlog and stale dispatch cannot be judged",
+            count(ok),
+            plural(calls, "call", "calls")
+        ),
+    ))
 }
 
 /// `no_silent_loss`: attempts that ended in a reset, a connection error, a
@@ -1516,6 +1570,36 @@ mod tests {
     }
 
     #[test]
+    fn answers_the_provider_never_saw_make_the_run_invalid() {
+        let mut s = stories::bounded();
+        s.calls.clear();
+        let j = run(&s, &five_seconds());
+        assert_eq!(status(&j, "harness_valid"), Status::Invalid);
+        assert!(
+            detail(&j, "harness_valid").contains("the gateway's upstream is not the fake provider"),
+            "{}",
+            detail(&j, "harness_valid")
+        );
+        for id in super::PROVIDER_SIDE {
+            assert_eq!(status(&j, id), Status::Skipped, "{id}");
+            assert!(detail(&j, id).starts_with("no data"), "{id}");
+        }
+        assert_eq!(j.overall, Status::Invalid);
+        // A gateway that answered nothing needed no provider: judged as is.
+        let mut none = stories::bounded();
+        none.calls.clear();
+        for a in &mut none.attempts {
+            if a.outcome == ClientOutcome::Ok {
+                a.outcome = ClientOutcome::Shed;
+                a.status = Some(503);
+            }
+        }
+        let j = run(&none, &five_seconds());
+        assert_ne!(status(&j, "harness_valid"), Status::Invalid);
+        assert_eq!(status(&j, "goodput"), Status::Fail);
+    }
+
+    #[test]
     fn no_silent_loss_allows_up_to_max_lost() {
         let mut t = five_seconds();
         t.no_silent_loss.max_lost = 200;
@@ -1595,7 +1679,7 @@ mod tests {
                 let mut e = e.clone();
                 e.start_us = at(12);
                 let j = judge(attempts, &calls, &[], &e, &t);
-                assert_eq!(j.verdicts.len(), 9);
+                assert_eq!(j.verdicts.len(), 10);
                 assert!(j.timeline.seconds.len() <= 100_000);
             }
         }

@@ -65,11 +65,11 @@
 //! ids of one run share a hash with a probability under 10⁻⁶ up to 4
 //! million people.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hash as _, Hasher};
 
 use hdrhistogram::Histogram;
-use wire::{ClientOutcome, ClientRecord, ProviderOutcome, ProviderRecord, RssSample};
+use wire::{ClientOutcome, ClientRecord, ProviderOutcome, ProviderRecord, RefusalClass, RssSample};
 
 use crate::calendar::Calendar;
 use crate::checks::{self, Previous, Retry, Tally};
@@ -77,7 +77,7 @@ use crate::expect::{Expectations, Thresholds};
 use crate::sweep::{empty_second, Level, Rows, Sweep};
 use crate::timeline::{
     histogram, ms_percentiles, percentiles, quantile, record, Counts, GatewayPeaks, Harness,
-    Latencies, ProviderCounts, Summary, Timeline, MAX_SECONDS, US,
+    Latencies, ProviderCounts, RefusalLine, Summary, Timeline, MAX_SECONDS, US,
 };
 use crate::{conclude, Distribution, Judgement, Measured, Pass};
 
@@ -167,7 +167,39 @@ struct Attempt {
     done_us: u64,
     retry_after_ms: Option<u64>,
     patience_ms: u64,
+    status: Option<u16>,
+    /// The gateway's reason and the tenant, as indexes into the judge's
+    /// names.
+    reason: Option<u16>,
+    tenant: Option<u16>,
 }
+
+/// The few distinct strings records repeat (reasons, tenants), each kept
+/// once; an attempt holds its index.
+#[derive(Default)]
+struct Names(Vec<String>);
+
+impl Names {
+    /// The index of `name`; past 65,535 distinct names, `None` (a reason
+    /// or tenant that many is not a label but noise).
+    fn index(&mut self, name: Option<&str>) -> Option<u16> {
+        let name = name?;
+        if let Some(i) = self.0.iter().position(|n| n == name) {
+            return u16::try_from(i).ok();
+        }
+        let i = u16::try_from(self.0.len()).ok()?;
+        self.0.push(name.to_owned());
+        Some(i)
+    }
+
+    fn get(&self, i: Option<u16>) -> Option<&str> {
+        i.and_then(|i| self.0.get(usize::from(i)))
+            .map(String::as_str)
+    }
+}
+
+/// A refusal's line in the refusal table: class, status, reason, tenant.
+type RefusalKey = (RefusalClass, u16, Option<u16>, Option<u16>);
 
 /// What the judge keeps of a call.
 #[derive(Debug, Clone)]
@@ -373,7 +405,7 @@ struct Latency {
 /// judge.attempt(ClientRecord {
 ///     id: "r1".into(), attempt: 1, intended_us: 0, sent_us: 0, first_byte_us: None,
 ///     done_us: 200_000, status: Some(200), outcome: ClientOutcome::Ok,
-///     retry_after_ms: None, tokens: 5, stream: false, last: true, patience_ms: 5_000,
+///     retry_after_ms: None, tokens: 5, stream: false, last: true, patience_ms: 5_000, reason: None, tenant: None,
 /// });
 /// let j = judge.finish();
 /// assert_eq!(j.summary.counts.ok, 1);
@@ -405,6 +437,9 @@ pub struct Judge {
     sweep: Sweep,
     tally: Tally,
     counts: Counts,
+    tenant_counts: BTreeMap<u16, Counts>,
+    refusals: BTreeMap<RefusalKey, u64>,
+    names: Names,
     provider: ProviderCounts,
     latency: Latency,
     distribution: Distribution,
@@ -463,6 +498,9 @@ impl Judge {
             sweep: Sweep::new(),
             tally: Tally::new(),
             counts: Counts::default(),
+            tenant_counts: BTreeMap::new(),
+            refusals: BTreeMap::new(),
+            names: Names::default(),
             provider: ProviderCounts::default(),
             latency: Latency {
                 served: histogram(),
@@ -556,6 +594,9 @@ impl Judge {
             done_us: a.done_us,
             retry_after_ms: a.retry_after_ms,
             patience_ms: a.patience_ms,
+            status: a.status,
+            reason: self.names.index(a.reason.as_deref()),
+            tenant: self.names.index(a.tenant.as_deref()),
         };
         self.pending.push(
             a.sent_us,
@@ -615,35 +656,39 @@ impl Judge {
         }
         let s = self.rows.second_of(a.sent_us);
         self.rows.row(s).sent += 1;
-        let s = self.rows.second_of(a.done_us);
-        let row = self.rows.row(s);
-        match a.outcome {
-            ClientOutcome::Ok => {
-                row.ok += 1;
-                self.counts.ok += 1;
-                if let Some((from, to)) = self.expect.overload {
-                    if from <= a.done_us && a.done_us < to {
-                        self.tally.answered_in_overload += 1;
-                    }
+        if a.outcome == ClientOutcome::Ok {
+            if let Some((from, to)) = self.expect.overload {
+                if from <= a.done_us && a.done_us < to {
+                    self.tally.answered_in_overload += 1;
                 }
             }
-            ClientOutcome::Shed => {
-                row.shed += 1;
-                self.counts.shed += 1;
-            }
-            ClientOutcome::Timeout => {
-                row.timeout += 1;
-                self.counts.timeout += 1;
-            }
-            _ => {
-                row.errors += 1;
-                self.counts.error += 1;
-            }
+        }
+        if let Some(t) = a.tenant.as_deref() {
+            let t = self.names.index(Some(t));
+            let c = self.tenant_counts.entry(t.unwrap_or(u16::MAX)).or_default();
+            c.sent += 1;
+            c.offered += u64::from(a.attempt <= 1);
+        }
+        // A refusal is counted when its class is known (at its settling).
+        if !a.outcome.is_refusal() {
+            self.ended(a.done_us, a.tenant.as_deref(), a.outcome);
         }
         if let Some(k) = Tally::lost_kind(a.outcome) {
             self.tally.lost[k] += 1;
         }
         self.distribution.add(a);
+    }
+
+    /// Counts an attempt that ended at `done_us` so: for the run, its
+    /// second and its tenant.
+    fn ended(&mut self, done_us: u64, tenant: Option<&str>, outcome: ClientOutcome) {
+        self.counts.ended(outcome);
+        let s = self.rows.second_of(done_us);
+        self.rows.row(s).ended(outcome);
+        if let Some(t) = tenant {
+            let t = self.names.index(Some(t)).unwrap_or(u16::MAX);
+            self.tenant_counts.entry(t).or_default().ended(outcome);
+        }
     }
 
     /// After each record: release what the window allows, note the peak.
@@ -786,8 +831,28 @@ impl Judge {
         self.sweep
             .interval(Level::Backlog, a.sent_us, backlog_leave);
         self.sweep.fold(a.sent_us, leave);
+        let provider_saw = m.is_some_and(|m| m.received_us <= a.done_us);
+        let reason = self.names.get(a.reason);
+        let Some(class) = RefusalClass::of(
+            a.outcome,
+            reason,
+            Some(provider_saw),
+            a.done_us.saturating_sub(a.sent_us),
+        ) else {
+            return;
+        };
+        let tenant = self.names.get(a.tenant).map(str::to_owned);
+        self.ended(
+            a.done_us,
+            tenant.as_deref(),
+            ClientOutcome::of_class(class, a.status),
+        );
+        *self
+            .refusals
+            .entry((class, a.status.unwrap_or(0), a.reason, a.tenant))
+            .or_default() += 1;
         let gateway_shed =
-            a.outcome == ClientOutcome::Shed && m.is_none_or(|m| m.received_us > a.done_us);
+            matches!(class, RefusalClass::AtAdmission | RefusalClass::AtDequeue) && !provider_saw;
         if !gateway_shed {
             return;
         }
@@ -1015,8 +1080,29 @@ impl Judge {
     fn measured(mut self, drain: crate::timeline::Drain) -> Judgement {
         let seconds = std::mem::take(&mut self.rows.rows);
         let peak = |f: fn(&crate::Second) -> u64| seconds.iter().map(f).max().unwrap_or(0);
+        let name = |i: Option<u16>| self.names.get(i).map(str::to_owned);
+        let tenants = self
+            .tenant_counts
+            .iter()
+            .map(|(&t, c)| (name(Some(t)).unwrap_or_else(|| "?".into()), *c))
+            .collect();
+        let mut refusals: Vec<RefusalLine> = self
+            .refusals
+            .iter()
+            .map(|(&(class, status, reason, tenant), &count)| RefusalLine {
+                class,
+                status,
+                reason: name(reason),
+                tenant: name(tenant),
+                count,
+            })
+            .collect();
+        // In the order of the names, not of their first appearance.
+        refusals.sort();
         let summary = Summary {
             counts: self.counts,
+            tenants,
+            refusals,
             provider: self.provider,
             latency_ms: Latencies {
                 e2e: percentiles(&self.latency.served),
@@ -1135,6 +1221,100 @@ mod tests {
         assert_eq!(jl.pass.compact, unanswered(&long));
         assert_eq!(jl.pass.out_of_order, 0);
         assert_eq!(jl.pass.settled_before_dispatch, 0);
+    }
+
+    /// Refusals by kind: a reason decides; without one the join does (the
+    /// provider saw it: after dispatch; answered at once: at admission;
+    /// later: at dequeue). Counted apart for the run, per second and per
+    /// tenant, listed by class, status and reason, equal to the batch
+    /// judge's.
+    #[test]
+    fn refusals_are_classed_by_reason_then_by_the_join() {
+        use wire::RefusalClass as K;
+        let refusal = |id: &str, sent: u64, done: u64, status: u16, reason: Option<&str>| {
+            let mut a = attempt(
+                id,
+                1,
+                sent,
+                done,
+                ClientOutcome::refused(status, reason),
+                None,
+            );
+            a.status = Some(status);
+            a.reason = reason.map(str::to_owned);
+            a.tenant = Some(if id == "e" { "batch" } else { "shop" }.to_owned());
+            a
+        };
+        let s = Story {
+            attempts: vec![
+                refusal("a", 0, 1, 503, None),
+                refusal("b", 10, 400, 503, None),
+                refusal("c", 20, 300, 503, None),
+                refusal("d", 30, 900, 503, Some("wait_expired")),
+                refusal("e", 40, 41, 429, Some("tenant_limited")),
+                refusal("f", 50, 2_050, 504, None),
+                refusal("g", 60, 61, 429, Some("queue_full")),
+            ],
+            calls: vec![call("c", 100, 100, 290), call("f", 60, 60, 2_040)],
+            rss: Vec::new(),
+            expect: stories::expect(None, 3_000, 5.0),
+        };
+        let (j, _) = stream(&s);
+        let c = j.summary.counts;
+        assert_eq!(
+            (
+                c.shed,
+                c.stale,
+                c.tenant_limited,
+                c.upstream_refused,
+                c.gateway_timeout
+            ),
+            (2, 2, 1, 1, 1),
+            "{c:?}"
+        );
+        assert_eq!(c.refused(), 7);
+        let t = &j.summary.tenants;
+        assert_eq!(t["batch"].tenant_limited, 1);
+        assert_eq!(t["batch"].offered, 1);
+        assert_eq!(t["shop"].tenant_limited, 0);
+        assert_eq!(t["shop"].refused(), 6);
+        let lines: Vec<(K, u16, Option<&str>, u64)> = j
+            .summary
+            .refusals
+            .iter()
+            .map(|l| (l.class, l.status, l.reason.as_deref(), l.count))
+            .collect();
+        assert!(lines.contains(&(K::AtAdmission, 503, None, 1)), "{lines:?}");
+        assert!(lines.contains(&(K::AtDequeue, 503, None, 1)), "{lines:?}");
+        assert!(
+            lines.contains(&(K::AfterDispatch, 503, None, 1)),
+            "{lines:?}"
+        );
+        assert!(
+            lines.contains(&(K::AfterDispatch, 504, None, 1)),
+            "{lines:?}"
+        );
+        assert!(
+            lines.contains(&(K::AtDequeue, 503, Some("wait_expired"), 1)),
+            "{lines:?}"
+        );
+        let row_stale: u64 = j.timeline.seconds.iter().map(|r| r.stale).sum();
+        assert_eq!(row_stale, 2);
+        // Three kinds share "503 without a reason": not legible.
+        assert_eq!(
+            j.verdict("refusals_legible").unwrap().status,
+            crate::Status::Fail
+        );
+        let batch = crate::batch::judge(
+            &s.attempts,
+            &s.calls,
+            &s.rss,
+            &s.expect,
+            &Thresholds::default(),
+        );
+        assert_eq!(j.summary.counts, batch.summary.counts);
+        assert_eq!(j.summary.tenants, batch.summary.tenants);
+        assert_eq!(j.summary.refusals, batch.summary.refusals);
     }
 
     /// A caller who gave up, and their call dispatched five minutes later,

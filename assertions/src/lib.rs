@@ -29,7 +29,7 @@
 //! - `sweep`: the run's instants in time order: per-second levels, the
 //!   drain time, the first shed; the drain after the overload at the end;
 //! - `calendar`: the queue both keep their window in, by time;
-//! - `checks`: the nine checks, in [`CHECKS`] order;
+//! - `checks`: the checks, in [`CHECKS`] order (`legible`: `refusals_legible`);
 //! - `verdict`: [`Verdict`], [`Status`] and the wording of the sentences a
 //!   person reads (numbers as `wire::number` prints them).
 
@@ -42,6 +42,7 @@ mod calendar;
 mod checks;
 mod expect;
 mod judge;
+mod legible;
 #[cfg(test)]
 mod stories;
 mod sweep;
@@ -54,13 +55,13 @@ use wire::{ClientRecord, ProviderRecord, RssSample};
 
 pub use expect::{
     DrainThreshold, Expectations, GoodputThreshold, HarnessValidThreshold, MemoryCeilingThreshold,
-    NoSilentLossThreshold, RetryAfterThreshold, ServedLatencyThreshold, ShedOnsetThreshold,
-    StaleDispatchThreshold, Thresholds,
+    NoSilentLossThreshold, RefusalsLegibleThreshold, RetryAfterThreshold, ServedLatencyThreshold,
+    ShedOnsetThreshold, StaleDispatchThreshold, Thresholds,
 };
 pub use judge::{call_end_us, Held, Judge};
 pub use timeline::{
-    Counts, FirstShed, GatewayPeaks, Harness, Latencies, Percentiles, ProviderCounts, Second,
-    Summary, Timeline,
+    Counts, FirstShed, GatewayPeaks, Harness, Latencies, Percentiles, ProviderCounts, RefusalLine,
+    Second, Summary, Timeline,
 };
 pub use verdict::{Status, Verdict};
 
@@ -68,7 +69,7 @@ use checks::{Evidence, Tally};
 use timeline::{Drain, DrainOutcome};
 
 /// The ids of the checks, in the order [`judge()`] returns their verdicts.
-pub const CHECKS: [&str; 9] = [
+pub const CHECKS: [&str; 10] = [
     "shed_onset",
     "retry_after",
     "memory_ceiling",
@@ -77,6 +78,7 @@ pub const CHECKS: [&str; 9] = [
     "served_latency",
     "goodput",
     "no_silent_loss",
+    "refusals_legible",
     "harness_valid",
 ];
 
@@ -204,7 +206,7 @@ impl Judgement {
 /// // No records: nothing was rehearsed, so the run is invalid.
 /// let j = judge(&[], &[], &[], &expect, &Thresholds::default());
 /// assert_eq!(j.overall, Status::Invalid);
-/// assert_eq!(j.verdicts.len(), 9);
+/// assert_eq!(j.verdicts.len(), 10);
 /// ```
 pub fn judge(
     attempts: &[ClientRecord],
@@ -307,8 +309,14 @@ pub(crate) fn conclude(m: Measured, expect: &Expectations, thresholds: &Threshol
         checks::served_latency(&ev, &thresholds.served_latency),
         checks::goodput(&ev, &thresholds.goodput),
         checks::no_silent_loss(&ev, &thresholds.no_silent_loss),
-        harness,
+        legible::refusals_legible(&summary.refusals, &thresholds.refusals_legible),
+        checks::upstream_seen(&ev).unwrap_or(harness),
     ];
+    let (calls, answered) = (summary.provider.calls, summary.counts.ok);
+    let verdicts: Vec<Verdict> = verdicts
+        .into_iter()
+        .map(|v| checks::without_provider_calls(v, calls, answered))
+        .collect();
     let overall = if verdicts.iter().any(|v| v.status == Status::Invalid) {
         Status::Invalid
     } else if verdicts.iter().any(|v| v.status == Status::Fail) {

@@ -45,6 +45,8 @@ pub(crate) fn attempt(
         stream: false,
         last: true,
         patience_ms: 30_000,
+        reason: None,
+        tenant: None,
     }
 }
 

@@ -77,7 +77,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::expect::{Expectations, Thresholds};
-use wire::{ClientRecord, ProviderRecord, RssSample};
+use wire::{ClientOutcome, ClientRecord, ProviderRecord, RefusalClass, RssSample};
 
 pub(crate) const US: u64 = 1_000_000;
 
@@ -103,8 +103,16 @@ pub struct Second {
     pub sent: u64,
     /// Attempts that ended with an answer.
     pub ok: u64,
-    /// Attempts that ended shed (by the gateway or the provider).
+    /// Attempts refused at admission (queue full, would miss its deadline).
     pub shed: u64,
+    /// Attempts dropped at dequeue, after waiting past their budget.
+    pub stale: u64,
+    /// Attempts refused because their tenant was over its entitlement.
+    pub tenant_limited: u64,
+    /// The provider's refusals passed through by the gateway.
+    pub upstream_refused: u64,
+    /// Attempts the gateway gave up on after calling the provider (504).
+    pub gateway_timeout: u64,
     /// Attempts that ended with the caller giving up.
     pub timeout: u64,
     /// Attempts that ended in another error.
@@ -196,19 +204,24 @@ impl Timeline {
             x.map(|v| v.to_string()).unwrap_or_default()
         }
         let mut out = String::from(
-            "t,offered,sent,ok,shed,timeout,errors,client_outstanding,provider_in_flight,\
+            "t,offered,sent,ok,shed,stale,tenant_limited,upstream_refused,gateway_timeout,\
+             timeout,errors,client_outstanding,provider_in_flight,\
              provider_in_service,gateway_depth,backlog,e2e_p50_ms,e2e_p99_ms,\
              queue_wait_p50_ms,queue_wait_p99_ms,provider_p50_ms,provider_p99_ms,\
              rss_bytes,retry_after_ms,drain_s\n",
         );
         for s in &self.seconds {
             out.push_str(&format!(
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3}\n",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3}\n",
                 s.t,
                 s.offered,
                 s.sent,
                 s.ok,
                 s.shed,
+                s.stale,
+                s.tenant_limited,
+                s.upstream_refused,
+                s.gateway_timeout,
                 s.timeout,
                 s.errors,
                 s.client_outstanding,
@@ -236,6 +249,13 @@ impl Timeline {
 pub struct Summary {
     /// Attempts by how they ended.
     pub counts: Counts,
+    /// The same for each tenant, in a run of several.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub tenants: std::collections::BTreeMap<String, Counts>,
+    /// Every refusal by class, status, reason (and tenant): what
+    /// `refusals_legible` reads.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub refusals: Vec<RefusalLine>,
     /// Provider calls, and those made for callers who had left.
     pub provider: ProviderCounts,
     /// Latency percentiles.
@@ -258,8 +278,20 @@ pub struct Counts {
     pub sent: u64,
     /// Attempts answered.
     pub ok: u64,
-    /// Attempts shed (by the gateway or the provider).
+    /// Attempts refused at admission (queue full, would miss its
+    /// deadline; without a reason: answered at once, the provider never
+    /// saw it).
     pub shed: u64,
+    /// Attempts dropped at dequeue (`wait_expired`; without a reason: they
+    /// waited first, the provider never saw them).
+    pub stale: u64,
+    /// Attempts refused for their tenant's entitlement.
+    pub tenant_limited: u64,
+    /// The provider's refusals passed through (`upstream_refused`; without
+    /// a reason: the provider saw it).
+    pub upstream_refused: u64,
+    /// The gateway gave up on the provider call (`upstream_timeout`, 504).
+    pub gateway_timeout: u64,
     /// Attempts whose caller gave up.
     pub timeout: u64,
     /// Attempts that ended in another error.
@@ -267,6 +299,62 @@ pub struct Counts {
     /// Late answers: provider answers finished after their caller left,
     /// without the gateway hanging up.
     pub late: u64,
+}
+
+impl Counts {
+    /// Counts an attempt that ended so (a refusal by its class's outcome:
+    /// [`ClientOutcome::of_class`]).
+    pub(crate) fn ended(&mut self, outcome: ClientOutcome) {
+        match outcome {
+            ClientOutcome::Ok => self.ok += 1,
+            ClientOutcome::Shed => self.shed += 1,
+            ClientOutcome::Stale => self.stale += 1,
+            ClientOutcome::TenantLimited => self.tenant_limited += 1,
+            ClientOutcome::UpstreamRefused => self.upstream_refused += 1,
+            ClientOutcome::GatewayTimeout => self.gateway_timeout += 1,
+            ClientOutcome::Timeout => self.timeout += 1,
+            _ => self.error += 1,
+        }
+    }
+
+    /// Refusals of every kind.
+    pub fn refused(&self) -> u64 {
+        self.shed + self.stale + self.tenant_limited + self.upstream_refused + self.gateway_timeout
+    }
+}
+
+impl Second {
+    /// Counts an attempt that ended in this second, so.
+    pub(crate) fn ended(&mut self, outcome: ClientOutcome) {
+        match outcome {
+            ClientOutcome::Ok => self.ok += 1,
+            ClientOutcome::Shed => self.shed += 1,
+            ClientOutcome::Stale => self.stale += 1,
+            ClientOutcome::TenantLimited => self.tenant_limited += 1,
+            ClientOutcome::UpstreamRefused => self.upstream_refused += 1,
+            ClientOutcome::GatewayTimeout => self.gateway_timeout += 1,
+            ClientOutcome::Timeout => self.timeout += 1,
+            _ => self.errors += 1,
+        }
+    }
+}
+
+/// One line of `refusals` in `report.json`: how many refusals of one class
+/// answered with one status and reason (`reason` absent: none given).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct RefusalLine {
+    /// When it was refused, as the harness classes it from the records.
+    pub class: RefusalClass,
+    /// The HTTP status.
+    pub status: u16,
+    /// The gateway's reason, header or body code.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The tenant, in a run of several.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    /// How many.
+    pub count: u64,
 }
 
 /// `provider` in `report.json`.
@@ -737,10 +825,10 @@ mod tests {
         let csv = Timeline::build(&attempts, &calls, &[], T0).to_csv();
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(lines.len(), 5);
-        assert!(lines.iter().all(|l| l.split(',').count() == 21));
+        assert!(lines.iter().all(|l| l.split(',').count() == 25));
         assert!(lines[0].ends_with("rss_bytes,retry_after_ms,drain_s"));
         assert!(
-            lines[1].starts_with("0,3,3,0,0,0,0,3,1,1,2,2,,,"),
+            lines[1].starts_with("0,3,3,0,0,0,0,0,0,0,0,3,1,1,2,2,,,"),
             "{}",
             lines[1]
         );
@@ -769,7 +857,19 @@ mod tests {
         );
         assert_eq!(
             keys(&v["counts"]),
-            ["error", "late", "offered", "ok", "sent", "shed", "timeout"]
+            [
+                "error",
+                "gateway_timeout",
+                "late",
+                "offered",
+                "ok",
+                "sent",
+                "shed",
+                "stale",
+                "tenant_limited",
+                "timeout",
+                "upstream_refused"
+            ]
         );
         assert_eq!(
             keys(&v["provider"]),

@@ -527,6 +527,8 @@ impl Generator {
             stream: false,
             last: true,
             patience_ms: PATIENCE_US / 1000,
+            reason: None,
+            tenant: None,
         };
         match fate {
             Fate::Served { wait_us } => {

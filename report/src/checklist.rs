@@ -6,6 +6,26 @@ use serde::Serialize;
 
 use crate::documents::RunMeta;
 
+/// The refusals of a count line, each kind apart (never summed): shed and
+/// stale always, the other kinds when any happened.
+fn refusal_counts(c: &assertions::Counts) -> String {
+    let n = |v: u64| crate::plan_text::thousands(v as f64);
+    let mut parts = vec![
+        format!("shed {}", n(c.shed)),
+        format!("stale {}", n(c.stale)),
+    ];
+    for (label, v) in [
+        ("tenant-limited", c.tenant_limited),
+        ("gateway timeouts", c.gateway_timeout),
+        ("provider refusals passed through", c.upstream_refused),
+    ] {
+        if v > 0 {
+            parts.push(format!("{label} {}", n(v)));
+        }
+    }
+    parts.join(", ")
+}
+
 /// `report.json`.
 #[derive(Debug, Serialize)]
 pub struct Report<'a> {
@@ -123,15 +143,26 @@ pub fn checklist_text(meta: &RunMeta, j: &Judgement) -> String {
     let n = |v: u64| crate::plan_text::thousands(v as f64);
     let _ = writeln!(
         out,
-        "  counts: offered {}, sent {}, ok {}, shed {}, timed out {}, errors {}, late answers {}",
+        "  counts: offered {}, sent {}, ok {}, {}, timed out {}, errors {}, late answers {}",
         n(c.offered),
         n(c.sent),
         n(c.ok),
-        n(c.shed),
+        refusal_counts(c),
         n(c.timeout),
         n(c.error),
         n(c.late)
     );
+    for (tenant, c) in &j.summary.tenants {
+        let _ = writeln!(
+            out,
+            "  tenant {tenant}: offered {}, ok {}, {}, timed out {}, errors {}",
+            n(c.offered),
+            n(c.ok),
+            refusal_counts(c),
+            n(c.timeout),
+            n(c.error)
+        );
+    }
     for n in &meta.notes {
         let _ = writeln!(out, "  note: {n}");
     }

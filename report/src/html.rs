@@ -534,6 +534,34 @@ fn phases_table(h: &mut String, i: &Inputs) {
     h.push_str("</table>\n");
 }
 
+/// Every refusal by kind and the answer that carried it (status, reason),
+/// per tenant in a run of several: what `refusals_legible` judges.
+fn refusal_table(h: &mut String, s: &assertions::Summary) {
+    if s.refusals.is_empty() {
+        return;
+    }
+    let tenants = s.refusals.iter().any(|r| r.tenant.is_some());
+    h.push_str("<table>\n<caption>Refusals: which policy fired, and the answer it gave</caption>\n<tr><th>kind</th><th>status</th><th>reason</th>");
+    if tenants {
+        h.push_str("<th>tenant</th>");
+    }
+    h.push_str("<th>count</th></tr>\n");
+    for r in &s.refusals {
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td class=\"n\">{}</td><td>{}</td>",
+            esc(r.class.as_str()),
+            r.status,
+            esc(r.reason.as_deref().unwrap_or("(none)"))
+        );
+        if tenants {
+            let _ = write!(h, "<td>{}</td>", esc(r.tenant.as_deref().unwrap_or("")));
+        }
+        let _ = writeln!(h, "<td class=\"n\">{}</td></tr>", count(r.count));
+    }
+    h.push_str("</table>\n");
+}
+
 fn counts(h: &mut String, i: &Inputs) {
     let s = &i.judgement.summary;
     let c = &s.counts;
@@ -543,7 +571,14 @@ fn counts(h: &mut String, i: &Inputs) {
         ("offered (people)", c.offered),
         ("sent (retries included)", c.sent),
         ("answered", c.ok),
-        ("shed", c.shed),
+        (
+            "shed at admission (queue full, would miss its deadline)",
+            c.shed,
+        ),
+        ("stale (dropped after waiting past its budget)", c.stale),
+        ("tenant over its entitlement", c.tenant_limited),
+        ("gateway timeouts (504 after dispatch)", c.gateway_timeout),
+        ("provider refusals passed through", c.upstream_refused),
         ("timed out", c.timeout),
         ("errors", c.error),
         ("late answers (written after the caller left)", c.late),
@@ -555,7 +590,9 @@ fn counts(h: &mut String, i: &Inputs) {
             count(n)
         );
     }
-    h.push_str("</table>\n<table>\n<caption>Provider and gateway</caption>\n");
+    h.push_str("</table>\n");
+    refusal_table(h, s);
+    h.push_str("<table>\n<caption>Provider and gateway</caption>\n");
     for (label, v) in [
         ("provider calls", count(s.provider.calls)),
         (
@@ -661,6 +698,8 @@ mod tests {
             stream: false,
             last: true,
             patience_ms: 3000,
+            reason: None,
+            tenant: None,
         }
     }
 

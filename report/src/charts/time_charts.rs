@@ -6,7 +6,7 @@ use plotters::prelude::*;
 use super::axes::{linear_axis, log_axis, ms_label, tick, Axis};
 use super::draw::{
     band_items, hline, legend, legend_rows, no_data, series, svg_document, time_chart, DrawResult,
-    Frame, Mark, C_BLUE, C_GREEN, C_GREY, C_LIMIT, C_ORANGE, C_PURPLE, C_RED, C_SKY,
+    Frame, Mark, C_BLUE, C_GREEN, C_GREY, C_LIMIT, C_ORANGE, C_PURPLE, C_RED, C_SKY, C_TEXT,
 };
 use super::timeline::Row;
 use super::{count, num};
@@ -15,20 +15,52 @@ fn dots(fr: &Frame) -> bool {
     fr.rows.rows.len() <= 40
 }
 
+/// A kind of refusal drawn apart: its label, its column, its colour.
+type Kind = (&'static str, fn(&Row) -> f64, RGBColor);
+
 pub(super) fn traffic(fr: &Frame) -> DrawResult<String> {
     let rows = &fr.rows.rows;
     let max = rows
         .iter()
-        .map(|r| r.offered.max(r.ok).max(r.shed).max(r.timeout).max(r.errors))
+        .map(|r| {
+            [
+                r.ok,
+                r.shed,
+                r.stale,
+                r.tenant_limited,
+                r.after_dispatch,
+                r.timeout,
+                r.errors,
+            ]
+            .into_iter()
+            .fold(r.offered, f64::max)
+        })
         .fold(0.0, f64::max);
     let (hi, step, ticks) = linear_axis(max);
+    // The kinds of refusal apart (never summed); those that never happened
+    // are left out of the legend.
+    let any = |f: fn(&Row) -> f64| rows.iter().any(|r| f(r) > 0.0);
     let mut items = vec![
         ("offered".to_string(), Mark::Line(C_GREY, 2)),
         ("served (answered)".to_string(), Mark::Line(C_GREEN, 2)),
-        ("shed (429/503)".to_string(), Mark::Line(C_ORANGE, 2)),
-        ("timed out".to_string(), Mark::Line(C_RED, 2)),
-        ("errors".to_string(), Mark::Line(C_PURPLE, 2)),
+        ("shed at admission".to_string(), Mark::Line(C_ORANGE, 2)),
     ];
+    let kinds: [Kind; 3] = [
+        ("stale (dropped after waiting)", |r| r.stale, C_SKY),
+        ("tenant over its entitlement", |r| r.tenant_limited, C_BLUE),
+        (
+            "refused after dispatch (504, provider's)",
+            |r| r.after_dispatch,
+            C_TEXT,
+        ),
+    ];
+    for (label, f, c) in kinds {
+        if any(f) {
+            items.push((label.to_string(), Mark::Line(c, 2)));
+        }
+    }
+    items.push(("timed out".to_string(), Mark::Line(C_RED, 2)));
+    items.push(("errors".to_string(), Mark::Line(C_PURPLE, 2)));
     items.extend(band_items(fr.d));
     svg_document(legend_rows(&items), |root| {
         let fmt = |v: &f64| tick(*v, step);
@@ -45,6 +77,11 @@ pub(super) fn traffic(fr: &Frame) -> DrawResult<String> {
         series(&mut chart, col(|r| r.errors), C_PURPLE, 2, d)?;
         series(&mut chart, col(|r| r.timeout), C_RED, 2, d)?;
         series(&mut chart, col(|r| r.shed), C_ORANGE, 2, d)?;
+        for (_, f, c) in kinds {
+            if any(f) {
+                series(&mut chart, col(f), c, 2, d)?;
+            }
+        }
         series(&mut chart, col(|r| r.ok), C_GREEN, 2, d)?;
         if rows.is_empty() {
             no_data(&chart, root, "no attempts recorded")?;

@@ -17,6 +17,11 @@ pub(super) struct Row {
     pub(super) offered: f64,
     pub(super) ok: f64,
     pub(super) shed: f64,
+    pub(super) stale: f64,
+    pub(super) tenant_limited: f64,
+    /// Refused after the provider was called: the gateway's timeouts and
+    /// the provider's refusals passed through.
+    pub(super) after_dispatch: f64,
     pub(super) timeout: f64,
     pub(super) errors: f64,
     pub(super) outstanding: f64,
@@ -59,6 +64,9 @@ impl Rows {
                 r.offered += s.offered as f64 / n;
                 r.ok += s.ok as f64 / n;
                 r.shed += s.shed as f64 / n;
+                r.stale += s.stale as f64 / n;
+                r.tenant_limited += s.tenant_limited as f64 / n;
+                r.after_dispatch += (s.gateway_timeout + s.upstream_refused) as f64 / n;
                 r.timeout += s.timeout as f64 / n;
                 r.errors += s.errors as f64 / n;
                 r.outstanding = r.outstanding.max(s.client_outstanding as f64);
