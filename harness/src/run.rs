@@ -125,8 +125,15 @@ pub async fn run(
     // No size cap is set here, so every call's record is in the file.
     provider.shutdown().await;
 
-    let (start_us, inside) = first_arrival_and_deaths(&opts.out, &events)?;
-    let start_us = start_us.unwrap_or(started_us);
+    let (first_arrival_us, inside) = first_arrival_and_deaths(&opts.out, &events)?;
+    // Time zero is the schedule's start, where the plan's phases begin (a
+    // Poisson schedule's first arrival comes some time after it); without
+    // the load generator's report, the first arrival.
+    let start_us = load
+        .as_ref()
+        .map(|r| r.start_us)
+        .or(first_arrival_us)
+        .unwrap_or(started_us);
     notes.extend(
         events
             .iter()

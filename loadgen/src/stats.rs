@@ -225,6 +225,7 @@ impl Stats {
             .collect();
         let lag_p99 = self.send_lag_p99_us();
         RunReport {
+            start_us: self.start_us,
             elapsed_ms: elapsed.as_millis() as u64,
             people: self.people,
             attempts: self.first.iter().sum::<u64>() + self.retry.iter().sum::<u64>(),
@@ -298,6 +299,10 @@ pub struct OutcomeSummary {
 /// What a run measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunReport {
+    /// When the schedule starts (its offset 0), in microseconds since the
+    /// Unix epoch on the records' clock: the run's time zero, whatever the
+    /// first arrival's offset.
+    pub start_us: u64,
     /// From the start instant to the last person's end.
     pub elapsed_ms: u64,
     /// People who arrived.
