@@ -69,6 +69,7 @@ mod request;
 mod retry;
 mod run;
 mod schedule;
+mod shard;
 mod stats;
 
 pub use config::{
@@ -80,4 +81,5 @@ pub use progress::Live;
 pub use replay::{parse_replay_log, ReplayFormat, TimestampUnit};
 pub use run::{probe, run, LoadOptions, LoadRunError, StopCondition, Target, TargetError};
 pub use schedule::PhaseArrivals;
+pub use shard::{parse_start_at, Shard, ShardError};
 pub use stats::{LoadPercentiles, LoadSecond, OutcomeSummary, RunReport};

@@ -121,6 +121,11 @@ pub struct LoadOptions {
     /// After a cancellation, how long attempts in flight may still finish;
     /// those still running then end as `cancelled`.
     pub cancel_grace: Duration,
+    /// The part of the schedule this process plays (the whole by default).
+    pub shard: crate::Shard,
+    /// When the schedule's offset 0 is, agreed between shards; `None`:
+    /// just after the connect probe.
+    pub start_at: Option<std::time::SystemTime>,
 }
 
 impl LoadOptions {
@@ -132,6 +137,8 @@ impl LoadOptions {
             stop: StopCondition::default(),
             probe_timeout: Duration::from_secs(3),
             cancel_grace: Duration::from_millis(500),
+            shard: crate::Shard::default(),
+            start_at: None,
         }
     }
 }
@@ -155,6 +162,9 @@ pub enum LoadRunError {
         /// The cause.
         source: std::io::Error,
     },
+    /// The agreed start instant had passed when the run was ready.
+    #[error("the agreed start time passed {0:?} ago: give every shard a --start-at far enough ahead for all of them to be ready")]
+    StartPassed(Duration),
 }
 
 fn output_error(path: &Path) -> impl FnOnce(std::io::Error) -> LoadRunError + '_ {
@@ -193,6 +203,8 @@ pub async fn probe(target: &Target, within: Duration) -> Result<SocketAddr, Load
 /// What every person task shares.
 struct Shared {
     plan: Arc<LoadPlan>,
+    /// The arrivals this process plays.
+    shard: crate::Shard,
     connector: Connector,
     /// The request head up to the per-request headers: the plan's own,
     /// then one per tenant (their API keys differ).
@@ -274,8 +286,14 @@ pub async fn run(
 
     let clock = Clock::new();
     // Start a little after now so the first arrivals are not late because
-    // of the setup above.
-    let start = Instant::now() + Duration::from_millis(20);
+    // of the setup above; or at the agreed instant.
+    let start = match options.start_at {
+        None => Instant::now() + Duration::from_millis(20),
+        Some(at) => match at.duration_since(clock.system_time(Instant::now())) {
+            Ok(wait) => Instant::now() + wait,
+            Err(late) => return Err(LoadRunError::StartPassed(late.duration())),
+        },
+    };
     let start_us = clock.us_at(start);
     let (tx, rx) = mpsc::unbounded_channel();
     let writer = spawn_writer(rx, file, records_path.clone(), Stats::new(start_us));
@@ -298,6 +316,7 @@ pub async fn run(
     }
     let shared = Arc::new(Shared {
         plan: plan.clone(),
+        shard: options.shard,
         connector: Connector::new(addr, plan.max_connections),
         head_prefixes,
         clock,
@@ -380,7 +399,11 @@ fn dispatch(
     raise_priority();
     let after_us = stop.after.map(|d| d.as_micros() as u64);
     let mut last_wake = Instant::now();
-    for (index, arrival) in (0u64..).zip(shared.plan.arrivals.iter(shared.plan.seed)) {
+    let shard = shared.shard;
+    let arrivals = (0u64..)
+        .zip(shared.plan.arrivals.iter(shared.plan.seed))
+        .filter(|(index, _)| shard.owns(*index));
+    for (index, arrival) in arrivals {
         if stop.max_people.is_some_and(|m| index >= m)
             || after_us.is_some_and(|a| arrival.offset_us > a)
         {
