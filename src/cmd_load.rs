@@ -1,6 +1,8 @@
 //! `rehearse load SCENARIO --target URL`: drive a target with the open-loop
-//! traffic of a scenario's `[load]` table, write the records and print a
-//! summary.
+//! traffic of a scenario's `[load]` table, at the scenario's scale (its
+//! `[scenario]` time_scale and quota_scale, as `rehearse run` plays it),
+//! write the records and print a summary. `--shard I/N` and `--start-at`
+//! split one schedule between processes or machines.
 //!
 //! Ctrl-C or SIGTERM stops it: no new arrivals, the attempts in flight get
 //! the load generator's grace (half a second) and then end as `cancelled`,
@@ -18,8 +20,13 @@ use crate::exit::{Classify as _, Ended, Error};
 /// Flags of `rehearse load`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// A scenario TOML file; only its `[load]` table is used.
+    /// A scenario TOML file; its `[load]` table is played at the scale of
+    /// its `[scenario]` table (time_scale, quota_scale), the rest unused.
     scenario: PathBuf,
+    /// Compress every duration by N and multiply every rate by N (instead
+    /// of the scenario's time_scale).
+    #[arg(long, value_name = "N")]
+    time_scale: Option<f64>,
     /// Base URL of the target (a gateway, or the provider itself), e.g.
     /// http://127.0.0.1:8080; request paths like /v1/chat/completions are
     /// appended to it.
@@ -32,12 +39,60 @@ pub struct Args {
     /// Draw no progress bar (none is drawn when stderr is not a terminal).
     #[arg(long)]
     no_progress: bool,
+    /// Play only shard I of N of the scenario's one seeded schedule (the
+    /// people whose index is I mod N): N processes, on one machine or
+    /// several, together play the whole, with the same request ids.
+    #[arg(long, value_name = "I/N")]
+    shard: Option<loadgen::Shard>,
+    /// Put the schedule's start at this instant (RFC 3339, e.g.
+    /// 2026-12-01T10:00:00Z, or Unix seconds), agreed between shards; a
+    /// start that has passed when the run is ready is refused.
+    #[arg(long, value_name = "TIME", value_parser = loadgen::parse_start_at)]
+    start_at: Option<std::time::SystemTime>,
+}
+
+/// The `[scenario]` table's scale, read alone (the rest of the file is the
+/// provider's and the gateway's business); `time_scale` replaces its time
+/// part.
+fn scenario_scale(path: &std::path::Path, time_scale: Option<f64>) -> Result<wire::Scale, Error> {
+    #[derive(serde::Deserialize, Default)]
+    struct Meta {
+        time_scale: Option<f64>,
+        quota_scale: Option<f64>,
+    }
+    #[derive(serde::Deserialize)]
+    struct File {
+        #[serde(default)]
+        scenario: Meta,
+    }
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read {}", path.display()))
+        .bad_input()?;
+    let file: File = toml::from_str(&text)
+        .with_context(|| format!("{}: [scenario]", path.display()))
+        .bad_input()?;
+    let scale = wire::Scale {
+        time: time_scale.or(file.scenario.time_scale).unwrap_or(1.0),
+        quota: file.scenario.quota_scale.unwrap_or(1.0),
+    };
+    let valid = |x: f64| x.is_finite() && x > 0.0;
+    if !(valid(scale.time) && valid(scale.quota)) {
+        return Err(anyhow::anyhow!(
+            "{}: time_scale and quota_scale must be numbers above 0",
+            path.display()
+        ))
+        .bad_input();
+    }
+    Ok(scale)
 }
 
 /// Runs `rehearse load`: exit 0 when the run kept its schedule to the end,
 /// 3 when it did not or was interrupted, 2 for a bad scenario or target.
 pub fn main(args: Args) -> Result<Ended, Error> {
-    let plan = LoadPlan::from_scenario_file(&args.scenario).bad_input()?;
+    let scale = scenario_scale(&args.scenario, args.time_scale)?;
+    let plan = LoadPlan::from_scenario_file(&args.scenario)
+        .bad_input()?
+        .scaled(scale);
     let target = Target::parse(&args.target)
         .context("--target")
         .bad_input()?;
@@ -45,6 +100,8 @@ pub fn main(args: Args) -> Result<Ended, Error> {
         eprintln!("warning: cannot raise the open-files limit: {e}");
     }
     let mut options = LoadOptions::new(&args.out);
+    options.shard = args.shard.unwrap_or_default();
+    options.start_at = args.start_at;
     options.progress = !args.no_progress && std::io::stderr().is_terminal();
     let note = format!(
         "stopping: no new arrivals; requests in flight get {} ms, then end as cancelled \

@@ -1308,6 +1308,74 @@ mod load {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// Two shards started at one instant play the scenario's schedule at
+    /// its scale: 20/s for 500 ms at time_scale 2 is 40/s for 250 ms, 10
+    /// people, the even ones in shard 0/2, the odd in 1/2. A start that
+    /// has passed is refused (exit 2).
+    #[test]
+    fn shards_split_the_scaled_schedule_at_an_agreed_start() {
+        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let provider = provider(&rt, "10ms");
+        let dir = scratch(
+            "shards",
+            &format!("[scenario]\nname = \"s\"\ntime_scale = 2\n{SMALL}"),
+        );
+        let at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64()
+            + 1.5;
+        let shard = |i: u32| {
+            let mut cmd = rehearse();
+            cmd.arg("load")
+                .arg(dir.join("scenario.toml"))
+                .args(["--target", &provider.base_url(), "--no-progress", "--out"])
+                .arg(dir.join(format!("out{i}")))
+                .args([
+                    "--shard",
+                    &format!("{i}/2"),
+                    "--start-at",
+                    &format!("{at:.3}"),
+                ])
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let children = [shard(0), shard(1)];
+        let mut ids = Vec::new();
+        for (i, c) in children.into_iter().enumerate() {
+            let out = c.wait_with_output().unwrap();
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let text = std::fs::read_to_string(dir.join(format!("out{i}/client.jsonl"))).unwrap();
+            for line in text.lines() {
+                let r: wire::ClientRecord = serde_json::from_str(line).unwrap();
+                let n: u64 = r.id.trim_start_matches('r').parse().unwrap();
+                assert_eq!(n % 2, i as u64, "{} in shard {i}/2", r.id);
+                // The schedule starts at the agreed instant.
+                assert!(r.intended_us as f64 >= at * 1e6 - 1_000.0, "{r:?}");
+                // ...and lasts 250 ms, not 500: the scenario's time scale.
+                assert!((r.intended_us as f64) < at * 1e6 + 251_000.0, "{r:?}");
+                ids.push(n);
+            }
+        }
+        ids.sort_unstable();
+        assert_eq!(ids, (0..10).collect::<Vec<u64>>());
+        let late = load(&dir, &provider.base_url())
+            .args(["--shard", "0/2", "--start-at", "2020-01-01T00:00:00Z"])
+            .output()
+            .unwrap();
+        assert_eq!(late.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&late.stderr).contains("start time passed"));
+        rt.block_on(provider.shutdown());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// SIGTERM with requests in flight (the provider answers after 5 s,
     /// the callers wait 30 s): the load stops within 2 s, exit 3 (the run
     /// is partial), every record line whole and the summary written.
