@@ -31,10 +31,22 @@ pub struct Args {
     /// No progress bar.
     #[arg(long)]
     no_progress: bool,
-    /// Where the fake provider listens (give an address your gateway can
-    /// reach when it runs elsewhere).
+    /// Where the in-process fake provider listens (give an address your
+    /// gateway can reach when it runs elsewhere).
     #[arg(long, default_value = "127.0.0.1:0", value_name = "ADDR")]
     provider_listen: String,
+    /// Where the fake provider is: in-process (the default), or the URL of
+    /// a `rehearse provider` deployed beside the gateway (its admin token
+    /// from REHEARSE_PROVIDER_TOKEN): the scenario's provider table is
+    /// uploaded, it is reset as the load starts, and its records are
+    /// fetched and moved onto this machine's clock at the end.
+    #[arg(long, value_name = "in-process|URL", default_value = "in-process", conflicts_with = "provider_listen")]
+    provider: harness::ProviderChoice,
+    /// The --target gateway was configured for the run's time scale (its
+    /// timeouts and budgets divided by it); without this, --target with a
+    /// time scale other than 1 is refused.
+    #[arg(long)]
+    allow_time_scale: bool,
     #[command(flatten)]
     sets: Sets,
 }
@@ -60,6 +72,8 @@ pub fn main(args: Args) -> Result<Ended, Error> {
         junit: args.junit,
         progress: !args.no_progress && std::io::stderr().is_terminal(),
         provider_listen: args.provider_listen,
+        provider: args.provider,
+        allow_time_scale: args.allow_time_scale,
     };
     let note = "stopping: writing a partial report (again to quit at once)";
     let judged = crate::runtime::block_on(None, Some(note.into()), |cancel| async move {

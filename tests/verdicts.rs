@@ -416,6 +416,7 @@ fn a_gateway_whose_upstream_is_another_provider_is_invalid() {
             &target,
             "--time-scale",
             "4",
+            "--allow-time-scale",
             "--no-progress",
             "--out",
         ])

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use assertions::Expectations;
-use fake_provider::{FakeProvider, ProviderHandle};
+use crate::provider_side::{ProviderChoice, ProviderSide};
 use report::{GatewayEvent, Plan, RunMeta};
 use tokio_util::sync::CancellationToken;
 use wire::ClientRecord;
@@ -49,8 +49,13 @@ pub struct RunOptions {
     pub junit: Option<PathBuf>,
     /// Show a progress bar.
     pub progress: bool,
-    /// Where the fake provider listens.
+    /// Where the fake provider listens (in-process only).
     pub provider_listen: String,
+    /// Where the fake provider is: in this process, or at a URL.
+    pub provider: ProviderChoice,
+    /// The target gateway was configured for the run's time scale (a
+    /// gateway the harness did not spawn is not compressed by it).
+    pub allow_time_scale: bool,
 }
 
 /// A run made ready: the scenario as it will be rehearsed.
@@ -73,18 +78,23 @@ pub async fn run(
     let rss_path = opts.out.join(files::RSS_RECORDS);
     let rss_file = std::fs::File::create(&rss_path)
         .map_err(|e| RunError::Invalid(format!("cannot write {}: {e}", rss_path.display())))?;
-    // The provider writes each call's record into the run directory as the
-    // call ends: nothing is collected at the end, nothing is held.
-    let provider = FakeProvider::new(p.rehearsal.provider.clone())
-        .record_to(opts.out.join(files::PROVIDER_RECORDS))
-        .bind(opts.provider_listen.as_str())
-        .await
-        .map_err(|e| {
-            RunError::Invalid(format!(
-                "the fake provider cannot listen on {}: {e}",
-                opts.provider_listen
-            ))
-        })?;
+    // The in-process provider writes each call's record into the run
+    // directory as the call ends: nothing is collected at the end, nothing
+    // is held. A remote one is readied (config, reset) and read at the end.
+    let run_id = opts
+        .out
+        .file_name()
+        .map_or_else(|| "run".to_string(), |n| n.to_string_lossy().into_owned());
+    let lease = p.rehearsal.load.schedule_length() + Duration::from_secs(600);
+    let provider = ProviderSide::start(
+        &opts.provider,
+        &p.rehearsal.provider,
+        &opts.provider_listen,
+        &opts.out,
+        &run_id,
+        lease,
+    )
+    .await?;
     let provider_url = provider.base_url();
     eprintln!("fake provider: {provider_url}");
     let gateway = match Running::start(
@@ -98,14 +108,14 @@ pub async fn run(
     {
         Ok(g) => g,
         Err(e) => {
-            provider.shutdown().await;
+            provider.finish(&opts.out, &mut Vec::new()).await;
             return Err(e);
         }
     };
     announce(&p, &gateway);
     let sampler = RssSampler::start(rss_source(&p.scenario, &gateway), rss_file);
     let started_us = now_us();
-    let (load, mut notes) = drive(&p, &gateway.url, opts, cancel.clone()).await;
+    let (load, mut notes) = drive(&p, &gateway.url, opts, provider.start_at(), cancel.clone()).await;
     if p.target.is_none() {
         // What the scenario left to the harness, for the gateway it started.
         notes.splice(0..0, p.scenario.gateway.notes.iter().cloned());
@@ -123,7 +133,7 @@ pub async fn run(
     // Hung-up calls are recorded when their connections close.
     tokio::time::sleep(Duration::from_millis(200)).await;
     // No size cap is set here, so every call's record is in the file.
-    provider.shutdown().await;
+    provider.finish(&opts.out, &mut notes).await;
 
     let (first_arrival_us, inside) = first_arrival_and_deaths(&opts.out, &events)?;
     // Time zero is the schedule's start, where the plan's phases begin (a
@@ -182,6 +192,12 @@ fn prepare(s: &Scenario, opts: &RunOptions) -> Result<Prepared, RunError> {
     });
     if let Some(t) = &target {
         loadgen::Target::parse(t).map_err(|e| RunError::BadInput(e.to_string()))?;
+        let time = rehearsal.scale.time;
+        if (time - 1.0).abs() > f64::EPSILON && !opts.allow_time_scale {
+            return Err(RunError::BadInput(format!(
+                "target {t} is a gateway the harness did not start, so it is not compressed {time}x in time as the provider and the load are: run at --time-scale 1, or pass --allow-time-scale if the gateway was configured for it (its timeouts and budgets divided by {time})"
+            )));
+        }
         if !is_loopback_url(t) && !opts.allow_remote {
             return Err(RunError::BadInput(format!(
                 "target {t} is outside loopback: pass --allow-remote to send load there"
@@ -262,6 +278,7 @@ async fn drive(
     p: &Prepared,
     target_url: &str,
     opts: &RunOptions,
+    start_at: Option<std::time::SystemTime>,
     cancel: CancellationToken,
 ) -> (Option<loadgen::RunReport>, Vec<String>) {
     let mut notes = Vec::new();
@@ -274,6 +291,7 @@ async fn drive(
     };
     let mut lo = loadgen::LoadOptions::new(&opts.out);
     lo.progress = opts.progress;
+    lo.start_at = start_at;
     match loadgen::run(&p.rehearsal.load, &target, &lo, cancel).await {
         Ok(r) => (Some(r), notes),
         Err(e) => {
@@ -285,13 +303,13 @@ async fn drive(
 
 /// Step 6: lets the backlog drain, within the drain allowance (not when the
 /// run was interrupted), and notes the provider calls still running then.
-async fn settle(provider: &ProviderHandle, p: &Prepared, partial: bool, notes: &mut Vec<String>) {
+async fn settle(provider: &ProviderSide, p: &Prepared, partial: bool, notes: &mut Vec<String>) {
     let allowance = p.rehearsal.thresholds.drain.within + Duration::from_secs(1);
     let deadline = Instant::now() + allowance;
-    while !partial && Instant::now() < deadline && provider.stats().in_flight > 0 {
+    while !partial && Instant::now() < deadline && provider.in_flight().await > 0 {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let left = provider.stats().in_flight;
+    let left = provider.in_flight().await;
     if left > 0 {
         notes.push(format!(
             "{left} provider calls were still in flight when the gateway was stopped"

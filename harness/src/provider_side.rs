@@ -1,0 +1,200 @@
+//! Where the run's fake provider is (`rehearse run --provider`): started
+//! in this process (the default), or already serving at a URL and driven
+//! through its admin API ([`crate::remote`]).
+
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fake_provider::{FakeProvider, ProviderConfig, ProviderHandle};
+use wire::files;
+
+use crate::error::RunError;
+use crate::remote::{ClockOffset, RemoteProvider, Reset};
+
+/// `--provider`: where the fake provider is.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ProviderChoice {
+    /// Started in this process, listening on `--provider-listen`.
+    #[default]
+    InProcess,
+    /// A `rehearse provider` already serving at this base URL, driven
+    /// through its admin API (token from `REHEARSE_PROVIDER_TOKEN`).
+    Url(String),
+}
+
+impl std::str::FromStr for ProviderChoice {
+    type Err = String;
+
+    /// `in-process`, or an `http://` / `https://` URL. (`external`, a real
+    /// provider behind the gateway, is a later mode.)
+    fn from_str(s: &str) -> Result<ProviderChoice, String> {
+        match s {
+            "in-process" => Ok(ProviderChoice::InProcess),
+            u if u.starts_with("http://") || u.starts_with("https://") => {
+                Ok(ProviderChoice::Url(u.trim_end_matches('/').to_string()))
+            }
+            "external" => Err(
+                "--provider external (a real provider behind the gateway, judged from the client side) is not built yet: use in-process or a fake provider's URL".into(),
+            ),
+            other => Err(format!(
+                "{other:?}: --provider is in-process or the URL of a rehearse provider"
+            )),
+        }
+    }
+}
+
+/// Round trips per clock-offset measurement.
+const OFFSET_ROUNDS: usize = 8;
+
+/// How far ahead of now the load and a remote provider's timeline start,
+/// so both can be ready (the reset travels, the load probes its target).
+const REMOTE_LEAD: Duration = Duration::from_secs(2);
+
+/// The run's provider.
+pub(crate) enum ProviderSide {
+    Local(ProviderHandle),
+    Remote {
+        remote: RemoteProvider,
+        before: ClockOffset,
+        /// When the load and the provider's timeline start (our clock).
+        start_at: SystemTime,
+    },
+}
+
+impl ProviderSide {
+    /// Starts the in-process provider (writing its records into `out`), or
+    /// readies the remote one: clock offset, the provider table uploaded,
+    /// a reset whose timeline starts with the load.
+    pub(crate) async fn start(
+        choice: &ProviderChoice,
+        config: &ProviderConfig,
+        listen: &str,
+        out: &Path,
+        run_id: &str,
+        lease: Duration,
+    ) -> Result<ProviderSide, RunError> {
+        match choice {
+            ProviderChoice::InProcess => {
+                let handle = FakeProvider::new(config.clone())
+                    .record_to(out.join(files::PROVIDER_RECORDS))
+                    .bind(listen)
+                    .await
+                    .map_err(|e| {
+                        RunError::Invalid(format!(
+                            "the fake provider cannot listen on {listen}: {e}"
+                        ))
+                    })?;
+                Ok(ProviderSide::Local(handle))
+            }
+            ProviderChoice::Url(url) => {
+                let remote = RemoteProvider::new(url);
+                let fail = |e: crate::remote::RemoteError| RunError::Invalid(e.to_string());
+                let before = remote.clock_offset(OFFSET_ROUNDS).await.map_err(fail)?;
+                remote.upload_config(config).await.map_err(fail)?;
+                let start_at = SystemTime::now() + REMOTE_LEAD;
+                let ours_ms = start_at
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as i64);
+                remote
+                    .reset(&Reset {
+                        run_id: run_id.to_string(),
+                        start_at_unix_ms: Some((ours_ms + before.offset_us / 1000).max(0) as u64),
+                        lease_s: lease.as_secs().max(60),
+                        force: false,
+                    })
+                    .await
+                    .map_err(fail)?;
+                Ok(ProviderSide::Remote {
+                    remote,
+                    before,
+                    start_at,
+                })
+            }
+        }
+    }
+
+    /// The base URL the gateway calls.
+    pub(crate) fn base_url(&self) -> String {
+        match self {
+            ProviderSide::Local(h) => h.base_url(),
+            ProviderSide::Remote { remote, .. } => remote.base_url().to_string(),
+        }
+    }
+
+    /// When the load must start, agreed with a remote provider's timeline.
+    pub(crate) fn start_at(&self) -> Option<SystemTime> {
+        match self {
+            ProviderSide::Local(_) => None,
+            ProviderSide::Remote { start_at, .. } => Some(*start_at),
+        }
+    }
+
+    /// Its calls in flight (a remote provider that cannot be asked: 0).
+    pub(crate) async fn in_flight(&self) -> u64 {
+        match self {
+            ProviderSide::Local(h) => h.stats().in_flight,
+            ProviderSide::Remote { remote, .. } => remote.in_flight().await.unwrap_or(0),
+        }
+    }
+
+    /// Ends the provider's part: the in-process one shut down (its records
+    /// are in `out` already), the remote one's records fetched into `out`
+    /// on our clock, with a note of the offset. Returns the offset used.
+    pub(crate) async fn finish(self, out: &Path, notes: &mut Vec<String>) -> Option<ClockOffset> {
+        match self {
+            ProviderSide::Local(h) => {
+                h.shutdown().await;
+                None
+            }
+            ProviderSide::Remote { remote, before, .. } => {
+                let after = match remote.clock_offset(OFFSET_ROUNDS).await {
+                    Ok(a) => a,
+                    Err(e) => {
+                        notes.push(format!("the provider's clock could not be read after the run ({e}); its offset from before is used"));
+                        before
+                    }
+                };
+                let offset = ClockOffset::mean(before, after);
+                let path = out.join(files::PROVIDER_RECORDS);
+                match remote.fetch_records(&path, offset).await {
+                    Ok(n) => notes.push(format!(
+                        "the fake provider at {}: {n} call records fetched; its clock is {:+.1} ms from ours (± {:.1} ms; {:+.1} ms before the run, {:+.1} ms after), and its record times were moved onto ours by it",
+                        remote.base_url(),
+                        offset.offset_us as f64 / 1000.0,
+                        offset.uncertainty_us as f64 / 1000.0,
+                        before.offset_us as f64 / 1000.0,
+                        after.offset_us as f64 / 1000.0,
+                    )),
+                    Err(e) => {
+                        notes.push(format!(
+                            "the fake provider's records could not be fetched ({e}): the run is judged without them"
+                        ));
+                        if !path.exists() {
+                            let _ = std::fs::File::create(&path);
+                        }
+                    }
+                }
+                Some(offset)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn provider_choices_read_and_refuse_with_the_reason() {
+        assert_eq!("in-process".parse(), Ok(ProviderChoice::InProcess));
+        assert_eq!(
+            "http://10.0.0.2:8080/".parse(),
+            Ok(ProviderChoice::Url("http://10.0.0.2:8080".into()))
+        );
+        assert!("external"
+            .parse::<ProviderChoice>()
+            .unwrap_err()
+            .contains("not built yet"));
+        assert!("ftp://x".parse::<ProviderChoice>().unwrap_err().contains("in-process"));
+    }
+}
