@@ -28,8 +28,8 @@ pub struct Args {
     #[arg(long, value_name = "N")]
     time_scale: Option<f64>,
     /// Base URL of the target (a gateway, or the provider itself), e.g.
-    /// http://127.0.0.1:8080; request paths like /v1/chat/completions are
-    /// appended to it.
+    /// http://127.0.0.1:8080 or https://gw.staging; request paths like
+    /// /v1/chat/completions are appended to it.
     #[arg(long)]
     target: String,
     /// Folder for client.jsonl, client.hlog, summary.json and
@@ -49,6 +49,34 @@ pub struct Args {
     /// start that has passed when the run is ready is refused.
     #[arg(long, value_name = "TIME", value_parser = loadgen::parse_start_at)]
     start_at: Option<std::time::SystemTime>,
+    #[command(flatten)]
+    tls: TlsArgs,
+}
+
+/// How an https:// target's certificate is checked (`load` and `run`).
+#[derive(clap::Args, Debug)]
+pub struct TlsArgs {
+    /// Trust the CA certificates in this PEM file for an https:// target,
+    /// besides the public roots (a private CA, or a self-signed certificate).
+    #[arg(long, value_name = "PEM")]
+    ca_file: Option<PathBuf>,
+    /// Accept any certificate of an https:// target (self-signed staging):
+    /// encrypted, but the server is not authenticated.
+    #[arg(long, conflicts_with = "ca_file")]
+    insecure: bool,
+}
+
+impl TlsArgs {
+    /// The options; says so on stderr when certificates go unchecked.
+    pub fn options(self) -> loadgen::TlsOptions {
+        if self.insecure {
+            eprintln!("{}", loadgen::INSECURE_WARNING);
+        }
+        loadgen::TlsOptions {
+            ca_file: self.ca_file,
+            insecure: self.insecure,
+        }
+    }
 }
 
 /// The `[scenario]` table's scale, read alone (the rest of the file is the
@@ -102,6 +130,7 @@ pub fn main(args: Args) -> Result<Ended, Error> {
     let mut options = LoadOptions::new(&args.out);
     options.shard = args.shard.unwrap_or_default();
     options.start_at = args.start_at;
+    options.tls = args.tls.options();
     options.progress = !args.no_progress && std::io::stderr().is_terminal();
     let note = format!(
         "stopping: no new arrivals; requests in flight get {} ms, then end as cancelled \
@@ -111,7 +140,7 @@ pub fn main(args: Args) -> Result<Ended, Error> {
     let (report, partial) = crate::runtime::block_on(None, Some(note), |cancel| async move {
         let report = loadgen::run(&plan, &target, &options, cancel.clone())
             .await
-            // An unreachable --target or an unwritable --out.
+            // An unreachable --target, a refused certificate, an unwritable --out.
             .with_context(|| format!("load run against {}", args.target))
             .bad_input()?;
         Ok((report, cancel.is_cancelled()))

@@ -9,6 +9,12 @@
 //! buffer only while bytes are arriving, so 10,000 slow requests stay cheap
 //! and one core keeps a 20,000/s schedule. Dropping the future drops the
 //! socket: that is how a person hangs up.
+//!
+//! An `https://` target is spoken to over rustls ([`Conn::Tls`]): one
+//! handshake per new connection, made as part of the request that opened
+//! it, and the session kept while the connection is reused. A plain
+//! connection is the bare socket, read on readiness as before; the enum
+//! costs a branch per read, not an allocation.
 
 use std::io;
 use std::net::SocketAddr;
@@ -16,9 +22,12 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue};
-use tokio::io::AsyncWriteExt;
+use rustls::pki_types::ServerName;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio_rustls::client::TlsStream;
+use tokio_rustls::TlsConnector;
 
 /// Response heads larger than this are refused.
 const MAX_HEAD: usize = 64 * 1024;
@@ -51,11 +60,103 @@ pub(crate) enum HttpError {
 /// A connection's place under the cap, held as long as the connection lives.
 type Slot = Option<OwnedSemaphorePermit>;
 
+/// One connection to the target: the socket, or a TLS session over it
+/// (boxed: a session's state is a kilobyte or so, and an enum the size of
+/// the socket keeps idle pools and waiting requests small).
+#[derive(Debug)]
+pub(crate) enum Conn {
+    Plain(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl Conn {
+    /// Writes the whole request (one writev for head and body on a plain
+    /// socket) and, over TLS, flushes the records out.
+    async fn write_request(&mut self, request: &mut impl bytes::Buf) -> io::Result<()> {
+        match self {
+            Conn::Plain(s) => s.write_all_buf(request).await,
+            Conn::Tls(s) => {
+                s.write_all_buf(request).await?;
+                s.flush().await
+            }
+        }
+    }
+
+    /// Appends what arrives next to `buf`; 0 at the end of the stream.
+    async fn read_more(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        match self {
+            Conn::Plain(s) => read_more(s, buf).await,
+            Conn::Tls(s) => {
+                tokio::task::consume_budget().await;
+                // Decrypted bytes are waited for inside rustls and then
+                // copied: as on a plain socket, a request waiting for its
+                // answer holds no buffer of its own.
+                let data = match s.fill_buf().await {
+                    Ok(data) => data,
+                    // A peer that closes the socket without close_notify:
+                    // the end of the stream (HTTP frames its own bodies).
+                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
+                    Err(e) => return Err(e),
+                };
+                let n = data.len();
+                buf.extend_from_slice(data);
+                s.consume(n);
+                Ok(n)
+            }
+        }
+    }
+
+    /// Whether an idle connection is still open and quiet: a server that
+    /// closed it shows EOF (or a close_notify, or stray bytes) when peeked
+    /// at; WouldBlock means alive. Any byte found spoils it, so it is
+    /// dropped, never read from.
+    fn is_quiet(&mut self) -> bool {
+        let mut probe = [0u8; 1];
+        let socket = match self {
+            Conn::Plain(s) => s,
+            Conn::Tls(s) => {
+                let (socket, session) = s.get_mut();
+                match session.process_new_packets() {
+                    Ok(io) if io.plaintext_bytes_to_read() == 0 && !io.peer_has_closed() => {}
+                    _ => return false,
+                }
+                socket
+            }
+        };
+        matches!(socket.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+    }
+}
+
+/// How to open TLS sessions with the target: the run's client
+/// configuration and the name its certificate must carry (also the SNI).
+#[derive(Clone)]
+pub(crate) struct TlsTarget {
+    pub(crate) connector: TlsConnector,
+    pub(crate) name: ServerName<'static>,
+}
+
+impl std::fmt::Debug for TlsTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsTarget")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TlsTarget {
+    /// A TLS session over `socket`: the handshake, within the caller's time.
+    pub(crate) async fn handshake(&self, socket: TcpStream) -> io::Result<TlsStream<TcpStream>> {
+        self.connector.connect(self.name.clone(), socket).await
+    }
+}
+
 /// Connections to one address, reused when an answer was read in full.
 #[derive(Debug)]
 pub(crate) struct Connector {
     addr: SocketAddr,
-    idle: Mutex<Vec<(TcpStream, Slot)>>,
+    /// For an `https://` target.
+    tls: Option<TlsTarget>,
+    idle: Mutex<Vec<(Conn, Slot)>>,
     /// With a cap on open connections: one permit per connection.
     slots: Option<Arc<Semaphore>>,
     /// Signalled when a connection goes back to the idle pool.
@@ -68,26 +169,30 @@ impl Connector {
     pub(crate) fn new(addr: SocketAddr, cap: Option<usize>) -> Self {
         Connector {
             addr,
+            tls: None,
             idle: Mutex::new(Vec::new()),
             slots: cap.map(|n| Arc::new(Semaphore::new(n))),
             returned: Notify::new(),
         }
     }
 
-    fn take_idle(&self) -> Option<(TcpStream, Slot)> {
+    /// The same, every connection a TLS session with `tls`.
+    pub(crate) fn with_tls(mut self, tls: Option<TlsTarget>) -> Self {
+        self.tls = tls;
+        self
+    }
+
+    fn take_idle(&self) -> Option<(Conn, Slot)> {
         loop {
-            let (stream, slot) = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop()?;
-            // A connection the server closed while idle reads as EOF (or
-            // has stray bytes): drop it. WouldBlock means alive and quiet.
-            let mut probe = [0u8; 1];
-            match stream.try_read(&mut probe) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Some((stream, slot)),
-                _ => continue,
+            let (mut stream, slot) = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop()?;
+            // A connection the server closed while idle: drop it.
+            if stream.is_quiet() {
+                return Some((stream, slot));
             }
         }
     }
 
-    fn put_idle(&self, stream: TcpStream, slot: Slot) {
+    fn put_idle(&self, stream: Conn, slot: Slot) {
         {
             let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
             if idle.len() >= MAX_IDLE {
@@ -102,7 +207,7 @@ impl Connector {
 
     /// An idle connection, else a new one; under a cap, waits for either.
     /// Returns whether the connection was reused.
-    async fn checkout(&self) -> Result<(TcpStream, Slot, bool), HttpError> {
+    async fn checkout(&self) -> Result<(Conn, Slot, bool), HttpError> {
         let Some(slots) = &self.slots else {
             if let Some((stream, slot)) = self.take_idle() {
                 return Ok((stream, slot, true));
@@ -131,13 +236,24 @@ impl Connector {
         }
     }
 
-    async fn connect(&self) -> Result<TcpStream, HttpError> {
+    async fn connect(&self) -> Result<Conn, HttpError> {
         let stream = TcpStream::connect(self.addr)
             .await
             .map_err(HttpError::Connect)?;
         // Requests are written whole; don't let Nagle hold the last segment.
         let _ = stream.set_nodelay(true);
-        Ok(stream)
+        Ok(match &self.tls {
+            None => Conn::Plain(stream),
+            // A failed handshake (a certificate refused) is a connect error:
+            // no request was sent. The handshake's state (the session, a
+            // kilobyte or so) is boxed: held inline, it would widen every
+            // person's future, waiting or not.
+            Some(tls) => Conn::Tls(Box::new(
+                Box::pin(tls.handshake(stream))
+                    .await
+                    .map_err(HttpError::Connect)?,
+            )),
+        })
     }
 
     /// Sends a request (`head` ending in the blank line, then the body that
@@ -185,7 +301,7 @@ enum Failure {
 }
 
 struct Head {
-    stream: TcpStream,
+    stream: Conn,
     status: u16,
     headers: HeaderMap,
     rest: Vec<u8>,
@@ -237,7 +353,7 @@ async fn read_more(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<usize> {
 }
 
 async fn exchange(
-    mut stream: TcpStream,
+    mut stream: Conn,
     head: &[u8],
     body: Bytes,
     reused: bool,
@@ -251,11 +367,11 @@ async fn exchange(
     };
     // One writev for head and body.
     let mut request = bytes::Buf::chain(head, body);
-    stream.write_all_buf(&mut request).await.map_err(broke)?;
+    stream.write_request(&mut request).await.map_err(broke)?;
     drop(request);
     let mut buf = Vec::new();
     loop {
-        let n = match read_more(&stream, &mut buf).await {
+        let n = match stream.read_more(&mut buf).await {
             Ok(n) => n,
             Err(e) if buf.is_empty() => return Err(broke(e)),
             Err(e) => return Err(Failure::Failed(HttpError::Reset(e.to_string()))),
@@ -349,7 +465,7 @@ pub(crate) struct Response<'c> {
     pub(crate) headers: HeaderMap,
     connector: &'c Connector,
     slot: Slot,
-    stream: Option<TcpStream>,
+    stream: Option<Conn>,
     buf: Vec<u8>,
     pos: usize,
     framing: Framing,
@@ -378,9 +494,9 @@ impl Response<'_> {
             }
             let stream = self
                 .stream
-                .as_ref()
+                .as_mut()
                 .expect("the stream is kept until the end");
-            match read_more(stream, &mut self.buf).await {
+            match stream.read_more(&mut self.buf).await {
                 Ok(0) if self.framing == Framing::Eof => self.framing = Framing::Done,
                 Ok(0) => return Err(HttpError::Reset("closed in the middle of the body".into())),
                 Ok(_) => {}

@@ -16,7 +16,10 @@
 //!   marker, and validating answers;
 //! - `retry`: what is retried, backoff honouring Retry-After (read by
 //!   [`wire::parse_retry_after`]) and the retry budget;
-//! - `http1`: a lean HTTP/1.1 client with an uncapped keep-alive pool;
+//! - `http1`: a lean HTTP/1.1 client with an uncapped keep-alive pool,
+//!   over TCP or TLS;
+//! - `tls`: rustls for `https://` targets ([`TlsOptions`]: the public
+//!   roots, a CA file, or `--insecure`);
 //! - `run`: the dispatcher, the person tasks (patience, hang-up, retries)
 //!   and the record writer, one [`wire::ClientRecord`] per attempt streamed
 //!   to `client.jsonl`; entry point [`run()`];
@@ -71,6 +74,7 @@ mod run;
 mod schedule;
 mod shard;
 mod stats;
+mod tls;
 
 pub use config::{
     LoadConfig, LoadError, LoadPlan, PhaseConfig, RateUnit, ReplayConfig, RequestConfig,
@@ -79,7 +83,10 @@ pub use config::{
 pub use dist::{CountDist, DurationDist, HumanDuration, MixEntry};
 pub use progress::Live;
 pub use replay::{parse_replay_log, ReplayFormat, TimestampUnit};
-pub use run::{probe, run, LoadOptions, LoadRunError, StopCondition, Target, TargetError};
+pub use run::{
+    probe, probe_tls, run, LoadOptions, LoadRunError, StopCondition, Target, TargetError,
+};
 pub use schedule::PhaseArrivals;
 pub use shard::{parse_start_at, Shard, ShardError};
 pub use stats::{LoadPercentiles, LoadSecond, OutcomeSummary, RunReport};
+pub use tls::{TlsError, TlsOptions, INSECURE_WARNING};

@@ -29,19 +29,22 @@ use wire::headers::{
 use wire::{files, ClientOutcome, ClientRecord, Clock, Dialect};
 
 use crate::config::LoadPlan;
-use crate::http1::{Connector, HttpError};
+use crate::http1::{Connector, HttpError, TlsTarget};
 use crate::progress::Live;
 use crate::request::{AnswerReader, Drawn};
 use crate::retry::{retryable, RetryBudget};
 use crate::schedule::{Arrivals, Source};
 use crate::stats::{RunReport, Stats};
+use crate::tls::{TlsError, TlsOptions};
 
-/// Where requests go: an `http://host:port[/base]` URL.
+/// Where requests go: an `http://` or `https://host:port[/base]` URL.
 #[derive(Debug, Clone)]
 pub struct Target {
     authority: String,
     base_path: String,
     host_port: String,
+    /// `https://`: the host, as the certificate must name it (and as SNI).
+    tls_host: Option<String>,
 }
 
 /// Why a target URL is not usable.
@@ -55,8 +58,8 @@ pub enum TargetError {
         /// The parser's complaint.
         cause: String,
     },
-    /// Only plain HTTP is spoken.
-    #[error("`{url}`: only http:// targets are supported")]
+    /// Neither HTTP nor HTTPS.
+    #[error("`{url}`: only http:// and https:// targets are supported")]
     Scheme {
         /// The text given.
         url: String,
@@ -64,7 +67,7 @@ pub enum TargetError {
 }
 
 impl Target {
-    /// Parses `http://host[:port][/base/path]`; request paths
+    /// Parses `http[s]://host[:port][/base/path]`; request paths
     /// (`/v1/chat/completions`) are appended to the base path.
     pub fn parse(url: &str) -> Result<Target, TargetError> {
         let uri: Uri = url
@@ -73,26 +76,54 @@ impl Target {
                 url: url.into(),
                 cause: e.to_string(),
             })?;
-        if uri.scheme_str() != Some("http") {
-            return Err(TargetError::Scheme { url: url.into() });
-        }
+        let tls = match uri.scheme_str() {
+            Some("http") => false,
+            Some("https") => true,
+            _ => return Err(TargetError::Scheme { url: url.into() }),
+        };
         let authority = uri.authority().ok_or_else(|| TargetError::NotAUrl {
             url: url.into(),
             cause: "no host".into(),
         })?;
-        let port = authority.port_u16().unwrap_or(80);
+        let port = authority.port_u16().unwrap_or(if tls { 443 } else { 80 });
         let host = authority.host();
+        let tls_host = match tls {
+            true if crate::tls::server_name(host).is_none() => {
+                return Err(TargetError::NotAUrl {
+                    url: url.into(),
+                    cause: format!("`{host}` cannot be a TLS server name"),
+                })
+            }
+            true => Some(host.to_string()),
+            false => None,
+        };
         let base_path = uri.path().trim_end_matches('/');
         Ok(Target {
             authority: authority.as_str().to_string(),
             base_path: base_path.to_string(),
             host_port: format!("{host}:{port}"),
+            tls_host,
         })
     }
 
     /// The full URL of `path` at this target.
     pub fn url(&self, path: &str) -> String {
-        format!("http://{}{}{}", self.authority, self.base_path, path)
+        let scheme = if self.is_tls() { "https" } else { "http" };
+        format!("{scheme}://{}{}{}", self.authority, self.base_path, path)
+    }
+
+    /// Whether this is an `https://` target.
+    pub fn is_tls(&self) -> bool {
+        self.tls_host.is_some()
+    }
+
+    /// How to open sessions with an `https://` target under `config`.
+    fn tls_target(&self, config: Arc<rustls::ClientConfig>) -> Option<TlsTarget> {
+        let name = crate::tls::server_name(self.tls_host.as_deref()?)?;
+        Some(TlsTarget {
+            connector: config.into(),
+            name,
+        })
     }
 }
 
@@ -121,6 +152,8 @@ pub struct LoadOptions {
     /// After a cancellation, how long attempts in flight may still finish;
     /// those still running then end as `cancelled`.
     pub cancel_grace: Duration,
+    /// How an `https://` target's certificate is checked.
+    pub tls: TlsOptions,
     /// The part of the schedule this process plays (the whole by default).
     pub shard: crate::Shard,
     /// When the schedule's offset 0 is, agreed between shards; `None`:
@@ -137,6 +170,7 @@ impl LoadOptions {
             stop: StopCondition::default(),
             probe_timeout: Duration::from_secs(3),
             cancel_grace: Duration::from_millis(500),
+            tls: TlsOptions::default(),
             shard: crate::Shard::default(),
             start_at: None,
         }
@@ -152,6 +186,19 @@ pub enum LoadRunError {
         /// host:port
         target: String,
         /// What the connect attempt said.
+        cause: String,
+    },
+    /// The TLS settings cannot be used (a CA file that cannot be read).
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    /// The target accepted a connection but no TLS session: its
+    /// certificate was refused, or it does not speak TLS.
+    #[error("TLS handshake with {target} failed: {cause}")]
+    Handshake {
+        /// host:port
+        target: String,
+        /// What the handshake said, and for a refused certificate what to
+        /// do about it.
         cause: String,
     },
     /// An output file could not be written.
@@ -197,6 +244,48 @@ pub async fn probe(target: &Target, within: Duration) -> Result<SocketAddr, Load
         Err(_) => Err(unreachable(format!(
             "no answer to a connect within {within:?}"
         ))),
+    }
+}
+
+/// Checks that an `https://` target makes a TLS session under `tls`
+/// within `within` (a TCP probe first); a plain target only gets the TCP
+/// probe. A refused certificate fails at once, naming the problem.
+pub async fn probe_tls(
+    target: &Target,
+    tls: &TlsOptions,
+    within: Duration,
+) -> Result<SocketAddr, LoadRunError> {
+    let config = tls.client_config()?;
+    let addr = probe(target, within).await?;
+    if let Some(t) = target.tls_target(config) {
+        handshake_probe(target, &t, addr, within).await?;
+    }
+    Ok(addr)
+}
+
+/// One TLS handshake with `addr`, within `within`.
+async fn handshake_probe(
+    target: &Target,
+    tls: &TlsTarget,
+    addr: SocketAddr,
+    within: Duration,
+) -> Result<(), LoadRunError> {
+    let failed = |cause: String| LoadRunError::Handshake {
+        target: target.host_port.clone(),
+        cause,
+    };
+    let attempt = async {
+        let socket = tokio::net::TcpStream::connect(addr).await?;
+        tls.handshake(socket).await
+    };
+    match tokio::time::timeout(within, attempt).await {
+        Ok(Ok(_session)) => Ok(()),
+        Ok(Err(e)) if crate::tls::is_certificate_error(&e) => Err(failed(format!(
+            "{e}: the target's certificate is not trusted here (--ca-file PEM trusts a \
+             private CA; --insecure accepts any certificate)"
+        ))),
+        Ok(Err(e)) => Err(failed(e.to_string())),
+        Err(_) => Err(failed(format!("no handshake within {within:?}"))),
     }
 }
 
@@ -255,7 +344,12 @@ pub async fn run(
     options: &LoadOptions,
     cancel: CancellationToken,
 ) -> Result<RunReport, LoadRunError> {
+    let tls_config = options.tls.client_config()?;
     let addr = probe(target, options.probe_timeout).await?;
+    let tls = target.tls_target(tls_config);
+    if let Some(t) = &tls {
+        handshake_probe(target, t, addr, options.probe_timeout).await?;
+    }
     std::fs::create_dir_all(&options.out_dir).map_err(output_error(&options.out_dir))?;
     let records_path = options.out_dir.join(files::CLIENT_RECORDS);
     let file = std::fs::File::create(&records_path).map_err(output_error(&records_path))?;
@@ -317,7 +411,7 @@ pub async fn run(
     let shared = Arc::new(Shared {
         plan: plan.clone(),
         shard: options.shard,
-        connector: Connector::new(addr, plan.max_connections),
+        connector: Connector::new(addr, plan.max_connections).with_tls(tls),
         head_prefixes,
         clock,
         start,
@@ -878,8 +972,18 @@ mod tests {
         let t = Target::parse("http://gw.local/openai/").unwrap();
         assert_eq!(t.url("/v1/x"), "http://gw.local/openai/v1/x");
         assert_eq!(t.host_port, "gw.local:80");
+        assert!(!t.is_tls());
+        let t = Target::parse("https://a.b").unwrap();
+        assert!(t.is_tls());
+        assert_eq!(t.host_port, "a.b:443");
+        assert_eq!(t.tls_host.as_deref(), Some("a.b"));
+        assert_eq!(t.url("/v1/x"), "https://a.b/v1/x");
+        let t = Target::parse("https://127.0.0.1:8443/gw").unwrap();
+        assert_eq!(t.host_port, "127.0.0.1:8443");
+        assert_eq!(t.url("/v1/x"), "https://127.0.0.1:8443/gw/v1/x");
+        assert!(Target::parse("https://[::1]:8443").unwrap().is_tls());
         assert!(matches!(
-            Target::parse("https://a.b"),
+            Target::parse("ftp://a.b"),
             Err(TargetError::Scheme { .. })
         ));
         assert!(Target::parse("not a url").is_err());

@@ -6,3 +6,4 @@
 
 pub mod hostile;
 pub mod suite;
+pub mod tls;
