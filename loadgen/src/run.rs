@@ -594,9 +594,8 @@ async fn person(shared: Arc<Shared>, index: u64, offset_us: u64, source: Source)
             {
                 let ra = rec.retry_after_ms.map(Duration::from_millis);
                 let due = Instant::now() + policy.delay(attempt + 1, ra, &mut rng);
-                if due < give_up && shared.budget.take(policy.budget) {
-                    next = Some(due);
-                }
+                next = retry_at(due, give_up, plan.send_lag_bound())
+                    .filter(|_| shared.budget.take(policy.budget));
             }
             rec.last = next.is_none();
             shared.live.count(rec.outcome, attempt, rec.last);
@@ -614,6 +613,16 @@ async fn person(shared: Arc<Shared>, index: u64, offset_us: u64, source: Source)
     }
     .instrument(span)
     .await
+}
+
+/// When a person retries, if at all: at `due`, unless that leaves less than
+/// `margin` (the load generator's send-lag bound) before the person gives
+/// up. A retry due closer to the end of the patience can be sent only
+/// after it (a timer wakes a little late), and would end as a timeout that
+/// no target could have avoided: on a deadline gateway, whose Retry-After
+/// lands retries near the end of the patience, a dozen per rehearsal.
+fn retry_at(due: Instant, give_up: Instant, margin: Duration) -> Option<Instant> {
+    (due + margin < give_up).then_some(due)
 }
 
 /// What is known of an attempt so far; read back after a hang-up.
@@ -987,6 +996,19 @@ mod tests {
             Err(TargetError::Scheme { .. })
         ));
         assert!(Target::parse("not a url").is_err());
+    }
+
+    #[test]
+    fn a_retry_is_due_the_send_lag_bound_before_the_person_gives_up() {
+        let now = Instant::now();
+        let give_up = now + Duration::from_millis(400);
+        let margin = Duration::from_millis(5);
+        let at = |ms| retry_at(now + Duration::from_millis(ms), give_up, margin);
+        assert_eq!(at(100), Some(now + Duration::from_millis(100)));
+        assert_eq!(at(394), Some(now + Duration::from_millis(394)));
+        assert_eq!(at(395), None, "sent maybe after the person left");
+        assert_eq!(at(399), None);
+        assert_eq!(at(500), None);
     }
 
     #[test]
