@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
+use fake_provider::process;
 use fake_provider::{ConfigError, FakeProvider, ProviderConfig};
 use tokio_util::sync::CancellationToken;
 
@@ -21,7 +22,12 @@ Rotation: at start an existing non-empty FILE becomes FILE.1 (FILE.1 becomes FIL
 and so on); FILE starts empty. --records-max-bytes caps FILE and FILE.1, FILE.2, ...
 together: past it the oldest run's file is deleted first; once FILE alone would pass
 it, the provider stops writing records, counts each one dropped (records_dropped in
-/_fake/stats, fake_provider_records_dropped_total in /metrics) and warns once on stderr.")]
+/_fake/stats, fake_provider_records_dropped_total in /metrics) and warns once on stderr.
+
+Admin token (never in argv): --admin-token-file, else REHEARSE_ADMIN_TOKEN, else the
+config's admin_token. With one, every admin call needs Authorization: Bearer TOKEN (401);
+without, loopback callers only (403). POST /_fake/reset starts a run: README, \"The fake
+provider's admin API\". Tests only: REHEARSE_TEST_CLOCK_OFFSET_MS=N shifts its clock.")]
 pub struct Args {
     /// A provider config file (the same schema as a scenario's [provider]).
     #[arg(long, conflicts_with = "scenario")]
@@ -48,6 +54,10 @@ pub struct Args {
     /// GiB, TiB; kB, MB, GB, TB)
     #[arg(long, value_name = "N", default_value = "1GiB", value_parser = byte_size)]
     records_max_bytes: u64,
+    /// A file holding the admin token (surrounding whitespace ignored);
+    /// before REHEARSE_ADMIN_TOKEN and the config's admin_token
+    #[arg(long, value_name = "FILE")]
+    admin_token_file: Option<PathBuf>,
 }
 
 /// Reads a size: bytes, or a number with a binary (KiB, MiB, GiB, TiB) or
@@ -137,6 +147,16 @@ pub fn main(args: Args) -> Result<Ended, Error> {
     if let Some(seed) = args.seed {
         config.seed = seed;
     }
+    let token = process::admin_token(
+        args.admin_token_file.as_deref(),
+        std::env::var_os(process::ADMIN_TOKEN_ENV),
+        config.admin_token.take(),
+    )
+    .bad_input()?;
+    let offset_ms =
+        process::test_clock_offset_ms(std::env::var_os(process::CLOCK_OFFSET_ENV)).bad_input()?;
+    let said = process::banner(token.as_ref().map(|t| t.1), offset_ms, &config);
+    config.admin_token = token.map(|(t, _)| t);
     let records = match &args.records {
         Some(path) => path.clone(),
         None => default_records_path()
@@ -144,22 +164,26 @@ pub fn main(args: Args) -> Result<Ended, Error> {
             .invalid()?,
     };
     let threads = args.threads.map(usize::from);
-    crate::runtime::block_on(threads, None, |stop| serve(config, &args, &records, stop))
+    let provider = FakeProvider::new(config).clock_offset_ms(offset_ms);
+    crate::runtime::block_on(threads, None, |stop| {
+        serve(provider, &args, &records, said, stop)
+    })
 }
 
+/// Serves `provider`; `said` goes in the banner after the addresses.
 async fn serve(
-    config: ProviderConfig,
+    provider: FakeProvider,
     args: &Args,
     records: &Path,
+    said: String,
     stop: CancellationToken,
 ) -> Result<Ended, Error> {
     let listen = &args.listen;
-    let phases: Vec<String> = config.timeline.iter().map(|p| p.name.clone()).collect();
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))
         .bad_input()?;
-    let handle = FakeProvider::new(config)
+    let handle = provider
         .record_to(records)
         .records_max_bytes(args.records_max_bytes)
         .serve(listener)
@@ -167,11 +191,9 @@ async fn serve(
         .bad_input()?;
     let base = handle.base_url();
     let mut banner = format!(
-        "fake provider listening on {base}\n  OpenAI:    {base}/v1/chat/completions   (SDK base_url: {base}/v1)\n  Anthropic: {base}/v1/messages           (SDK base_url: {base})\n  admin:     {base}/_fake/stats  /_fake/records  /_fake/phase  /_fake/overrides  /metrics\n"
+        "fake provider listening on {base}\n  OpenAI:    {base}/v1/chat/completions   (SDK base_url: {base}/v1)\n  Anthropic: {base}/v1/messages           (SDK base_url: {base})\n  admin:     {base}/_fake/  time  run  stats  records  config  reset  lease  phase  overrides;  {base}/metrics\n"
     );
-    if !phases.is_empty() {
-        banner.push_str(&format!("  timeline:  {}\n", phases.join(", ")));
-    }
+    banner.push_str(&said);
     banner.push_str(&format!(
         "  records:   {} (earlier runs' rotated to .1, .2, ...; at most {} bytes together)\n",
         records.display(),

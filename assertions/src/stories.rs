@@ -59,6 +59,7 @@ pub(crate) fn call(
 ) -> ProviderRecord {
     ProviderRecord {
         id: id.to_string(),
+        run_id: String::new(),
         seq: 0,
         dialect: Dialect::OpenAi,
         model: "m".to_string(),

@@ -11,7 +11,8 @@
 //! header_read_timeout = "10s"    # a connection whose request head takes longer is closed
 //! body_read_timeout = "30s"      # a request body that takes longer gets 408
 //! default_max_tokens = 1024     # reserved when a request names no max_tokens
-//! # admin_token = "s3cret"      # admin endpoints from non-loopback callers need it
+//! # admin_token = "s3cret"      # every admin call needs it (prefer REHEARSE_ADMIN_TOKEN
+//!                               # or --admin-token-file, which take precedence)
 //!
 //! [latency]
 //! ttft = { lognormal = { median = "300ms", p99 = "1.2s" } }
@@ -449,7 +450,11 @@ pub struct ProviderConfig {
     /// A request body not in within this gets 408. Not time-scaled either.
     #[serde(default = "default_body_read_timeout", with = "humantime_serde")]
     pub body_read_timeout: Duration,
-    /// Lets non-loopback callers use the admin endpoints (as a bearer token).
+    /// The admin token: when set, every admin call (loopback included)
+    /// must send `Authorization: Bearer TOKEN`; when not, the admin API
+    /// answers loopback callers only. `rehearse provider` takes it from
+    /// `--admin-token-file`, else `REHEARSE_ADMIN_TOKEN`, else here. An
+    /// uploaded config (`PUT /_fake/config`) may not set it.
     #[serde(default)]
     pub admin_token: Option<String>,
     /// Latency settings.
@@ -571,6 +576,9 @@ impl ProviderConfig {
             if value.is_zero() {
                 return Err(src.error(&p(field), "must be positive"));
             }
+        }
+        if let Some(token) = &self.admin_token {
+            check_admin_token(token).map_err(|m| src.error(&p("admin_token"), m))?;
         }
         if self.timeline.len() > MAX_PHASES {
             return Err(src.error(
@@ -696,6 +704,18 @@ impl Overrides {
         if let Some(f) = &self.faults {
             check_faults(src, &format!("{at}.faults"), f)?;
         }
+        Ok(())
+    }
+}
+
+/// An admin token is sent in a header: visible ASCII, no spaces, not
+/// empty.
+pub fn check_admin_token(token: &str) -> Result<(), &'static str> {
+    if token.is_empty() {
+        Err("an admin token must not be empty")
+    } else if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        Err("an admin token is visible ASCII without spaces (it is sent as `Authorization: Bearer TOKEN`)")
+    } else {
         Ok(())
     }
 }
@@ -928,6 +948,8 @@ concurrency = { ceiling = 4 }
             ("[concurrency]\nceiling = 0\n", 2, "concurrency.ceiling"),
             ("seed = 1\nbody_read_timeout = \"0s\"\n", 2, "body_read_timeout"),
             ("header_read_timeout = \"0ms\"\n", 1, "header_read_timeout"),
+            ("seed = 1\nadmin_token = \"\"\n", 2, "admin_token"),
+            ("admin_token = \"a b\"\n", 1, "admin_token"),
         ];
         for (text, line, field) in cases {
             let err = ProviderConfig::from_toml(text, "p.toml").unwrap_err();

@@ -1,7 +1,9 @@
-//! The provider's live counts, served by `/_fake/stats`. The record of
-//! each call is [`wire::ProviderRecord`], stamped by a [`wire::Clock`]: the
-//! load generator uses the same clock convention, so both sides join by id
-//! and compare in time.
+//! The provider's live counts, served by `/_fake/stats`: a run's counts
+//! ([`Counters`], new at each reset) and the process's gauges ([`Gauges`],
+//! calls open now, whatever their run). The record of each call is
+//! [`wire::ProviderRecord`], stamped by a [`wire::Clock`]: the load
+//! generator uses the same clock convention, so both sides join by id and
+//! compare in time.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -9,12 +11,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde::{Deserialize, Serialize};
 use wire::{ProviderOutcome, ProviderRecord};
 
-/// Live counters.
+/// One run's counts: a reset starts the next run's at zero, while calls of
+/// the run before still count in theirs.
 #[derive(Debug, Default)]
 pub struct Counters {
     pub(crate) received: AtomicU64,
-    pub(crate) queued: AtomicU64,
-    pub(crate) in_flight: AtomicU64,
     pub(crate) hung_up: AtomicU64,
     pub(crate) prompt_tokens: AtomicU64,
     pub(crate) completion_tokens: AtomicU64,
@@ -35,7 +36,7 @@ impl Counters {
             .fetch_add(r.completion_tokens as u64, Ordering::Relaxed);
     }
 
-    pub(crate) fn snapshot(&self, in_service: u32, phase: String) -> Stats {
+    pub(crate) fn snapshot(&self, gauges: &Gauges, in_service: u32, phase: String) -> Stats {
         let by_outcome = ProviderOutcome::ALL
             .iter()
             .map(|o| {
@@ -48,24 +49,35 @@ impl Counters {
         Stats {
             received: self.received.load(Ordering::Relaxed),
             in_service: in_service as u64,
-            queued: self.queued.load(Ordering::Relaxed),
-            in_flight: self.in_flight.load(Ordering::Relaxed),
+            queued: gauges.queued.load(Ordering::Relaxed),
+            in_flight: gauges.in_flight.load(Ordering::Relaxed),
             hung_up: self.hung_up.load(Ordering::Relaxed),
             prompt_tokens: self.prompt_tokens.load(Ordering::Relaxed),
             completion_tokens: self.completion_tokens.load(Ordering::Relaxed),
             by_outcome,
             phase,
-            // The record file's figures: the server fills them in.
+            // The record file's figures and the run: the server fills
+            // them in.
             records_written: 0,
             records_dropped: 0,
+            run_id: String::new(),
         }
     }
 }
 
-/// Live counts, as served by `/_fake/stats`.
+/// Calls open now, of any run: a reset does not end them.
+#[derive(Debug, Default)]
+pub struct Gauges {
+    pub(crate) queued: AtomicU64,
+    pub(crate) in_flight: AtomicU64,
+}
+
+/// Live counts, as served by `/_fake/stats`: the counts are the current
+/// run's (since the last reset), the gauges (`in_service`, `queued`,
+/// `in_flight`) every call open now.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Stats {
-    /// Calls received so far.
+    /// Calls received in this run.
     pub received: u64,
     /// Calls in service now (past the ceiling).
     pub in_service: u64,
@@ -91,4 +103,7 @@ pub struct Stats {
     /// failed write.
     #[serde(default)]
     pub records_dropped: u64,
+    /// The current run (`POST /_fake/reset` starts one).
+    #[serde(default)]
+    pub run_id: String,
 }

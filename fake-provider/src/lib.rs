@@ -18,7 +18,14 @@
 //! - `counters`: the live counts of `/_fake/stats` ([`Stats`]);
 //! - `records`: the record file, its writer thread, rotation and cap, and
 //!   reading it back from a position ([`RecordsWritten`]);
-//! - `server`: HTTP serving, one call's life, the admin API and metrics;
+//! - `run`: a run (what a reset starts anew: config, timeline start,
+//!   counts, quota) and the lease ([`ResetRequest`], [`RunInfo`]);
+//! - `admin`: the admin API (`/_fake/...`), who may call it, and metrics;
+//! - `server`: HTTP serving and one call's life;
+//! - `shared`: the state both of those read (the run, the phase pinned,
+//!   the overrides, the lease book) and their HTTP helpers;
+//! - `process`: what a provider process reads besides its config (the
+//!   admin token by precedence, the test-only clock offset);
 //! - `timer`: the sub-millisecond timer behind the scripted delays.
 //!
 //! What it shares with the other parts of a rehearsal (the record, the
@@ -40,16 +47,25 @@
 // No function over 120 lines outside tests (the threshold is in clippy.toml).
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
+mod admin;
 mod ceiling;
 pub mod config;
 mod counters;
 mod dialect;
+pub mod process;
 mod records;
+mod run;
 mod server;
+mod shared;
 mod timer;
 
+pub use admin::{config_from_json, config_from_toml, UPLOAD_ORIGIN};
 pub use config::{ConfigError, Overrides, ProviderConfig};
 pub use counters::Stats;
 pub use dialect::ProviderDialect;
 pub use records::RecordsWritten;
-pub use server::{FakeProvider, ProviderHandle, UnknownPhase, RECORDS_NEXT_HEADER};
+pub use run::{
+    AdminRefusal, LeaseInfo, LeaseRequest, PreviousRun, ResetRequest, RunInfo, DEFAULT_LEASE,
+};
+pub use server::{FakeProvider, ProviderHandle};
+pub use shared::{UnknownPhase, RECORDS_NEXT_HEADER};

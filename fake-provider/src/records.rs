@@ -12,7 +12,11 @@
 //! of arrival order, so a position is not a record's `seq`.
 //!
 //! A new run rotates the file it is given (FILE to FILE.1, FILE.1 to
-//! FILE.2, ...) instead of truncating it. The cap bounds FILE and its
+//! FILE.2, ...) instead of truncating it: when the provider starts, and at
+//! each reset (`POST /_fake/reset`). Each line is handed over with its
+//! run's number: a line of an earlier run (a call still open at the
+//! reset) is appended to FILE.1, the file of the run before, so FILE
+//! holds the current run's calls only. The cap bounds FILE and its
 //! rotated copies together: the oldest run's file is deleted first, and
 //! once the current run's file alone would pass the cap, every later
 //! record is dropped and counted.
@@ -87,7 +91,11 @@ struct Progress {
 }
 
 enum Msg {
-    Line(Vec<u8>),
+    /// A record's line, and its run's number.
+    Line(u64, Vec<u8>),
+    /// Start run N's file: FILE becomes FILE.1 (the earlier runs' files
+    /// move up by one), and FILE starts empty.
+    Rotate(u64, oneshot::Sender<io::Result<Rotated>>),
     /// Answer once everything sent before is written.
     Sync(Reply),
     /// Write everything sent before, close the file, answer, stop.
@@ -114,11 +122,20 @@ impl Reply {
     }
 }
 
+/// What a rotation did: the run before's file, and what it held.
+#[derive(Debug, Clone)]
+pub(crate) struct Rotated {
+    pub(crate) previous: PathBuf,
+    pub(crate) written: RecordsWritten,
+}
+
 /// `?after=N` could not be served.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ReadError {
     #[error("after={after} is past the last record written ({end})")]
     PastEnd { after: u64, end: u64 },
+    #[error("a reset started the records file anew while it was read: ask again")]
+    Reset,
     #[error("cannot read the records file: {0}")]
     Io(#[from] io::Error),
 }
@@ -172,6 +189,8 @@ impl RecordFile {
             batch_index: Vec::new(),
             full: false,
             failed: false,
+            run: 0,
+            previous: None,
         };
         std::thread::Builder::new()
             .name("provider-records".into())
@@ -198,15 +217,15 @@ impl RecordFile {
         }
     }
 
-    /// Hands a finished call's record to the writer. The hot path: one
-    /// allocation (the line), no lock. With the writer's queue full, waits
-    /// for the disk.
-    pub(crate) fn push(&self, record: &ProviderRecord) {
+    /// Hands a finished call's record, of run number `run`, to the
+    /// writer. The hot path: one allocation (the line), no lock. With the
+    /// writer's queue full, waits for the disk.
+    pub(crate) fn push(&self, run: u64, record: &ProviderRecord) {
         let mut line = Vec::with_capacity(LINE_CAPACITY);
         // Serializing a plain struct into a Vec cannot fail.
         let _ = serde_json::to_writer(&mut line, record);
         line.push(b'\n');
-        if self.tx.send(Msg::Line(line)).is_err() {
+        if self.tx.send(Msg::Line(run, line)).is_err() {
             // The writer has closed the file (shutdown).
             self.state.dropped.fetch_add(1, Ordering::Relaxed);
         }
@@ -245,6 +264,19 @@ impl RecordFile {
             }
         }
         self.written()
+    }
+
+    /// Starts run number `run`'s file (a larger number than any before):
+    /// what is handed over before is written first, FILE becomes FILE.1
+    /// (an empty FILE.1, a run whose file stayed empty, is replaced rather
+    /// than moved up), FILE starts empty, and the written and dropped
+    /// counts start from zero. Lines of earlier runs handed over later are
+    /// appended to FILE.1.
+    pub(crate) async fn rotate(&self, run: u64) -> io::Result<Rotated> {
+        let (tx, rx) = oneshot::channel();
+        let closed = || io::Error::other("the records writer has stopped");
+        self.tx.send(Msg::Rotate(run, tx)).map_err(|_| closed())?;
+        rx.await.map_err(|_| closed())?
     }
 
     /// Writes every record handed over before, closes the file and stops
@@ -296,8 +328,10 @@ impl RecordFile {
             (after, end.bytes)
         } else {
             let i = after / STRIDE;
-            // Line i·STRIDE ≤ after < end.records is written, so indexed.
-            (i * STRIDE, lock(&self.state.progress).index[i as usize])
+            // Line i·STRIDE ≤ after < end.records is written, so indexed,
+            // unless a reset started the file anew since.
+            let byte = lock(&self.state.progress).index.get(i as usize).copied();
+            (i * STRIDE, byte.ok_or(ReadError::Reset)?)
         };
         let path = self.path.clone();
         let (file, start) =
@@ -357,9 +391,14 @@ fn temporary_path() -> io::Result<PathBuf> {
     Ok(dir.join(wire::files::PROVIDER_RECORDS))
 }
 
-/// Removes a temporary record file and its directory (gone already: fine).
+/// Removes a temporary record file, its earlier runs' files (a reset's)
+/// and its directory (gone already: fine).
 fn remove_temporary(path: &Path) {
     let _ = fs::remove_file(path);
+    let mut k = 1;
+    while fs::remove_file(numbered(path, k)).is_ok() {
+        k += 1;
+    }
     if let Some(dir) = path.parent() {
         let _ = fs::remove_dir(dir);
     }
@@ -442,6 +481,12 @@ struct Writer {
     batch_index: Vec<u64>,
     /// The current run's file reached the cap: later records are dropped.
     full: bool,
+    /// The current run's number: lines of a smaller one go to `previous`.
+    run: u64,
+    /// FILE.1 (the run before's file), open for the lines of calls still
+    /// open at the reset; `None` before the first reset, or once the cap
+    /// removed it.
+    previous: Option<File>,
     /// A write failed (said once).
     failed: bool,
 }
@@ -452,7 +497,11 @@ impl Writer {
             let mut next = Some(first);
             while let Some(msg) = next {
                 match msg {
-                    Msg::Line(line) => self.gather(&line),
+                    Msg::Line(run, line) if run < self.run => self.earlier(&line),
+                    Msg::Line(_, line) => self.gather(&line),
+                    Msg::Rotate(run, reply) => {
+                        let _ = reply.send(self.rotate(run));
+                    }
                     // Answered at once, not when the channel is next
                     // empty: under a steady stream of calls that could be
                     // a while.
@@ -492,6 +541,9 @@ impl Writer {
             };
             remove_old(&path);
             self.old_bytes -= bytes;
+            if self.old.is_empty() {
+                self.previous = None;
+            }
         }
         if size > self.cap {
             self.full = true;
@@ -510,6 +562,76 @@ impl Writer {
         }
         self.batch.extend_from_slice(line);
         self.batch_lines += 1;
+    }
+
+    /// A line of an earlier run: appended to FILE.1 at once (there are
+    /// few: the calls open at a reset), within the cap.
+    fn earlier(&mut self, line: &[u8]) {
+        let fits =
+            self.written.bytes + self.batch.len() as u64 + self.old_bytes + line.len() as u64
+                <= self.cap;
+        let written = match self.previous.as_mut() {
+            Some(file) if fits => file.write_all(line).is_ok(),
+            _ => false,
+        };
+        if written {
+            self.old_bytes += line.len() as u64;
+            if let Some(first) = self.old.first_mut() {
+                first.1 += line.len() as u64;
+            }
+        } else {
+            self.state.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// [`RecordFile::rotate`], on the writer's side.
+    fn rotate(&mut self, run: u64) -> io::Result<Rotated> {
+        self.write();
+        let first = numbered(&self.path, 1);
+        let before = self.written;
+        if run <= self.run {
+            return Ok(Rotated {
+                previous: first,
+                written: RecordsWritten::default(),
+            });
+        }
+        // An empty FILE.1 is a run whose file stayed empty: replaced, so
+        // resets without calls do not pile up empty files.
+        let replace = matches!(self.old.first(), Some((_, 0)));
+        if !replace {
+            for k in (1..=self.old.len()).rev() {
+                fs::rename(numbered(&self.path, k), numbered(&self.path, k + 1))
+                    .map_err(|e| with_path(&numbered(&self.path, k), "cannot rotate", e))?;
+            }
+            self.old.insert(0, (first.clone(), 0));
+            for (k, entry) in self.old.iter_mut().enumerate() {
+                entry.0 = numbered(&self.path, k + 1);
+            }
+        }
+        fs::rename(&self.path, &first).map_err(|e| with_path(&self.path, "cannot rotate", e))?;
+        self.old[0].1 = before.bytes;
+        self.old_bytes += before.bytes;
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+            .map_err(|e| with_path(&self.path, "cannot open", e))?;
+        file.set_len(0)?;
+        // The open file moved with its name: it is FILE.1 now.
+        self.previous = Some(std::mem::replace(&mut self.file, file));
+        self.run = run;
+        self.written = RecordsWritten::default();
+        self.full = false;
+        self.state.dropped.store(0, Ordering::Relaxed);
+        {
+            let mut progress = lock(&self.state.progress);
+            progress.written = self.written;
+            progress.index.clear();
+        }
+        Ok(Rotated {
+            previous: first,
+            written: before,
+        })
     }
 
     /// Writes the batch with one `write` (whole lines), then publishes
@@ -600,6 +722,71 @@ mod tests {
         assert_eq!(rotate(&f).unwrap().len(), 3);
         assert!(!numbered(&f, 4).exists());
         fs::remove_dir_all(&d).unwrap();
+    }
+
+    fn record(id: &str, run_id: &str) -> ProviderRecord {
+        serde_json::from_value(serde_json::json!({
+            "id": id, "run_id": run_id, "received_us": 1, "admitted_us": null,
+            "first_byte_us": null, "finished_us": 2, "hung_up_us": null,
+            "prompt_tokens": 1, "completion_tokens": 1, "phase": "base",
+            "outcome": "ok", "status": 200,
+        }))
+        .unwrap()
+    }
+
+    fn ids(path: &Path) -> Vec<String> {
+        fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<ProviderRecord>(l).unwrap().id)
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_reset_starts_the_file_anew_and_an_earlier_runs_lines_go_to_its_file() {
+        let d = dir("reset");
+        let f = d.join("p.jsonl");
+        let file = RecordFile::open(Some(f.clone()), u64::MAX).unwrap();
+        file.push(0, &record("a", "r0"));
+        let rotated = file.rotate(1).await.unwrap();
+        assert_eq!(rotated.previous, numbered(&f, 1));
+        assert_eq!(rotated.written.records, 1);
+        assert_eq!(file.written(), RecordsWritten::default());
+        // A call of run 0 ends after the reset: its line goes to FILE.1.
+        file.push(0, &record("late", "r0"));
+        file.push(1, &record("b", "r1"));
+        assert_eq!(file.sync().await.records, 1);
+        assert_eq!(ids(&f), ["b"]);
+        assert_eq!(ids(&numbered(&f, 1)), ["a", "late"]);
+        // Run 2 starts: run 1's file moves up; an empty run's file is
+        // replaced by the next one instead of piling up.
+        file.rotate(2).await.unwrap();
+        file.rotate(3).await.unwrap();
+        assert_eq!(ids(&numbered(&f, 1)), Vec::<String>::new());
+        assert_eq!(ids(&numbered(&f, 2)), ["b"]);
+        file.rotate(4).await.unwrap();
+        assert_eq!(ids(&numbered(&f, 2)), ["b"], "the empty file was replaced");
+        assert!(!numbered(&f, 4).exists());
+        // A stale rotation (an older run number) changes nothing.
+        file.push(4, &record("c", "r4"));
+        file.rotate(3).await.unwrap();
+        assert_eq!(file.sync().await.records, 1);
+        file.close().await;
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_temporary_file_goes_with_its_earlier_runs() {
+        let file = RecordFile::open(None, u64::MAX).unwrap();
+        file.push(0, &record("a", "r0"));
+        file.rotate(1).await.unwrap();
+        let (path, dir) = (
+            file.path().to_path_buf(),
+            file.path().parent().unwrap().to_path_buf(),
+        );
+        assert!(numbered(&path, 1).exists());
+        file.close().await;
+        assert!(!dir.exists(), "{}", dir.display());
     }
 
     #[test]

@@ -1,21 +1,19 @@
-//! The HTTP server: routing, one call's life (quota, ceiling, faults,
-//! latency, answer), the admin API and the Prometheus metrics.
+//! The HTTP server: routing, and one call's life (quota, ceiling, faults,
+//! latency, answer). The admin API and the metrics are in `admin`.
 
-use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
 use std::ops::ControlFlow::{self, Break, Continue};
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
-use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full, Limited, StreamBody};
+use http_body_util::{BodyExt, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use rand::{Rng, SeedableRng};
@@ -28,25 +26,21 @@ use wire::headers::{
 };
 use wire::{
     go_duration, marker_id, ratelimit_headers, retry_after_values, Clock, Dialect, ProviderOutcome,
-    ProviderRecord, QuotaBuckets, QuotaLimit, QuotaRefusal, QuotaSnapshot,
+    ProviderRecord, QuotaLimit, QuotaRefusal, QuotaSnapshot,
 };
 
 use crate::ceiling::{Admission, Ceiling, Permit};
 use crate::config::{Effective, Overflow, Overrides, ProviderConfig};
-use crate::counters::{Counters, Stats};
+use crate::counters::{Gauges, Stats};
 use crate::dialect::{Answer, BadRequest, Finish, ProviderDialect, Request as CallRequest};
-use crate::records::{ReadError, RecordFile, RecordsWritten};
+use crate::records::{RecordFile, RecordsWritten};
+use crate::run::{AdminRefusal, Book, ResetRequest, Run, RunInfo};
+use crate::shared::{
+    full, json_response, lock, read_body, respond, Body, Control, Shared, UnknownPhase,
+};
 // Scripted delays use the provider's own sub-millisecond timer, not
 // tokio's millisecond wheel.
 use crate::timer::sleep_until;
-
-type Body = BoxBody<Bytes, io::Error>;
-
-fn full(b: impl Into<Bytes>) -> Body {
-    Full::new(b.into())
-        .map_err(|e: Infallible| match e {})
-        .boxed()
-}
 
 /// The chaos fake provider, configured and ready to serve.
 ///
@@ -66,11 +60,8 @@ pub struct FakeProvider {
     config: ProviderConfig,
     records_to: Option<PathBuf>,
     records_max_bytes: u64,
+    clock_offset_us: i64,
 }
-
-/// The response header of `GET /_fake/records` that gives the position
-/// (records in write order) the answer ends at: ask `?after=` it next.
-pub const RECORDS_NEXT_HEADER: &str = "x-fake-records-next";
 
 impl FakeProvider {
     /// A provider with this (already validated) configuration. It records
@@ -81,6 +72,7 @@ impl FakeProvider {
             config,
             records_to: None,
             records_max_bytes: u64::MAX,
+            clock_offset_us: 0,
         }
     }
 
@@ -121,6 +113,15 @@ impl FakeProvider {
         self
     }
 
+    /// For tests only: shifts every time the provider gives (its records,
+    /// `GET /_fake/time`, a reset's `start_at_unix_ms`, rate-limit reset
+    /// dates) by `ms` milliseconds, as if its machine's clock were that
+    /// far off. Durations it measures are unchanged.
+    pub fn clock_offset_ms(mut self, ms: i64) -> Self {
+        self.clock_offset_us = ms.saturating_mul(1000);
+        self
+    }
+
     /// Binds `addr` and serves on the current tokio runtime.
     pub async fn bind(self, addr: impl ToSocketAddrs) -> io::Result<ProviderHandle> {
         let listener = TcpListener::bind(addr).await?;
@@ -128,25 +129,33 @@ impl FakeProvider {
     }
 
     /// Serves on an already bound listener, on the current tokio runtime.
-    /// The provider's clock (and its timeline) starts now. Fails if the
-    /// record file cannot be rotated or opened.
+    /// The provider's clock and its first run (and that run's timeline)
+    /// start now. Fails if the record file cannot be rotated or opened.
     pub fn serve(self, listener: TcpListener) -> io::Result<ProviderHandle> {
         let addr = listener.local_addr()?;
         let records = RecordFile::open(self.records_to, self.records_max_bytes)?;
         let shutdown = CancellationToken::new();
-        // Each bucket holds the config's window of its refill: one minute,
-        // or one scenario minute of a time-scaled config.
-        let quota = QuotaBuckets::with_window(self.config.quota.window);
+        let clock = Clock::new().shifted(self.clock_offset_us);
+        let mut config = self.config;
+        // The token is the process's: no uploaded config can change it.
+        let admin_token = config.admin_token.take();
+        let first = format!("run-{}-0", clock.now_us() / 1000);
+        let run = Run::new(first, 0, config, 0, &clock, clock.start());
         let shared = Arc::new(Shared {
-            config: self.config,
-            clock: Clock::new(),
+            admin_token,
+            clock,
             ceiling: Ceiling::default(),
-            quota: Mutex::new(quota),
-            seq: AtomicU64::new(0),
             records,
-            counters: Counters::default(),
-            control: RwLock::new(Control::default()),
+            gauges: Gauges::default(),
+            control: RwLock::new(Control {
+                pinned: None,
+                overrides: None,
+                generation: 0,
+                run: Arc::new(run),
+            }),
             cache: Mutex::new(None),
+            book: Mutex::new(Book::default()),
+            resetting: tokio::sync::Mutex::new(()),
             shutdown: shutdown.clone(),
         });
         let task = tokio::spawn(accept_loop(listener, shared.clone()));
@@ -165,11 +174,6 @@ pub struct ProviderHandle {
     addr: SocketAddr,
     task: Option<tokio::task::JoinHandle<()>>,
 }
-
-/// The admin API named a phase that is not in the timeline.
-#[derive(Debug, thiserror::Error)]
-#[error("no timeline phase is named `{0}`")]
-pub struct UnknownPhase(pub String);
 
 impl ProviderHandle {
     /// The bound address.
@@ -211,9 +215,20 @@ impl ProviderHandle {
         self.shared.stats()
     }
 
-    /// The instant the provider's clock (and timeline) started.
+    /// The instant the current run's timeline starts (`t = 0` of its
+    /// phases): when the provider started, until a reset names another.
     pub fn started(&self) -> Instant {
-        self.shared.clock.start()
+        self.shared.run().timeline_start
+    }
+
+    /// The current run: its id, its config's version, its lease.
+    pub fn run_info(&self) -> RunInfo {
+        self.shared.run_info(None)
+    }
+
+    /// Starts a new run, as `POST /_fake/reset` does (see [`ResetRequest`]).
+    pub async fn reset(&self, request: ResetRequest) -> Result<RunInfo, AdminRefusal> {
+        self.shared.reset(request).await
     }
 
     /// Pins the timeline to the named phase (`None`: back to the clock).
@@ -243,143 +258,6 @@ impl Drop for ProviderHandle {
     fn drop(&mut self) {
         self.shared.shutdown.cancel();
         self.shared.records.remove_if_temporary();
-    }
-}
-
-#[derive(Default)]
-struct Control {
-    pinned: Option<usize>,
-    overrides: Option<Overrides>,
-    generation: u64,
-}
-
-struct Cached {
-    mask: u64,
-    generation: u64,
-    effective: Arc<Effective>,
-    label: Arc<str>,
-}
-
-struct Shared {
-    config: ProviderConfig,
-    clock: Clock,
-    ceiling: Ceiling,
-    quota: Mutex<QuotaBuckets>,
-    seq: AtomicU64,
-    records: RecordFile,
-    counters: Counters,
-    control: RwLock<Control>,
-    cache: Mutex<Option<Cached>>,
-    shutdown: CancellationToken,
-}
-
-/// Poisoning means another task panicked while holding the lock; the data
-/// behind these locks stays consistent at every await-free step, so go on.
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-impl Shared {
-    /// The settings in force now and the label of the active phases.
-    fn effective(&self) -> (Arc<Effective>, Arc<str>) {
-        let (pinned, generation) = {
-            let c = self.control.read().unwrap_or_else(|e| e.into_inner());
-            (c.pinned, c.generation)
-        };
-        let mask = match pinned {
-            Some(i) => 1u64 << i,
-            None => {
-                let t = self.clock.start().elapsed();
-                let mut mask = 0u64;
-                for (i, p) in self.config.timeline.iter().enumerate() {
-                    if p.from.0 <= t && p.until.is_none_or(|u| t < u.0) {
-                        mask |= 1 << i;
-                    }
-                }
-                mask
-            }
-        };
-        let mut cache = lock(&self.cache);
-        if let Some(c) = cache.as_ref() {
-            if c.mask == mask && c.generation == generation {
-                return (c.effective.clone(), c.label.clone());
-            }
-        }
-        let active: Vec<(usize, Overrides)> = self
-            .config
-            .timeline
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| mask & (1 << i) != 0)
-            .map(|(i, p)| (i, p.overrides()))
-            .collect();
-        let admin = self
-            .control
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .overrides
-            .clone();
-        let effective = Arc::new(
-            self.config
-                .effective(active.iter().map(|(_, o)| o), admin.as_ref()),
-        );
-        let mut label = active
-            .iter()
-            .map(|(i, _)| self.config.timeline[*i].name.as_str())
-            .collect::<Vec<_>>()
-            .join("+");
-        if label.is_empty() {
-            label = "base".into();
-        }
-        if admin.is_some() {
-            label.push_str("+admin");
-        }
-        let label: Arc<str> = label.into();
-        *cache = Some(Cached {
-            mask,
-            generation,
-            effective: effective.clone(),
-            label: label.clone(),
-        });
-        (effective, label)
-    }
-
-    fn set_phase(&self, name: Option<&str>) -> Result<(), UnknownPhase> {
-        let idx = match name {
-            None => None,
-            Some(n) => Some(
-                self.config
-                    .timeline
-                    .iter()
-                    .position(|p| p.name == n)
-                    .ok_or_else(|| UnknownPhase(n.to_string()))?,
-            ),
-        };
-        let mut c = self.control.write().unwrap_or_else(|e| e.into_inner());
-        c.pinned = idx;
-        c.generation += 1;
-        Ok(())
-    }
-
-    fn set_overrides(&self, o: Option<Overrides>) {
-        let mut c = self.control.write().unwrap_or_else(|e| e.into_inner());
-        c.overrides = o;
-        c.generation += 1;
-    }
-
-    fn stats(&self) -> Stats {
-        let (_, label) = self.effective();
-        let mut stats = self
-            .counters
-            .snapshot(self.ceiling.in_service(), label.to_string());
-        stats.records_written = self.records.written().records;
-        stats.records_dropped = self.records.dropped();
-        stats
-    }
-
-    fn finish(&self, record: ProviderRecord) {
-        self.counters.finished(&record);
-        self.records.push(&record);
     }
 }
 
@@ -425,9 +303,10 @@ async fn serve_connection(stream: tokio::net::TcpStream, peer: SocketAddr, share
         let shared = svc_shared.clone();
         async move { route(shared, req, peer, fd).await }
     });
+    let header_read_timeout = shared.run().config.header_read_timeout;
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
-        .header_read_timeout(shared.config.header_read_timeout)
+        .header_read_timeout(header_read_timeout)
         .max_buf_size(64 * 1024)
         .serve_connection(TokioIo::new(stream), service);
     tokio::pin!(conn);
@@ -464,7 +343,9 @@ async fn route(
         (Method::POST, "/v1/chat/completions") => call(shared, req, Dialect::OpenAi, fd).await,
         (Method::POST, "/v1/messages") => call(shared, req, Dialect::Anthropic, fd).await,
         (Method::GET, "/v1/models") => Ok(models(&shared, req.headers())),
-        (_, p) if p.starts_with("/_fake/") || p == "/metrics" => Ok(admin(shared, req, peer).await),
+        (_, p) if p.starts_with("/_fake/") || p == "/metrics" => {
+            Ok(crate::admin::admin(shared, req, peer).await)
+        }
         (_, "/v1/chat/completions" | "/v1/messages" | "/v1/models") => Ok(simple_error(
             Dialect::OpenAi,
             StatusCode::METHOD_NOT_ALLOWED,
@@ -486,14 +367,6 @@ fn dialect_of(headers: &HeaderMap) -> Dialect {
     }
 }
 
-fn json_response(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
-    let mut r = Response::new(full(body));
-    *r.status_mut() = status;
-    r.headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    r
-}
-
 fn simple_error(dialect: Dialect, status: StatusCode, message: &str) -> Response<Body> {
     json_response(
         status,
@@ -503,67 +376,25 @@ fn simple_error(dialect: Dialect, status: StatusCode, message: &str) -> Response
 
 fn models(shared: &Shared, headers: &HeaderMap) -> Response<Body> {
     let created = shared.clock.now_us() / 1_000_000;
+    let run = shared.run();
+    let models = &run.config.models;
     let body = match dialect_of(headers) {
         Dialect::OpenAi => serde_json::json!({
             "object": "list",
-            "data": shared.config.models.iter().map(|m| serde_json::json!({
+            "data": models.iter().map(|m| serde_json::json!({
                 "id": m, "object": "model", "created": created, "owned_by": "rehearse",
             })).collect::<Vec<_>>(),
         }),
         Dialect::Anthropic => serde_json::json!({
-            "data": shared.config.models.iter().map(|m| serde_json::json!({
+            "data": models.iter().map(|m| serde_json::json!({
                 "type": "model", "id": m, "display_name": m, "created_at": "2025-01-01T00:00:00Z",
             })).collect::<Vec<_>>(),
             "has_more": false,
-            "first_id": shared.config.models.first(),
-            "last_id": shared.config.models.last(),
+            "first_id": models.first(),
+            "last_id": models.last(),
         }),
     };
     json_response(StatusCode::OK, body.to_string())
-}
-
-/// Reads a whole request body, within the size limit and the time limit.
-async fn read_body(
-    req: Request<Incoming>,
-    limit: usize,
-    within: Duration,
-) -> Result<(HeaderMap, Bytes), (StatusCode, String)> {
-    let (parts, body) = req.into_parts();
-    if let Some(len) = parts
-        .headers
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-    {
-        if len > limit as u64 {
-            return Err((
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("request body of {len} bytes is over the limit of {limit} bytes"),
-            ));
-        }
-    }
-    match tokio::time::timeout(within, Limited::new(body, limit).collect()).await {
-        Err(_) => Err((
-            StatusCode::REQUEST_TIMEOUT,
-            "the request body was not sent in time".into(),
-        )),
-        Ok(Err(e)) => {
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some()
-            {
-                Err((
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    format!("request body is over the limit of {limit} bytes"),
-                ))
-            } else {
-                Err((
-                    StatusCode::BAD_REQUEST,
-                    format!("could not read the request body: {e}"),
-                ))
-            }
-        }
-        Ok(Ok(collected)) => Ok((parts.headers, collected.to_bytes())),
-    }
 }
 
 fn request_id(headers: &HeaderMap, body: &[u8], seq: u64) -> String {
@@ -582,6 +413,8 @@ fn request_id(headers: &HeaderMap, body: &[u8], seq: u64) -> String {
 /// caller hung up.
 struct CallGuard {
     shared: Arc<Shared>,
+    /// The run the call arrived in: its counts, quota and record file.
+    run: Arc<Run>,
     record: ProviderRecord,
     permit: Option<Permit>,
     queued: bool,
@@ -600,7 +433,7 @@ impl Drop for CallGuard {
     fn drop(&mut self) {
         let now = self.shared.clock.now_us();
         if self.queued {
-            self.shared.counters.queued.fetch_sub(1, Ordering::Relaxed);
+            self.shared.gauges.queued.fetch_sub(1, Ordering::Relaxed);
         }
         if !self.done {
             self.record.hung_up_us = Some(now);
@@ -615,7 +448,7 @@ impl Drop for CallGuard {
                 0
             };
             let secs = self.shared.clock.secs();
-            let mut q = lock(&self.shared.quota);
+            let mut q = lock(&self.run.quota);
             if self.record.admitted_us.is_some() {
                 q.settle(self.record.reserved_tokens, used, secs);
             } else if !matches!(self.record.outcome, ProviderOutcome::QuotaExceeded) {
@@ -623,20 +456,18 @@ impl Drop for CallGuard {
             }
         }
         drop(self.permit.take());
-        let record = std::mem::replace(&mut self.record, empty_record());
-        self.shared.finish(record);
+        self.run.counters.finished(&self.record);
+        self.shared.records.push(self.run.number, &self.record);
         // Out of flight only once its record is queued: whoever waits for
         // `in_flight == 0` and then syncs the records finds this one.
-        self.shared
-            .counters
-            .in_flight
-            .fetch_sub(1, Ordering::Relaxed);
+        self.shared.gauges.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
 fn empty_record() -> ProviderRecord {
     ProviderRecord {
         id: String::new(),
+        run_id: String::new(),
         seq: 0,
         dialect: Dialect::OpenAi,
         model: String::new(),
@@ -679,20 +510,6 @@ fn call_headers(
         }
     }
     h
-}
-
-fn respond(
-    status: StatusCode,
-    headers: HeaderMap,
-    body: Body,
-    content_type: &'static str,
-) -> Response<Body> {
-    let mut r = Response::new(body);
-    *r.status_mut() = status;
-    *r.headers_mut() = headers;
-    r.headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
-    r
 }
 
 /// The fault drawn for one call.
@@ -760,24 +577,24 @@ async fn call(
     dialect: Dialect,
     fd: RawFd,
 ) -> RouteResult {
-    let limit = shared.config.max_body_bytes;
+    let run = shared.run();
+    let limit = run.config.max_body_bytes;
     // Boxed: the body read is over before the call's long wait begins, so
     // its state need not make every held call's future bigger.
     let (req_headers, body) =
-        match Box::pin(read_body(req, limit, shared.config.body_read_timeout)).await {
+        match Box::pin(read_body(req, limit, run.config.body_read_timeout)).await {
             Ok(x) => x,
             Err((status, msg)) => return Ok(simple_error(dialect, status, &msg)),
         };
-    let (mut g, eff) = CallGuard::open(&shared, dialect, &req_headers, &body);
+    let default_max_tokens = run.config.default_max_tokens;
+    let (mut g, eff) = CallGuard::open(&shared, run, dialect, &req_headers, &body);
     drop(req_headers);
     let parsed = match g.parse(&body) {
         Continue(p) => p,
         Break(refused) => return Ok(refused),
     };
     drop(body);
-    let max_tokens = parsed
-        .max_tokens
-        .unwrap_or(shared.config.default_max_tokens);
+    let max_tokens = parsed.max_tokens.unwrap_or(default_max_tokens);
     let snap = match g.take_quota(&eff, &parsed, max_tokens) {
         Continue(snap) => snap,
         Break(refused) => return Ok(refused),
@@ -813,26 +630,29 @@ impl CallGuard {
     /// force at arrival (also returned: quota and the ceiling use them).
     fn open(
         shared: &Arc<Shared>,
+        run: Arc<Run>,
         dialect: Dialect,
         headers: &HeaderMap,
         body: &[u8],
     ) -> (CallGuard, Arc<Effective>) {
         let received = Instant::now();
-        let seq = shared.seq.fetch_add(1, Ordering::Relaxed);
-        shared.counters.received.fetch_add(1, Ordering::Relaxed);
-        shared.counters.in_flight.fetch_add(1, Ordering::Relaxed);
+        let seq = run.seq.fetch_add(1, Ordering::Relaxed);
+        run.counters.received.fetch_add(1, Ordering::Relaxed);
+        shared.gauges.in_flight.fetch_add(1, Ordering::Relaxed);
         let id = request_id(headers, body, seq);
         let (eff, label) = shared.effective();
         let g = CallGuard {
             shared: shared.clone(),
             record: ProviderRecord {
                 id,
+                run_id: run.id.clone(),
                 seq,
                 dialect,
                 received_us: shared.clock.us_at(received),
                 phase: label.to_string(),
                 ..empty_record()
             },
+            run,
             permit: None,
             queued: false,
             done: false,
@@ -880,7 +700,7 @@ impl CallGuard {
         let limits = &eff.quota;
         let secs = self.shared.clock.secs();
         let (res, snap) = {
-            let mut q = lock(&self.shared.quota);
+            let mut q = lock(&self.run.quota);
             q.configure(limits.requests_per_minute, limits.tokens_per_minute, secs);
             let res = q.reserve(reserve, secs);
             (res, q.snapshot(secs))
@@ -913,10 +733,10 @@ impl CallGuard {
             Admission::Now(p) => p,
             Admission::Queued(rx) => {
                 self.queued = true;
-                self.shared.counters.queued.fetch_add(1, Ordering::Relaxed);
+                self.shared.gauges.queued.fetch_add(1, Ordering::Relaxed);
                 let got = rx.await;
                 self.queued = false;
-                self.shared.counters.queued.fetch_sub(1, Ordering::Relaxed);
+                self.shared.gauges.queued.fetch_sub(1, Ordering::Relaxed);
                 match got {
                     Ok(p) => p,
                     // The ceiling (and its queue) went away: shutdown.
@@ -962,7 +782,7 @@ impl CallGuard {
     /// seed, the call's sequence number), so they do not depend on how
     /// other calls interleave.
     fn draw(&mut self, max_tokens: u32) -> Draw {
-        let mut rng = ChaCha8Rng::seed_from_u64(self.shared.config.seed);
+        let mut rng = ChaCha8Rng::seed_from_u64(self.run.config.seed);
         rng.set_stream(self.record.seq);
         let (eff, label) = self.shared.effective();
         self.record.phase = label.to_string();
@@ -1241,314 +1061,9 @@ impl TokenStream {
     }
 }
 
-// ---------------------------------------------------------------- admin
-
-fn admin_allowed(shared: &Shared, headers: &HeaderMap, peer: SocketAddr) -> bool {
-    if peer.ip().is_loopback() {
-        return true;
-    }
-    let Some(token) = shared.config.admin_token.as_deref() else {
-        return false;
-    };
-    headers
-        .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|t| t == token)
-}
-
-fn admin_json(status: StatusCode, v: serde_json::Value) -> Response<Body> {
-    json_response(status, v.to_string())
-}
-
-async fn admin(shared: Arc<Shared>, req: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
-    if !admin_allowed(&shared, req.headers(), peer) {
-        return admin_json(
-            StatusCode::FORBIDDEN,
-            serde_json::json!({"error": "admin endpoints answer loopback callers, or callers with the configured admin token"}),
-        );
-    }
-    let method = req.method().clone();
-    let path = req.uri().path().to_string();
-    match (method, path.as_str()) {
-        (Method::GET, "/_fake/stats") => admin_json(
-            StatusCode::OK,
-            serde_json::to_value(shared.stats()).unwrap_or_default(),
-        ),
-        (Method::GET, "/_fake/records") => records_after(&shared, req.uri().query()).await,
-        (Method::GET, "/metrics") => {
-            let text = metrics_text(&shared);
-            respond(
-                StatusCode::OK,
-                HeaderMap::new(),
-                full(text),
-                "text/plain; version=0.0.4",
-            )
-        }
-        (Method::POST, "/_fake/phase") => {
-            let body = match read_body(req, 64 * 1024, shared.config.body_read_timeout).await {
-                Ok((_, b)) => b,
-                Err((s, m)) => return admin_json(s, serde_json::json!({"error": m})),
-            };
-            #[derive(serde::Deserialize)]
-            #[serde(deny_unknown_fields)]
-            struct PhaseReq {
-                name: Option<String>,
-            }
-            match serde_json::from_slice::<PhaseReq>(&body) {
-                Err(e) => admin_json(
-                    StatusCode::BAD_REQUEST,
-                    serde_json::json!({"error": format!("expected {{\"name\": \"PHASE\" or null}}: {e}")}),
-                ),
-                Ok(p) => match shared.set_phase(p.name.as_deref()) {
-                    Ok(()) => admin_json(
-                        StatusCode::OK,
-                        serde_json::json!({"phase": shared.stats().phase}),
-                    ),
-                    Err(e) => admin_json(
-                        StatusCode::NOT_FOUND,
-                        serde_json::json!({"error": e.to_string()}),
-                    ),
-                },
-            }
-        }
-        (Method::POST | Method::PUT, "/_fake/overrides") => {
-            let body = match read_body(req, 64 * 1024, shared.config.body_read_timeout).await {
-                Ok((_, b)) => b,
-                Err((s, m)) => return admin_json(s, serde_json::json!({"error": m})),
-            };
-            let parsed = serde_json::from_slice::<Overrides>(&body);
-            match parsed {
-                Err(e) => admin_json(
-                    StatusCode::BAD_REQUEST,
-                    serde_json::json!({"error": e.to_string()}),
-                ),
-                Ok(o) => {
-                    let text = String::from_utf8_lossy(&body);
-                    let src = toml_located::Source::new(&text, "overrides");
-                    if let Err(e) = o.check(&src, "overrides") {
-                        return admin_json(
-                            StatusCode::BAD_REQUEST,
-                            serde_json::json!({"error": format!("field `{}`: {}", e.field, e.message)}),
-                        );
-                    }
-                    shared.set_overrides(Some(o));
-                    admin_json(
-                        StatusCode::OK,
-                        serde_json::json!({"phase": shared.stats().phase}),
-                    )
-                }
-            }
-        }
-        (Method::DELETE, "/_fake/overrides") => {
-            shared.set_overrides(None);
-            admin_json(
-                StatusCode::OK,
-                serde_json::json!({"phase": shared.stats().phase}),
-            )
-        }
-        _ => admin_json(
-            StatusCode::NOT_FOUND,
-            serde_json::json!({"error": format!("no admin route {path}")}),
-        ),
-    }
-}
-
-/// `GET /_fake/records?after=N`: the records after position N (in write
-/// order), up to the position current now, which the header
-/// [`RECORDS_NEXT_HEADER`] gives; streamed from the file (chunked), never
-/// read into memory whole.
-async fn records_after(shared: &Shared, query: Option<&str>) -> Response<Body> {
-    let mut after = 0;
-    for (key, value) in query
-        .unwrap_or("")
-        .split('&')
-        .filter_map(|kv| kv.split_once('=').or(Some((kv, ""))))
-    {
-        if key == "after" {
-            match value.parse::<u64>() {
-                Ok(n) => after = n,
-                Err(_) => {
-                    return admin_json(
-                        StatusCode::BAD_REQUEST,
-                        serde_json::json!({"error": format!("after must be a count of records already read (0 or more), not `{value}`")}),
-                    )
-                }
-            }
-        }
-    }
-    match shared.records.read_after(after).await {
-        Ok((stream, end)) => {
-            let body = StreamBody::new(futures_util::StreamExt::map(stream, |chunk| {
-                chunk.map(Frame::data)
-            }));
-            let mut headers = HeaderMap::new();
-            headers.insert(RECORDS_NEXT_HEADER, HeaderValue::from(end.records));
-            respond(
-                StatusCode::OK,
-                headers,
-                BodyExt::boxed(body),
-                "application/x-ndjson",
-            )
-        }
-        Err(e @ ReadError::PastEnd { .. }) => admin_json(
-            StatusCode::BAD_REQUEST,
-            serde_json::json!({"error": e.to_string()}),
-        ),
-        Err(e @ ReadError::Io(_)) => admin_json(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            serde_json::json!({"error": e.to_string()}),
-        ),
-    }
-}
-
-fn metrics_text(shared: &Shared) -> String {
-    use std::fmt::Write;
-    let s = shared.stats();
-    let mut t = String::new();
-    let mut metric = |name: &str, kind: &str, help: &str, samples: &[(&str, u64)]| {
-        let _ = writeln!(t, "# HELP {name} {help}");
-        let _ = writeln!(t, "# TYPE {name} {kind}");
-        for (labels, v) in samples {
-            let _ = writeln!(t, "{name}{labels} {v}");
-        }
-    };
-    metric(
-        "fake_provider_calls_received_total",
-        "counter",
-        "Calls received.",
-        &[("", s.received)],
-    );
-    let by: Vec<(String, u64)> = s
-        .by_outcome
-        .iter()
-        .map(|(k, v)| (format!("{{outcome=\"{k}\"}}"), *v))
-        .collect();
-    let by_ref: Vec<(&str, u64)> = by.iter().map(|(k, v)| (k.as_str(), *v)).collect();
-    metric(
-        "fake_provider_calls_finished_total",
-        "counter",
-        "Finished calls by outcome.",
-        &by_ref,
-    );
-    metric(
-        "fake_provider_in_service",
-        "gauge",
-        "Calls in service (past the ceiling).",
-        &[("", s.in_service)],
-    );
-    metric(
-        "fake_provider_queued",
-        "gauge",
-        "Calls waiting in the provider's own queue.",
-        &[("", s.queued)],
-    );
-    metric(
-        "fake_provider_in_flight",
-        "gauge",
-        "Calls not yet finished.",
-        &[("", s.in_flight)],
-    );
-    metric(
-        "fake_provider_hung_up_total",
-        "counter",
-        "Finished calls whose caller hung up early.",
-        &[("", s.hung_up)],
-    );
-    metric(
-        "fake_provider_tokens_total",
-        "counter",
-        "Tokens of finished calls.",
-        &[
-            ("{kind=\"prompt\"}", s.prompt_tokens),
-            ("{kind=\"completion\"}", s.completion_tokens),
-        ],
-    );
-    metric(
-        "fake_provider_records_written_total",
-        "counter",
-        "Records written to the record file by this run.",
-        &[("", s.records_written)],
-    );
-    metric(
-        "fake_provider_records_dropped_total",
-        "counter",
-        "Records not written: over the size cap, or a failed write.",
-        &[("", s.records_dropped)],
-    );
-    let snap = lock(&shared.quota).snapshot(shared.clock.secs());
-    let mut remaining = Vec::new();
-    if let Some((_, r, _)) = snap.requests {
-        remaining.push(("{limit=\"requests\"}", r));
-    }
-    if let Some((_, r, _)) = snap.tokens {
-        remaining.push(("{limit=\"tokens\"}", r));
-    }
-    if !remaining.is_empty() {
-        metric(
-            "fake_provider_quota_remaining",
-            "gauge",
-            "What is left in each quota bucket.",
-            &remaining,
-        );
-    }
-    t
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn shared(token: Option<&str>) -> Shared {
-        let config = ProviderConfig {
-            admin_token: token.map(str::to_string),
-            ..ProviderConfig::default()
-        };
-        Shared {
-            config,
-            clock: Clock::new(),
-            ceiling: Ceiling::default(),
-            quota: Mutex::new(QuotaBuckets::default()),
-            seq: AtomicU64::new(0),
-            records: RecordFile::open(None, u64::MAX).unwrap(),
-            counters: Counters::default(),
-            control: RwLock::new(Control::default()),
-            cache: Mutex::new(None),
-            shutdown: CancellationToken::new(),
-        }
-    }
-
-    #[test]
-    fn admin_answers_loopback_or_the_token_only() {
-        let loopback: SocketAddr = "127.0.0.1:5000".parse().unwrap();
-        let v6: SocketAddr = "[::1]:5000".parse().unwrap();
-        let remote: SocketAddr = "192.0.2.7:5000".parse().unwrap();
-        let none = HeaderMap::new();
-        let mut good = HeaderMap::new();
-        good.insert(
-            http::header::AUTHORIZATION,
-            HeaderValue::from_static("Bearer s3cret"),
-        );
-        let mut bad = HeaderMap::new();
-        bad.insert(
-            http::header::AUTHORIZATION,
-            HeaderValue::from_static("Bearer nope"),
-        );
-
-        let open = shared(None);
-        assert!(admin_allowed(&open, &none, loopback));
-        assert!(admin_allowed(&open, &none, v6));
-        assert!(!admin_allowed(&open, &none, remote));
-        assert!(
-            !admin_allowed(&open, &good, remote),
-            "no token configured: remote never"
-        );
-
-        let locked = shared(Some("s3cret"));
-        assert!(admin_allowed(&locked, &good, remote));
-        assert!(!admin_allowed(&locked, &bad, remote));
-        assert!(!admin_allowed(&locked, &none, remote));
-    }
 
     #[test]
     fn faults_are_drawn_by_cumulative_rate() {

@@ -587,6 +587,7 @@ impl Generator {
         };
         let call = ProviderRecord {
             id: id.to_string(),
+            run_id: String::new(),
             seq: 0,
             dialect: Dialect::OpenAi,
             model: "gpt-4o-mini".into(),

@@ -53,6 +53,20 @@ impl Clock {
         self.start.elapsed().as_secs_f64()
     }
 
+    /// This clock, reading `by_us` microseconds later (earlier when
+    /// negative) at every instant. For tests that need two machines' clocks
+    /// apart (the fake provider's test-only clock offset).
+    ///
+    /// ```
+    /// let clock = wire::Clock::new();
+    /// let t = clock.start();
+    /// assert_eq!(clock.shifted(-250_000).us_at(t), clock.us_at(t) - 250_000);
+    /// ```
+    pub fn shifted(mut self, by_us: i64) -> Clock {
+        self.anchor_us = self.anchor_us.saturating_add_signed(by_us);
+        self
+    }
+
     /// The wall-clock time of `at`, for HTTP dates.
     pub fn system_time(&self, at: Instant) -> SystemTime {
         UNIX_EPOCH + Duration::from_micros(self.us_at(at))

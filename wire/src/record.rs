@@ -11,8 +11,8 @@
 //!
 //! Reading is lenient, so that a run directory written by an older version
 //! still loads: unknown fields are ignored, and the provider-side fields
-//! the checklist does not need (`seq`, `dialect`, `model`, `stream`,
-//! `max_tokens`, `reserved_tokens`) default when absent.
+//! the checklist does not need (`run_id`, `seq`, `dialect`, `model`,
+//! `stream`, `max_tokens`, `reserved_tokens`) default when absent.
 
 use serde::{Deserialize, Serialize};
 
@@ -419,7 +419,11 @@ pub struct ProviderRecord {
     /// else generated (`fake-N`): the person's id, if the gateway passed
     /// it on.
     pub id: String,
-    /// Arrival order at this provider, from 0.
+    /// The provider's run the call arrived in (`POST /_fake/reset` starts
+    /// one); empty, and not written, when the provider names no run.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub run_id: String,
+    /// Arrival order in its run at this provider, from 0.
     #[serde(default)]
     pub seq: u64,
     /// Which API.
@@ -557,6 +561,19 @@ mod tests {
         assert_eq!((c.seq, c.dialect, c.stream), (0, Dialect::OpenAi, false));
         assert_eq!((c.max_tokens, c.reserved_tokens), (None, 0));
         assert_eq!(c.hung_up_us, Some(30));
+        assert_eq!(c.run_id, "", "no run named");
+    }
+
+    #[test]
+    fn a_run_id_is_written_only_when_there_is_one() {
+        let line = r#"{"id":"r1","received_us":20,"admitted_us":null,"first_byte_us":null,"finished_us":40,"hung_up_us":null,"prompt_tokens":1,"completion_tokens":0,"phase":"base","outcome":"ok","status":200}"#;
+        let mut c: ProviderRecord = serde_json::from_str(line).unwrap();
+        assert!(!serde_json::to_string(&c).unwrap().contains("run_id"));
+        c.run_id = "run-7".into();
+        let written = serde_json::to_string(&c).unwrap();
+        assert!(written.contains(r#""run_id":"run-7""#), "{written}");
+        let back: ProviderRecord = serde_json::from_str(&written).unwrap();
+        assert_eq!(back, c);
     }
 
     #[test]

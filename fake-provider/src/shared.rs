@@ -1,0 +1,245 @@
+//! What the server and the admin API share: the provider's state behind
+//! its locks (the current run, the phase pinned, the overrides, the lease
+//! book), the settings in force, and the small HTTP helpers both answer
+//! with.
+
+use std::convert::Infallible;
+use std::io;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::header::{HeaderValue, CONTENT_TYPE};
+use http::{HeaderMap, Request, Response, StatusCode};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use tokio_util::sync::CancellationToken;
+use wire::Clock;
+
+use crate::ceiling::Ceiling;
+use crate::config::{Effective, Overrides};
+use crate::counters::{Gauges, Stats};
+use crate::records::RecordFile;
+use crate::run::{Book, Run};
+
+pub(crate) type Body = BoxBody<Bytes, io::Error>;
+
+pub(crate) fn full(b: impl Into<Bytes>) -> Body {
+    Full::new(b.into())
+        .map_err(|e: Infallible| match e {})
+        .boxed()
+}
+
+/// The response header of `GET /_fake/records` that gives the position
+/// (records in write order) the answer ends at: ask `?after=` it next.
+pub const RECORDS_NEXT_HEADER: &str = "x-fake-records-next";
+
+/// The admin API named a phase that is not in the timeline.
+#[derive(Debug, thiserror::Error)]
+#[error("no timeline phase is named `{0}`")]
+pub struct UnknownPhase(pub String);
+
+/// What the admin API changes while calls are served, behind one lock:
+/// the run, and the phase pinned or overrides set in it.
+pub(crate) struct Control {
+    pub(crate) pinned: Option<usize>,
+    pub(crate) overrides: Option<Overrides>,
+    /// Bumped at every change: the cached settings in force are stale.
+    pub(crate) generation: u64,
+    pub(crate) run: Arc<Run>,
+}
+
+pub(crate) struct Cached {
+    mask: u64,
+    generation: u64,
+    effective: Arc<Effective>,
+    label: Arc<str>,
+}
+
+pub(crate) struct Shared {
+    /// Every admin call needs it when set (the process's, never a run's).
+    pub(crate) admin_token: Option<String>,
+    pub(crate) clock: Clock,
+    pub(crate) ceiling: Ceiling,
+    pub(crate) records: RecordFile,
+    pub(crate) gauges: Gauges,
+    pub(crate) control: RwLock<Control>,
+    pub(crate) cache: Mutex<Option<Cached>>,
+    /// The lease and the config uploaded for the next run.
+    pub(crate) book: Mutex<Book>,
+    /// One reset at a time.
+    pub(crate) resetting: tokio::sync::Mutex<()>,
+    pub(crate) shutdown: CancellationToken,
+}
+
+/// Poisoning means another task panicked while holding the lock; the data
+/// behind these locks stays consistent at every await-free step, so go on.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Shared {
+    /// The current run.
+    pub(crate) fn run(&self) -> Arc<Run> {
+        self.control
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .run
+            .clone()
+    }
+
+    /// The settings in force now and the label of the active phases.
+    pub(crate) fn effective(&self) -> (Arc<Effective>, Arc<str>) {
+        let (pinned, generation, run) = {
+            let c = self.control.read().unwrap_or_else(|e| e.into_inner());
+            (c.pinned, c.generation, c.run.clone())
+        };
+        let mask = match pinned {
+            Some(i) => 1u64 << i,
+            None => run.phase_mask(Instant::now()),
+        };
+        let mut cache = lock(&self.cache);
+        if let Some(c) = cache.as_ref() {
+            if c.mask == mask && c.generation == generation {
+                return (c.effective.clone(), c.label.clone());
+            }
+        }
+        let config = &run.config;
+        let active: Vec<(usize, Overrides)> = config
+            .timeline
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| mask & (1 << i) != 0)
+            .map(|(i, p)| (i, p.overrides()))
+            .collect();
+        let admin = self
+            .control
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .overrides
+            .clone();
+        let effective = Arc::new(config.effective(active.iter().map(|(_, o)| o), admin.as_ref()));
+        let mut label = active
+            .iter()
+            .map(|(i, _)| config.timeline[*i].name.as_str())
+            .collect::<Vec<_>>()
+            .join("+");
+        if label.is_empty() {
+            label = "base".into();
+        }
+        if admin.is_some() {
+            label.push_str("+admin");
+        }
+        let label: Arc<str> = label.into();
+        *cache = Some(Cached {
+            mask,
+            generation,
+            effective: effective.clone(),
+            label: label.clone(),
+        });
+        (effective, label)
+    }
+
+    pub(crate) fn set_phase(&self, name: Option<&str>) -> Result<(), UnknownPhase> {
+        let mut c = self.control.write().unwrap_or_else(|e| e.into_inner());
+        let idx = match name {
+            None => None,
+            Some(n) => Some(
+                c.run
+                    .config
+                    .timeline
+                    .iter()
+                    .position(|p| p.name == n)
+                    .ok_or_else(|| UnknownPhase(n.to_string()))?,
+            ),
+        };
+        c.pinned = idx;
+        c.generation += 1;
+        Ok(())
+    }
+
+    pub(crate) fn set_overrides(&self, o: Option<Overrides>) {
+        let mut c = self.control.write().unwrap_or_else(|e| e.into_inner());
+        c.overrides = o;
+        c.generation += 1;
+    }
+
+    pub(crate) fn stats(&self) -> Stats {
+        let (_, label) = self.effective();
+        let run = self.run();
+        let mut stats =
+            run.counters
+                .snapshot(&self.gauges, self.ceiling.in_service(), label.to_string());
+        stats.records_written = self.records.written().records;
+        stats.records_dropped = self.records.dropped();
+        stats.run_id = run.id.clone();
+        stats
+    }
+}
+
+pub(crate) fn json_response(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
+    let mut r = Response::new(full(body));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+/// Reads a whole request body, within the size limit and the time limit.
+pub(crate) async fn read_body(
+    req: Request<Incoming>,
+    limit: usize,
+    within: Duration,
+) -> Result<(HeaderMap, Bytes), (StatusCode, String)> {
+    let (parts, body) = req.into_parts();
+    if let Some(len) = parts
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        if len > limit as u64 {
+            return Err((
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("request body of {len} bytes is over the limit of {limit} bytes"),
+            ));
+        }
+    }
+    match tokio::time::timeout(within, Limited::new(body, limit).collect()).await {
+        Err(_) => Err((
+            StatusCode::REQUEST_TIMEOUT,
+            "the request body was not sent in time".into(),
+        )),
+        Ok(Err(e)) => {
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                Err((
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("request body is over the limit of {limit} bytes"),
+                ))
+            } else {
+                Err((
+                    StatusCode::BAD_REQUEST,
+                    format!("could not read the request body: {e}"),
+                ))
+            }
+        }
+        Ok(Ok(collected)) => Ok((parts.headers, collected.to_bytes())),
+    }
+}
+
+pub(crate) fn respond(
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Body,
+    content_type: &'static str,
+) -> Response<Body> {
+    let mut r = Response::new(body);
+    *r.status_mut() = status;
+    *r.headers_mut() = headers;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}
