@@ -919,6 +919,9 @@ mod timeline {
 #[path = "e2e/records.rs"]
 mod records;
 
+#[path = "e2e/admin.rs"]
+mod remote_admin;
+
 mod admin {
     use super::*;
 
