@@ -48,6 +48,8 @@ pub struct Args {
     #[arg(long)]
     allow_time_scale: bool,
     #[command(flatten)]
+    tls: crate::cmd_load::TlsArgs,
+    #[command(flatten)]
     sets: Sets,
 }
 
@@ -74,6 +76,7 @@ pub fn main(args: Args) -> Result<Ended, Error> {
         provider_listen: args.provider_listen,
         provider: args.provider,
         allow_time_scale: args.allow_time_scale,
+        tls: args.tls.options(),
     };
     let note = "stopping: writing a partial report (again to quit at once)";
     let judged = crate::runtime::block_on(None, Some(note.into()), |cancel| async move {

@@ -32,11 +32,13 @@ pub(crate) struct Running {
 
 impl Running {
     /// Starts the scenario's gateway (or waits for `target`, a gateway
-    /// already serving) in front of the provider at `provider_url`.
+    /// already serving, whose certificate `tls` checks when it is an
+    /// `https://` one) in front of the provider at `provider_url`.
     pub(crate) async fn start(
         s: &Scenario,
         r: &Rehearsal,
         target: Option<&str>,
+        tls: &loadgen::TlsOptions,
         provider_url: &str,
         dir: &Path,
     ) -> Result<Running, RunError> {
@@ -49,11 +51,23 @@ impl Running {
         });
         if let Some(url) = target {
             let url = url.trim_end_matches('/').to_string();
-            if !wait_ready(&url, g.ready_path.as_deref(), g.ready_timeout).await {
-                return Err(RunError::Invalid(format!(
+            let not_ready = || {
+                RunError::Invalid(format!(
                     "the gateway at {url} was not ready within {:?}",
                     g.ready_timeout
-                )));
+                ))
+            };
+            // Listening first; then, over https, a certificate this run
+            // does not trust is bad input (exit 2), said at once rather
+            // than as a readiness timeout; then the ready path.
+            if !wait_ready(&url, None, g.ready_timeout, tls).await {
+                return Err(not_ready());
+            }
+            check_tls(&url, tls, g.ready_timeout).await?;
+            if g.ready_path.is_some()
+                && !wait_ready(&url, g.ready_path.as_deref(), g.ready_timeout, tls).await
+            {
+                return Err(not_ready());
             }
             return Ok(Running {
                 name: format!("gateway at {url}"),
@@ -109,6 +123,22 @@ impl Running {
             Some(sup) => sup.stop(grace).await,
             None => Vec::new(),
         }
+    }
+}
+
+/// For an `https://` gateway: a TLS session can be made with it under
+/// `tls`. A refused certificate (or no TLS at all) is bad input.
+async fn check_tls(url: &str, tls: &loadgen::TlsOptions, within: Duration) -> Result<(), RunError> {
+    let target = loadgen::Target::parse(url).map_err(|e| RunError::BadInput(e.to_string()))?;
+    if !target.is_tls() {
+        return Ok(());
+    }
+    match loadgen::probe_tls(&target, tls, within).await {
+        Ok(_) => Ok(()),
+        Err(e @ (loadgen::LoadRunError::Handshake { .. } | loadgen::LoadRunError::Tls(_))) => {
+            Err(RunError::BadInput(format!("the gateway at {url}: {e}")))
+        }
+        Err(e) => Err(RunError::Invalid(format!("the gateway at {url}: {e}"))),
     }
 }
 

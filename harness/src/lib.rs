@@ -27,6 +27,7 @@ mod clock;
 mod error;
 mod fds;
 mod gateway;
+mod https;
 mod judge;
 mod plan;
 mod process;

@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 use wire::RssSample;
 
 use crate::clock::now_us;
+use crate::https::Trusting as _;
 use crate::process;
 use crate::supervise::SupState;
 
@@ -39,7 +40,12 @@ impl RssSampler {
 
 pub(crate) enum RssSource {
     Group(Arc<Mutex<SupState>>),
-    Metric { url: String, metric: String },
+    Metric {
+        url: String,
+        metric: String,
+        /// How an `https://` metrics URL's certificate is checked.
+        tls: loadgen::TlsOptions,
+    },
     None,
 }
 
@@ -48,8 +54,13 @@ async fn sample_rss(
     mut file: std::fs::File,
     stop: CancellationToken,
 ) -> std::io::Result<()> {
+    let plain = loadgen::TlsOptions::default();
     let client = reqwest::Client::builder()
         .timeout(Duration::from_millis(500))
+        .trusting(match &source {
+            RssSource::Metric { tls, .. } => tls,
+            _ => &plain,
+        })
         .build()
         .ok();
     let mut tick = tokio::time::interval(Duration::from_millis(100));
@@ -73,7 +84,7 @@ async fn sample_rss(
                     None => Some(0),
                 }
             }
-            RssSource::Metric { url, metric } => match &client {
+            RssSource::Metric { url, metric, .. } => match &client {
                 Some(c) => match c.get(url).send().await {
                     Ok(r) => r
                         .text()

@@ -56,6 +56,9 @@ pub struct RunOptions {
     /// The target gateway was configured for the run's time scale (a
     /// gateway the harness did not spawn is not compressed by it).
     pub allow_time_scale: bool,
+    /// How an `https://` gateway's certificate is checked, by the load
+    /// generator and the harness's own calls alike.
+    pub tls: loadgen::TlsOptions,
 }
 
 /// A run made ready: the scenario as it will be rehearsed.
@@ -101,6 +104,7 @@ pub async fn run(
         &p.scenario,
         &p.rehearsal,
         p.target.as_deref(),
+        &opts.tls,
         &provider_url,
         &opts.out,
     )
@@ -113,7 +117,7 @@ pub async fn run(
         }
     };
     announce(&p, &gateway);
-    let sampler = RssSampler::start(rss_source(&p.scenario, &gateway), rss_file);
+    let sampler = RssSampler::start(rss_source(&p.scenario, &gateway, &opts.tls), rss_file);
     let started_us = now_us();
     let (load, mut notes) = drive(&p, &gateway.url, opts, provider.start_at(), cancel.clone()).await;
     if p.target.is_none() {
@@ -204,6 +208,10 @@ fn prepare(s: &Scenario, opts: &RunOptions) -> Result<Prepared, RunError> {
             )));
         }
     }
+    // A CA file that cannot be read is refused before anything starts.
+    opts.tls
+        .client_config()
+        .map_err(|e| RunError::BadInput(e.to_string()))?;
     let patience_s = rehearsal.scale.secs(plan.patience_s);
     ensure_fds(predicted_fds(peak_per_s(&plan), patience_s)).map_err(RunError::Invalid)?;
     Ok(Prepared {
@@ -257,7 +265,7 @@ fn announce(p: &Prepared, gateway: &Running) {
 
 /// Where the gateway's memory is read: the scenario's metric when it names
 /// one, else the spawned process group.
-fn rss_source(s: &Scenario, gateway: &Running) -> RssSource {
+fn rss_source(s: &Scenario, gateway: &Running, tls: &loadgen::TlsOptions) -> RssSource {
     match (
         &gateway.supervised,
         &s.gateway.metrics_url,
@@ -266,6 +274,7 @@ fn rss_source(s: &Scenario, gateway: &Running) -> RssSource {
         (_, Some(url), Some(metric)) => RssSource::Metric {
             url: url.clone(),
             metric: metric.clone(),
+            tls: tls.clone(),
         },
         (Some(sup), _, _) => RssSource::Group(sup.state.clone()),
         _ => RssSource::None,
@@ -292,6 +301,7 @@ async fn drive(
     let mut lo = loadgen::LoadOptions::new(&opts.out);
     lo.progress = opts.progress;
     lo.start_at = start_at;
+    lo.tls = opts.tls.clone();
     match loadgen::run(&p.rehearsal.load, &target, &lo, cancel).await {
         Ok(r) => (Some(r), notes),
         Err(e) => {

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use wire::ClientRecord;
 
 use crate::clock::now_us;
+use crate::https::Trusting as _;
 use crate::process::{GatewayProcess, MemoryLimit, SpawnError};
 
 /// How to start (and restart) the gateway.
@@ -39,7 +40,7 @@ impl Launch {
         .map_err(|e| e.to_string())?;
         let url = format!("http://{}", p.addr);
         let ready = tokio::select! {
-            ready = wait_ready(&url, self.ready_path.as_deref(), self.ready_timeout) => ready,
+            ready = wait_ready(&url, self.ready_path.as_deref(), self.ready_timeout, &PLAIN) => ready,
             _ = async {
                 while p.exited().is_none() {
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -173,17 +174,27 @@ async fn watch(launch: Launch, state: Arc<Mutex<SupState>>, stop: CancellationTo
     }
 }
 
+/// A spawned gateway is spoken to over plain HTTP.
+const PLAIN: loadgen::TlsOptions = loadgen::TlsOptions {
+    ca_file: None,
+    insecure: false,
+};
+
 /// Waits until `addr` accepts TCP connections and, if `path` is given,
-/// answers it with a status below 500.
-pub(crate) async fn wait_ready(base: &str, path: Option<&str>, within: Duration) -> bool {
+/// answers it with a status below 500 (over TLS as `tls` says, for an
+/// `https://` base).
+pub(crate) async fn wait_ready(
+    base: &str,
+    path: Option<&str>,
+    within: Duration,
+    tls: &loadgen::TlsOptions,
+) -> bool {
     let deadline = Instant::now() + within;
     let client = reqwest::Client::builder()
         .timeout(Duration::from_millis(500))
+        .trusting(tls)
         .build();
-    let authority = base
-        .trim_start_matches("http://")
-        .trim_end_matches('/')
-        .to_string();
+    let authority = crate::https::host_port(base).unwrap_or_default();
     while Instant::now() < deadline {
         let up = match (path, &client) {
             (Some(p), Ok(c)) => c

@@ -47,20 +47,24 @@ impl TestCa {
             .signed_by(&leaf_key, &ca_cert, &ca_key)
             .expect("the server certificate");
 
-        let chain: Vec<CertificateDer<'static>> =
-            vec![leaf_cert.der().clone(), ca_cert.der().clone()];
-        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der()));
-        let server = rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .expect("TLS versions")
-        .with_no_client_auth()
-        .with_single_cert(chain, key)
-        .expect("a server configuration");
+        let chain = vec![leaf_cert.der().clone(), ca_cert.der().clone()];
         TestCa {
             ca_pem: ca_cert.pem(),
-            server: Arc::new(server),
+            server: server_config(chain, &leaf_key),
+        }
+    }
+
+    /// No CA: a self-signed certificate for `localhost` and `127.0.0.1`,
+    /// as a staging server often has; `ca_pem` is that certificate.
+    pub fn self_signed() -> TestCa {
+        let key = KeyPair::generate().expect("a key");
+        let cert = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".into()])
+            .expect("params")
+            .self_signed(&key)
+            .expect("a self-signed certificate");
+        TestCa {
+            ca_pem: cert.pem(),
+            server: server_config(vec![cert.der().clone()], &key),
         }
     }
 
@@ -70,6 +74,20 @@ impl TestCa {
         std::fs::write(&path, &self.ca_pem).expect("write ca.pem");
         path
     }
+}
+
+/// A server configuration presenting `chain`, signed for by `key`.
+fn server_config(chain: Vec<CertificateDer<'static>>, key: &KeyPair) -> Arc<rustls::ServerConfig> {
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+    let server = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("TLS versions")
+    .with_no_client_auth()
+    .with_single_cert(chain, key)
+    .expect("a server configuration");
+    Arc::new(server)
 }
 
 impl Default for TestCa {
@@ -166,6 +184,14 @@ mod tests {
 
     #[tokio::test]
     async fn the_relay_carries_bytes_both_ways_over_tls() {
+        for ca in [TestCa::new(), TestCa::self_signed()] {
+            echo_through_relay(&ca).await;
+        }
+    }
+
+    /// A client trusting `ca.ca_pem` alone (the CA, or the self-signed
+    /// certificate itself) speaks through the relay.
+    async fn echo_through_relay(ca: &TestCa) {
         // An upstream that echoes.
         let up = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let up_addr = up.local_addr().unwrap();
@@ -175,8 +201,7 @@ mod tests {
             s.read_exact(&mut b).await.unwrap();
             s.write_all(&b).await.unwrap();
         });
-        let ca = TestCa::new();
-        let r = relay(Some(&ca), up_addr).await.unwrap();
+        let r = relay(Some(ca), up_addr).await.unwrap();
         let mut roots = rustls::RootCertStore::empty();
         for c in rustls::pki_types::pem::PemObject::pem_slice_iter(ca.ca_pem.as_bytes()) {
             roots.add(c.unwrap()).unwrap();
