@@ -49,6 +49,10 @@ pub struct Args {
     /// start that has passed when the run is ready is refused.
     #[arg(long, value_name = "TIME", value_parser = loadgen::parse_start_at)]
     start_at: Option<std::time::SystemTime>,
+    /// The fake provider of a staged run: this machine's clock is measured
+    /// against it and written to provider-offset.json for `rehearse collect`.
+    #[arg(long, value_name = "URL")]
+    provider: Option<String>,
     #[command(flatten)]
     tls: TlsArgs,
 }
@@ -137,7 +141,14 @@ pub fn main(args: Args) -> Result<Ended, Error> {
          (again to quit at once)",
         options.cancel_grace.as_millis()
     );
+    let (provider, out) = (args.provider.clone(), args.out.clone());
     let (report, partial) = crate::runtime::block_on(None, Some(note), |cancel| async move {
+        if let Some(url) = &provider {
+            std::fs::create_dir_all(&out)
+                .with_context(|| format!("cannot create {}", out.display()))
+                .bad_input()?;
+            harness::write_shard_offset(url, &out).await?;
+        }
         let report = loadgen::run(&plan, &target, &options, cancel.clone())
             .await
             // An unreachable --target, a refused certificate, an unwritable --out.

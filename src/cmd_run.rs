@@ -40,7 +40,12 @@ pub struct Args {
     /// from REHEARSE_PROVIDER_TOKEN): the scenario's provider table is
     /// uploaded, it is reset as the load starts, and its records are
     /// fetched and moved onto this machine's clock at the end.
-    #[arg(long, value_name = "in-process|URL", default_value = "in-process", conflicts_with = "provider_listen")]
+    #[arg(
+        long,
+        value_name = "in-process|URL",
+        default_value = "in-process",
+        conflicts_with = "provider_listen"
+    )]
     provider: harness::ProviderChoice,
     /// The --target gateway was configured for the run's time scale (its
     /// timeouts and budgets divided by it); without this, --target with a

@@ -32,6 +32,7 @@ mod cmd_plan;
 mod cmd_provider;
 mod cmd_report;
 mod cmd_run;
+mod cmd_stage;
 mod exit;
 mod runtime;
 mod scenario;
@@ -73,6 +74,10 @@ enum Command {
     /// Prints `listening on http://ADDR` once it serves; Ctrl-C or SIGTERM
     /// drains it and exits 0.
     Gateway(cmd_gateway::Args),
+    /// Ready a multi-machine rehearsal: upload the provider table, schedule its reset, write the run directory.
+    Stage(cmd_stage::StageArgs),
+    /// Merge the shards' records onto the provider's clock and fetch its records into a staged run directory.
+    Collect(cmd_stage::CollectArgs),
 }
 
 fn main() -> ExitCode {
@@ -105,5 +110,7 @@ fn main() -> ExitCode {
         Command::Provider(args) => cmd_provider::main(args),
         Command::Load(args) => cmd_load::main(args),
         Command::Gateway(args) => cmd_gateway::main(args),
+        Command::Stage(args) => cmd_stage::stage(args),
+        Command::Collect(args) => cmd_stage::collect(args),
     })
 }

@@ -58,6 +58,8 @@ pub(crate) enum ProviderSide {
         before: ClockOffset,
         /// When the load and the provider's timeline start (our clock).
         start_at: SystemTime,
+        /// The run it holds the provider's lease for.
+        run_id: String,
     },
 }
 
@@ -90,7 +92,7 @@ impl ProviderSide {
                 let remote = RemoteProvider::new(url);
                 let fail = |e: crate::remote::RemoteError| RunError::Invalid(e.to_string());
                 let before = remote.clock_offset(OFFSET_ROUNDS).await.map_err(fail)?;
-                remote.upload_config(config).await.map_err(fail)?;
+                let version = remote.upload_config(config).await.map_err(fail)?;
                 let start_at = SystemTime::now() + REMOTE_LEAD;
                 let ours_ms = start_at
                     .duration_since(UNIX_EPOCH)
@@ -101,6 +103,7 @@ impl ProviderSide {
                         start_at_unix_ms: Some((ours_ms + before.offset_us / 1000).max(0) as u64),
                         lease_s: lease.as_secs().max(60),
                         force: false,
+                        config_version: version,
                     })
                     .await
                     .map_err(fail)?;
@@ -108,6 +111,7 @@ impl ProviderSide {
                     remote,
                     before,
                     start_at,
+                    run_id: run_id.to_string(),
                 })
             }
         }
@@ -146,7 +150,12 @@ impl ProviderSide {
                 h.shutdown().await;
                 None
             }
-            ProviderSide::Remote { remote, before, .. } => {
+            ProviderSide::Remote {
+                remote,
+                before,
+                run_id,
+                ..
+            } => {
                 let after = match remote.clock_offset(OFFSET_ROUNDS).await {
                     Ok(a) => a,
                     Err(e) => {
@@ -174,6 +183,11 @@ impl ProviderSide {
                         }
                     }
                 }
+                if let Err(e) = remote.release(&run_id).await {
+                    notes.push(format!(
+                        "the provider's lease could not be given back ({e}): it expires by itself"
+                    ));
+                }
                 Some(offset)
             }
         }
@@ -195,6 +209,9 @@ mod tests {
             .parse::<ProviderChoice>()
             .unwrap_err()
             .contains("not built yet"));
-        assert!("ftp://x".parse::<ProviderChoice>().unwrap_err().contains("in-process"));
+        assert!("ftp://x"
+            .parse::<ProviderChoice>()
+            .unwrap_err()
+            .contains("in-process"));
     }
 }

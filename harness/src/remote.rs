@@ -100,15 +100,15 @@ impl ClockOffset {
 
     /// Moves a record's times from the provider's clock onto ours.
     pub fn correct(&self, r: &mut ProviderRecord) {
-        let shift = |t: u64| t.saturating_add_signed(-self.offset_us);
-        r.received_us = shift(r.received_us);
+        let back = -self.offset_us;
+        r.received_us = r.received_us.saturating_add_signed(back);
         for t in [
             &mut r.admitted_us,
             &mut r.first_byte_us,
             &mut r.finished_us,
             &mut r.hung_up_us,
         ] {
-            *t = t.map(shift);
+            *t = t.map(|t| t.saturating_add_signed(back));
         }
     }
 }
@@ -126,6 +126,34 @@ pub struct Reset {
     pub lease_s: u64,
     /// Reset even if another run holds a lease.
     pub force: bool,
+    /// Apply only this uploaded config (409 if another pipeline uploaded
+    /// its own since).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_version: Option<u64>,
+}
+
+/// A run id the provider accepts (up to 128 letters, digits and `._:-`),
+/// from a run directory's name.
+pub fn run_id_of(dir: &Path) -> String {
+    let name = dir
+        .file_name()
+        .map_or_else(|| "run".into(), |n| n.to_string_lossy().into_owned());
+    let id: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._:-".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(128)
+        .collect();
+    if id.is_empty() {
+        "run".into()
+    } else {
+        id
+    }
 }
 
 /// A fake provider reached by URL.
@@ -154,7 +182,7 @@ impl RemoteProvider {
         RemoteProvider {
             base: base.trim_end_matches('/').to_string(),
             token: token.filter(|t| !t.is_empty()),
-            client: reqwest::Client::builder()
+            client: crate::resolve::client()
                 .timeout(Duration::from_secs(30))
                 .build()
                 .unwrap_or_default(),
@@ -220,10 +248,24 @@ impl RemoteProvider {
         })
     }
 
-    /// Uploads a provider table (applied at the next reset).
-    pub async fn upload_config<T: Serialize>(&self, table: &T) -> Result<(), RemoteError> {
+    /// Uploads a provider table (applied at the next reset); returns its
+    /// version, for the reset to name.
+    pub async fn upload_config<T: Serialize>(&self, table: &T) -> Result<Option<u64>, RemoteError> {
         let (url, b) = self.request(reqwest::Method::PUT, "/_fake/config");
-        self.send(&url, b.json(table)).await.map(drop)
+        let v: serde_json::Value = self
+            .send(&url, b.json(table))
+            .await?
+            .json()
+            .await
+            .unwrap_or_default();
+        Ok(v["config_version"].as_u64())
+    }
+
+    /// Gives the run's lease back, so the next pipeline need not wait.
+    pub async fn release(&self, run_id: &str) -> Result<(), RemoteError> {
+        let (url, b) = self.request(reqwest::Method::POST, "/_fake/lease");
+        let body = serde_json::json!({ "run_id": run_id, "lease_s": 0 });
+        self.send(&url, b.json(&body)).await.map(drop)
     }
 
     /// Starts a new run on the provider.

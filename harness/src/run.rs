@@ -15,8 +15,8 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use assertions::Expectations;
 use crate::provider_side::{ProviderChoice, ProviderSide};
+use assertions::Expectations;
 use report::{GatewayEvent, Plan, RunMeta};
 use tokio_util::sync::CancellationToken;
 use wire::ClientRecord;
@@ -84,10 +84,7 @@ pub async fn run(
     // The in-process provider writes each call's record into the run
     // directory as the call ends: nothing is collected at the end, nothing
     // is held. A remote one is readied (config, reset) and read at the end.
-    let run_id = opts
-        .out
-        .file_name()
-        .map_or_else(|| "run".to_string(), |n| n.to_string_lossy().into_owned());
+    let run_id = crate::remote::run_id_of(&opts.out);
     let lease = p.rehearsal.load.schedule_length() + Duration::from_secs(600);
     let provider = ProviderSide::start(
         &opts.provider,
@@ -119,7 +116,8 @@ pub async fn run(
     announce(&p, &gateway);
     let sampler = RssSampler::start(rss_source(&p.scenario, &gateway, &opts.tls), rss_file);
     let started_us = now_us();
-    let (load, mut notes) = drive(&p, &gateway.url, opts, provider.start_at(), cancel.clone()).await;
+    let (load, mut notes) =
+        drive(&p, &gateway.url, opts, provider.start_at(), cancel.clone()).await;
     if p.target.is_none() {
         // What the scenario left to the harness, for the gateway it started.
         notes.splice(0..0, p.scenario.gateway.notes.iter().cloned());
@@ -330,20 +328,32 @@ async fn settle(provider: &ProviderSide, p: &Prepared, partial: bool, notes: &mu
 /// What the checks compare against: the plan's figures at the run's scale,
 /// placed on the run's clock.
 fn expectations(p: &Prepared, start_us: u64, load: Option<&loadgen::RunReport>) -> Expectations {
+    expectations_of(&p.scenario, &p.rehearsal, &p.plan, start_us, load)
+}
+
+/// [`expectations`] from the parts (also for a staged run, whose load
+/// report comes later from its shards).
+pub(crate) fn expectations_of(
+    scenario: &Scenario,
+    rehearsal: &Rehearsal,
+    plan: &Plan,
+    start_us: u64,
+    load: Option<&loadgen::RunReport>,
+) -> Expectations {
     let at = |secs: f64| start_us + (secs * 1e6) as u64;
-    let o = p.plan.overload.as_ref();
+    let o = plan.overload.as_ref();
     let send_lag_p99_ms = load.map_or(f64::INFINITY, |r| r.send_lag.p99_us as f64 / 1000.0);
-    let load_plan = &p.rehearsal.load;
+    let load_plan = &rehearsal.load;
     Expectations {
         start_us,
         load_end_us: at(load_plan.schedule_length().as_secs_f64()),
         overload: o.map(|o| (at(o.from_s), at(o.until_s))),
         capacity_per_s: o.map_or(0.0, |o| o.capacity_per_s),
-        patience_s: p.rehearsal.scale.secs(p.plan.patience_s),
+        patience_s: rehearsal.scale.secs(plan.patience_s),
         service_s: o.map_or(0.0, |o| o.service_s),
         queue_bound: o.map_or(0.0, |o| o.queue_bound),
         in_flight_at_provider: o.map_or(0.0, |o| o.capacity_per_s * o.service_s),
-        memory_ceiling_bytes: p.scenario.gateway.memory_ceiling,
+        memory_ceiling_bytes: scenario.gateway.memory_ceiling,
         send_lag_bound_ms: load_plan.send_lag_bound().as_secs_f64() * 1000.0,
         send_lag_p99_ms,
     }

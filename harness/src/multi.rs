@@ -1,0 +1,361 @@
+//! A rehearsal whose load comes from several processes or machines, in
+//! commands (README, "Load from several machines"):
+//!
+//! 1. `rehearse stage SCENARIO --provider URL --start-at T --out DIR`: the
+//!    scenario's scaled provider table uploaded to the fake provider beside
+//!    the gateway, its reset scheduled at T (its timeline starts then), and
+//!    `scenario.toml`, `plan.json` and `run.json` written into DIR;
+//! 2. on each machine, `rehearse load DIR/scenario.toml --target GATEWAY
+//!    --shard I/N --start-at T --provider URL --out SHARD_DIR`: its part of
+//!    the one schedule, and its clock against the provider's;
+//! 3. `rehearse collect DIR SHARD_DIR... --provider URL`: the shards' client
+//!    records moved onto the provider's clock and merged in end order, their
+//!    HDR logs added up, the provider's records fetched;
+//! 4. `rehearse report DIR` judges it.
+//!
+//! Every time in DIR is on the provider's clock: the one clock every shard
+//! measured itself against.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead as _, Write as _};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use report::RunMeta;
+use wire::{files, ClientRecord};
+
+use crate::error::RunError;
+use crate::remote::{ClockOffset, RemoteProvider, Reset};
+use crate::rundir::write_atomic;
+
+/// A shard's clock against the provider's, written by `rehearse load
+/// --provider URL` into its folder.
+pub const SHARD_OFFSET: &str = "provider-offset.json";
+
+/// Round trips per offset measurement.
+const ROUNDS: usize = 8;
+
+fn remote_error(e: crate::remote::RemoteError) -> RunError {
+    RunError::Invalid(e.to_string())
+}
+
+fn unix_us(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+/// What `rehearse stage` needs beyond the scenario.
+#[derive(Debug, Clone)]
+pub struct StageOptions {
+    /// The run directory to prepare.
+    pub out: PathBuf,
+    /// The fake provider's base URL.
+    pub provider: String,
+    /// When the schedule starts, on this machine's clock.
+    pub start_at: SystemTime,
+    /// Overrides the scenario's time scale.
+    pub time_scale: Option<f64>,
+    /// The gateway the shards will drive (for the report's header).
+    pub target: Option<String>,
+    /// Reset the provider even if another run holds it.
+    pub force: bool,
+}
+
+/// `rehearse stage`: readies the provider and the run directory.
+pub async fn stage(s: &crate::Scenario, opts: &StageOptions) -> Result<(), RunError> {
+    let mut scenario = s.clone();
+    if let Some(ts) = opts.time_scale {
+        scenario.meta.time_scale = ts;
+    }
+    let rehearsal = scenario.rehearsal();
+    let plan = crate::plan::plan(&scenario);
+    std::fs::create_dir_all(&opts.out)
+        .map_err(|e| RunError::Invalid(format!("cannot create {}: {e}", opts.out.display())))?;
+    let remote = RemoteProvider::new(&opts.provider);
+    let offset = remote.clock_offset(ROUNDS).await.map_err(remote_error)?;
+    let version = remote
+        .upload_config(&rehearsal.provider)
+        .await
+        .map_err(remote_error)?;
+    let start_provider_us = unix_us(opts.start_at).saturating_add_signed(offset.offset_us);
+    let run_id = crate::remote::run_id_of(&opts.out);
+    let lease = rehearsal.load.schedule_length() + Duration::from_secs(600);
+    remote
+        .reset(&Reset {
+            run_id,
+            start_at_unix_ms: Some(start_provider_us / 1000),
+            lease_s: lease.as_secs(),
+            force: opts.force,
+            config_version: version,
+        })
+        .await
+        .map_err(remote_error)?;
+    write_atomic(&opts.out.join(files::SCENARIO), scenario.text.as_bytes())?;
+    let plan_json = serde_json::to_string_pretty(&plan).unwrap_or_default();
+    write_atomic(&opts.out.join(files::PLAN), plan_json.as_bytes())?;
+    let mut expect =
+        crate::run::expectations_of(&scenario, &rehearsal, &plan, start_provider_us, None);
+    // No shard has run yet: the largest lag JSON holds (infinity is not a
+    // JSON number), so a run judged before `collect` is invalid.
+    expect.send_lag_p99_ms = f64::MAX;
+    let meta = RunMeta {
+        scenario: scenario.meta.name.clone(),
+        gateway: opts.target.clone().unwrap_or_else(|| "a gateway driven by shards".into()),
+        time_scale: rehearsal.scale.time,
+        quota_scale: rehearsal.scale.quota,
+        expectations: expect,
+        partial: false,
+        provider_url: opts.provider.clone(),
+        target_url: opts.target.clone().unwrap_or_default(),
+        notes: vec![format!(
+            "staged: the provider's timeline and the shards' schedules start at {} (Unix {:.3} s on the provider's clock, which was {:+.1} ms from the stager's, ± {:.1} ms); every time in this directory is on the provider's clock",
+            humantime::format_rfc3339_millis(opts.start_at),
+            start_provider_us as f64 / 1e6,
+            offset.offset_us as f64 / 1000.0,
+            offset.uncertainty_us as f64 / 1000.0
+        )],
+        gateway_events: Vec::new(),
+        untrusted: Vec::new(),
+    };
+    write_atomic(
+        &opts.out.join(files::RUN),
+        serde_json::to_string_pretty(&meta)
+            .unwrap_or_default()
+            .as_bytes(),
+    )?;
+    Ok(())
+}
+
+/// `rehearse load --provider URL`: measures this machine's clock against
+/// the provider's and writes it into the shard's folder.
+pub async fn write_shard_offset(provider: &str, out: &Path) -> Result<ClockOffset, RunError> {
+    let offset = RemoteProvider::new(provider)
+        .clock_offset(ROUNDS)
+        .await
+        .map_err(remote_error)?;
+    write_atomic(
+        &out.join(SHARD_OFFSET),
+        serde_json::to_string_pretty(&offset)
+            .unwrap_or_default()
+            .as_bytes(),
+    )?;
+    Ok(offset)
+}
+
+/// One shard's records on the provider's clock, in file order.
+struct Shard {
+    dir: PathBuf,
+    offset: ClockOffset,
+    lines: std::io::Lines<std::io::BufReader<std::fs::File>>,
+    next: Option<ClientRecord>,
+}
+
+impl Shard {
+    fn open(dir: &Path) -> Result<Shard, RunError> {
+        let read = |name: &str| {
+            let path = dir.join(name);
+            std::fs::File::open(&path)
+                .map_err(|e| RunError::Invalid(format!("cannot read {}: {e}", path.display())))
+        };
+        let offset = match read(SHARD_OFFSET) {
+            Ok(f) => serde_json::from_reader(f).map_err(|e| {
+                RunError::Invalid(format!("{}: {e}", dir.join(SHARD_OFFSET).display()))
+            })?,
+            Err(_) => {
+                return Err(RunError::BadInput(format!(
+                    "{} has no {SHARD_OFFSET}: run each shard with --provider URL so its clock is measured against the provider's",
+                    dir.display()
+                )))
+            }
+        };
+        let lines = std::io::BufReader::new(read(files::CLIENT_RECORDS)?).lines();
+        let mut s = Shard {
+            dir: dir.to_path_buf(),
+            offset,
+            lines,
+            next: None,
+        };
+        s.advance()?;
+        Ok(s)
+    }
+
+    fn advance(&mut self) -> Result<(), RunError> {
+        self.next = None;
+        for line in self.lines.by_ref() {
+            let line =
+                line.map_err(|e| RunError::Invalid(format!("{}: {e}", self.dir.display())))?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            // A cut-off last line (a killed shard) is left out here; the
+            // shard's own file keeps it.
+            if let Ok(mut r) = serde_json::from_str::<ClientRecord>(&line) {
+                let shift = |t: u64| t.saturating_add_signed(self.offset.offset_us);
+                r.intended_us = shift(r.intended_us);
+                r.sent_us = shift(r.sent_us);
+                r.done_us = shift(r.done_us);
+                r.first_byte_us = r.first_byte_us.map(shift);
+                self.next = Some(r);
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `rehearse collect`: merges the shards into `dir` and fetches the
+/// provider's records; `rehearse report DIR` judges the result.
+pub async fn collect(dir: &Path, shards: &[PathBuf], provider: &str) -> Result<(), RunError> {
+    let meta_path = dir.join(files::RUN);
+    let mut meta: RunMeta =
+        serde_json::from_str(&std::fs::read_to_string(&meta_path).map_err(|e| {
+            RunError::BadInput(format!(
+                "{}: {e} (run rehearse stage first)",
+                meta_path.display()
+            ))
+        })?)
+        .map_err(|e| RunError::Invalid(format!("{}: {e}", meta_path.display())))?;
+    let mut open: Vec<Shard> = shards
+        .iter()
+        .map(|d| Shard::open(d))
+        .collect::<Result<_, _>>()?;
+    let out_path = dir.join(files::CLIENT_RECORDS);
+    let werr =
+        |e: std::io::Error| RunError::Invalid(format!("cannot write {}: {e}", out_path.display()));
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&out_path).map_err(werr)?);
+    // Merged in end order, as one load generator writes them.
+    while let Some(i) = (0..open.len())
+        .filter(|&i| open[i].next.is_some())
+        .min_by_key(|&i| open[i].next.as_ref().map_or(u64::MAX, |r| r.done_us))
+    {
+        if let Some(r) = open[i].next.take() {
+            serde_json::to_writer(&mut out, &r).map_err(|e| werr(e.into()))?;
+            out.write_all(b"\n").map_err(werr)?;
+        }
+        open[i].advance()?;
+    }
+    out.flush().map_err(werr)?;
+    merge_hlogs(dir, shards)?;
+    let mut lag_p99_ms: f64 = 0.0;
+    for (s, d) in open.iter().zip(shards) {
+        let summary: Option<serde_json::Value> =
+            std::fs::read_to_string(d.join(files::LOAD_SUMMARY))
+                .ok()
+                .and_then(|t| serde_json::from_str(&t).ok());
+        let lag = summary
+            .as_ref()
+            .and_then(|v| v["send_lag"]["p99_us"].as_f64())
+            .map_or(f64::INFINITY, |us| us / 1000.0);
+        lag_p99_ms = lag_p99_ms.max(lag);
+        meta.notes.push(format!(
+            "shard {}: clock {:+.1} ms from the provider's (± {:.1} ms), send lag p99 {:.1} ms",
+            d.display(),
+            s.offset.offset_us as f64 / 1000.0,
+            s.offset.uncertainty_us as f64 / 1000.0,
+            lag
+        ));
+    }
+    // The run keeps its schedule only if every shard kept its own.
+    meta.expectations.send_lag_p99_ms = lag_p99_ms;
+    let remote = RemoteProvider::new(provider);
+    let n = remote
+        .fetch_records(
+            &dir.join(files::PROVIDER_RECORDS),
+            ClockOffset {
+                offset_us: 0,
+                uncertainty_us: 0,
+            },
+        )
+        .await
+        .map_err(remote_error)?;
+    meta.notes
+        .push(format!("{n} provider call records fetched from {provider}"));
+    write_atomic(
+        &meta_path,
+        serde_json::to_string_pretty(&meta)
+            .unwrap_or_default()
+            .as_bytes(),
+    )?;
+    Ok(())
+}
+
+/// Adds up the shards' HDR histograms, tag by tag, into `dir`'s
+/// `client.hlog`.
+fn merge_hlogs(dir: &Path, shards: &[PathBuf]) -> Result<(), RunError> {
+    use hdrhistogram::serialization::interval_log::{
+        IntervalLogIterator, IntervalLogWriterBuilder, LogEntry, Tag,
+    };
+    use hdrhistogram::serialization::{Deserializer, V2DeflateSerializer};
+    let mut merged: BTreeMap<String, hdrhistogram::Histogram<u64>> = BTreeMap::new();
+    let mut longest = Duration::ZERO;
+    for d in shards {
+        let Ok(bytes) = std::fs::read(d.join(files::CLIENT_HLOG)) else {
+            continue;
+        };
+        for entry in IntervalLogIterator::new(&bytes) {
+            let Ok(LogEntry::Interval(h)) = entry else {
+                continue;
+            };
+            let Some(tag) = h.tag().map(|t| t.as_str().to_string()) else {
+                continue;
+            };
+            longest = longest.max(h.duration());
+            let Some(decoded) = base64_decode(h.encoded_histogram()).and_then(|raw| {
+                Deserializer::new()
+                    .deserialize::<u64, _>(&mut &raw[..])
+                    .ok()
+            }) else {
+                continue;
+            };
+            match merged.get_mut(&tag) {
+                Some(m) => {
+                    let _ = m.add(&decoded);
+                }
+                None => {
+                    merged.insert(tag, decoded);
+                }
+            }
+        }
+    }
+    let path = dir.join(files::CLIENT_HLOG);
+    let werr = |e: String| RunError::Invalid(format!("cannot write {}: {e}", path.display()));
+    let mut out = Vec::new();
+    let mut serializer = V2DeflateSerializer::new();
+    let now = SystemTime::now();
+    {
+        let mut log = IntervalLogWriterBuilder::new()
+            .add_comment(
+                "rehearse collect: the shards' whole-run histograms added up, microseconds",
+            )
+            .with_base_time(now)
+            .with_start_time(now)
+            .begin_log_with(&mut out, &mut serializer)
+            .map_err(|e| werr(e.to_string()))?;
+        for (tag, h) in &merged {
+            if let Some(tag) = Tag::new(tag) {
+                log.write_histogram(h, Duration::ZERO, longest, Some(tag))
+                    .map_err(|e| werr(format!("{e:?}")))?;
+            }
+        }
+    }
+    write_atomic(&path, &out)?;
+    Ok(())
+}
+
+/// Decodes the interval log's base64 text.
+fn base64_decode(text: &str) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.decode(text).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_reads_what_the_log_writes() {
+        assert_eq!(base64_decode("aGVsbG8=").unwrap(), b"hello");
+        assert_eq!(base64_decode("AAEC").unwrap(), [0, 1, 2]);
+        assert_eq!(base64_decode("a*"), None);
+    }
+}

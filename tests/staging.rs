@@ -1,0 +1,318 @@
+//! A fake provider the harness did not start, as beside a staging
+//! gateway: `rehearse run --provider URL --target GATEWAY`, and the
+//! multi-machine steps (`stage`, `load --shard` twice, `collect`,
+//! `report`). The provider's clock is shifted by ±250 ms (a test-only
+//! setting) and must come back corrected. Real processes on 127.0.0.1.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+const TOKEN: &str = "staging-secret";
+
+/// No overload: 20 requests/s for 3 s against a provider that answers in
+/// 50 ms; every attempt is answered, whatever the split.
+const SCENARIO: &str = r#"[scenario]
+name = "staging"
+seed = 41
+
+[provider]
+completion_tokens = { fixed = 8 }
+
+[provider.latency]
+ttft = { fixed = "50ms" }
+per_token = { fixed = "0ms" }
+
+# The staging gateway, given with --target.
+[gateway]
+url = "http://127.0.0.1:9"
+
+[load]
+patience = { fixed = "5s" }
+send_lag_p99_max = "50ms"
+
+[[load.phases]]
+name = "steady"
+duration = "3s"
+rate = 20
+arrivals = "poisson"
+
+[load.request]
+prompt_tokens = { fixed = 30 }
+max_tokens = { fixed = 8 }
+
+[checklist]
+drain = { enabled = false }
+"#;
+
+fn rehearse() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_rehearse"))
+}
+
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rehearse-staging-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn first_line(child: &mut Child, prefix: &str) -> String {
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    line.trim()
+        .strip_prefix(prefix)
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string()
+}
+
+/// A provider with its clock shifted by `shift_ms` and an admin token, and
+/// a bounded reference gateway in front of it.
+fn provider_and_gateway(dir: &Path, shift_ms: i64) -> (Running, String, Running, String) {
+    let config = dir.join("provider.toml");
+    std::fs::write(&config, "").unwrap();
+    let mut p = Running(
+        rehearse()
+            .args(["provider", "--config"])
+            .arg(&config)
+            .args(["--listen", "127.0.0.1:0"])
+            .env("REHEARSE_ADMIN_TOKEN", TOKEN)
+            .env("REHEARSE_TEST_CLOCK_OFFSET_MS", shift_ms.to_string())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let provider = first_line(&mut p.0, "fake provider listening on ");
+    let mut g = Running(
+        rehearse()
+            .args(["gateway", "--mode", "bounded", "--upstream", &provider])
+            .args(["--listen", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let gateway = first_line(&mut g.0, "listening on ");
+    (p, provider, g, gateway)
+}
+
+fn ok(out: &std::process::Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what}: exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// First attempts: (id, intended offset from the start in ms, rounded).
+fn first_attempts(dir: &Path, start_us: u64) -> Vec<(String, u64)> {
+    let mut v: Vec<(String, u64)> = std::fs::read_to_string(dir.join("client.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<wire::ClientRecord>(l).unwrap())
+        .filter(|r| r.attempt == 1)
+        .map(|r| (r.id, (r.intended_us - start_us + 500) / 1000))
+        .collect();
+    v.sort();
+    v
+}
+
+/// The clock offset the run's notes give, in ms.
+fn noted_offset_ms(report: &serde_json::Value) -> f64 {
+    let notes = report["notes"].as_array().unwrap();
+    let note = notes
+        .iter()
+        .filter_map(|n| n.as_str())
+        .find(|n| n.contains("its clock is "))
+        .unwrap_or_else(|| panic!("no clock note in {notes:?}"));
+    let after = note.split("its clock is ").nth(1).unwrap();
+    after.split(' ').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn a_remote_provider_is_driven_and_its_clock_corrected() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("remote");
+    let scenario = dir.join("scenario.toml");
+    std::fs::write(&scenario, SCENARIO).unwrap();
+    let (_p, provider, _g, gateway) = provider_and_gateway(&dir, 250);
+
+    // Without the token the provider refuses, and the run says why.
+    let out = rehearse()
+        .arg("run")
+        .arg(&scenario)
+        .args([
+            "--provider",
+            &provider,
+            "--target",
+            &gateway,
+            "--no-progress",
+            "--out",
+        ])
+        .arg(dir.join("refused"))
+        .env_remove("REHEARSE_PROVIDER_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("401"));
+
+    let run = dir.join("run");
+    let out = rehearse()
+        .arg("run")
+        .arg(&scenario)
+        .args([
+            "--provider",
+            &provider,
+            "--target",
+            &gateway,
+            "--no-progress",
+            "--out",
+        ])
+        .arg(&run)
+        .env("REHEARSE_PROVIDER_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    ok(&out, "rehearse run --provider URL");
+    let report = json(&run.join("report.json"));
+    let offset = noted_offset_ms(&report);
+    assert!((offset - 250.0).abs() < 5.0, "offset {offset} ms");
+    let c = &report["counts"];
+    assert_eq!(c["ok"], c["sent"], "{c}");
+    assert_eq!(
+        report["provider"]["calls"], c["ok"],
+        "{}",
+        report["provider"]
+    );
+    // The joins hold on one clock: a call reaches the provider a few ms
+    // after its send, not 250 ms later or earlier.
+    let wait = report["latency_ms"]["queue_wait"]["p50"].as_f64().unwrap();
+    assert!(wait < 20.0, "queue wait p50 {wait} ms");
+}
+
+#[test]
+fn shards_staged_and_collected_equal_one_run() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("shards");
+    let scenario = dir.join("scenario.toml");
+    std::fs::write(&scenario, SCENARIO).unwrap();
+    let (_p, provider, _g, gateway) = provider_and_gateway(&dir, -250);
+
+    let start = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        + 3.0;
+    let start_at = format!("{start:.3}");
+    let staged = dir.join("staged");
+    let out = rehearse()
+        .arg("stage")
+        .arg(&scenario)
+        .args([
+            "--provider",
+            &provider,
+            "--start-at",
+            &start_at,
+            "--target",
+            &gateway,
+            "--out",
+        ])
+        .arg(&staged)
+        .env("REHEARSE_PROVIDER_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    ok(&out, "stage");
+    let shards: Vec<Child> = (0..2)
+        .map(|i| {
+            rehearse()
+                .arg("load")
+                .arg(staged.join("scenario.toml"))
+                .args(["--target", &gateway, "--no-progress"])
+                .args(["--shard", &format!("{i}/2"), "--start-at", &start_at])
+                .args(["--provider", &provider, "--out"])
+                .arg(dir.join(format!("shard{i}")))
+                .env("REHEARSE_PROVIDER_TOKEN", TOKEN)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for s in shards {
+        ok(&s.wait_with_output().unwrap(), "load --shard");
+    }
+    let out = rehearse()
+        .arg("collect")
+        .arg(&staged)
+        .args([dir.join("shard0"), dir.join("shard1")])
+        .args(["--provider", &provider])
+        .env("REHEARSE_PROVIDER_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    ok(&out, "collect");
+    let out = rehearse().arg("report").arg(&staged).output().unwrap();
+    let report = json(&staged.join("report.json"));
+    assert_ne!(
+        report["verdict"],
+        "invalid",
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let c = &report["counts"];
+    assert_eq!(c["ok"], c["sent"], "{c}");
+    assert_eq!(
+        report["provider"]["calls"], c["ok"],
+        "{}",
+        report["provider"]
+    );
+    let wait = report["latency_ms"]["queue_wait"]["p50"].as_f64().unwrap();
+    assert!(
+        wait < 20.0,
+        "queue wait p50 {wait} ms: the clocks are not one"
+    );
+
+    // The same schedule as one unsharded run of the scenario: ids and
+    // intended offsets (to the millisecond) from the staged start.
+    let meta = json(&staged.join("run.json"));
+    let start_us = meta["expectations"]["start_us"].as_u64().unwrap();
+    let merged = first_attempts(&staged, start_us);
+    let one = dir.join("one");
+    let out = rehearse()
+        .arg("load")
+        .arg(&scenario)
+        .args(["--target", &gateway, "--no-progress", "--out"])
+        .arg(&one)
+        .output()
+        .unwrap();
+    ok(&out, "unsharded load");
+    let summary = json(&one.join("summary.json"));
+    let whole = first_attempts(&one, summary["start_us"].as_u64().unwrap());
+    assert_eq!(merged.len(), whole.len());
+    for ((a, ta), (b, tb)) in merged.iter().zip(&whole) {
+        assert_eq!(a, b);
+        assert!(ta.abs_diff(*tb) <= 5, "{a}: {ta} ms vs {tb} ms");
+    }
+}
