@@ -1,9 +1,9 @@
 //! `rehearse gateway`: the reference gateway in front of an upstream provider.
 //!
-//! Flags override a `--config` file. `REHEARSE_TIME_SCALE=N`, when set, then
-//! compresses every duration N times and multiplies the token rate by N
-//! ([`GatewayConfig::scaled`], time alone): for a gateway started by hand or
-//! by another harness. `rehearse run` no longer uses it for the reference
+//! Flags override a `--config` file ([`GatewayConfig::from_flags`] merges
+//! them). `REHEARSE_TIME_SCALE=N`, when set, then compresses every duration
+//! N times and multiplies the token rate by N ([`GatewayConfig::scaled`],
+//! time alone): for a gateway started by hand or by another harness. `rehearse run` no longer uses it for the reference
 //! gateway: it writes a `gateway.toml` already at rehearsal scale and
 //! removes the variable from the gateway's environment (see `wire::Scale`).
 //!
@@ -17,8 +17,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{bail, Context as _};
-use reference_gateway::{parse_duration, Gateway, GatewayConfig, Mode, Order};
+use anyhow::Context as _;
+use reference_gateway::{parse_duration, Gateway, GatewayConfig, GatewayFlags, Mode, Order};
 use tokio_util::sync::CancellationToken;
 
 use crate::exit::{Classify as _, Ended, Error};
@@ -97,138 +97,41 @@ pub fn main(args: Args) -> Result<Ended, Error> {
     let time_scale = std::env::var("REHEARSE_TIME_SCALE").ok();
     // `--threads 0` means one per core, as no flag does.
     let threads = args.threads.filter(|&n| n > 0).map(|n| n as usize);
-    let rate_given =
-        args.tokens_per_minute.is_some() || args.config.as_deref().is_some_and(file_sets_rate);
-    let config = build_config(args, time_scale.as_deref()).bad_input()?;
-    if let Some(note) = default_rate_note(&config, rate_given) {
+    let flags = args.flags();
+    let rate_given = flags.rate_given();
+    let config = GatewayConfig::from_flags(flags, time_scale.as_deref()).bad_input()?;
+    if let Some(note) = config.default_rate_note(rate_given) {
         eprintln!("{note}");
     }
     let gateway = Gateway::new(config.clone()).bad_input()?;
     crate::runtime::block_on(threads, None, |stop| serve(gateway, config.listen, stop))
 }
 
-/// Raw flags, file and time scale into one validated configuration.
-fn build_config(args: Args, time_scale: Option<&str>) -> anyhow::Result<GatewayConfig> {
-    let mut config = match &args.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read {}", path.display()))?;
-            let mut c = GatewayConfig::from_toml(&text, &path.display().to_string())?;
-            if let Some(m) = args.mode {
-                c.mode = m;
-            }
-            if let Some(u) = &args.upstream {
-                c.upstream = u.clone();
-            }
-            c
-        }
-        None => {
-            let (Some(mode), Some(upstream)) = (args.mode, args.upstream.clone()) else {
-                bail!("--mode and --upstream are required (or a --config file that sets them)");
-            };
-            GatewayConfig::new(mode, upstream)
-        }
-    };
-    if let Some(v) = args.listen {
-        config.listen = v;
-    }
-    if let Some(v) = args.max_body_bytes {
-        config.max_body_bytes = v;
-    }
-    if let Some(v) = args.upstream_timeout {
-        config.upstream_timeout = Some(v);
-    }
-    if let Some(v) = args.concurrency {
-        config.bounded.concurrency = v as usize;
-    }
-    // --queue and --wait-budget belong to whichever of bounded and aimd runs.
-    if let Some(v) = args.queue {
-        match config.mode {
-            Mode::Aimd => config.aimd.queue = v as usize,
-            _ => config.bounded.queue = v as usize,
+impl Args {
+    /// The flags but `--threads`, for [`GatewayConfig::from_flags`].
+    fn flags(self) -> GatewayFlags {
+        GatewayFlags {
+            mode: self.mode,
+            upstream: self.upstream,
+            listen: self.listen,
+            config: self.config,
+            max_body_bytes: self.max_body_bytes,
+            upstream_timeout: self.upstream_timeout,
+            concurrency: self.concurrency,
+            queue: self.queue,
+            wait_budget: self.wait_budget,
+            tokens_per_minute: self.tokens_per_minute,
+            default_deadline: self.default_deadline,
+            expected_service: self.expected_service,
+            order: self.order,
+            patience_header: self.patience_header,
+            default_max_tokens: self.default_max_tokens,
+            initial: self.initial,
+            floor: self.floor,
+            ceiling: self.ceiling,
+            latency_target: self.latency_target,
         }
     }
-    if let Some(v) = args.wait_budget {
-        match config.mode {
-            Mode::Aimd => config.aimd.wait_budget = v,
-            _ => config.bounded.wait_budget = v,
-        }
-    }
-    let d = &mut config.deadline;
-    if let Some(v) = args.tokens_per_minute {
-        d.tokens_per_minute = v;
-    }
-    if let Some(v) = args.default_deadline {
-        d.default_deadline = v;
-    }
-    if let Some(v) = args.expected_service {
-        d.expected_service = v;
-    }
-    if let Some(v) = args.order {
-        d.order = v;
-    }
-    if let Some(v) = args.patience_header {
-        d.patience_header = v;
-    }
-    if let Some(v) = args.default_max_tokens {
-        d.default_max_tokens = v;
-    }
-    let a = &mut config.aimd;
-    if let Some(v) = args.initial {
-        a.initial = v as usize;
-    }
-    if let Some(v) = args.floor {
-        a.floor = v as usize;
-    }
-    if let Some(v) = args.ceiling {
-        a.ceiling = v as usize;
-    }
-    if let Some(v) = args.latency_target {
-        a.latency_target = v;
-    }
-    if let Some(raw) = time_scale {
-        let scale: f64 = raw
-            .trim()
-            .parse()
-            .ok()
-            .filter(|s: &f64| s.is_finite() && *s > 0.0)
-            .with_context(|| format!("REHEARSE_TIME_SCALE=`{raw}`: expected a number above 0"))?;
-        config = config.scaled(wire::Scale {
-            time: scale,
-            quota: 1.0,
-        });
-    }
-    config
-        .validate()
-        .map_err(|(field, message)| anyhow::anyhow!("field `{field}`: {message}"))?;
-    Ok(config)
-}
-
-/// True if and only if the config file at `path` writes
-/// `deadline.tokens_per_minute` (an unreadable file is reported later, by
-/// [`build_config`]).
-fn file_sets_rate(path: &std::path::Path) -> bool {
-    std::fs::read_to_string(path)
-        .ok()
-        .and_then(|text| text.parse::<toml::Table>().ok())
-        .is_some_and(|t| {
-            t.get("deadline")
-                .and_then(|d| d.get("tokens_per_minute"))
-                .is_some()
-        })
-}
-
-/// What a deadline gateway says at start when it runs on the default token
-/// rate, given neither by flag nor by file.
-fn default_rate_note(config: &GatewayConfig, rate_given: bool) -> Option<String> {
-    (config.mode == Mode::Deadline && !rate_given).then(|| {
-        format!(
-            "deadline: no --tokens-per-minute given: pacing to {:.0} tokens/min, the default \
-             (500,000 a minute, the flash-promotion account, times REHEARSE_TIME_SCALE when set); \
-             give your provider quota's rate",
-            config.deadline.tokens_per_minute
-        )
-    })
 }
 
 async fn serve(
@@ -260,133 +163,21 @@ mod tests {
         args: Args,
     }
 
-    fn parse(flags: &[&str]) -> Args {
-        Cli::try_parse_from(std::iter::once("gateway").chain(flags.iter().copied()))
-            .expect("flags parse")
-            .args
-    }
-
     #[test]
-    fn flags_build_a_config_and_the_time_scale_compresses_it() {
-        let args = parse(&[
-            "--mode",
-            "bounded",
-            "--upstream",
-            "http://127.0.0.1:9",
-            "--concurrency",
-            "8",
-            "--queue",
-            "11",
-            "--wait-budget",
-            "2s",
-        ]);
-        let c = build_config(args, Some("4")).unwrap();
-        assert_eq!(c.mode, Mode::Bounded);
-        assert_eq!((c.bounded.concurrency, c.bounded.queue), (8, 11));
-        assert_eq!(c.bounded.wait_budget, Duration::from_millis(500));
-        assert_eq!(
-            c.listen,
-            "127.0.0.1:0".parse().unwrap(),
-            "loopback, any port"
-        );
-    }
-
-    #[test]
-    fn queue_and_wait_budget_follow_the_mode() {
-        let args = parse(&[
+    fn the_flags_parse_into_the_library_s_settings() {
+        let flags = [
+            "gateway",
             "--mode",
             "aimd",
             "--upstream",
             "http://127.0.0.1:9",
-            "--queue",
-            "5",
-            "--initial",
-            "4",
-            "--floor",
-            "2",
-            "--ceiling",
-            "9",
-            "--latency-target",
-            "300ms",
-        ]);
-        let c = build_config(args, None).unwrap();
-        assert_eq!(c.aimd.queue, 5);
-        assert_eq!((c.aimd.initial, c.aimd.floor, c.aimd.ceiling), (4, 2, 9));
-        assert_eq!(c.aimd.latency_target, Duration::from_millis(300));
-    }
-
-    #[test]
-    fn flags_override_the_config_file() {
-        let path = std::env::temp_dir().join(format!("rehearse-gw-{}.toml", std::process::id()));
-        std::fs::write(
-            &path,
-            "mode = \"deadline\"\nupstream = \"http://127.0.0.1:9\"\n[deadline]\ntokens_per_minute = 1000\norder = \"lifo\"\n",
-        )
-        .unwrap();
-        let args = parse(&[
-            "--config",
-            path.to_str().unwrap(),
-            "--tokens-per-minute",
-            "6000",
-        ]);
-        let c = build_config(args, None).unwrap();
-        std::fs::remove_file(&path).unwrap();
-        assert_eq!(c.deadline.tokens_per_minute, 6000.0);
-        assert_eq!(c.deadline.order, Order::Lifo, "kept from the file");
-    }
-
-    #[test]
-    fn deadline_defaults_to_the_flash_promotion_account() {
-        let args = parse(&["--mode", "deadline", "--upstream", "http://127.0.0.1:9"]);
-        let c = build_config(args, None).unwrap();
-        assert_eq!(c.deadline.tokens_per_minute, 500_000.0);
-        // ...and says so at start, unless a rate was given.
-        let note = default_rate_note(&c, false).unwrap();
-        assert!(note.contains("500000 tokens/min"), "{note}");
-        assert_eq!(default_rate_note(&c, true), None);
-        let bounded = GatewayConfig::new(Mode::Bounded, "http://127.0.0.1:9");
-        assert_eq!(default_rate_note(&bounded, false), None);
-        let dir = std::env::temp_dir();
-        let with = dir.join(format!("rehearse-gw-rate-{}.toml", std::process::id()));
-        let without = dir.join(format!("rehearse-gw-norate-{}.toml", std::process::id()));
-        std::fs::write(
-            &with,
-            "mode = \"deadline\"\n[deadline]\ntokens_per_minute = 6000\n",
-        )
-        .unwrap();
-        std::fs::write(
-            &without,
-            "mode = \"deadline\"\n[deadline]\norder = \"lifo\"\n",
-        )
-        .unwrap();
-        assert!(file_sets_rate(&with));
-        assert!(!file_sets_rate(&without));
-        assert!(!file_sets_rate(&dir.join("rehearse-gw-none.toml")));
-        std::fs::remove_file(&with).unwrap();
-        std::fs::remove_file(&without).unwrap();
-    }
-
-    #[test]
-    fn bad_input_is_refused() {
-        assert!(
-            build_config(parse(&["--mode", "naive"]), None).is_err(),
-            "no upstream"
-        );
-        let args = parse(&["--mode", "naive", "--upstream", "http://127.0.0.1:9"]);
-        assert!(build_config(args, Some("0")).is_err(), "time scale 0");
-        let args = parse(&[
-            "--mode",
-            "bounded",
-            "--upstream",
-            "http://127.0.0.1:9",
-            "--concurrency",
-            "0",
-        ]);
-        let err = build_config(args, None).unwrap_err();
-        assert!(
-            format!("{err:#}").contains("bounded.concurrency"),
-            "{err:#}"
-        );
+        ];
+        let more = ["--queue", "5", "--wait-budget", "2s", "--threads", "3"];
+        let args = Cli::try_parse_from(flags.iter().chain(&more)).unwrap().args;
+        assert_eq!(args.threads, Some(3));
+        let f = args.flags();
+        assert_eq!((f.mode, f.queue), (Some(Mode::Aimd), Some(5)));
+        assert_eq!(f.wait_budget, Some(Duration::from_secs(2)));
         assert!(Cli::try_parse_from(["gateway", "--mode", "fancy"]).is_err());
         assert!(Cli::try_parse_from(["gateway", "--wait-budget", "soon"]).is_err());
     }

@@ -63,6 +63,8 @@
 //! The rooms:
 //! - `config`: [`GatewayConfig`] and each mode's knobs, from flags or TOML,
 //!   time-scaled by `REHEARSE_TIME_SCALE`;
+//! - `flags`: a gateway process's configuration from [`GatewayFlags`] over
+//!   a `--config` file, time-scaled by `REHEARSE_TIME_SCALE`;
 //! - `tenants`: each API key's entitlement, as rate-limit buckets;
 //! - `server`: [`Gateway`] serves on a listener it is handed until a
 //!   [`CancellationToken`](tokio_util::sync::CancellationToken) fires, and
@@ -104,6 +106,7 @@ mod aimd;
 mod config;
 mod drain;
 mod error;
+mod flags;
 mod metrics;
 mod proxy;
 mod queue;
@@ -116,5 +119,6 @@ pub use config::{
     TenantConfig,
 };
 pub use error::{ConfigError, GatewayError};
+pub use flags::{FlagsError, GatewayFlags};
 pub use metrics::{resident_memory_bytes, ShedReason};
 pub use server::{Gateway, GatewayHandle, GatewaySnapshot};

@@ -1,0 +1,375 @@
+//! A gateway process's settings as `rehearse gateway` is given them: flags
+//! over a `--config` file over the defaults, then compressed by
+//! `REHEARSE_TIME_SCALE` when it is set.
+//!
+//! The binary parses the flags into [`GatewayFlags`]; everything after that
+//! (reading the file, which flag lands in which mode's knob, the time
+//! scale, validation, the note about the default token rate) is here.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::config::{GatewayConfig, Mode, Order};
+use crate::error::ConfigError;
+
+/// The settings given as flags: each one given overrides the config file's
+/// (or the default's). `--queue` and `--wait-budget` go to whichever of
+/// `bounded` and `aimd` runs.
+#[derive(Debug, Clone, Default)]
+pub struct GatewayFlags {
+    /// `--mode`: required unless the config file sets it.
+    pub mode: Option<Mode>,
+    /// `--upstream`: required unless the config file sets it.
+    pub upstream: Option<String>,
+    /// `--listen`.
+    pub listen: Option<SocketAddr>,
+    /// `--config`: a TOML file of [`GatewayConfig`].
+    pub config: Option<PathBuf>,
+    /// `--max-body-bytes`.
+    pub max_body_bytes: Option<usize>,
+    /// `--upstream-timeout`.
+    pub upstream_timeout: Option<Duration>,
+    /// `--concurrency` (bounded).
+    pub concurrency: Option<u32>,
+    /// `--queue` (bounded or aimd, by the mode).
+    pub queue: Option<u32>,
+    /// `--wait-budget` (bounded or aimd, by the mode).
+    pub wait_budget: Option<Duration>,
+    /// `--tokens-per-minute` (deadline).
+    pub tokens_per_minute: Option<f64>,
+    /// `--default-deadline` (deadline).
+    pub default_deadline: Option<Duration>,
+    /// `--expected-service` (deadline).
+    pub expected_service: Option<Duration>,
+    /// `--order` (deadline).
+    pub order: Option<Order>,
+    /// `--patience-header` (deadline).
+    pub patience_header: Option<String>,
+    /// `--default-max-tokens` (deadline).
+    pub default_max_tokens: Option<u64>,
+    /// `--initial` (aimd).
+    pub initial: Option<u32>,
+    /// `--floor` (aimd).
+    pub floor: Option<u32>,
+    /// `--ceiling` (aimd).
+    pub ceiling: Option<u32>,
+    /// `--latency-target` (aimd).
+    pub latency_target: Option<Duration>,
+}
+
+/// Why the flags, the file and the time scale make no configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum FlagsError {
+    /// The `--config` file cannot be read.
+    #[error("cannot read {}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The `--config` file is not a gateway configuration.
+    #[error(transparent)]
+    File(#[from] ConfigError),
+    /// Neither the flags nor a file name the mode and the upstream.
+    #[error("--mode and --upstream are required (or a --config file that sets them)")]
+    Required,
+    /// `REHEARSE_TIME_SCALE` is not a number above 0 (its raw value).
+    #[error("REHEARSE_TIME_SCALE=`{0}`: expected a number above 0")]
+    TimeScale(String),
+    /// The configuration made is unusable; `field` names the value.
+    #[error("field `{field}`: {message}")]
+    Invalid {
+        /// Dotted path of the offending field.
+        field: String,
+        /// What is wrong with it.
+        message: String,
+    },
+}
+
+impl GatewayFlags {
+    /// True if and only if a token rate was given, by `--tokens-per-minute`
+    /// or by the `--config` file's `deadline.tokens_per_minute`.
+    pub fn rate_given(&self) -> bool {
+        self.tokens_per_minute.is_some() || self.config.as_deref().is_some_and(file_sets_rate)
+    }
+}
+
+impl GatewayConfig {
+    /// The configuration of a gateway process: `flags` over the `--config`
+    /// file they name (else the defaults), compressed by `time_scale` (the
+    /// raw value of `REHEARSE_TIME_SCALE`, when set: durations ÷ it, the
+    /// token rate × it, time alone), then validated.
+    pub fn from_flags(
+        flags: GatewayFlags,
+        time_scale: Option<&str>,
+    ) -> Result<GatewayConfig, FlagsError> {
+        let mut config = match &flags.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|source| FlagsError::Read {
+                    path: path.clone(),
+                    source,
+                })?;
+                let mut c = GatewayConfig::from_toml(&text, &path.display().to_string())?;
+                if let Some(m) = flags.mode {
+                    c.mode = m;
+                }
+                if let Some(u) = &flags.upstream {
+                    c.upstream = u.clone();
+                }
+                c
+            }
+            None => {
+                let (Some(mode), Some(upstream)) = (flags.mode, flags.upstream.clone()) else {
+                    return Err(FlagsError::Required);
+                };
+                GatewayConfig::new(mode, upstream)
+            }
+        };
+        config.apply(flags);
+        if let Some(raw) = time_scale {
+            let scale: f64 = raw
+                .trim()
+                .parse()
+                .ok()
+                .filter(|s: &f64| s.is_finite() && *s > 0.0)
+                .ok_or_else(|| FlagsError::TimeScale(raw.to_string()))?;
+            config = config.scaled(wire::Scale {
+                time: scale,
+                quota: 1.0,
+            });
+        }
+        config
+            .validate()
+            .map_err(|(field, message)| FlagsError::Invalid { field, message })?;
+        Ok(config)
+    }
+
+    /// Every knob `flags` gives, set.
+    fn apply(&mut self, flags: GatewayFlags) {
+        if let Some(v) = flags.listen {
+            self.listen = v;
+        }
+        if let Some(v) = flags.max_body_bytes {
+            self.max_body_bytes = v;
+        }
+        if let Some(v) = flags.upstream_timeout {
+            self.upstream_timeout = Some(v);
+        }
+        if let Some(v) = flags.concurrency {
+            self.bounded.concurrency = v as usize;
+        }
+        // --queue and --wait-budget belong to whichever of bounded and aimd runs.
+        if let Some(v) = flags.queue {
+            match self.mode {
+                Mode::Aimd => self.aimd.queue = v as usize,
+                _ => self.bounded.queue = v as usize,
+            }
+        }
+        if let Some(v) = flags.wait_budget {
+            match self.mode {
+                Mode::Aimd => self.aimd.wait_budget = v,
+                _ => self.bounded.wait_budget = v,
+            }
+        }
+        let d = &mut self.deadline;
+        if let Some(v) = flags.tokens_per_minute {
+            d.tokens_per_minute = v;
+        }
+        if let Some(v) = flags.default_deadline {
+            d.default_deadline = v;
+        }
+        if let Some(v) = flags.expected_service {
+            d.expected_service = v;
+        }
+        if let Some(v) = flags.order {
+            d.order = v;
+        }
+        if let Some(v) = flags.patience_header {
+            d.patience_header = v;
+        }
+        if let Some(v) = flags.default_max_tokens {
+            d.default_max_tokens = v;
+        }
+        let a = &mut self.aimd;
+        if let Some(v) = flags.initial {
+            a.initial = v as usize;
+        }
+        if let Some(v) = flags.floor {
+            a.floor = v as usize;
+        }
+        if let Some(v) = flags.ceiling {
+            a.ceiling = v as usize;
+        }
+        if let Some(v) = flags.latency_target {
+            a.latency_target = v;
+        }
+    }
+
+    /// What a deadline gateway says at start when it runs on the default
+    /// token rate, given neither by flag nor by file
+    /// ([`GatewayFlags::rate_given`]).
+    pub fn default_rate_note(&self, rate_given: bool) -> Option<String> {
+        (self.mode == Mode::Deadline && !rate_given).then(|| {
+            format!(
+                "deadline: no --tokens-per-minute given: pacing to {:.0} tokens/min, the default \
+                 (500,000 a minute, the flash-promotion account, times REHEARSE_TIME_SCALE when set); \
+                 give your provider quota's rate",
+                self.deadline.tokens_per_minute
+            )
+        })
+    }
+}
+
+/// True if and only if the config file at `path` writes
+/// `deadline.tokens_per_minute` (an unreadable file is reported later, by
+/// [`GatewayConfig::from_flags`]).
+fn file_sets_rate(path: &Path) -> bool {
+    #[derive(serde::Deserialize)]
+    struct File {
+        deadline: Option<Deadline>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Deadline {
+        tokens_per_minute: Option<serde::de::IgnoredAny>,
+    }
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|text| toml_located::from_str::<File>(&text, "").ok())
+        .and_then(|file| file.deadline?.tokens_per_minute)
+        .is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flags(mode: Mode) -> GatewayFlags {
+        GatewayFlags {
+            mode: Some(mode),
+            upstream: Some("http://127.0.0.1:9".into()),
+            ..GatewayFlags::default()
+        }
+    }
+
+    #[test]
+    fn flags_build_a_config_and_the_time_scale_compresses_it() {
+        let f = GatewayFlags {
+            concurrency: Some(8),
+            queue: Some(11),
+            wait_budget: Some(Duration::from_secs(2)),
+            ..flags(Mode::Bounded)
+        };
+        let c = GatewayConfig::from_flags(f, Some("4")).unwrap();
+        assert_eq!(c.mode, Mode::Bounded);
+        assert_eq!((c.bounded.concurrency, c.bounded.queue), (8, 11));
+        assert_eq!(c.bounded.wait_budget, Duration::from_millis(500));
+        assert_eq!(
+            c.listen,
+            "127.0.0.1:0".parse().unwrap(),
+            "loopback, any port"
+        );
+    }
+
+    #[test]
+    fn queue_and_wait_budget_follow_the_mode() {
+        let f = GatewayFlags {
+            queue: Some(5),
+            initial: Some(4),
+            floor: Some(2),
+            ceiling: Some(9),
+            latency_target: Some(Duration::from_millis(300)),
+            ..flags(Mode::Aimd)
+        };
+        let c = GatewayConfig::from_flags(f, None).unwrap();
+        assert_eq!(c.aimd.queue, 5);
+        assert_eq!((c.aimd.initial, c.aimd.floor, c.aimd.ceiling), (4, 2, 9));
+        assert_eq!(c.aimd.latency_target, Duration::from_millis(300));
+    }
+
+    #[test]
+    fn flags_override_the_config_file() {
+        let path = std::env::temp_dir().join(format!("rehearse-gw-{}.toml", std::process::id()));
+        std::fs::write(
+            &path,
+            "mode = \"deadline\"\nupstream = \"http://127.0.0.1:9\"\n[deadline]\ntokens_per_minute = 1000\norder = \"lifo\"\n",
+        )
+        .unwrap();
+        let f = GatewayFlags {
+            config: Some(path.clone()),
+            tokens_per_minute: Some(6000.0),
+            ..GatewayFlags::default()
+        };
+        let c = GatewayConfig::from_flags(f, None).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(c.deadline.tokens_per_minute, 6000.0);
+        assert_eq!(c.deadline.order, Order::Lifo, "kept from the file");
+    }
+
+    #[test]
+    fn deadline_defaults_to_the_flash_promotion_account() {
+        let c = GatewayConfig::from_flags(flags(Mode::Deadline), None).unwrap();
+        assert_eq!(c.deadline.tokens_per_minute, 500_000.0);
+        // ...and says so at start, unless a rate was given.
+        let note = c.default_rate_note(false).unwrap();
+        assert!(note.contains("500000 tokens/min"), "{note}");
+        assert_eq!(c.default_rate_note(true), None);
+        let bounded = GatewayConfig::new(Mode::Bounded, "http://127.0.0.1:9");
+        assert_eq!(bounded.default_rate_note(false), None);
+        let dir = std::env::temp_dir();
+        let with = dir.join(format!("rehearse-gw-rate-{}.toml", std::process::id()));
+        let without = dir.join(format!("rehearse-gw-norate-{}.toml", std::process::id()));
+        std::fs::write(
+            &with,
+            "mode = \"deadline\"\n[deadline]\ntokens_per_minute = 6000\n",
+        )
+        .unwrap();
+        std::fs::write(
+            &without,
+            "mode = \"deadline\"\n[deadline]\norder = \"lifo\"\n",
+        )
+        .unwrap();
+        assert!(file_sets_rate(&with));
+        assert!(!file_sets_rate(&without));
+        assert!(!file_sets_rate(&dir.join("rehearse-gw-none.toml")));
+        let given = |config: &Path, rate: Option<f64>| GatewayFlags {
+            config: Some(config.to_path_buf()),
+            tokens_per_minute: rate,
+            ..GatewayFlags::default()
+        };
+        assert!(given(&with, None).rate_given());
+        assert!(given(&without, Some(6000.0)).rate_given());
+        assert!(!given(&without, None).rate_given());
+        std::fs::remove_file(&with).unwrap();
+        std::fs::remove_file(&without).unwrap();
+    }
+
+    #[test]
+    fn bad_input_is_refused() {
+        let no_upstream = GatewayFlags {
+            upstream: None,
+            ..flags(Mode::Naive)
+        };
+        let err = GatewayConfig::from_flags(no_upstream, None).unwrap_err();
+        assert!(matches!(err, FlagsError::Required), "{err}");
+        let err = GatewayConfig::from_flags(flags(Mode::Naive), Some("0")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "REHEARSE_TIME_SCALE=`0`: expected a number above 0"
+        );
+        let f = GatewayFlags {
+            concurrency: Some(0),
+            ..flags(Mode::Bounded)
+        };
+        let err = GatewayConfig::from_flags(f, None).unwrap_err();
+        assert!(err.to_string().contains("bounded.concurrency"), "{err}");
+        let missing = GatewayFlags {
+            config: Some("/nonexistent/gateway.toml".into()),
+            ..GatewayFlags::default()
+        };
+        let err = GatewayConfig::from_flags(missing, None).unwrap_err();
+        assert_eq!(err.to_string(), "cannot read /nonexistent/gateway.toml");
+    }
+}
