@@ -52,6 +52,10 @@ pub struct Args {
     /// time scale other than 1 is refused.
     #[arg(long)]
     allow_time_scale: bool,
+    /// Split the load between N processes of this program (shards of the
+    /// one schedule, started together), when one core cannot keep it.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    shards: u32,
     #[command(flatten)]
     tls: crate::cmd_load::TlsArgs,
     #[command(flatten)]
@@ -81,6 +85,7 @@ pub fn main(args: Args) -> Result<Ended, Error> {
         provider_listen: args.provider_listen,
         provider: args.provider,
         allow_time_scale: args.allow_time_scale,
+        shards: args.shards,
         tls: args.tls.options(),
     };
     let note = "stopping: writing a partial report (again to quit at once)";

@@ -316,3 +316,55 @@ fn shards_staged_and_collected_equal_one_run() {
         assert!(ta.abs_diff(*tb) <= 5, "{a}: {ta} ms vs {tb} ms");
     }
 }
+
+/// `rehearse run --shards 2`: two load processes of the one schedule,
+/// merged: the same people and outcomes as the load in one process.
+#[test]
+fn run_with_two_local_shards_equals_one_process() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("local-shards");
+    let scenario = dir.join("scenario.toml");
+    std::fs::write(
+        &scenario,
+        SCENARIO.replace(
+            "url = \"http://127.0.0.1:9\"",
+            "reference = { mode = \"bounded\" }",
+        ),
+    )
+    .unwrap();
+    let run = |name: &str, shards: &str| {
+        let out_dir = dir.join(name);
+        let out = rehearse()
+            .arg("run")
+            .arg(&scenario)
+            .args(["--shards", shards, "--no-progress", "--out"])
+            .arg(&out_dir)
+            .output()
+            .unwrap();
+        ok(&out, name);
+        let report = json(&out_dir.join("report.json"));
+        let meta = json(&out_dir.join("run.json"));
+        let people = first_attempts(&out_dir, meta["expectations"]["start_us"].as_u64().unwrap());
+        (report, people, out_dir)
+    };
+    let (one, people_one, _) = run("one", "1");
+    let (two, people_two, two_dir) = run("two", "2");
+    assert!(two_dir.join("shards/0/client.jsonl").exists());
+    assert!(two_dir.join("shards/1/client.jsonl").exists());
+    assert_eq!(one["counts"]["sent"], two["counts"]["sent"]);
+    assert_eq!(
+        two["counts"]["ok"], two["counts"]["sent"],
+        "{}",
+        two["counts"]
+    );
+    assert_eq!(people_one.len(), people_two.len());
+    for ((a, ta), (b, tb)) in people_one.iter().zip(&people_two) {
+        assert_eq!(a, b);
+        assert!(ta.abs_diff(*tb) <= 5, "{a}: {ta} ms vs {tb} ms");
+    }
+    assert!(two["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|n| n.as_str().unwrap_or("").contains("2 processes")));
+}

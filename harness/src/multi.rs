@@ -151,13 +151,19 @@ struct Shard {
 }
 
 impl Shard {
-    fn open(dir: &Path) -> Result<Shard, RunError> {
+    /// A shard's folder; `same_clock`: its records are on our clock already
+    /// (a local shard), else its `provider-offset.json` moves them.
+    fn open(dir: &Path, same_clock: bool) -> Result<Shard, RunError> {
         let read = |name: &str| {
             let path = dir.join(name);
             std::fs::File::open(&path)
                 .map_err(|e| RunError::Invalid(format!("cannot read {}: {e}", path.display())))
         };
         let offset = match read(SHARD_OFFSET) {
+            _ if same_clock => ClockOffset {
+                offset_us: 0,
+                uncertainty_us: 0,
+            },
             Ok(f) => serde_json::from_reader(f).map_err(|e| {
                 RunError::Invalid(format!("{}: {e}", dir.join(SHARD_OFFSET).display()))
             })?,
@@ -215,26 +221,7 @@ pub async fn collect(dir: &Path, shards: &[PathBuf], provider: &str) -> Result<(
             ))
         })?)
         .map_err(|e| RunError::Invalid(format!("{}: {e}", meta_path.display())))?;
-    let mut open: Vec<Shard> = shards
-        .iter()
-        .map(|d| Shard::open(d))
-        .collect::<Result<_, _>>()?;
-    let out_path = dir.join(files::CLIENT_RECORDS);
-    let werr =
-        |e: std::io::Error| RunError::Invalid(format!("cannot write {}: {e}", out_path.display()));
-    let mut out = std::io::BufWriter::new(std::fs::File::create(&out_path).map_err(werr)?);
-    // Merged in end order, as one load generator writes them.
-    while let Some(i) = (0..open.len())
-        .filter(|&i| open[i].next.is_some())
-        .min_by_key(|&i| open[i].next.as_ref().map_or(u64::MAX, |r| r.done_us))
-    {
-        if let Some(r) = open[i].next.take() {
-            serde_json::to_writer(&mut out, &r).map_err(|e| werr(e.into()))?;
-            out.write_all(b"\n").map_err(werr)?;
-        }
-        open[i].advance()?;
-    }
-    out.flush().map_err(werr)?;
+    let open = merge_records(dir, shards, false)?;
     merge_hlogs(dir, shards)?;
     let mut lag_p99_ms: f64 = 0.0;
     for (s, d) in open.iter().zip(shards) {
@@ -277,6 +264,138 @@ pub async fn collect(dir: &Path, shards: &[PathBuf], provider: &str) -> Result<(
             .as_bytes(),
     )?;
     Ok(())
+}
+
+/// Merges the shards' client records into `dir`'s `client.jsonl`, in
+/// end order, each moved onto one clock (see [`Shard::open`]).
+fn merge_records(dir: &Path, shards: &[PathBuf], same_clock: bool) -> Result<Vec<Shard>, RunError> {
+    let mut open: Vec<Shard> = shards
+        .iter()
+        .map(|d| Shard::open(d, same_clock))
+        .collect::<Result<_, _>>()?;
+    let out_path = dir.join(files::CLIENT_RECORDS);
+    let werr =
+        |e: std::io::Error| RunError::Invalid(format!("cannot write {}: {e}", out_path.display()));
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&out_path).map_err(werr)?);
+    // Merged in end order, as one load generator writes them.
+    while let Some(i) = (0..open.len())
+        .filter(|&i| open[i].next.is_some())
+        .min_by_key(|&i| open[i].next.as_ref().map_or(u64::MAX, |r| r.done_us))
+    {
+        if let Some(r) = open[i].next.take() {
+            serde_json::to_writer(&mut out, &r).map_err(|e| werr(e.into()))?;
+            out.write_all(b"\n").map_err(werr)?;
+        }
+        open[i].advance()?;
+    }
+    out.flush().map_err(werr)?;
+    Ok(open)
+}
+
+/// What the checks need of the load: when the schedule started and how
+/// well it was kept (the worst shard's send lag p99).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LoadResult {
+    pub(crate) start_us: u64,
+    pub(crate) send_lag_p99_us: u64,
+}
+
+/// What `rehearse run --shards N` hands its load processes.
+pub(crate) struct LocalShards<'a> {
+    pub(crate) count: u32,
+    pub(crate) target: &'a str,
+    pub(crate) time_scale: f64,
+    pub(crate) start_at: SystemTime,
+    pub(crate) tls: &'a loadgen::TlsOptions,
+}
+
+/// `rehearse run --shards N`: N `rehearse load --shard I/N` processes of
+/// this binary on the run directory's scenario, started at one instant,
+/// their folders under `dir/shards/`, merged into `dir` as `collect`
+/// merges (one clock: this machine's). A cancel stops them (SIGTERM: each
+/// writes its partial records).
+pub(crate) async fn run_local_shards(
+    dir: &Path,
+    s: &LocalShards<'_>,
+    cancel: tokio_util::sync::CancellationToken,
+) -> Result<LoadResult, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+    let at = s
+        .start_at
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    let dirs: Vec<PathBuf> = (0..s.count)
+        .map(|i| dir.join("shards").join(i.to_string()))
+        .collect();
+    let mut children = Vec::new();
+    for (i, d) in dirs.iter().enumerate() {
+        let mut c = tokio::process::Command::new(&exe);
+        c.arg("load")
+            .arg(dir.join(files::SCENARIO))
+            .args(["--target", s.target, "--no-progress"])
+            .args(["--time-scale", &s.time_scale.to_string()])
+            .args(["--shard", &format!("{i}/{}", s.count)])
+            .args(["--start-at", &format!("{at:.6}")])
+            .arg("--out")
+            .arg(d)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        if let Some(ca) = &s.tls.ca_file {
+            c.arg("--ca-file").arg(ca);
+        }
+        if s.tls.insecure {
+            c.arg("--insecure");
+        }
+        children.push(
+            c.spawn()
+                .map_err(|e| format!("cannot start load shard {i}: {e}"))?,
+        );
+    }
+    let pids: Vec<u32> = children.iter().filter_map(|c| c.id()).collect();
+    let waits = futures_util::future::join_all(children.into_iter().map(|c| c.wait_with_output()));
+    let outputs = tokio::select! {
+        o = waits => o,
+        () = cancel.cancelled() => {
+            for pid in &pids {
+                // SIGTERM: the shard stops its arrivals and writes what it has.
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(*pid as i32),
+                    nix::sys::signal::Signal::SIGTERM,
+                );
+            }
+            return Err("stopped: the load shards were sent SIGTERM".into());
+        }
+    };
+    for (i, o) in outputs.into_iter().enumerate() {
+        let o = o.map_err(|e| format!("load shard {i}: {e}"))?;
+        if !o.status.success() && o.status.code() != Some(3) {
+            return Err(format!(
+                "load shard {i} failed ({}): {}",
+                o.status,
+                String::from_utf8_lossy(&o.stderr).trim()
+            ));
+        }
+    }
+    merge_records(dir, &dirs, true).map_err(|e| e.to_string())?;
+    merge_hlogs(dir, &dirs).map_err(|e| e.to_string())?;
+    let mut result = LoadResult {
+        start_us: u64::MAX,
+        send_lag_p99_us: 0,
+    };
+    for d in &dirs {
+        let v: serde_json::Value = std::fs::read_to_string(d.join(files::LOAD_SUMMARY))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .ok_or_else(|| format!("{} has no readable {}", d.display(), files::LOAD_SUMMARY))?;
+        result.start_us = result
+            .start_us
+            .min(v["start_us"].as_u64().unwrap_or(u64::MAX));
+        result.send_lag_p99_us = result
+            .send_lag_p99_us
+            .max(v["send_lag"]["p99_us"].as_u64().unwrap_or(u64::MAX));
+    }
+    Ok(result)
 }
 
 /// Adds up the shards' HDR histograms, tag by tag, into `dir`'s

@@ -15,6 +15,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::multi::LoadResult;
 use crate::provider_side::{ProviderChoice, ProviderSide};
 use assertions::Expectations;
 use report::{GatewayEvent, Plan, RunMeta};
@@ -59,6 +60,9 @@ pub struct RunOptions {
     /// How an `https://` gateway's certificate is checked, by the load
     /// generator and the harness's own calls alike.
     pub tls: loadgen::TlsOptions,
+    /// Load processes sharing the schedule (`--shards N`, when one core
+    /// cannot keep it); 1: the load generator runs in this process.
+    pub shards: u32,
 }
 
 /// A run made ready: the scenario as it will be rehearsed.
@@ -287,7 +291,7 @@ async fn drive(
     opts: &RunOptions,
     start_at: Option<std::time::SystemTime>,
     cancel: CancellationToken,
-) -> (Option<loadgen::RunReport>, Vec<String>) {
+) -> (Option<LoadResult>, Vec<String>) {
     let mut notes = Vec::new();
     let target = match loadgen::Target::parse(target_url) {
         Ok(t) => t,
@@ -296,12 +300,39 @@ async fn drive(
             return (None, notes);
         }
     };
+    if opts.shards > 1 {
+        let shards = crate::multi::LocalShards {
+            count: opts.shards,
+            target: target_url,
+            time_scale: p.rehearsal.scale.time,
+            start_at: start_at
+                .unwrap_or_else(|| std::time::SystemTime::now() + Duration::from_secs(2)),
+            tls: &opts.tls,
+        };
+        notes.push(format!(
+            "the load came from {} processes (shards), merged; each one's files are under shards/",
+            opts.shards
+        ));
+        return match crate::multi::run_local_shards(&opts.out, &shards, cancel).await {
+            Ok(r) => (Some(r), notes),
+            Err(e) => {
+                notes.push(format!("the load generator stopped: {e}"));
+                (None, notes)
+            }
+        };
+    }
     let mut lo = loadgen::LoadOptions::new(&opts.out);
     lo.progress = opts.progress;
     lo.start_at = start_at;
     lo.tls = opts.tls.clone();
     match loadgen::run(&p.rehearsal.load, &target, &lo, cancel).await {
-        Ok(r) => (Some(r), notes),
+        Ok(r) => (
+            Some(LoadResult {
+                start_us: r.start_us,
+                send_lag_p99_us: r.send_lag.p99_us,
+            }),
+            notes,
+        ),
         Err(e) => {
             notes.push(format!("the load generator stopped: {e}"));
             (None, notes)
@@ -327,7 +358,7 @@ async fn settle(provider: &ProviderSide, p: &Prepared, partial: bool, notes: &mu
 
 /// What the checks compare against: the plan's figures at the run's scale,
 /// placed on the run's clock.
-fn expectations(p: &Prepared, start_us: u64, load: Option<&loadgen::RunReport>) -> Expectations {
+fn expectations(p: &Prepared, start_us: u64, load: Option<&LoadResult>) -> Expectations {
     expectations_of(&p.scenario, &p.rehearsal, &p.plan, start_us, load)
 }
 
@@ -338,11 +369,11 @@ pub(crate) fn expectations_of(
     rehearsal: &Rehearsal,
     plan: &Plan,
     start_us: u64,
-    load: Option<&loadgen::RunReport>,
+    load: Option<&LoadResult>,
 ) -> Expectations {
     let at = |secs: f64| start_us + (secs * 1e6) as u64;
     let o = plan.overload.as_ref();
-    let send_lag_p99_ms = load.map_or(f64::INFINITY, |r| r.send_lag.p99_us as f64 / 1000.0);
+    let send_lag_p99_ms = load.map_or(f64::INFINITY, |r| r.send_lag_p99_us as f64 / 1000.0);
     let load_plan = &rehearsal.load;
     Expectations {
         start_us,
