@@ -4,8 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use fake_provider::process;
-use fake_provider::{ConfigError, FakeProvider, ProviderConfig};
+use fake_provider::{process, FakeProvider};
 use tokio_util::sync::CancellationToken;
 
 use crate::exit::{Classify as _, Ended, Error};
@@ -52,7 +51,7 @@ pub struct Args {
     /// The most bytes FILE and its earlier runs' files (FILE.1, FILE.2,
     /// ...) hold together: a number of bytes, or with a unit (KiB, MiB,
     /// GiB, TiB; kB, MB, GB, TB)
-    #[arg(long, value_name = "N", default_value = "1GiB", value_parser = byte_size)]
+    #[arg(long, value_name = "N", default_value = "1GiB", value_parser = process::parse_byte_size)]
     records_max_bytes: u64,
     /// A file holding the admin token (surrounding whitespace ignored);
     /// before REHEARSE_ADMIN_TOKEN and the config's admin_token
@@ -60,106 +59,18 @@ pub struct Args {
     admin_token_file: Option<PathBuf>,
 }
 
-/// Reads a size: bytes, or a number with a binary (KiB, MiB, GiB, TiB) or
-/// decimal (kB, MB, GB, TB) unit.
-fn byte_size(text: &str) -> Result<u64, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let unit_bytes: u64 = match unit.trim() {
-        "" | "B" => 1,
-        "KiB" => 1 << 10,
-        "MiB" => 1 << 20,
-        "GiB" => 1 << 30,
-        "TiB" => 1 << 40,
-        "kB" | "KB" => 1_000,
-        "MB" => 1_000_000,
-        "GB" => 1_000_000_000,
-        "TB" => 1_000_000_000_000,
-        other => {
-            return Err(format!(
-                "unknown unit `{other}` (KiB, MiB, GiB, TiB, kB, MB, GB, TB)"
-            ))
-        }
-    };
-    number
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(unit_bytes))
-        .ok_or_else(|| format!("`{text}` is not a size in bytes (such as 1073741824 or 1GiB)"))
-}
-
-/// `$TMPDIR/rehearse-provider-PID/provider.jsonl`, its directory made.
-fn default_records_path() -> std::io::Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("rehearse-provider-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir.join(wire::files::PROVIDER_RECORDS))
-}
-
-/// Reads and validates the provider config named by the flags.
-fn load(args: &Args) -> Result<ProviderConfig, ConfigError> {
-    if let Some(path) = &args.config {
-        let origin = path.display().to_string();
-        return ProviderConfig::from_toml(&read(path, &origin)?, &origin);
-    }
-    let Some(path) = &args.scenario else {
-        return Ok(ProviderConfig::default());
-    };
-    let origin = path.display().to_string();
-    let text = read(path, &origin)?;
-    let src = toml_located::Source::new(&text, &origin);
-    // The scenario's other tables belong to other subcommands, which
-    // check them.
-    #[derive(serde::Deserialize)]
-    struct Probe {
-        provider: Option<toml::Table>,
-    }
-    if src.parse::<Probe>()?.provider.is_none() {
-        return Ok(ProviderConfig::default());
-    }
-    // Deserialized in place so errors keep their lines.
-    #[derive(serde::Deserialize)]
-    struct Section {
-        provider: ProviderConfig,
-        #[serde(flatten)]
-        _rest: toml::Table,
-    }
-    let section: Section = src.parse()?;
-    section.provider.validate(&src, "provider.")?;
-    Ok(section.provider)
-}
-
-fn read(path: &std::path::Path, origin: &str) -> Result<String, ConfigError> {
-    std::fs::read_to_string(path).map_err(|e| ConfigError {
-        origin: origin.to_string(),
-        line: 0,
-        column: 0,
-        field: String::new(),
-        message: format!("cannot read the file: {e}"),
-    })
-}
-
 /// Runs `rehearse provider`.
 pub fn main(args: Args) -> Result<Ended, Error> {
-    let mut config = load(&args).bad_input()?;
+    let mut config =
+        process::load_config(args.config.as_deref(), args.scenario.as_deref()).bad_input()?;
     if let Some(seed) = args.seed {
         config.seed = seed;
     }
-    let token = process::admin_token(
-        args.admin_token_file.as_deref(),
-        std::env::var_os(process::ADMIN_TOKEN_ENV),
-        config.admin_token.take(),
-    )
-    .bad_input()?;
-    let offset_ms =
-        process::test_clock_offset_ms(std::env::var_os(process::CLOCK_OFFSET_ENV)).bad_input()?;
-    let said = process::banner(token.as_ref().map(|t| t.1), offset_ms, &config);
-    config.admin_token = token.map(|(t, _)| t);
+    let (offset_ms, said) =
+        process::apply_environment(&mut config, args.admin_token_file.as_deref()).bad_input()?;
     let records = match &args.records {
         Some(path) => path.clone(),
-        None => default_records_path()
+        None => process::default_records_path()
             .context("cannot make a directory for the records file")
             .invalid()?,
     };
@@ -189,16 +100,8 @@ async fn serve(
         .serve(listener)
         .context("--records") // the cause names the file
         .bad_input()?;
-    let base = handle.base_url();
-    let mut banner = format!(
-        "fake provider listening on {base}\n  OpenAI:    {base}/v1/chat/completions   (SDK base_url: {base}/v1)\n  Anthropic: {base}/v1/messages           (SDK base_url: {base})\n  admin:     {base}/_fake/  time  run  stats  records  config  reset  lease  phase  overrides;  {base}/metrics\n"
-    );
-    banner.push_str(&said);
-    banner.push_str(&format!(
-        "  records:   {} (earlier runs' rotated to .1, .2, ...; at most {} bytes together)\n",
-        records.display(),
-        args.records_max_bytes
-    ));
+    let banner =
+        process::listening_banner(&handle.base_url(), &said, records, args.records_max_bytes);
     // A reader that went away (a closed pipe) must not stop the server.
     let mut out = std::io::stdout();
     let _ = std::io::Write::write_all(&mut out, banner.as_bytes());

@@ -24,8 +24,9 @@
 //! - `server`: HTTP serving and one call's life;
 //! - `shared`: the state both of those read (the run, the phase pinned,
 //!   the overrides, the lease book) and their HTTP helpers;
-//! - `process`: what a provider process reads besides its config (the
-//!   admin token by precedence, the test-only clock offset);
+//! - `process`: what a provider process reads besides its flags (its
+//!   config from a file or a scenario, the admin token by precedence, the
+//!   test-only clock offset), its default records file and its banner;
 //! - `timer`: the sub-millisecond timer behind the scripted delays.
 //!
 //! What it shares with the other parts of a rehearsal (the record, the

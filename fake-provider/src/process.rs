@@ -1,14 +1,16 @@
-//! What a provider process (`rehearse provider`) reads from outside its
-//! config: the admin token, by precedence, and the test-only clock offset.
+//! What a provider process (`rehearse provider`) reads besides its flags:
+//! its config (a file, or a scenario's `[provider]` table), the admin token
+//! by precedence and the test-only clock offset; where its records go when
+//! it is told nowhere; and what its banner says.
 //!
 //! The token is never taken from the command line, where `ps` shows it:
 //! `--admin-token-file FILE` first, else the environment variable
 //! [`ADMIN_TOKEN_ENV`], else the config's `admin_token`.
 
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use crate::config::{check_admin_token, ProviderConfig};
+use crate::config::{check_admin_token, ConfigError, ProviderConfig};
 
 /// The environment variable holding the admin token.
 pub const ADMIN_TOKEN_ENV: &str = "REHEARSE_ADMIN_TOKEN";
@@ -113,6 +115,126 @@ pub fn banner(token: Option<TokenSource>, clock_offset_ms: i64, config: &Provide
     said
 }
 
+/// The config of a provider process: the provider config file at
+/// `config`, else the `[provider]` table of the scenario at `scenario` (its
+/// other tables belong to other subcommands, which check them), else the
+/// defaults; validated, errors at their line.
+pub fn load_config(
+    config: Option<&Path>,
+    scenario: Option<&Path>,
+) -> Result<ProviderConfig, ConfigError> {
+    if let Some(path) = config {
+        let origin = path.display().to_string();
+        return ProviderConfig::from_toml(&read(path, &origin)?, &origin);
+    }
+    let Some(path) = scenario else {
+        return Ok(ProviderConfig::default());
+    };
+    let origin = path.display().to_string();
+    let text = read(path, &origin)?;
+    let src = toml_located::Source::new(&text, &origin);
+    #[derive(serde::Deserialize)]
+    struct Probe {
+        provider: Option<toml::Table>,
+    }
+    if src.parse::<Probe>()?.provider.is_none() {
+        return Ok(ProviderConfig::default());
+    }
+    // Deserialized in place so errors keep their lines.
+    #[derive(serde::Deserialize)]
+    struct Section {
+        provider: ProviderConfig,
+        #[serde(flatten)]
+        _rest: toml::Table,
+    }
+    let section: Section = src.parse()?;
+    section.provider.validate(&src, "provider.")?;
+    Ok(section.provider)
+}
+
+fn read(path: &Path, origin: &str) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|e| ConfigError {
+        origin: origin.to_string(),
+        line: 0,
+        column: 0,
+        field: String::new(),
+        message: format!("cannot read the file: {e}"),
+    })
+}
+
+/// Sets `config`'s admin token by precedence ([`admin_token`]: the file at
+/// `token_file`, else [`ADMIN_TOKEN_ENV`], else the config's) and reads the
+/// clock offset from [`CLOCK_OFFSET_ENV`] ([`test_clock_offset_ms`]);
+/// returns the offset and the banner's lines about both ([`banner`]).
+pub fn apply_environment(
+    config: &mut ProviderConfig,
+    token_file: Option<&Path>,
+) -> Result<(i64, String), SettingError> {
+    let token = admin_token(
+        token_file,
+        std::env::var_os(ADMIN_TOKEN_ENV),
+        config.admin_token.take(),
+    )?;
+    let offset_ms = test_clock_offset_ms(std::env::var_os(CLOCK_OFFSET_ENV))?;
+    let said = banner(token.as_ref().map(|t| t.1), offset_ms, config);
+    config.admin_token = token.map(|(t, _)| t);
+    Ok((offset_ms, said))
+}
+
+/// `$TMPDIR/rehearse-provider-PID/provider.jsonl`, its directory made:
+/// where a provider process told no records file writes its records.
+pub fn default_records_path() -> std::io::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("rehearse-provider-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir.join(wire::files::PROVIDER_RECORDS))
+}
+
+/// Reads a size (`--records-max-bytes`): bytes, or a number with a binary
+/// (KiB, MiB, GiB, TiB) or decimal (kB, MB, GB, TB) unit.
+pub fn parse_byte_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let unit_bytes: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "TiB" => 1 << 40,
+        "kB" | "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "TB" => 1_000_000_000_000,
+        other => {
+            return Err(format!(
+                "unknown unit `{other}` (KiB, MiB, GiB, TiB, kB, MB, GB, TB)"
+            ))
+        }
+    };
+    number
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit_bytes))
+        .ok_or_else(|| format!("`{text}` is not a size in bytes (such as 1073741824 or 1GiB)"))
+}
+
+/// The banner of a provider process listening at `base`: its endpoints,
+/// then `said` (the lines of [`banner`]), then where its records go.
+pub fn listening_banner(base: &str, said: &str, records: &Path, records_max_bytes: u64) -> String {
+    let mut banner = format!(
+        "fake provider listening on {base}\n  OpenAI:    {base}/v1/chat/completions   (SDK base_url: {base}/v1)\n  Anthropic: {base}/v1/messages           (SDK base_url: {base})\n  admin:     {base}/_fake/  time  run  stats  records  config  reset  lease  phase  overrides;  {base}/metrics\n"
+    );
+    banner.push_str(said);
+    banner.push_str(&format!(
+        "  records:   {} (earlier runs' rotated to .1, .2, ...; at most {} bytes together)\n",
+        records.display(),
+        records_max_bytes
+    ));
+    banner
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,5 +287,42 @@ mod tests {
         assert_eq!(test_clock_offset_ms(Some("-250".into())).unwrap(), -250);
         assert!(test_clock_offset_ms(Some("0.5".into())).is_err());
         assert!(test_clock_offset_ms(Some("99999999999".into())).is_err());
+    }
+
+    #[test]
+    fn a_size_is_bytes_or_a_number_with_a_unit() {
+        assert_eq!(parse_byte_size("1073741824"), Ok(1 << 30));
+        assert_eq!(parse_byte_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_byte_size(" 2 MB "), Ok(2_000_000));
+        assert_eq!(parse_byte_size("5B"), Ok(5));
+        assert!(parse_byte_size("1 parsec")
+            .unwrap_err()
+            .contains("unknown unit"));
+        assert!(parse_byte_size("GiB").is_err());
+        assert!(parse_byte_size("99999999999TiB").is_err(), "overflow");
+    }
+
+    #[test]
+    fn the_config_comes_from_its_file_else_the_scenario_s_provider_table() {
+        let dir = std::env::temp_dir().join(format!("rehearse-pconf-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = |name: &str, text: &str| {
+            let path = dir.join(name);
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        let config = file("p.toml", "seed = 7\n");
+        let scenario = file("s.toml", "[load]\nwhatever = 1\n[provider]\nseed = 9\n");
+        let none = file("none.toml", "[load]\nwhatever = 1\n");
+        let bad = file("bad.toml", "[load]\n[provider]\nsed = 9\n");
+        assert_eq!(load_config(Some(&config), None).unwrap().seed, 7);
+        assert_eq!(load_config(None, Some(&scenario)).unwrap().seed, 9);
+        let default = ProviderConfig::default();
+        assert_eq!(load_config(None, Some(&none)).unwrap().seed, default.seed);
+        assert_eq!(load_config(None, None).unwrap().seed, default.seed);
+        let err = load_config(None, Some(&bad)).unwrap_err();
+        assert_eq!((err.line, err.field.as_str()), (3, "provider.sed"), "{err}");
+        let err = load_config(Some(&dir.join("missing.toml")), None).unwrap_err();
+        assert!(err.to_string().contains("cannot read the file"), "{err}");
     }
 }
