@@ -83,45 +83,10 @@ impl TlsArgs {
     }
 }
 
-/// The `[scenario]` table's scale, read alone (the rest of the file is the
-/// provider's and the gateway's business); `time_scale` replaces its time
-/// part.
-fn scenario_scale(path: &std::path::Path, time_scale: Option<f64>) -> Result<wire::Scale, Error> {
-    #[derive(serde::Deserialize, Default)]
-    struct Meta {
-        time_scale: Option<f64>,
-        quota_scale: Option<f64>,
-    }
-    #[derive(serde::Deserialize)]
-    struct File {
-        #[serde(default)]
-        scenario: Meta,
-    }
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read {}", path.display()))
-        .bad_input()?;
-    let file: File = toml::from_str(&text)
-        .with_context(|| format!("{}: [scenario]", path.display()))
-        .bad_input()?;
-    let scale = wire::Scale {
-        time: time_scale.or(file.scenario.time_scale).unwrap_or(1.0),
-        quota: file.scenario.quota_scale.unwrap_or(1.0),
-    };
-    let valid = |x: f64| x.is_finite() && x > 0.0;
-    if !(valid(scale.time) && valid(scale.quota)) {
-        return Err(anyhow::anyhow!(
-            "{}: time_scale and quota_scale must be numbers above 0",
-            path.display()
-        ))
-        .bad_input();
-    }
-    Ok(scale)
-}
-
 /// Runs `rehearse load`: exit 0 when the run kept its schedule to the end,
 /// 3 when it did not or was interrupted, 2 for a bad scenario or target.
 pub fn main(args: Args) -> Result<Ended, Error> {
-    let scale = scenario_scale(&args.scenario, args.time_scale)?;
+    let scale = harness::Meta::scale_in_file(&args.scenario, args.time_scale)?;
     let plan = LoadPlan::from_scenario_file(&args.scenario)
         .bad_input()?
         .scaled(scale);

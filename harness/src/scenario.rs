@@ -34,6 +34,7 @@ use fake_provider::ProviderConfig;
 use reference_gateway::GatewayConfig;
 use serde::Deserialize;
 use toml_located::{ConfigError, Source};
+use wire::Scale;
 
 /// The `[scenario]` table.
 #[derive(Debug, Clone, Deserialize)]
@@ -184,6 +185,61 @@ pub enum ScenarioError {
     /// The content is wrong; the error names file, line and field.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// The `[scenario]` table, read alone for its scale
+    /// ([`Meta::scale_in_file`]), is not TOML of the right types.
+    #[error("{}: [scenario]", path.display())]
+    ScaleTable {
+        /// The file.
+        path: PathBuf,
+        /// The parser's error, at its line and column.
+        #[source]
+        source: Box<toml::de::Error>,
+    },
+    /// A scale read by [`Meta::scale_in_file`] is not a number above 0.
+    #[error("{}: time_scale and quota_scale must be numbers above 0", path.display())]
+    BadScale {
+        /// The file.
+        path: PathBuf,
+    },
+}
+
+impl Meta {
+    /// The scale of the scenario at `path` from its `[scenario]` table read
+    /// alone (`time_scale` and `quota_scale`, 1 when left out; the rest of
+    /// the file is the provider's, the gateway's and the load's business),
+    /// `time_scale` replacing its time part: how `rehearse load` plays a
+    /// scenario's `[load]` as `rehearse run` does.
+    pub fn scale_in_file(path: &Path, time_scale: Option<f64>) -> Result<Scale, ScenarioError> {
+        #[derive(Deserialize, Default)]
+        struct Scales {
+            time_scale: Option<f64>,
+            quota_scale: Option<f64>,
+        }
+        #[derive(Deserialize)]
+        struct File {
+            #[serde(default)]
+            scenario: Scales,
+        }
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let file: File = toml::from_str(&text).map_err(|e| ScenarioError::ScaleTable {
+            path: path.to_path_buf(),
+            source: Box::new(e),
+        })?;
+        let scale = Scale {
+            time: time_scale.or(file.scenario.time_scale).unwrap_or(1.0),
+            quota: file.scenario.quota_scale.unwrap_or(1.0),
+        };
+        let valid = |x: f64| x.is_finite() && x > 0.0;
+        if !(valid(scale.time) && valid(scale.quota)) {
+            return Err(ScenarioError::BadScale {
+                path: path.to_path_buf(),
+            });
+        }
+        Ok(scale)
+    }
 }
 
 impl Scenario {
@@ -748,5 +804,34 @@ rate = 5
         assert_eq!(parse(&text).unwrap().provider.seed, 99);
         let text = format!("{text}\n[provider]\nseed = 5\n");
         assert_eq!(parse(&text).unwrap().provider.seed, 5);
+    }
+
+    #[test]
+    fn the_scale_is_read_from_the_scenario_table_alone() {
+        let dir = std::env::temp_dir().join(format!("rehearse-scale-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = |name: &str, text: &str| {
+            let path = dir.join(name);
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        let scaled = file(
+            "scaled.toml",
+            "[scenario]\ntime_scale = 4\nquota_scale = 2\n[load]\nanything = 1\n",
+        );
+        let scale = |path: &Path, t| Meta::scale_in_file(path, t).map(|s| (s.time, s.quota));
+        assert_eq!(scale(&scaled, None).unwrap(), (4.0, 2.0));
+        assert_eq!(scale(&scaled, Some(10.0)).unwrap(), (10.0, 2.0));
+        let bare = file("bare.toml", "[load]\n");
+        assert_eq!(scale(&bare, None).unwrap(), (1.0, 1.0));
+        let err = scale(&bare, Some(0.0)).unwrap_err();
+        assert!(matches!(err, ScenarioError::BadScale { .. }), "{err}");
+        let typed = file("typed.toml", "[scenario]\ntime_scale = \"x\"\n");
+        let err = scale(&typed, None).unwrap_err();
+        let source = std::error::Error::source(&err).unwrap().to_string();
+        assert!(err.to_string().ends_with("typed.toml: [scenario]"), "{err}");
+        assert!(source.contains("line 2, column 14"), "{source}");
+        let err = scale(&dir.join("missing.toml"), None).unwrap_err();
+        assert!(err.to_string().starts_with("cannot read "), "{err}");
     }
 }
