@@ -25,6 +25,7 @@
 
 mod clock;
 mod error;
+mod expectations;
 mod fds;
 mod gateway;
 mod https;

@@ -25,6 +25,7 @@ use report::RunMeta;
 use wire::{files, ClientRecord};
 
 use crate::error::RunError;
+use crate::expectations::LoadResult;
 use crate::remote::{ClockOffset, RemoteProvider, Reset};
 use crate::rundir::write_atomic;
 
@@ -94,7 +95,7 @@ pub async fn stage(s: &crate::Scenario, opts: &StageOptions) -> Result<(), RunEr
     let plan_json = serde_json::to_string_pretty(&plan).unwrap_or_default();
     write_atomic(&opts.out.join(files::PLAN), plan_json.as_bytes())?;
     let mut expect =
-        crate::run::expectations_of(&scenario, &rehearsal, &plan, start_provider_us, None);
+        crate::expectations::expectations_of(&scenario, &rehearsal, &plan, start_provider_us, None);
     // No shard has run yet: the largest lag JSON holds (infinity is not a
     // JSON number), so a run judged before `collect` is invalid.
     expect.send_lag_p99_ms = f64::MAX;
@@ -290,14 +291,6 @@ fn merge_records(dir: &Path, shards: &[PathBuf], same_clock: bool) -> Result<Vec
     }
     out.flush().map_err(werr)?;
     Ok(open)
-}
-
-/// What the checks need of the load: when the schedule started and how
-/// well it was kept (the worst shard's send lag p99).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct LoadResult {
-    pub(crate) start_us: u64,
-    pub(crate) send_lag_p99_us: u64,
 }
 
 /// What `rehearse run --shards N` hands its load processes.

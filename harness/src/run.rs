@@ -15,7 +15,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::multi::LoadResult;
+use crate::expectations::LoadResult;
 use crate::provider_side::{ProviderChoice, ProviderSide};
 use assertions::Expectations;
 use report::{GatewayEvent, Plan, RunMeta};
@@ -359,35 +359,7 @@ async fn settle(provider: &ProviderSide, p: &Prepared, partial: bool, notes: &mu
 /// What the checks compare against: the plan's figures at the run's scale,
 /// placed on the run's clock.
 fn expectations(p: &Prepared, start_us: u64, load: Option<&LoadResult>) -> Expectations {
-    expectations_of(&p.scenario, &p.rehearsal, &p.plan, start_us, load)
-}
-
-/// [`expectations`] from the parts (also for a staged run, whose load
-/// report comes later from its shards).
-pub(crate) fn expectations_of(
-    scenario: &Scenario,
-    rehearsal: &Rehearsal,
-    plan: &Plan,
-    start_us: u64,
-    load: Option<&LoadResult>,
-) -> Expectations {
-    let at = |secs: f64| start_us + (secs * 1e6) as u64;
-    let o = plan.overload.as_ref();
-    let send_lag_p99_ms = load.map_or(f64::INFINITY, |r| r.send_lag_p99_us as f64 / 1000.0);
-    let load_plan = &rehearsal.load;
-    Expectations {
-        start_us,
-        load_end_us: at(load_plan.schedule_length().as_secs_f64()),
-        overload: o.map(|o| (at(o.from_s), at(o.until_s))),
-        capacity_per_s: o.map_or(0.0, |o| o.capacity_per_s),
-        patience_s: rehearsal.scale.secs(plan.patience_s),
-        service_s: o.map_or(0.0, |o| o.service_s),
-        queue_bound: o.map_or(0.0, |o| o.queue_bound),
-        in_flight_at_provider: o.map_or(0.0, |o| o.capacity_per_s * o.service_s),
-        memory_ceiling_bytes: scenario.gateway.memory_ceiling,
-        send_lag_bound_ms: load_plan.send_lag_bound().as_secs_f64() * 1000.0,
-        send_lag_p99_ms,
-    }
+    crate::expectations::expectations_of(&p.scenario, &p.rehearsal, &p.plan, start_us, load)
 }
 
 /// One pass over `client.jsonl`: the first arrival's intended time (the
