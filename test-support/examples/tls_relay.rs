@@ -7,10 +7,11 @@
 //! cargo run --release -p test-support --example tls_relay -- \
 //!     --upstream 127.0.0.1:18391 --listen 127.0.0.1:18392 --ca-out ca.pem --for 60
 //! ```
-//! `--plain` relays without TLS (the same path, for comparison).
+//! `--plain` relays without TLS (the same path, for comparison). On SIGTERM
+//! or at the end it says how many connections it accepted.
 
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -62,11 +63,20 @@ fn main() {
             listener.local_addr().expect("an address")
         );
         let accepted = Arc::new(AtomicUsize::new(0));
-        let _ = tokio::time::timeout(
-            Duration::from_secs(seconds),
-            serve(listener, acceptor, upstream, accepted),
-        )
-        .await;
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("a SIGTERM handler");
+        tokio::select! {
+            _ = tokio::time::timeout(
+                Duration::from_secs(seconds),
+                serve(listener, acceptor, upstream, accepted.clone()),
+            ) => {}
+            _ = term.recv() => {}
+        }
+        eprintln!(
+            "relay ({}): {} connections accepted",
+            if plain { "plain" } else { "TLS" },
+            accepted.load(Ordering::SeqCst)
+        );
     });
 }
 
