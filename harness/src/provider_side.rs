@@ -66,9 +66,11 @@ pub(crate) enum ProviderSide {
 impl ProviderSide {
     /// Starts the in-process provider (writing its records into `out`), or
     /// readies the remote one: clock offset, the provider table uploaded,
-    /// a reset whose timeline starts with the load.
+    /// a reset whose timeline starts with the load (over `https://`, its
+    /// certificate checked as `tls` says).
     pub(crate) async fn start(
         choice: &ProviderChoice,
+        tls: &loadgen::TlsOptions,
         config: &ProviderConfig,
         listen: &str,
         out: &Path,
@@ -89,7 +91,7 @@ impl ProviderSide {
                 Ok(ProviderSide::Local(handle))
             }
             ProviderChoice::Url(url) => {
-                let remote = RemoteProvider::new(url);
+                let remote = RemoteProvider::new(url).trusting(tls);
                 let fail = |e: crate::remote::RemoteError| RunError::Invalid(e.to_string());
                 let before = remote.clock_offset(OFFSET_ROUNDS).await.map_err(fail)?;
                 let version = remote.upload_config(config).await.map_err(fail)?;

@@ -170,6 +170,16 @@ fn now_us() -> u64 {
         .map_or(0, |d| d.as_micros() as u64)
 }
 
+/// The admin API's client.
+fn client(tls: &loadgen::TlsOptions) -> reqwest::Client {
+    use crate::https::Trusting as _;
+    crate::resolve::client()
+        .timeout(Duration::from_secs(30))
+        .trusting(tls)
+        .build()
+        .unwrap_or_default()
+}
+
 impl RemoteProvider {
     /// The provider at `base` (its base URL, as its gateway calls it), with
     /// the admin token of [`PROVIDER_TOKEN_ENV`] if set.
@@ -182,11 +192,15 @@ impl RemoteProvider {
         RemoteProvider {
             base: base.trim_end_matches('/').to_string(),
             token: token.filter(|t| !t.is_empty()),
-            client: crate::resolve::client()
-                .timeout(Duration::from_secs(30))
-                .build()
-                .unwrap_or_default(),
+            client: client(&loadgen::TlsOptions::default()),
         }
+    }
+
+    /// The same, an `https://` provider's certificate checked as `tls`
+    /// says (by default against the public roots).
+    pub fn trusting(mut self, tls: &loadgen::TlsOptions) -> RemoteProvider {
+        self.client = client(tls);
+        self
     }
 
     /// Its base URL.

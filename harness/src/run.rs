@@ -92,6 +92,7 @@ pub async fn run(
     let lease = p.rehearsal.load.schedule_length() + Duration::from_secs(600);
     let provider = ProviderSide::start(
         &opts.provider,
+        &opts.tls,
         &p.rehearsal.provider,
         &opts.provider_listen,
         &opts.out,
