@@ -19,10 +19,10 @@ mod omission;
 mod replay;
 #[path = "e2e/retry_after.rs"]
 mod retry_after;
-#[path = "e2e/tls.rs"]
-mod tls;
 #[path = "e2e/shards.rs"]
 mod shards;
+#[path = "e2e/tls.rs"]
+mod tls;
 
 /// What one rehearsal left behind.
 pub struct Rehearsal {
