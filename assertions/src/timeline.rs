@@ -64,7 +64,8 @@
 //! seconds past the records' end count as 0 waiting, since no attempt is
 //! open after the last record). The backlog is drained at the first second
 //! `t`, from the second the overload ends in, such that the rolling mean
-//! at `t` and at every later second of the records is within the bound;
+//! is within the bound at `t` and the [`DRAIN_CONFIRM`] seconds that
+//! follow (30; or at every later second, when the records end sooner);
 //! the drain time is from the overload's end to the start of `t` (0 if `t`
 //! starts before it). So one noisy second can neither fail nor pass it,
 //! and a backlog that drops at once reads 0 to 2 s. If the rolling mean at
@@ -426,6 +427,13 @@ pub struct FirstShed {
 /// many rows, that is scenario seconds.
 pub(crate) const DRAIN_WINDOW: usize = 5;
 
+/// The rows (scenario seconds) the rolling mean must stay within the bound
+/// for the backlog to count as drained: a later excursion (a cluster of
+/// Poisson arrivals minutes after the overload, with as many samples after
+/// it as the baseline had before) is the steady state's noise, not the
+/// drain.
+pub(crate) const DRAIN_CONFIRM: usize = 30;
+
 /// The rows (scenario seconds) of baseline the drain rule needs.
 pub(crate) const BASELINE_SAMPLES: usize = 10;
 
@@ -541,12 +549,23 @@ impl Drain {
                 }
             } else {
                 // From the row the overload ends in (the last row if the
-                // records end before it), back to the first of the rows
-                // whose means are all within the bound.
+                // records end before it), the first row that starts
+                // DRAIN_CONFIRM rows all within the bound (or a run of
+                // rows within it to the records' end): the last row is
+                // within, so there is one.
                 let first = k_from.min(last);
+                let mut streak: Option<usize> = None;
                 let mut k0 = last;
-                while k0 > first && within(k0 - 1) {
-                    k0 -= 1;
+                for c in first..n {
+                    if !within(c) {
+                        streak = None;
+                        continue;
+                    }
+                    let s = *streak.get_or_insert(c);
+                    if c + 1 - s >= DRAIN_CONFIRM || c == last {
+                        k0 = s;
+                        break;
+                    }
                 }
                 let at = expect.start_us.saturating_add(k0 as u64 * bin_us);
                 DrainOutcome::Drained {
@@ -633,6 +652,43 @@ mod tests {
     use crate::batch::Joined;
     use crate::stories::{self, at, attempt, call, T0};
     use wire::ClientOutcome;
+
+    /// A backlog that drops at the overload's end, then a Poisson-like
+    /// excursion minutes later: drained at once, not after the excursion;
+    /// a dip that does not last is not a drain.
+    #[test]
+    fn a_drain_must_hold_for_its_confirmation_window_and_no_longer() {
+        // Rows of 1 s; baseline rows 0..20 at 1-2, overload 20..40.
+        let mut e = stories::expect(Some((20_000, 40_000)), 200_000, 5.0);
+        e.queue_bound = 5.0; // margin 1: bound = p99 2 + 1 = 3
+        let mut backlog: Vec<u64> = (0..20).map(|k| 1 + k % 2).collect();
+        backlog.extend(std::iter::repeat_n(40, 20));
+        backlog.extend(std::iter::repeat_n(1, 100));
+        // A cluster 60 s after the overload.
+        for b in &mut backlog[100..106] {
+            *b = 6;
+        }
+        let d = Drain::measure(&e, &backlog, US, at(160_000), 1_000, 2 * US);
+        assert_eq!(d.bound(), 3.0);
+        match d.outcome {
+            DrainOutcome::Drained { drain_s } => assert!(drain_s <= 2.0, "{drain_s}"),
+            o => panic!("{o:?}"),
+        }
+        // Within for 10 s, back up for 20 s, then down for good: drained
+        // at the second fall.
+        let mut b2: Vec<u64> = (0..20).map(|k| 1 + k % 2).collect();
+        b2.extend(std::iter::repeat_n(40, 20));
+        b2.extend(std::iter::repeat_n(1, 10));
+        b2.extend(std::iter::repeat_n(30, 20));
+        b2.extend(std::iter::repeat_n(1, 60));
+        let d = Drain::measure(&e, &b2, US, at(130_000), 1_000, 2 * US);
+        match d.outcome {
+            DrainOutcome::Drained { drain_s } => {
+                assert!((30.0..=34.0).contains(&drain_s), "{drain_s}")
+            }
+            o => panic!("{o:?}"),
+        }
+    }
 
     #[test]
     fn calls_join_the_attempt_whose_window_they_arrive_in() {
