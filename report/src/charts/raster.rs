@@ -3,22 +3,19 @@
 
 use std::sync::{Arc, OnceLock};
 
-/// The fonts the PNGs are drawn with: DejaVu Sans where it is installed
-/// (Debian's fonts-dejavu-core), else whatever the system has.
+/// The fonts the PNGs are drawn with: DejaVu Sans, regular and bold,
+/// embedded in the binary (the `dejavu` crate; the fonts' own licence is
+/// the Bitstream Vera one, with DejaVu's changes in the public domain). No
+/// system font is read, so a chart looks the same on every machine and
+/// has its labels in a container image that has no fonts at all.
 fn font_db() -> Arc<resvg::usvg::fontdb::Database> {
     static DB: OnceLock<Arc<resvg::usvg::fontdb::Database>> = OnceLock::new();
     DB.get_or_init(|| {
         let mut db = resvg::usvg::fontdb::Database::new();
-        let dejavu = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
-        if db.load_font_file(dejavu).is_err() {
-            db.load_system_fonts();
+        for face in [dejavu::sans::regular(), dejavu::sans::bold()] {
+            db.load_font_source(resvg::usvg::fontdb::Source::Binary(Arc::new(face)));
         }
-        let family = db
-            .faces()
-            .find_map(|f| f.families.first().map(|(name, _)| name.clone()));
-        if let Some(family) = family {
-            db.set_sans_serif_family(family);
-        }
+        db.set_sans_serif_family("DejaVu Sans");
         Arc::new(db)
     })
     .clone()
@@ -45,4 +42,41 @@ pub(crate) fn png(svg: &str) -> Result<Vec<u8>, String> {
         &mut pixmap.as_mut(),
     );
     pixmap.encode_png().map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    /// Counts the pixels of a PNG that are not white.
+    fn inked(png: &[u8]) -> usize {
+        let pixmap = resvg::tiny_skia::Pixmap::decode_png(png).unwrap();
+        pixmap
+            .pixels()
+            .iter()
+            .filter(|p| (p.red(), p.green(), p.blue()) != (255, 255, 255))
+            .count()
+    }
+
+    /// Text is drawn with the embedded font, in both weights the charts
+    /// use, whatever fonts the machine has (a container image has none).
+    #[test]
+    fn labels_are_drawn_with_the_embedded_font() {
+        let doc = |text: &str| {
+            format!(
+                r#"<svg xmlns="http://www.w3.org/2000/svg" width="200" height="40">
+                <text x="4" y="16" font-family="sans-serif" font-size="14">{text}</text>
+                <text x="4" y="34" font-family="sans-serif" font-size="14" font-weight="bold">{text}</text>
+                </svg>"#
+            )
+        };
+        let blank = super::png(&doc("")).unwrap();
+        let label = super::png(&doc("requests/s")).unwrap();
+        assert_eq!(inked(&blank), 0);
+        assert!(inked(&label) > 200, "{} pixels inked", inked(&label));
+        let db = super::font_db();
+        let families: Vec<String> = db
+            .faces()
+            .flat_map(|f| f.families.iter().map(|(n, _)| n.clone()))
+            .collect();
+        assert_eq!(families, ["DejaVu Sans", "DejaVu Sans"]);
+    }
 }
