@@ -35,6 +35,7 @@ mod plan;
 mod process;
 mod provider_side;
 pub mod remote;
+mod resolve;
 mod rss;
 mod run;
 mod rundir;

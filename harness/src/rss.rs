@@ -55,7 +55,7 @@ async fn sample_rss(
     stop: CancellationToken,
 ) -> std::io::Result<()> {
     let plain = loadgen::TlsOptions::default();
-    let client = reqwest::Client::builder()
+    let client = crate::resolve::client()
         .timeout(Duration::from_millis(500))
         .trusting(match &source {
             RssSource::Metric { tls, .. } => tls,

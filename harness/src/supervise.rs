@@ -190,7 +190,7 @@ pub(crate) async fn wait_ready(
     tls: &loadgen::TlsOptions,
 ) -> bool {
     let deadline = Instant::now() + within;
-    let client = reqwest::Client::builder()
+    let client = crate::resolve::client()
         .timeout(Duration::from_millis(500))
         .trusting(tls)
         .build();
@@ -202,7 +202,10 @@ pub(crate) async fn wait_ready(
                 .send()
                 .await
                 .is_ok_and(|r| r.status().as_u16() < 500),
-            _ => tokio::net::TcpStream::connect(&authority).await.is_ok(),
+            _ => match loadgen::resolve_authority(&authority).await {
+                Ok(addrs) => tokio::net::TcpStream::connect(&addrs[..]).await.is_ok(),
+                Err(_) => false,
+            },
         };
         if up {
             return true;

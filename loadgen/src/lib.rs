@@ -69,6 +69,7 @@ mod http1;
 mod progress;
 mod replay;
 mod request;
+mod resolve;
 mod retry;
 mod run;
 mod schedule;
@@ -83,6 +84,7 @@ pub use config::{
 pub use dist::{CountDist, DurationDist, HumanDuration, MixEntry};
 pub use progress::Live;
 pub use replay::{parse_replay_log, ReplayFormat, TimestampUnit};
+pub use resolve::{resolve, resolve_authority};
 pub use run::{
     probe, probe_tls, run, LoadOptions, LoadRunError, StopCondition, Target, TargetError,
 };

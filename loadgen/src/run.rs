@@ -230,7 +230,7 @@ pub async fn probe(target: &Target, within: Duration) -> Result<SocketAddr, Load
     };
     let attempt = async {
         let mut last = None;
-        for addr in tokio::net::lookup_host(&target.host_port).await? {
+        for addr in crate::resolve::resolve_authority(&target.host_port).await? {
             match tokio::net::TcpStream::connect(addr).await {
                 Ok(_) => return Ok(addr),
                 Err(e) => last = Some(e),
