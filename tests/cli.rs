@@ -1124,7 +1124,7 @@ mod html_report {
                 &tab,
                 "String(document.querySelectorAll('#checklist tbody tr').length)"
             ),
-            "9"
+            "10"
         );
         assert_eq!(
             eval(
