@@ -4,7 +4,6 @@
 //! `report`). The provider's clock is shifted by ±250 ms (a test-only
 //! setting) and must come back corrected. Real processes on 127.0.0.1.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
@@ -48,17 +47,11 @@ max_tokens = { fixed = 8 }
 drain = { enabled = false }
 "#;
 
+mod common;
+use common::{first_attempts, first_line, json, ok, Running};
+
 fn rehearse() -> Command {
     Command::new(env!("CARGO_BIN_EXE_rehearse"))
-}
-
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -66,17 +59,6 @@ fn scratch(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
-}
-
-fn first_line(child: &mut Child, prefix: &str) -> String {
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    line.trim()
-        .strip_prefix(prefix)
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string()
 }
 
 /// A provider with its clock shifted by `shift_ms` and an admin token, and
@@ -107,33 +89,6 @@ fn provider_and_gateway(dir: &Path, shift_ms: i64) -> (Running, String, Running,
     );
     let gateway = first_line(&mut g.0, "listening on ");
     (p, provider, g, gateway)
-}
-
-fn ok(out: &std::process::Output, what: &str) {
-    assert!(
-        out.status.success(),
-        "{what}: exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn json(path: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-/// First attempts: (id, intended offset from the start in ms, rounded).
-fn first_attempts(dir: &Path, start_us: u64) -> Vec<(String, u64)> {
-    let mut v: Vec<(String, u64)> = std::fs::read_to_string(dir.join("client.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<wire::ClientRecord>(l).unwrap())
-        .filter(|r| r.attempt == 1)
-        .map(|r| (r.id, (r.intended_us - start_us + 500) / 1000))
-        .collect();
-    v.sort();
-    v
 }
 
 /// The clock offset the run's notes give, in ms.
@@ -310,11 +265,7 @@ fn shards_staged_and_collected_equal_one_run() {
     ok(&out, "unsharded load");
     let summary = json(&one.join("summary.json"));
     let whole = first_attempts(&one, summary["start_us"].as_u64().unwrap());
-    assert_eq!(merged.len(), whole.len());
-    for ((a, ta), (b, tb)) in merged.iter().zip(&whole) {
-        assert_eq!(a, b);
-        assert!(ta.abs_diff(*tb) <= 5, "{a}: {ta} ms vs {tb} ms");
-    }
+    common::same_schedule(&merged, &whole);
 }
 
 /// `rehearse run --shards 2`: two load processes of the one schedule,
@@ -357,11 +308,7 @@ fn run_with_two_local_shards_equals_one_process() {
         "{}",
         two["counts"]
     );
-    assert_eq!(people_one.len(), people_two.len());
-    for ((a, ta), (b, tb)) in people_one.iter().zip(&people_two) {
-        assert_eq!(a, b);
-        assert!(ta.abs_diff(*tb) <= 5, "{a}: {ta} ms vs {tb} ms");
-    }
+    common::same_schedule(&people_one, &people_two);
     assert!(two["notes"]
         .as_array()
         .unwrap()
