@@ -306,15 +306,20 @@ impl Counts {
     /// Counts an attempt that ended so (a refusal by its class's outcome:
     /// [`ClientOutcome::of_class`]).
     pub(crate) fn ended(&mut self, outcome: ClientOutcome) {
+        *self.slot(outcome) += 1;
+    }
+
+    /// The counter an attempt that ended so adds to.
+    fn slot(&mut self, outcome: ClientOutcome) -> &mut u64 {
         match outcome {
-            ClientOutcome::Ok => self.ok += 1,
-            ClientOutcome::Shed => self.shed += 1,
-            ClientOutcome::Stale => self.stale += 1,
-            ClientOutcome::TenantLimited => self.tenant_limited += 1,
-            ClientOutcome::UpstreamRefused => self.upstream_refused += 1,
-            ClientOutcome::GatewayTimeout => self.gateway_timeout += 1,
-            ClientOutcome::Timeout => self.timeout += 1,
-            _ => self.error += 1,
+            ClientOutcome::Ok => &mut self.ok,
+            ClientOutcome::Shed => &mut self.shed,
+            ClientOutcome::Stale => &mut self.stale,
+            ClientOutcome::TenantLimited => &mut self.tenant_limited,
+            ClientOutcome::UpstreamRefused => &mut self.upstream_refused,
+            ClientOutcome::GatewayTimeout => &mut self.gateway_timeout,
+            ClientOutcome::Timeout => &mut self.timeout,
+            _ => &mut self.error,
         }
     }
 
@@ -327,16 +332,18 @@ impl Counts {
 impl Second {
     /// Counts an attempt that ended in this second, so.
     pub(crate) fn ended(&mut self, outcome: ClientOutcome) {
-        match outcome {
-            ClientOutcome::Ok => self.ok += 1,
-            ClientOutcome::Shed => self.shed += 1,
-            ClientOutcome::Stale => self.stale += 1,
-            ClientOutcome::TenantLimited => self.tenant_limited += 1,
-            ClientOutcome::UpstreamRefused => self.upstream_refused += 1,
-            ClientOutcome::GatewayTimeout => self.gateway_timeout += 1,
-            ClientOutcome::Timeout => self.timeout += 1,
-            _ => self.errors += 1,
-        }
+        // The same columns as the run's counts (`errors` here is `error`
+        // there), counted by the one mapping.
+        let mut c = Counts::default();
+        c.ended(outcome);
+        self.ok += c.ok;
+        self.shed += c.shed;
+        self.stale += c.stale;
+        self.tenant_limited += c.tenant_limited;
+        self.upstream_refused += c.upstream_refused;
+        self.gateway_timeout += c.gateway_timeout;
+        self.timeout += c.timeout;
+        self.errors += c.error;
     }
 }
 
