@@ -637,7 +637,16 @@ impl<'a> Joined<'a> {
             gateway: GatewayPeaks {
                 peak_depth,
                 peak_backlog,
+                peak_in_flight: timeline
+                    .seconds
+                    .iter()
+                    .map(|s| s.client_outstanding)
+                    .max()
+                    .unwrap_or(0),
                 peak_rss_bytes: self.rss.iter().map(|r| r.rss_bytes).max(),
+                // The oracle knows no deaths.
+                crashes: 0,
+                lost: 0,
             },
             drain_s: None,
             harness: Harness::default(),

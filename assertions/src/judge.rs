@@ -76,8 +76,8 @@ use crate::checks::{self, Previous, Retry, Tally};
 use crate::expect::{Expectations, Thresholds};
 use crate::sweep::{empty_second, Level, Rows, Sweep};
 use crate::timeline::{
-    histogram, ms_percentiles, percentiles, quantile, record, Counts, GatewayPeaks, Harness,
-    Latencies, ProviderCounts, RefusalLine, Summary, Timeline, MAX_SECONDS, US,
+    histogram, ms_percentiles, percentiles, quantile, record, Counts, Deaths, GatewayPeaks,
+    Harness, Latencies, ProviderCounts, RefusalLine, Summary, Timeline, MAX_SECONDS, US,
 };
 use crate::{conclude, Distribution, Judgement, Measured, Pass};
 
@@ -450,6 +450,9 @@ pub struct Judge {
     out_of_order: u64,
     settled_before_dispatch: u64,
     peak_held: usize,
+    /// The gateway's deaths, and the attempts lost to them.
+    deaths: Deaths,
+    lost: u64,
 }
 
 impl Judge {
@@ -513,6 +516,8 @@ impl Judge {
             out_of_order: 0,
             settled_before_dispatch: 0,
             peak_held: 0,
+            deaths: Deaths::default(),
+            lost: 0,
         }
     }
 
@@ -568,6 +573,14 @@ impl Judge {
         {
             self.tally.peak_rss = Some(s);
         }
+    }
+
+    /// Tells the judge the gateway died at `died_us` and served again from
+    /// `back_us` (`None`: it stayed down): the run's `crashes`, and its
+    /// `lost` attempts (see [`crate::Timeline`]'s module docs). Give every
+    /// death before the first record: an attempt is counted as it is fed.
+    pub fn gateway_died(&mut self, died_us: u64, back_us: Option<u64>) {
+        self.deaths.0.push((died_us, back_us));
     }
 
     /// Feeds the attempt that is `seq`th in its file.
@@ -675,6 +688,9 @@ impl Judge {
         }
         if let Some(k) = Tally::lost_kind(a.outcome) {
             self.tally.lost[k] += 1;
+        }
+        if self.deaths.lost(a) {
+            self.lost += 1;
         }
         self.distribution.add(a);
     }
@@ -1114,7 +1130,10 @@ impl Judge {
                 // largest is the run's peak.
                 peak_depth: peak(|s| s.gateway_depth),
                 peak_backlog: peak(|s| s.backlog),
+                peak_in_flight: peak(|s| s.client_outstanding),
                 peak_rss_bytes: self.tally.peak_rss.map(|r| r.rss_bytes),
+                crashes: self.deaths.count(),
+                lost: self.lost,
             },
             drain_s: None,
             harness: Harness::default(),
@@ -1341,5 +1360,71 @@ mod tests {
         let row = |j: &Judgement, ms: u64| j.timeline.seconds[(ms / 1000) as usize].gateway_depth;
         assert_eq!(row(&batch, 150_000), row(&j, 150_000) + 1);
         assert_eq!(at(0), s.expect.start_us);
+    }
+
+    /// A gateway that died at 5 s and came back at 7 s, then died for good
+    /// at 12 s: the attempts inside it then that ended unanswered, and the
+    /// ones refused while it was down, are lost; answers, timeouts of
+    /// callers who never reached it, and the rest are not. The peak in
+    /// flight is the most attempts open at once.
+    #[test]
+    fn deaths_and_the_attempts_they_lost_and_the_peak_in_flight() {
+        use ClientOutcome as O;
+        let attempts = vec![
+            // Answered before the first death.
+            attempt("a", 1, 0, 1_000, O::Ok, None),
+            // Inside at 5 s, reset by the death.
+            attempt("b", 1, 4_000, 5_010, O::Reset, None),
+            // Inside at 5 s, the caller's patience ran out later.
+            attempt("c", 1, 4_500, 6_000, O::Timeout, None),
+            // Ended 50 ms before the death, unanswered: still inside.
+            attempt("d", 1, 4_600, 4_950, O::Reset, None),
+            // Ended 200 ms before: not inside.
+            attempt("e", 1, 4_600, 4_800, O::Reset, None),
+            // Sent while it was down: refused a connection.
+            attempt("f", 1, 6_000, 6_001, O::ConnectError, None),
+            // Sent while it was down, and yet answered (a retry's luck).
+            attempt("g", 1, 6_500, 7_500, O::Ok, None),
+            // After the restart: a connect error is not a death's.
+            attempt("h", 1, 8_000, 8_001, O::ConnectError, None),
+            // Inside at 5 s and answered anyway.
+            attempt("i", 1, 4_900, 5_050, O::Ok, None),
+            // Down for good from 12 s: refused.
+            attempt("j", 1, 13_000, 13_001, O::ConnectError, None),
+            // Inside at 12 s, reset.
+            attempt("k", 1, 11_000, 12_020, O::Reset, None),
+        ];
+        let s = Story {
+            attempts,
+            calls: Vec::new(),
+            rss: Vec::new(),
+            expect: stories::expect(None, 14_000, 30.0),
+        };
+        let mut judge = Judge::new(&s.expect, &Thresholds::default());
+        judge.gateway_died(at(5_000), Some(at(7_000)));
+        judge.gateway_died(at(12_000), None);
+        let mut sorted = s.attempts.clone();
+        sorted.sort_by_key(|a| a.done_us);
+        for a in sorted {
+            judge.attempt(a);
+        }
+        let g = judge.finish().summary.gateway;
+        assert_eq!(g.crashes, 2);
+        // b, c, d, f, j, k.
+        assert_eq!(g.lost, 6);
+        // b, c, d and e open from 4.6 s (and b, c, d and i at 4.9 s).
+        assert_eq!(g.peak_in_flight, 4);
+        // Without deaths, nothing is lost; the batch judge agrees on the
+        // peak.
+        let (j, _) = stream(&s);
+        let batch = crate::batch::judge(
+            &s.attempts,
+            &s.calls,
+            &s.rss,
+            &s.expect,
+            &Thresholds::default(),
+        );
+        assert_eq!((j.summary.gateway.crashes, j.summary.gateway.lost), (0, 0));
+        assert_eq!(j.summary.gateway, batch.summary.gateway);
     }
 }

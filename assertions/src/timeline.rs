@@ -38,6 +38,21 @@
 //!   its caller had left, with no hang-up from the gateway: an answer
 //!   written into a closed socket.
 //!
+//! And from the client's records alone, with the gateway's deaths (the
+//! `died` and `restarted` events the harness noted, given to the judge
+//! before the records: [`crate::Judge::gateway_died`]):
+//!
+//! - **in flight at the gateway** at t: attempts with `sent ≤ t < done`,
+//!   the `client_outstanding` column; its peak is the largest of that
+//!   column, the most at any instant;
+//! - **crashes**: the gateway's deaths;
+//! - **lost**: an attempt inside the gateway when it died (sent by then,
+//!   not done [`DEATH_MARGIN_US`] before) that ended without an answer (a
+//!   timeout, a reset, a connect error, a malformed answer or an error
+//!   status), or one sent while it was down (from its death to its
+//!   restart, or to the end without one) that met a connect error or a
+//!   reset. Each attempt counts once, whatever deaths it meets.
+//!
 //! Each second's percentiles are exact (its values sorted); the run's are
 //! HDR histograms of 3 significant figures.
 //!
@@ -398,15 +413,61 @@ pub struct Latencies {
     pub provider: Percentiles,
 }
 
-/// `gateway` in `report.json`.
+/// `gateway` in `report.json`: its peaks, and its deaths.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct GatewayPeaks {
     /// The most attempts waiting inside the gateway at once.
     pub peak_depth: u64,
     /// The most attempts waiting in the gateway or the provider's queue.
     pub peak_backlog: u64,
+    /// The most attempts inside the gateway at once, as the client sees
+    /// it: sent and not yet ended (waiting, or at the provider through
+    /// it), at any instant.
+    pub peak_in_flight: u64,
     /// The largest resident memory sampled; `None` without samples.
     pub peak_rss_bytes: Option<u64>,
+    /// How many times the gateway died.
+    pub crashes: u64,
+    /// Attempts lost to its deaths: inside it when it died and ended
+    /// without an answer, or sent while it was down and refused a
+    /// connection or reset (see the module docs).
+    pub lost: u64,
+}
+
+/// How long before a death an attempt may have ended and still count as
+/// inside the gateway then: the death is noticed up to 50 ms after it
+/// happens (the harness polls), and a reset reaches the client a little
+/// before that.
+pub(crate) const DEATH_MARGIN_US: u64 = 100_000;
+
+/// The gateway's deaths during a run: when it died and when it served
+/// again (`None`: never), in microseconds since the Unix epoch. A handful
+/// per run, whatever its length.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Deaths(pub(crate) Vec<(u64, Option<u64>)>);
+
+impl Deaths {
+    /// Returns true if and only if `a` was lost to one of the deaths (see
+    /// the module docs).
+    pub(crate) fn lost(&self, a: &ClientRecord) -> bool {
+        self.0.iter().any(|&(died, back)| {
+            let inside = a.sent_us <= died
+                && a.done_us >= died.saturating_sub(DEATH_MARGIN_US)
+                && (a.outcome.is_silent_loss() || a.outcome.is_error());
+            let while_down = died <= a.sent_us
+                && back.is_none_or(|b| a.sent_us < b)
+                && matches!(
+                    a.outcome,
+                    ClientOutcome::ConnectError | ClientOutcome::Reset
+                );
+            inside || while_down
+        })
+    }
+
+    /// How many deaths.
+    pub(crate) fn count(&self) -> u64 {
+        self.0.len() as u64
+    }
 }
 
 /// `harness` in `report.json`.
@@ -942,10 +1003,18 @@ mod tests {
         assert_eq!(keys(&v["latency_ms"]["e2e"]), ["p50", "p99"]);
         assert_eq!(
             keys(&v["gateway"]),
-            ["peak_backlog", "peak_depth", "peak_rss_bytes"]
+            [
+                "crashes",
+                "lost",
+                "peak_backlog",
+                "peak_depth",
+                "peak_in_flight",
+                "peak_rss_bytes"
+            ]
         );
         assert_eq!(keys(&v["harness"]), ["send_lag_p99_ms", "valid"]);
         assert_eq!(v["gateway"]["peak_depth"], 2);
+        assert_eq!(v["gateway"]["peak_in_flight"], 3);
         let p99 = v["latency_ms"]["queue_wait"]["p99"].as_f64().unwrap();
         assert!((1_800.0..1_801.0).contains(&p99), "{p99}");
     }

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use assertions::{Status, Thresholds};
-use report::RunMeta;
+use report::{GatewayEvent, RunMeta};
 use serde::Deserialize;
 use wire::{ClientRecord, ProviderRecord, RssSample};
 
@@ -74,6 +74,9 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Ju
     // The timeline's rows are seconds of scenario time, whatever the scale.
     let mut judge =
         assertions::Judge::with_time_scale(&meta.expectations, &thresholds, meta.time_scale);
+    for (died, back) in downtime(&meta.gateway_events) {
+        judge.gateway_died(died, back);
+    }
     for sample in memory.by_ref() {
         judge.rss(sample);
     }
@@ -109,6 +112,25 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Ju
         report_json: dir.join(files::REPORT_JSON),
         report_html: html,
     })
+}
+
+/// The gateway's deaths in `run.json`'s events: when it died, and when the
+/// next `restarted` brought it back (`None`: it stayed down, its restart
+/// failed or none was asked for).
+fn downtime(events: &[GatewayEvent]) -> Vec<(u64, Option<u64>)> {
+    let mut out = Vec::new();
+    for (i, e) in events.iter().enumerate() {
+        if e.kind != "died" {
+            continue;
+        }
+        let back = events[i + 1..]
+            .iter()
+            .take_while(|n| n.kind != "died")
+            .find(|n| n.kind == "restarted")
+            .map(|n| n.at_us);
+        out.push((e.at_us, back));
+    }
+    out
 }
 
 /// Feeds the judge both record files, a line at a time, merged by end time
@@ -182,6 +204,24 @@ mod tests {
     fn report(dir: &Path) -> serde_json::Value {
         serde_json::from_str(&std::fs::read_to_string(dir.join(files::REPORT_JSON)).unwrap())
             .unwrap()
+    }
+
+    #[test]
+    fn each_death_is_down_until_the_next_restart() {
+        let event = |kind: &str, at_us| GatewayEvent {
+            kind: kind.into(),
+            at_us,
+            detail: String::new(),
+        };
+        let events = [
+            event("died", 10),
+            event("restarted", 20),
+            event("died", 30),
+            event("restart_failed", 40),
+            event("died", 50),
+        ];
+        assert_eq!(downtime(&events), [(10, Some(20)), (30, None), (50, None)]);
+        assert!(downtime(&[]).is_empty());
     }
 
     #[test]
