@@ -26,7 +26,7 @@ use crate::exit::{Classify as _, Ended, Error};
 /// Flags of `rehearse gateway`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Admission mode: naive, bounded, deadline or aimd.
+    /// Admission mode: naive, bounded, deadline, aimd or timeout.
     #[arg(long)]
     mode: Option<Mode>,
     /// Base URL of the provider, e.g. http://127.0.0.1:8080.
@@ -45,6 +45,17 @@ pub struct Args {
     /// is cancelled and answered 504 upstream_timeout (default: none).
     #[arg(long, value_parser = parse_duration)]
     upstream_timeout: Option<Duration>,
+    /// Every mode: at most N upstream calls at once (a client's connection
+    /// pool); beyond it calls wait in the pool, timed as provider latency.
+    #[arg(long, value_name = "N")]
+    pool_max_connections: Option<usize>,
+    /// Meter the pool's wait apart (gateway_pool_wait_seconds).
+    #[arg(long)]
+    split_pool_wait: bool,
+    /// Every mode: retry a provider's 429/503/529 up to N times, after its
+    /// Retry-After (default 0).
+    #[arg(long, value_name = "N")]
+    upstream_retries: Option<u32>,
     /// bounded: upstream calls in flight at once.
     #[arg(long)]
     concurrency: Option<u32>,
@@ -117,6 +128,9 @@ impl Args {
             config: self.config,
             max_body_bytes: self.max_body_bytes,
             upstream_timeout: self.upstream_timeout,
+            pool_max_connections: self.pool_max_connections,
+            split_pool_wait: self.split_pool_wait,
+            upstream_retries: self.upstream_retries,
             concurrency: self.concurrency,
             queue: self.queue,
             wait_budget: self.wait_budget,

@@ -1,7 +1,7 @@
 //! Admission: who may call the provider now, who waits, who is shed.
 //!
-//! Three shapes cover the four modes:
-//! - `naive` admits everything at once and keeps no state;
+//! Three shapes cover the five modes:
+//! - `naive` and `timeout` admit everything at once and keep no state;
 //! - [`Slots`] (`bounded`, `aimd`) is a concurrency limit with a bounded
 //!   queue in front and a wait budget checked at dequeue; in `aimd` the
 //!   limit moves;
@@ -58,7 +58,7 @@ pub(crate) enum CallOutcome {
 
 /// The admission policy of a running gateway.
 pub(crate) enum Admission {
-    Naive,
+    Unbounded,
     Slots(Arc<Slots>),
     Pacer(Arc<Pacer>),
 }
@@ -73,7 +73,7 @@ impl Admission {
     ) -> Admission {
         let now = Instant::now();
         match config.mode {
-            Mode::Naive => Admission::Naive,
+            Mode::Naive | Mode::Timeout => Admission::Unbounded,
             Mode::Bounded => Admission::Slots(Arc::new(Slots::new(
                 Limit::Fixed(config.bounded.concurrency),
                 config.bounded.queue,
@@ -112,7 +112,7 @@ impl Admission {
     /// Waits for a permit, or says why the job is shed.
     pub(crate) async fn admit(&self, job: Job) -> Result<Permit, Refusal> {
         match self {
-            Admission::Naive => Ok(Permit::unbounded()),
+            Admission::Unbounded => Ok(Permit::unbounded()),
             Admission::Slots(s) => s.admit(job).await,
             Admission::Pacer(p) => p.admit(job).await,
         }
@@ -120,13 +120,14 @@ impl Admission {
 
     pub(crate) fn gauges(&self) -> Gauges {
         match self {
-            Admission::Naive => Gauges::default(),
+            Admission::Unbounded => Gauges::default(),
             Admission::Slots(s) => {
                 let st = s.lock();
                 Gauges {
                     queue_depth: st.queue.len(),
                     queued_tokens: None,
                     limit: Some(st.limit.current()),
+                    pool: None,
                 }
             }
             Admission::Pacer(p) => {
@@ -136,6 +137,7 @@ impl Admission {
                     queue_depth: st.queue.len(),
                     queued_tokens: Some(st.tokens_ahead(now, p.rate)),
                     limit: None,
+                    pool: None,
                 }
             }
         }

@@ -31,6 +31,10 @@ pub enum Mode {
     Deadline,
     /// An adaptive (AIMD) concurrency limit.
     Aimd,
+    /// No limit and no queue, only `upstream_timeout` (required): every
+    /// call runs until it answers or its time is up; a caller hanging up
+    /// cancels it.
+    Timeout,
 }
 
 impl fmt::Display for Mode {
@@ -40,6 +44,7 @@ impl fmt::Display for Mode {
             Mode::Bounded => "bounded",
             Mode::Deadline => "deadline",
             Mode::Aimd => "aimd",
+            Mode::Timeout => "timeout",
         })
     }
 }
@@ -53,8 +58,9 @@ impl FromStr for Mode {
             "bounded" => Ok(Mode::Bounded),
             "deadline" => Ok(Mode::Deadline),
             "aimd" => Ok(Mode::Aimd),
+            "timeout" => Ok(Mode::Timeout),
             other => Err(format!(
-                "unknown mode `{other}`: expected naive, bounded, deadline or aimd"
+                "unknown mode `{other}`: expected naive, bounded, deadline, aimd or timeout"
             )),
         }
     }
@@ -284,6 +290,32 @@ pub struct GatewayConfig {
     /// of them, the burst they have at full scale.
     #[serde(default = "default_tenant_window", with = "humantime_serde")]
     pub tenant_window: Duration,
+    /// Every mode: at most this many upstream calls at once through the
+    /// gateway's HTTP client, as a client library's connection pool allows
+    /// (httpx's default is 100). Calls beyond it wait inside the pool for a
+    /// free connection, unmetered unless `split_pool_wait`. None (the
+    /// default): no cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool_max_connections: Option<usize>,
+    /// Export the wait for a pooled connection as its own histogram
+    /// (`gateway_pool_wait_seconds`) and gauge, and start the upstream
+    /// timer when a connection is had. False (the default): the upstream
+    /// histogram times the pool's wait as provider latency, the mistake of
+    /// a gateway that times `await client.post(...)`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub split_pool_wait: bool,
+    /// Every mode: retry a provider refusal (429, 503, 529) this many
+    /// times before passing it on, as an SDK client inside a gateway does:
+    /// after the provider's `retry-after-ms` / `retry-after`, or the
+    /// client's own back-off when it asks for less. The request is held
+    /// meanwhile, with its pooled connection. 0 (the default): refusals
+    /// are passed on at once.
+    #[serde(default)]
+    pub upstream_retries: u32,
+    /// The retries' own back-off: this, doubled at each retry up to 16
+    /// times it, with up to a quarter of jitter; a longer Retry-After wins.
+    #[serde(default = "default_upstream_retry_backoff", with = "humantime_serde")]
+    pub upstream_retry_backoff: Duration,
 }
 
 fn default_listen() -> SocketAddr {
@@ -314,6 +346,9 @@ fn default_queue_full_status() -> u16 {
 fn default_tenant_window() -> Duration {
     wire::QuotaBuckets::MINUTE
 }
+fn default_upstream_retry_backoff() -> Duration {
+    Duration::from_millis(500)
+}
 
 impl GatewayConfig {
     /// A configuration with every knob at its default.
@@ -335,6 +370,10 @@ impl GatewayConfig {
             upstream_timeout: None,
             tenants: BTreeMap::new(),
             tenant_window: default_tenant_window(),
+            pool_max_connections: None,
+            split_pool_wait: false,
+            upstream_retries: 0,
+            upstream_retry_backoff: default_upstream_retry_backoff(),
         }
     }
 
@@ -429,8 +468,25 @@ impl GatewayConfig {
         if self.tenant_window.is_zero() {
             return Err(("tenant_window", "must be above 0".into()));
         }
+        if self.pool_max_connections == Some(0) {
+            return Err((
+                "pool_max_connections",
+                "must be at least 1 (leave it out for no cap)".into(),
+            ));
+        }
+        if self.upstream_retries > 0 && self.upstream_retry_backoff.is_zero() {
+            return Err(("upstream_retry_backoff", "must be above 0".into()));
+        }
         match self.mode {
             Mode::Naive => {}
+            Mode::Timeout => {
+                if self.upstream_timeout.is_none() {
+                    return Err((
+                        "upstream_timeout",
+                        "missing: the timeout mode's only policy is its upstream timeout (e.g. \"15s\")".into(),
+                    ));
+                }
+            }
             Mode::Bounded => {
                 if self.bounded.concurrency == 0 {
                     return Err(("bounded.concurrency", "must be at least 1".into()));
@@ -506,7 +562,7 @@ impl GatewayConfig {
     /// tenants' bucket window included, so a tenant's bucket holds one
     /// scenario minute of its entitlement); the token rate and each
     /// tenant's entitlement (tokens and requests per minute) × time ÷
-    /// quota; every count (concurrency, queues, the AIMD limits) ÷ quota,
+    /// quota; every count (concurrency, queues, the AIMD limits, the pool) ÷ quota,
     /// never below 1. The body limit and the read timeouts that guard
     /// against hostile callers are the process's own and stay.
     ///
@@ -540,6 +596,8 @@ impl GatewayConfig {
         self.aimd.ceiling = scale.count_usize(self.aimd.ceiling);
         self.aimd.queue = scale.count_usize(self.aimd.queue);
         self.upstream_timeout = self.upstream_timeout.map(d);
+        self.upstream_retry_backoff = d(self.upstream_retry_backoff);
+        self.pool_max_connections = self.pool_max_connections.map(|n| scale.count_usize(n));
         // An entitlement is a rate: × time ÷ quota, in whole units, never 0.
         let per_minute = |n: u64| (scale.rate(n as f64).round() as u64).max(1);
         for tenant in self.tenants.values_mut() {

@@ -56,6 +56,12 @@ pub struct GatewayFlags {
     pub ceiling: Option<u32>,
     /// `--latency-target` (aimd).
     pub latency_target: Option<Duration>,
+    /// `--pool-max-connections` (every mode).
+    pub pool_max_connections: Option<usize>,
+    /// `--split-pool-wait` (every mode; only ever turns it on).
+    pub split_pool_wait: bool,
+    /// `--upstream-retries` (every mode).
+    pub upstream_retries: Option<u32>,
 }
 
 /// Why the flags, the file and the time scale make no configuration.
@@ -157,6 +163,13 @@ impl GatewayConfig {
         }
         if let Some(v) = flags.upstream_timeout {
             self.upstream_timeout = Some(v);
+        }
+        if let Some(v) = flags.pool_max_connections {
+            self.pool_max_connections = Some(v);
+        }
+        self.split_pool_wait |= flags.split_pool_wait;
+        if let Some(v) = flags.upstream_retries {
+            self.upstream_retries = v;
         }
         if let Some(v) = flags.concurrency {
             self.bounded.concurrency = v as usize;

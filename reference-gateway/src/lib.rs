@@ -3,7 +3,7 @@
 //! forwards requests untouched (streams included, as they arrive), and
 //! decides who may call the provider now, who waits and who is shed.
 //!
-//! Four admission modes, chosen by [`Mode`]:
+//! Five admission modes, chosen by [`Mode`]:
 //! - `naive`: one detached task per request, no bound, no notice of a
 //!   caller hanging up (the incident to reproduce);
 //! - `bounded`: N concurrent calls, a bounded queue (full: refused at once)
@@ -13,7 +13,16 @@
 //!   only if the tokens ahead of it plus its own drain in time for its
 //!   caller's deadline, re-checked at dequeue; FIFO or LIFO;
 //! - `aimd`: an adaptive concurrency limit, +1 on fast success, x0.9 the
-//!   moment a call passes the latency target.
+//!   moment a call passes the latency target;
+//! - `timeout`: no limit and no queue, only `upstream_timeout` (required).
+//!
+//! Every mode has an HTTP client of the kind a gateway built on a client
+//! library has: `pool_max_connections` caps the calls in flight through it
+//! (the pool of httpx and its kin; beyond the cap a call waits inside the
+//! pool, and `/metrics` times that wait as provider latency unless
+//! `split_pool_wait` exports it as `gateway_pool_wait_seconds`), and
+//! `upstream_retries` retries the provider's refusals after their
+//! Retry-After, holding the request and its connection meanwhile.
 //!
 //! In every mode but naive, a caller hanging up drops its queued job and
 //! cancels its upstream call. Every shed answer carries `retry-after` and
@@ -40,7 +49,7 @@
 //! | waited past its budget or deadline (stale) | bounded, aimd, deadline | at dequeue; never sent | 503 | `wait_expired` | yes |
 //! | tenant over its entitlement | all | at admission, whatever the load | 429, with the tenant's `x-ratelimit-*` headers | `tenant_limited` | yes, from its bucket (none if the request exceeds the whole bucket: it never fits) |
 //! | upstream timeout | all | `upstream_timeout` after dispatch; the call cancelled | 504 (an answer already streaming is cut instead) | `upstream_timeout` | no |
-//! | provider refusal passed through | all | the provider answered 429, 503 or 529 | the provider's | `upstream_refused` (header only: the body is the provider's) | the provider's |
+//! | provider refusal passed through | all | the provider answered 429, 503 or 529 (after `upstream_retries` retries, if set) | the provider's | `upstream_refused` (header only: the body is the provider's) | the provider's |
 //!
 //! The first four never reach the provider; they also carry
 //! `x-gateway-shed` (the older name, same value). A tenant is an API key
@@ -113,6 +122,7 @@ mod queue;
 mod request;
 mod server;
 mod tenants;
+mod upstream;
 
 pub use config::{
     parse_duration, AimdConfig, BoundedConfig, DeadlineConfig, GatewayConfig, Mode, Order,

@@ -11,10 +11,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Upper bounds (seconds) of the histogram buckets: from well under a
-/// millisecond (a shed) to two minutes (a request parked behind a brownout).
-const BUCKETS: [f64; 20] = [
+/// millisecond (a shed) to half an hour (a request parked in a backlog that
+/// outlives a brownout).
+const BUCKETS: [f64; 23] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
-    5.0, 10.0, 20.0, 30.0, 60.0, 120.0,
+    5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0,
 ];
 
 /// A fixed-bucket histogram updated with atomics (no lock on the hot path).
@@ -158,6 +159,12 @@ pub(crate) struct Metrics {
     pub(crate) queue_wait: Histogram,
     pub(crate) upstream: Histogram,
     pub(crate) end_to_end: Histogram,
+    /// Waits for a pooled connection (exported with `split_pool_wait`).
+    pub(crate) pool_wait: Histogram,
+    /// Calls waiting for a pooled connection now.
+    pub(crate) pool_waiting: AtomicU64,
+    /// Provider refusals retried by the gateway's client.
+    pub(crate) upstream_retries: AtomicU64,
     pub(crate) requests: AtomicU64,
     pub(crate) shed_queue_full: AtomicU64,
     pub(crate) shed_deadline: AtomicU64,
@@ -178,6 +185,8 @@ pub(crate) struct Gauges {
     pub(crate) queue_depth: usize,
     pub(crate) queued_tokens: Option<f64>,
     pub(crate) limit: Option<usize>,
+    /// The connection pool's cap, when it is metered (`split_pool_wait`).
+    pub(crate) pool: Option<usize>,
 }
 
 impl Metrics {
@@ -201,21 +210,7 @@ impl Metrics {
             out,
             "# HELP gateway_info The gateway's admission mode.\n# TYPE gateway_info gauge\ngateway_info{{mode=\"{mode}\"}} 1"
         );
-        self.queue_wait.render(
-            &mut out,
-            "gateway_queue_wait_seconds",
-            "Time from arrival to dispatch (or to being shed at dequeue), in the gateway only.",
-        );
-        self.upstream.render(
-            &mut out,
-            "gateway_upstream_seconds",
-            "Time from dispatch to the end of the provider's answer.",
-        );
-        self.end_to_end.render(
-            &mut out,
-            "gateway_request_seconds",
-            "Time from arrival to the end of the answer, for requests sent upstream.",
-        );
+        self.render_histograms(&mut out, gauges.pool.is_some());
         let counter = |out: &mut String, name: &str, help: &str, v: u64| {
             let _ = writeln!(
                 out,
@@ -250,6 +245,12 @@ impl Metrics {
         );
         counter(
             &mut out,
+            "gateway_upstream_retries_total",
+            "Provider refusals retried by the gateway's client (upstream_retries).",
+            load(&self.upstream_retries),
+        );
+        counter(
+            &mut out,
             "gateway_cancelled_queued_total",
             "Queued jobs dropped because their caller hung up.",
             load(&self.cancelled_queued),
@@ -272,24 +273,63 @@ impl Metrics {
             "Requests refused as malformed or too large (400, 413).",
             load(&self.bad_requests),
         );
+        self.render_gauges(&mut out, gauges);
+        out
+    }
+
+    /// The histograms: queue wait, (pool wait,) upstream, end to end.
+    fn render_histograms(&self, out: &mut String, pool_metered: bool) {
+        self.queue_wait.render(
+            out,
+            "gateway_queue_wait_seconds",
+            "Time from arrival to dispatch (or to being shed at dequeue), in the gateway only.",
+        );
+        if pool_metered {
+            self.pool_wait.render(
+                out,
+                "gateway_pool_wait_seconds",
+                "Time from dispatch to having a pooled connection to the provider.",
+            );
+            self.upstream.render(
+                out,
+                "gateway_upstream_seconds",
+                "Time from having a pooled connection to the end of the provider's answer.",
+            );
+        } else {
+            self.upstream.render(
+                out,
+                "gateway_upstream_seconds",
+                "Time from dispatch to the end of the provider's answer.",
+            );
+        }
+        self.end_to_end.render(
+            out,
+            "gateway_request_seconds",
+            "Time from arrival to the end of the answer, for requests sent upstream.",
+        );
+    }
+
+    /// The gauges, read now.
+    fn render_gauges(&self, out: &mut String, gauges: Gauges) {
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let gauge = |out: &mut String, name: &str, help: &str, v: String| {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
         };
         gauge(
-            &mut out,
+            out,
             "gateway_in_flight",
             "Upstream calls in flight.",
             load(&self.in_flight).to_string(),
         );
         gauge(
-            &mut out,
+            out,
             "gateway_queue_depth",
             "Jobs waiting in the gateway.",
             gauges.queue_depth.to_string(),
         );
         if let Some(t) = gauges.queued_tokens {
             gauge(
-                &mut out,
+                out,
                 "gateway_queued_tokens",
                 "Tokens (prompt + max_tokens) waiting, incl. the pacer's debt.",
                 format!("{t:.0}"),
@@ -297,21 +337,34 @@ impl Metrics {
         }
         if let Some(l) = gauges.limit {
             gauge(
-                &mut out,
+                out,
                 "gateway_concurrency_limit",
                 "Upstream calls allowed in flight now.",
                 l.to_string(),
             );
         }
+        if let Some(cap) = gauges.pool {
+            gauge(
+                out,
+                "gateway_pool_connections_max",
+                "The connection pool's cap (pool_max_connections).",
+                cap.to_string(),
+            );
+            gauge(
+                out,
+                "gateway_pool_waiting",
+                "Upstream calls waiting for a pooled connection.",
+                load(&self.pool_waiting).to_string(),
+            );
+        }
         if let Some(rss) = resident_memory_bytes() {
             gauge(
-                &mut out,
+                out,
                 "process_resident_memory_bytes",
                 "Resident memory of the gateway process.",
                 rss.to_string(),
             );
         }
-        out
     }
 }
 
@@ -365,6 +418,7 @@ mod tests {
                 queue_depth: 3,
                 queued_tokens: None,
                 limit: Some(8),
+                pool: None,
             },
         );
         assert!(

@@ -17,9 +17,7 @@ use http::{Method, Request, Response, StatusCode, Uri};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit};
 use tokio::time::Sleep;
 use tracing::{debug, warn};
 use wire::headers::{
@@ -29,15 +27,15 @@ use wire::{ratelimit_headers, Dialect, QuotaLimit};
 
 use crate::admission::{Admission, CallOutcome, Job, Permit, Refusal};
 use crate::config::{GatewayConfig, Mode};
-use crate::metrics::{Metrics, ShedReason};
+use crate::metrics::{Gauges, Metrics, ShedReason};
 use crate::request::RequestShape;
 use crate::tenants::{OverEntitlement, Tenants};
+use crate::upstream::{Answer, Call, Upstream};
 
 /// Errors a response body can carry (an upstream body that broke).
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// What every response of the gateway carries.
 pub(crate) type GatewayBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
-type UpstreamClient = Client<HttpConnector, Full<Bytes>>;
 /// When an upstream call's time is up (`upstream_timeout` after dispatch).
 type CallDeadline = Option<tokio::time::Instant>;
 
@@ -46,7 +44,7 @@ pub(crate) struct Shared {
     pub(crate) mode: Mode,
     pub(crate) admission: Admission,
     pub(crate) metrics: Arc<Metrics>,
-    client: UpstreamClient,
+    client: Upstream,
     upstream: UpstreamBase,
     max_body_bytes: usize,
     body_read_timeout: Duration,
@@ -87,22 +85,11 @@ impl Shared {
             upstream.authority().map(|a| a.as_str()).unwrap_or_default()
         );
         let prefix = upstream.path().trim_end_matches('/').to_string();
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(config.connect_timeout));
-        // The legacy client opens a new connection whenever none is idle and
-        // never caps connections per host, so it cannot become a hidden
-        // bounded queue behind the gateway's own admission (naive mode
-        // depends on that). Idle connections are kept, all of them.
-        let client = Client::builder(hyper_util::rt::TokioExecutor::new())
-            .pool_max_idle_per_host(usize::MAX)
-            .pool_idle_timeout(Duration::from_secs(90))
-            .build(connector);
         Shared {
             mode: config.mode,
             admission,
+            client: Upstream::new(config, metrics.clone()),
             metrics,
-            client,
             upstream: UpstreamBase { origin, prefix },
             max_body_bytes: config.max_body_bytes,
             body_read_timeout: config.body_read_timeout,
@@ -115,6 +102,15 @@ impl Shared {
                 .expect("validated by GatewayConfig::validate"),
             upstream_timeout: config.upstream_timeout,
             tenants: Tenants::new(&config.tenants, config.tenant_window),
+        }
+    }
+
+    /// The gauges of `/metrics`: the admission state's, and the pool's when
+    /// its wait is metered.
+    pub(crate) fn gauges(&self) -> Gauges {
+        Gauges {
+            pool: self.client.metered_cap(),
+            ..self.admission.gauges()
         }
     }
 
@@ -132,9 +128,7 @@ impl Shared {
         let response = match (req.method(), req.uri().path()) {
             (&Method::GET, "/v1/models") => self.pass_through(req).await,
             (&Method::GET, "/metrics") => {
-                let text = self
-                    .metrics
-                    .render(&self.mode.to_string(), self.admission.gauges());
+                let text = self.metrics.render(&self.mode.to_string(), self.gauges());
                 let mut r = Response::new(full(text));
                 r.headers_mut().insert(
                     header::CONTENT_TYPE,
@@ -164,7 +158,7 @@ impl Shared {
         *up.method_mut() = parts.method;
         *up.uri_mut() = uri;
         copy_request_headers(&parts.headers, up.headers_mut());
-        match self.client.request(up).await {
+        match self.client.plain(up).await {
             Ok(resp) => {
                 let (mut parts, body) = resp.into_parts();
                 strip_hop_by_hop(&mut parts.headers);
@@ -302,17 +296,20 @@ impl Shared {
             Err(e) => return bad_gateway(&e.to_string()),
         };
         let held = bytes.clone();
-        let mut up = Request::new(Full::new(bytes));
-        *up.method_mut() = Method::POST;
-        *up.uri_mut() = uri;
-        copy_request_headers(&parts.headers, up.headers_mut());
+        let mut headers = HeaderMap::new();
+        copy_request_headers(&parts.headers, &mut headers);
         if let Some(p) = patience {
             // Pass on what is left of the caller's patience, so the provider
             // (or a harness reading its records) can tell a stale call.
             let left = p.saturating_sub(arrived.elapsed()).as_millis();
-            up.headers_mut()
-                .insert(self.patience_header.clone(), HeaderValue::from(left as u64));
+            headers.insert(self.patience_header.clone(), HeaderValue::from(left as u64));
         }
+        let up = Call {
+            method: Method::POST,
+            uri,
+            headers,
+            body: bytes,
+        };
 
         let deadline = self
             .upstream_timeout
@@ -336,12 +333,12 @@ impl Shared {
     /// upstream timeout passing.
     async fn call_attached(
         &self,
-        up: Request<Full<Bytes>>,
+        up: Call,
         mut call: CallGuard,
         deadline: CallDeadline,
         id: &str,
     ) -> Response<GatewayBody> {
-        let request = self.client.request(up);
+        let request = self.client.send(&up);
         let answer = match deadline {
             None => request.await,
             Some(at) => match tokio::time::timeout_at(at, request).await {
@@ -355,8 +352,8 @@ impl Shared {
             },
         };
         match answer {
-            Ok(resp) => {
-                call.status = Some(resp.status());
+            Ok(answer) => {
+                let resp = call.answered(answer);
                 let (mut parts, body) = resp.into_parts();
                 strip_hop_by_hop(&mut parts.headers);
                 self.mark_provider_refusal(&mut parts);
@@ -382,7 +379,7 @@ impl Shared {
     /// is set, ends it early.
     async fn call_detached(
         self: Arc<Self>,
-        up: Request<Full<Bytes>>,
+        up: Call,
         mut call: CallGuard,
         deadline: CallDeadline,
         id: &str,
@@ -430,13 +427,13 @@ impl Shared {
     /// to `frames_tx`, read to the end.
     async fn relay_detached(
         &self,
-        up: Request<Full<Bytes>>,
+        up: Call,
         call: &mut CallGuard,
         head_tx: &mut Option<oneshot::Sender<DetachedHead>>,
         frames_tx: &mpsc::UnboundedSender<Result<Frame<Bytes>, BoxError>>,
     ) {
-        let resp = match self.client.request(up).await {
-            Ok(resp) => resp,
+        let resp = match self.client.send(&up).await {
+            Ok(answer) => call.answered(answer),
             Err(e) => {
                 call.failed();
                 if let Some(tx) = head_tx.take() {
@@ -445,7 +442,6 @@ impl Shared {
                 return;
             }
         };
-        call.status = Some(resp.status());
         let (mut parts, mut body) = resp.into_parts();
         self.mark_provider_refusal(&mut parts);
         if let Some(tx) = head_tx.take() {
@@ -472,7 +468,7 @@ impl Shared {
     /// body and Retry-After, marked `x-gateway-reason: upstream_refused` so
     /// that it is not taken for the gateway's own.
     fn mark_provider_refusal(&self, parts: &mut http::response::Parts) {
-        if matches!(parts.status.as_u16(), 429 | 503 | 529) {
+        if crate::upstream::is_refusal(parts.status) {
             let reason = ShedReason::UpstreamRefused;
             self.metrics.refused(reason);
             parts
@@ -542,6 +538,9 @@ struct CallGuard {
     dispatched: Instant,
     status: Option<StatusCode>,
     ended: bool,
+    /// The pooled connection the answer comes on, and when it was had.
+    connection: Option<OwnedSemaphorePermit>,
+    connected: Option<Instant>,
     /// The request as the caller sent it, kept until the call ends, as a
     /// gateway does that may retry, fall back or log it: what the gateway
     /// holds per call is the prompt, in every mode. (In naive mode that is
@@ -565,15 +564,33 @@ impl CallGuard {
             dispatched,
             status: None,
             ended: false,
+            connection: None,
+            connected: None,
             _request: request,
         }
+    }
+
+    /// The provider answered (its head): keeps the connection until the
+    /// answer is read.
+    fn answered(&mut self, answer: Answer) -> Response<Incoming> {
+        self.status = Some(answer.response.status());
+        self.connection = answer.connection;
+        self.connected = Some(answer.connected);
+        answer.response
     }
 
     /// The answer was read to its end.
     fn completed(&mut self) {
         let m = &self.shared.metrics;
-        m.upstream.observe(self.dispatched.elapsed());
+        // The provider's time: from dispatch, which includes any wait for
+        // a pooled connection, unless that wait is metered apart.
+        let since = match self.connected {
+            Some(at) if self.shared.client.split_pool_wait() => at,
+            _ => self.dispatched,
+        };
+        m.upstream.observe(since.elapsed());
         m.end_to_end.observe(self.arrived.elapsed());
+        self.connection.take();
         let outcome = match self.status.map(|s| s.as_u16()) {
             Some(200..=299) => CallOutcome::Success,
             Some(429 | 503 | 529) => CallOutcome::Overloaded,
@@ -617,8 +634,10 @@ impl Drop for CallGuard {
             m.cancelled_upstream.fetch_add(1, Ordering::Relaxed);
             debug!("upstream call cancelled: the caller hung up");
         }
-        // Dropping the permit hands the slot to the next job.
+        // Dropping the permit hands the slot to the next job, and the
+        // connection to the next call.
         self.permit.take();
+        self.connection.take();
     }
 }
 

@@ -157,7 +157,7 @@ impl GatewayHandle {
     pub fn metrics_text(&self) -> String {
         self.shared
             .metrics
-            .render(&self.mode.to_string(), self.shared.admission.gauges())
+            .render(&self.mode.to_string(), self.shared.gauges())
     }
 
     /// Reads the admission state and counters now.

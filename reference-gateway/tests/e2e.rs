@@ -11,6 +11,8 @@ mod aimd;
 mod bad_input;
 #[path = "e2e/bounded.rs"]
 mod bounded;
+#[path = "e2e/client_pool.rs"]
+mod client_pool;
 #[path = "e2e/deadline.rs"]
 mod deadline;
 #[path = "e2e/hang_up.rs"]

@@ -9,7 +9,13 @@ use reference_gateway::Mode;
 
 use crate::support::*;
 
-const ALL_MODES: [Mode; 4] = [Mode::Naive, Mode::Bounded, Mode::Deadline, Mode::Aimd];
+const ALL_MODES: [Mode; 5] = [
+    Mode::Naive,
+    Mode::Bounded,
+    Mode::Deadline,
+    Mode::Aimd,
+    Mode::Timeout,
+];
 
 /// The provider takes 3 s to answer; the gateway's upstream timeout is
 /// 300 ms.
