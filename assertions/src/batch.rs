@@ -601,13 +601,20 @@ impl<'a> Joined<'a> {
             calls: self.calls.len() as u64,
             ..ProviderCounts::default()
         };
+        // An attempt answered late counts once, however many calls the
+        // gateway made for it (its retries of the provider's refusals).
+        let mut answered_late = vec![false; self.attempts.len()];
         for (j, c) in self.calls.iter().enumerate() {
             if self.is_stale(j) {
                 provider.stale_dispatch += 1;
                 provider.wasted_tokens += c.tokens();
             }
             if self.is_late(j) {
-                counts.late += 1;
+                if let Some(i) = self.caller[j] {
+                    if !std::mem::replace(&mut answered_late[i], true) {
+                        counts.late += 1;
+                    }
+                }
             }
         }
         // The per-second rows hold the largest level of each second, so

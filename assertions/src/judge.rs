@@ -162,6 +162,9 @@ struct Attempt {
     settled: bool,
     /// A call joined it as its first.
     matched: bool,
+    /// An answer to it came after it had ended, and was counted late: a
+    /// gateway's retries of the provider's refusals give it several.
+    late: bool,
     intended_us: u64,
     sent_us: u64,
     done_us: u64,
@@ -294,12 +297,14 @@ struct Person {
 /// growing), 28 to 57 bytes per unanswered person.
 #[derive(Debug, Clone, Copy)]
 struct Compact {
-    sent_us: u64,
     /// The top bit: a call joined it already.
+    sent_us: u64,
+    /// The top bit: a late answer to it was counted already.
     done_us: u64,
 }
 
 const MATCHED_BIT: u64 = 1 << 63;
+const LATE_BIT: u64 = 1 << 63;
 
 /// A call joined as an attempt's first: when it was received, and when it
 /// left the provider's queue (admitted, else finished).
@@ -602,6 +607,7 @@ impl Judge {
             outcome: a.outcome,
             settled: false,
             matched: false,
+            late: false,
             intended_us: a.intended_us,
             sent_us: a.sent_us,
             done_us: a.done_us,
@@ -921,6 +927,24 @@ impl Judge {
         self.join(person, c);
     }
 
+    /// Marks `person`'s latest attempt (alive at `alive`, else compact) as
+    /// answered late; true the first time, so that an attempt counts once
+    /// however many calls the gateway made for it.
+    fn first_late(&mut self, person: u64, alive: Option<usize>) -> bool {
+        match alive {
+            Some(i) => self
+                .people
+                .get_mut(&person)
+                .and_then(|p| p.attempts.get_mut(i))
+                .is_some_and(|a| !std::mem::replace(&mut a.late, true)),
+            None => self.compact.get_mut(&person).is_some_and(|e| {
+                let first = e.done_us & LATE_BIT == 0;
+                e.done_us |= LATE_BIT;
+                first
+            }),
+        }
+    }
+
     /// Joins call `c` to its caller: the latest attempt of `person`, alive
     /// or compact.
     fn join(&mut self, person: u64, c: &Call) {
@@ -934,7 +958,13 @@ impl Judge {
         } else if let Some(e) = self.compact.get_mut(&person) {
             let first = e.sent_us & MATCHED_BIT == 0;
             e.sent_us |= MATCHED_BIT;
-            Some((e.sent_us & !MATCHED_BIT, e.done_us, first, false, None))
+            Some((
+                e.sent_us & !MATCHED_BIT,
+                e.done_us & !LATE_BIT,
+                first,
+                false,
+                None,
+            ))
         } else {
             None
         };
@@ -945,7 +975,11 @@ impl Judge {
             self.provider.stale_dispatch += 1;
             self.provider.wasted_tokens += c.tokens;
         }
-        if c.hung_up_us.is_none() && c.status != 0 && c.finished_us.is_some_and(|f| f > done) {
+        if c.hung_up_us.is_none()
+            && c.status != 0
+            && c.finished_us.is_some_and(|f| f > done)
+            && self.first_late(person, alive)
+        {
             self.counts.late += 1;
         }
         if !first {
@@ -1001,11 +1035,12 @@ impl Judge {
         if let Some(last) = p.attempts.last() {
             if last.outcome != ClientOutcome::Ok {
                 let matched = if last.matched { MATCHED_BIT } else { 0 };
+                let late = if last.late { LATE_BIT } else { 0 };
                 self.compact.insert(
                     person,
                     Compact {
                         sent_us: last.sent_us | matched,
-                        done_us: last.done_us,
+                        done_us: last.done_us | late,
                     },
                 );
             }
@@ -1338,6 +1373,28 @@ mod tests {
 
     /// A caller who gave up, and their call dispatched five minutes later,
     /// with traffic in between that moves the window on.
+    #[test]
+    fn an_attempt_answered_late_counts_once_however_often_the_gateway_retried() {
+        let mut s = stories::soak(2_000, 4, 1_500, 5);
+        let mut gone = attempt("gone", 1, 1_000, 3_000, ClientOutcome::Timeout, None);
+        gone.patience_ms = 2_000;
+        s.attempts.push(gone);
+        // The gateway's client retried two 429s, then was answered: all
+        // after the caller left, one answer to a closed socket.
+        for (k, at) in [4_000u64, 5_000, 6_000].into_iter().enumerate() {
+            let mut c = call("gone", at, at, at + 100);
+            c.status = if k < 2 { 429 } else { 200 };
+            c.seq = 1_000_000 + k as u64;
+            s.calls.push(c);
+        }
+        let t = Thresholds::default();
+        let (plain, _) = stream(&stories::soak(2_000, 4, 1_500, 5));
+        let (j, _) = stream(&s);
+        let batch = crate::batch::judge(&s.attempts, &s.calls, &s.rss, &s.expect, &t);
+        assert_eq!(j.summary.counts.late, plain.summary.counts.late + 1);
+        assert_eq!(j.summary.counts, batch.summary.counts);
+    }
+
     #[test]
     fn a_dispatch_minutes_after_the_caller_left_is_still_stale() {
         let mut s = stories::soak(2_000, 4, 1_500, 3);

@@ -28,6 +28,7 @@ mod error;
 mod expectations;
 mod fds;
 mod gateway;
+mod gateway_metrics;
 mod https;
 mod judge;
 mod multi;
@@ -44,6 +45,7 @@ mod supervise;
 
 pub use error::RunError;
 pub use fds::{ensure_fds, predicted_fds};
+pub use gateway_metrics::{histogram_quantile, provider_latency_note};
 pub use judge::{judge_dir, Judged};
 pub use multi::{collect, stage, write_shard_offset, StageOptions, SHARD_OFFSET};
 pub use plan::plan;

@@ -5,7 +5,9 @@
 //! never sheds (the unbounded case a rehearsal is meant to rule out):
 //! - the provider serves at most μ requests per second, the least of its
 //!   token quota ÷ mean tokens per request, its request quota, and its
-//!   concurrency ceiling ÷ mean service time S;
+//!   concurrency ceiling ÷ mean service time S (and a reference gateway's
+//!   connection pool, `pool_max_connections`, is a ceiling too: the calls
+//!   beyond it wait inside the gateway);
 //! - while arrivals λ exceed μ the backlog grows by (λ − μ) per second; it
 //!   drains at (μ − λ) once they fall below;
 //! - in FIFO order an arrival waits backlog ÷ μ and then S; it is a late
@@ -156,9 +158,19 @@ fn provider_at(s: &Scenario, t: f64, tokens_per_request: f64, max_tokens_mean: f
     if let Some(rpm) = eff.quota.requests_per_minute {
         caps.push(rpm as f64 / 60.0);
     }
-    if let Some(c) = eff.concurrency.ceiling {
+    let pool = match &s.gateway.kind {
+        crate::scenario::GatewayKind::Reference(g) => g.pool_max_connections,
+        _ => None,
+    };
+    for c in [
+        eff.concurrency.ceiling.map(|c| c as f64),
+        pool.map(|p| p as f64),
+    ]
+    .into_iter()
+    .flatten()
+    {
         if service_s > 0.0 {
-            caps.push(c as f64 / service_s);
+            caps.push(c / service_s);
         }
     }
     let capacity_per_s = caps.into_iter().reduce(f64::min);

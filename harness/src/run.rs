@@ -132,6 +132,15 @@ pub async fn run(
         notes.push("stopped before its end (interrupted): this report is partial".into());
     }
     settle(&provider, &p, partial, &mut notes).await;
+    let reference_started =
+        p.target.is_none() && matches!(p.scenario.gateway.kind, GatewayKind::Reference(_));
+    if let Some(url) = crate::gateway_metrics::metrics_url(
+        p.scenario.gateway.metrics_url.as_deref(),
+        reference_started,
+        &gateway.url,
+    ) {
+        notes.extend(crate::gateway_metrics::save(&url, &opts.tls, &opts.out).await);
+    }
     if let Err(e) = sampler.stop().await {
         notes.push(format!("the gateway's memory samples are incomplete: {e}"));
     }

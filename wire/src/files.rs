@@ -35,6 +35,9 @@ pub const PROVIDER_RECORDS: &str = "provider.jsonl";
 /// The gateway's [`RssSample`](crate::RssSample)s, as JSON lines. Written by
 /// the harness.
 pub const RSS_RECORDS: &str = "rss.jsonl";
+/// The gateway's `/metrics` text as the load ended (its `metrics_url`, or
+/// the reference gateway's). Written by the harness.
+pub const GATEWAY_METRICS: &str = "gateway-metrics.txt";
 /// The load generator's HDR histograms (latency and time to first byte by
 /// outcome, served people, send lag), as an HDR interval log. Written by the
 /// load generator.
@@ -78,7 +81,7 @@ pub const CHART_DISTRIBUTION: &str = "chart-distribution.png";
 /// ```
 /// assert!(wire::files::ALL.iter().any(|(name, _)| *name == wire::files::CLIENT_RECORDS));
 /// ```
-pub const ALL: [(&str, &str); 21] = [
+pub const ALL: [(&str, &str); 22] = [
     (SCENARIO, "the scenario as run (harness)"),
     (PLAN, "the plan's predictions (harness)"),
     (
@@ -106,6 +109,10 @@ pub const ALL: [(&str, &str); 21] = [
     (
         RSS_RECORDS,
         "the gateway's resident memory samples (harness)",
+    ),
+    (
+        GATEWAY_METRICS,
+        "the gateway's /metrics as the load ended (harness)",
     ),
     (RUN, "the run's metadata and expectations (harness)"),
     (REPORT_JSON, "the verdicts, summary and timeline (harness)"),
