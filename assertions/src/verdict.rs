@@ -1,12 +1,13 @@
 //! What a check says: a [`Verdict`] with a [`Status`], and the number
 //! formatting its sentences use.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub(crate) use wire::number::{count, num};
 
-/// The outcome of one check, or of the whole checklist.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// The outcome of one check, or of the whole checklist (read back from a
+/// `report.json` by `rehearse compare`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     /// The check holds.

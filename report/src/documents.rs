@@ -1,9 +1,12 @@
 //! The documents of a run directory that more than one part reads:
-//! `run.json` ([`RunMeta`]) and `plan.json` ([`Plan`]). The harness writes
-//! them; the reports read them back. Every field has a default when read,
-//! so a run directory written by an older version still renders.
+//! `run.json` ([`RunMeta`]) and `plan.json` ([`Plan`]); and of a
+//! comparison's directory, `compare.json` ([`Comparison`]). The harness
+//! writes them; the reports read them back. Every field has a default when
+//! read, so a directory written by an older version still renders.
 
-use assertions::Expectations;
+use std::collections::BTreeMap;
+
+use assertions::{Expectations, Status};
 use serde::{Deserialize, Serialize};
 
 /// What `run.json` keeps of a run, so that `rehearse report` can judge it
@@ -164,4 +167,135 @@ impl Figures {
             peak_backlog: scale.depth(self.peak_backlog),
         }
     }
+}
+
+/// `compare.json`: one scenario run once per variant (`rehearse compare`),
+/// in the comparison's directory beside the variants' run directories.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Comparison {
+    /// Scenario name.
+    pub scenario: String,
+    /// The scenario file, as named on the command line.
+    pub file: String,
+    /// The variants run, in the order they ran.
+    pub variants: Vec<ComparedRun>,
+    /// The variants not run: the comparison was stopped first.
+    pub skipped: Vec<String>,
+    /// How `rehearse compare` exits: the worst of the runs' codes, or with
+    /// `--expect`, 0 when every named variant's verdict is as expected.
+    pub exit_code: u8,
+    /// A sentence per verdict that was not as expected (`--expect`).
+    pub unexpected: Vec<String>,
+}
+
+/// One variant's run in `compare.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ComparedRun {
+    /// The variant's name.
+    pub name: String,
+    /// Its overrides, `dotted.key=value`, then the command line's `--set`.
+    pub sets: Vec<String>,
+    /// Its run directory, relative to the comparison's.
+    pub dir: String,
+    /// The run's verdict (`invalid` when it could not be made).
+    pub verdict: Status,
+    /// How `rehearse run` would have exited: 0 pass, 1 fail, 3 invalid.
+    pub exit_code: u8,
+    /// The verdict `--expect` asked for, if it named this variant.
+    #[serde(default)]
+    pub expected: Option<Status>,
+    /// Why the run could not be made, if it could not.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// The columns, from the run's `report.json`.
+    #[serde(flatten)]
+    pub columns: Columns,
+    /// Each check's verdict, by id.
+    #[serde(default)]
+    pub checks: BTreeMap<String, Status>,
+}
+
+/// The columns of a comparison, from one run's `report.json` (the README's
+/// "Comparing variants" defines each from the records).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Columns {
+    /// Attempts answered (`counts.ok`).
+    pub ok: u64,
+    /// Answers finished after their caller had left (`counts.late`).
+    pub late: u64,
+    /// Attempts whose caller gave up (`counts.timeout`).
+    pub timeout: u64,
+    /// Refused at admission (`counts.shed`).
+    pub shed: u64,
+    /// Dropped at dequeue (`counts.stale`).
+    pub stale: u64,
+    /// The gateway gave up on the provider (`counts.gateway_timeout`).
+    pub gateway_timeout: u64,
+    /// Lost to the gateway's deaths (`gateway.lost`).
+    pub lost: u64,
+    /// The gateway's deaths (`gateway.crashes`).
+    pub crashes: u64,
+    /// The most attempts inside the gateway at once (`gateway.peak_in_flight`).
+    pub peak_in_flight: u64,
+    /// The gateway's largest resident memory (`gateway.peak_rss_bytes`).
+    pub peak_rss_bytes: Option<u64>,
+}
+
+impl Columns {
+    /// The columns of a run's `report.json`; a figure it lacks (a report
+    /// written before the figure was) is 0, or `None`.
+    ///
+    /// ```
+    /// let report = serde_json::json!({
+    ///     "counts": { "ok": 7, "shed": 2 },
+    ///     "gateway": { "peak_in_flight": 9, "peak_rss_bytes": 1024 }
+    /// });
+    /// let c = report::Columns::of_report(&report);
+    /// assert_eq!((c.ok, c.shed, c.lost, c.peak_in_flight), (7, 2, 0, 9));
+    /// assert_eq!(c.peak_rss_bytes, Some(1024));
+    /// ```
+    pub fn of_report(report: &serde_json::Value) -> Columns {
+        let n = |path: &str| report.pointer(path).and_then(serde_json::Value::as_u64);
+        let count = |key: &str| n(&format!("/counts/{key}")).unwrap_or(0);
+        let gateway = |key: &str| n(&format!("/gateway/{key}"));
+        Columns {
+            ok: count("ok"),
+            late: count("late"),
+            timeout: count("timeout"),
+            shed: count("shed"),
+            stale: count("stale"),
+            gateway_timeout: count("gateway_timeout"),
+            lost: gateway("lost").unwrap_or(0),
+            crashes: gateway("crashes").unwrap_or(0),
+            peak_in_flight: gateway("peak_in_flight").unwrap_or(0),
+            peak_rss_bytes: gateway("peak_rss_bytes"),
+        }
+    }
+}
+
+/// Each check's verdict in a run's `report.json`, by id.
+///
+/// ```
+/// use assertions::Status;
+/// let report = serde_json::json!({
+///     "checks": [{ "id": "drain", "status": "fail" }, { "id": "goodput", "status": "pass" }]
+/// });
+/// let checks = report::checks_of_report(&report);
+/// assert_eq!(checks["drain"], Status::Fail);
+/// assert_eq!(checks.len(), 2);
+/// ```
+pub fn checks_of_report(report: &serde_json::Value) -> BTreeMap<String, Status> {
+    report
+        .get("checks")
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| {
+            let id = c.get("id")?.as_str()?.to_string();
+            let status = serde_json::from_value(c.get("status")?.clone()).ok()?;
+            Some((id, status))
+        })
+        .collect()
 }

@@ -153,7 +153,7 @@ pub fn esc(s: &str) -> String {
     out
 }
 
-fn status_class(s: Status) -> &'static str {
+pub(crate) fn status_class(s: Status) -> &'static str {
     match s {
         Status::Pass => "pass",
         Status::Fail => "fail",
@@ -166,11 +166,11 @@ fn ms(x: Option<f64>) -> String {
     x.map_or("–".into(), |v| format!("{} ms", num(v, 1)))
 }
 
-fn mib(bytes: f64) -> String {
+pub(crate) fn mib(bytes: f64) -> String {
     format!("{} MiB", num(bytes / (1024.0 * 1024.0), 1))
 }
 
-const STYLE: &str = "
+pub(crate) const STYLE: &str = "
 body{font-family:'DejaVu Sans',Verdana,sans-serif;color:#222;margin:0 auto;max-width:1040px;padding:16px 20px 40px;line-height:1.4}
 h1{font-size:1.5em;margin:.2em 0}h2{font-size:1.2em;margin:1.6em 0 .5em;border-bottom:1px solid #ddd;padding-bottom:.2em}
 .sub{color:#555;margin:.2em 0}
@@ -602,6 +602,15 @@ fn counts(h: &mut String, i: &Inputs) {
         ("tokens wasted on them", count(s.provider.wasted_tokens)),
         ("peak gateway queue depth", count(s.gateway.peak_depth)),
         ("peak backlog", count(s.gateway.peak_backlog)),
+        (
+            "peak in flight at the gateway (sent, not yet ended)",
+            count(s.gateway.peak_in_flight),
+        ),
+        ("gateway crashes", count(s.gateway.crashes)),
+        (
+            "lost to its crashes (inside, or refused while down)",
+            count(s.gateway.lost),
+        ),
         (
             "peak gateway RSS",
             s.gateway

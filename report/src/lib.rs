@@ -8,13 +8,16 @@
 //! latency distribution chart draws the judge's histograms).
 //!
 //! The rooms:
-//! - `documents`: the schemas of `run.json` ([`RunMeta`], [`GatewayEvent`])
-//!   and `plan.json` ([`Plan`], [`Figures`], [`Segment`], [`Overload`]),
+//! - `documents`: the schemas of `run.json` ([`RunMeta`], [`GatewayEvent`]),
+//!   `plan.json` ([`Plan`], [`Figures`], [`Segment`], [`Overload`]) and
+//!   `compare.json` ([`Comparison`], [`ComparedRun`], [`Columns`]),
 //!   written by the harness and read back here;
 //! - `checklist`: `report.json`, `junit.xml` and the checklist printed on
 //!   the terminal, and the overall [`verdict`];
 //! - `plan_text`: `rehearse plan` as a person reads it;
 //! - `html`: `report.html`, one self-contained page, and its chart PNGs;
+//! - `compare`: a comparison of variants (`compare.json`) as the terminal
+//!   table and `compare.html`;
 //! - `charts`: the six charts as SVG (plotters), rasterised to PNG (resvg).
 
 // No function over 120 lines outside tests (the threshold is in clippy.toml).
@@ -22,6 +25,7 @@
 
 mod charts;
 mod checklist;
+mod compare;
 mod documents;
 mod html;
 mod plan_text;
@@ -29,7 +33,11 @@ mod plan_text;
 use std::path::{Path, PathBuf};
 
 pub use checklist::{checklist_text, junit, report_json, verdict, Report};
-pub use documents::{Figures, GatewayEvent, Overload, Plan, RunMeta, Segment};
+pub use compare::{compare_text, write_compare_html, COMPARE_HTML, COMPARE_JSON};
+pub use documents::{
+    checks_of_report, Columns, ComparedRun, Comparison, Figures, GatewayEvent, Overload, Plan,
+    RunMeta, Segment,
+};
 pub use html::{write as write_html, Inputs};
 pub use plan_text::{render as plan_text, thousands};
 

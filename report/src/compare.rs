@@ -1,0 +1,378 @@
+//! A comparison ([`Comparison`], `compare.json`) as a person reads it: the
+//! table printed on the terminal, and `compare.html`, one self-contained
+//! page with the same table, every check's verdict per variant, and the
+//! variants' key charts side by side (their PNGs, embedded).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use assertions::{Status, CHECKS};
+use base64::Engine as _;
+use wire::number::count;
+
+use crate::documents::{ComparedRun, Comparison};
+use crate::html::{esc, mib, status_class, STYLE};
+use crate::{write_whole, ReportError};
+
+/// The file names of a comparison's directory (beside one run directory
+/// per variant).
+pub const COMPARE_JSON: &str = "compare.json";
+/// See [`COMPARE_JSON`].
+pub const COMPARE_HTML: &str = "compare.html";
+
+/// The columns' headers, in order, after the variant's name and verdict.
+const HEADERS: [&str; 10] = [
+    "ok",
+    "late",
+    "timed out",
+    "shed",
+    "stale",
+    "gw timeout",
+    "lost",
+    "crashes",
+    "peak in flight",
+    "peak RSS",
+];
+
+/// The charts shown side by side: each run directory's PNG of that id,
+/// with its caption.
+const CHARTS: [(&str, &str); 4] = [
+    ("traffic", "Traffic per second"),
+    (
+        "requests",
+        "Where the requests are (gateway depth, backlog)",
+    ),
+    ("latency", "Latency per second"),
+    ("memory", "Gateway memory"),
+];
+
+/// A run's cells under [`HEADERS`].
+fn cells(r: &ComparedRun) -> [String; 10] {
+    let c = &r.columns;
+    [
+        count(c.ok),
+        count(c.late),
+        count(c.timeout),
+        count(c.shed),
+        count(c.stale),
+        count(c.gateway_timeout),
+        count(c.lost),
+        count(c.crashes),
+        count(c.peak_in_flight),
+        c.peak_rss_bytes.map_or("–".into(), |b| mib(b as f64)),
+    ]
+}
+
+/// A run's verdict as the table shows it: upper case, with `(expected
+/// …)` when `--expect` asked for another.
+fn verdict_cell(r: &ComparedRun) -> String {
+    let v = r.verdict.as_str().to_uppercase();
+    match r.expected {
+        Some(e) if e != r.verdict => format!("{v} (expected {})", e.as_str()),
+        _ => v,
+    }
+}
+
+/// Left-aligned columns of `rows` (the first is the header), two spaces
+/// apart, each line indented by two.
+fn aligned(rows: &[Vec<String>]) -> String {
+    let width = |i: usize| {
+        rows.iter()
+            .map(|r| r.get(i).map_or(0, |c| c.chars().count()))
+            .max()
+            .unwrap_or(0)
+    };
+    let widths: Vec<usize> = (0..rows.first().map_or(0, Vec::len)).map(width).collect();
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::from(" ");
+        for (cell, w) in row.iter().zip(&widths) {
+            let _ = write!(line, " {cell:<w$} ");
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// The comparison as printed at its end: a line per variant with its
+/// verdict and columns, then each check's verdict per variant.
+///
+/// ```
+/// let c = report::Comparison { scenario: "demo".into(), ..Default::default() };
+/// assert!(report::compare_text(&c).contains("peak in flight"));
+/// ```
+pub fn compare_text(c: &Comparison) -> String {
+    let mut out = format!(
+        "\nComparison: {}, {} variant{}\n",
+        c.scenario,
+        c.variants.len(),
+        if c.variants.len() == 1 { "" } else { "s" }
+    );
+    let mut rows = vec![["variant", "verdict"]
+        .iter()
+        .chain(&HEADERS)
+        .map(|h| h.to_string())
+        .collect::<Vec<_>>()];
+    for r in &c.variants {
+        let mut row = vec![r.name.clone(), verdict_cell(r)];
+        row.extend(cells(r));
+        rows.push(row);
+    }
+    out.push_str(&aligned(&rows));
+    out.push('\n');
+    let mut rows = vec![std::iter::once("check".to_string())
+        .chain(c.variants.iter().map(|r| r.name.clone()))
+        .collect::<Vec<_>>()];
+    for id in CHECKS {
+        let mut row = vec![id.to_string()];
+        row.extend(c.variants.iter().map(|r| {
+            r.checks
+                .get(id)
+                .map_or("–".into(), |s| s.as_str().to_uppercase())
+        }));
+        rows.push(row);
+    }
+    out.push_str(&aligned(&rows));
+    for r in &c.variants {
+        if let Some(e) = &r.error {
+            let _ = writeln!(out, "  {}: could not be run: {e}", r.name);
+        }
+    }
+    if !c.skipped.is_empty() {
+        let _ = writeln!(out, "  not run (stopped): {}", c.skipped.join(", "));
+    }
+    out
+}
+
+/// A badge of a verdict.
+fn badge(s: Status) -> String {
+    format!(
+        "<span class=\"badge {}\">{}</span>",
+        status_class(s),
+        s.as_str().to_uppercase()
+    )
+}
+
+/// A PNG of `dir` as a `data:` URI, if it is there.
+fn png_uri(dir: &Path) -> Option<String> {
+    let bytes = std::fs::read(dir).ok()?;
+    Some(format!(
+        "data:image/png;base64,{}",
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    ))
+}
+
+/// Writes `compare.html` into the comparison's directory `dir` (the
+/// variants' run directories under it) and returns its path.
+pub fn write_compare_html(dir: &Path, c: &Comparison) -> Result<PathBuf, ReportError> {
+    let path = dir.join(COMPARE_HTML);
+    write_whole(&path, render(dir, c).as_bytes())?;
+    Ok(path)
+}
+
+/// The page.
+fn render(dir: &Path, c: &Comparison) -> String {
+    let mut h = String::with_capacity(64 * 1024);
+    let title = format!("rehearse compare: {}", c.scenario);
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>{t}</title>\n<style>{STYLE}.side{{display:flex;gap:8px}}.side figure{{flex:1 1 0;margin:0;min-width:0}}\
+         .side img{{width:100%;height:auto;border:1px solid #e4e4e4}}.side figcaption{{font-size:.8em;color:#555}}</style>\n</head>\n<body>\n\
+         <header>\n<h1>{t}</h1>\n<p class=\"sub\">{f} · {n} variants · exit {x}</p>\n",
+        t = esc(&title),
+        f = esc(&c.file),
+        n = c.variants.len(),
+        x = c.exit_code,
+    );
+    if !c.unexpected.is_empty() || !c.skipped.is_empty() {
+        h.push_str("<div class=\"notes\">");
+        for u in &c.unexpected {
+            let _ = writeln!(h, "<p>{}</p>", esc(u));
+        }
+        if !c.skipped.is_empty() {
+            let _ = writeln!(
+                h,
+                "<p>Not run (stopped): {}</p>",
+                esc(&c.skipped.join(", "))
+            );
+        }
+        h.push_str("</div>\n");
+    }
+    h.push_str("</header>\n");
+    columns_table(&mut h, c);
+    checks_table(&mut h, c);
+    charts(&mut h, dir, c);
+    h.push_str(
+        "<footer>Written by <code>rehearse compare</code> from each variant's report.json \
+         (also here: compare.json; each variant's run directory holds its report.html).</footer>\n\
+         </body>\n</html>\n",
+    );
+    h
+}
+
+fn columns_table(h: &mut String, c: &Comparison) {
+    h.push_str("<section id=\"columns\">\n<h2>Variants</h2>\n<table>\n<thead><tr><th>variant</th><th>verdict</th>");
+    for head in HEADERS {
+        let _ = write!(h, "<th>{}</th>", esc(head));
+    }
+    h.push_str("</tr></thead>\n<tbody>\n");
+    for r in &c.variants {
+        let _ = write!(
+            h,
+            "<tr><th><a href=\"{d}/report.html\">{n}</a><br><code>{s}</code></th><td>{b}{e}</td>",
+            d = esc(&r.dir),
+            n = esc(&r.name),
+            s = esc(&r.sets.join(" ")),
+            b = badge(r.verdict),
+            e = r
+                .expected
+                .map_or(String::new(), |e| format!("<br>expected {}", e.as_str())),
+        );
+        for cell in cells(r) {
+            let _ = write!(h, "<td class=\"n\">{}</td>", esc(&cell));
+        }
+        h.push_str("</tr>\n");
+    }
+    h.push_str("</tbody>\n</table>\n</section>\n");
+}
+
+fn checks_table(h: &mut String, c: &Comparison) {
+    h.push_str("<section id=\"checks\">\n<h2>Checklist</h2>\n<table>\n<thead><tr><th>check</th>");
+    for r in &c.variants {
+        let _ = write!(h, "<th>{}</th>", esc(&r.name));
+    }
+    h.push_str("</tr></thead>\n<tbody>\n");
+    for id in CHECKS {
+        let _ = write!(h, "<tr id=\"check-{id}\"><td><code>{id}</code></td>");
+        for r in &c.variants {
+            let cell = r.checks.get(id).map_or("–".into(), |s| badge(*s));
+            let _ = write!(h, "<td>{cell}</td>");
+        }
+        h.push_str("</tr>\n");
+    }
+    h.push_str("</tbody>\n</table>\n</section>\n");
+}
+
+fn charts(h: &mut String, dir: &Path, c: &Comparison) {
+    h.push_str("<section id=\"charts\">\n<h2>Charts</h2>\n");
+    for (id, caption) in CHARTS {
+        let _ = writeln!(h, "<h3>{}</h3>\n<div class=\"side\">", esc(caption));
+        for r in &c.variants {
+            let file = format!("chart-{id}.png");
+            let img = png_uri(&dir.join(&r.dir).join(&file)).map_or_else(
+                || "<p>no chart</p>".to_string(),
+                |uri| {
+                    format!(
+                        "<img src=\"{uri}\" alt=\"{} of {}\">",
+                        esc(caption),
+                        esc(&r.name)
+                    )
+                },
+            );
+            let _ = writeln!(
+                h,
+                "<figure>{img}<figcaption>{} ({}/{})</figcaption></figure>",
+                esc(&r.name),
+                esc(&r.dir),
+                esc(&file)
+            );
+        }
+        h.push_str("</div>\n");
+    }
+    h.push_str("</section>\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::documents::Columns;
+
+    fn run(name: &str, verdict: Status, shed: u64) -> ComparedRun {
+        ComparedRun {
+            name: name.into(),
+            sets: vec![format!("gateway.reference.mode=\"{name}\"")],
+            dir: name.into(),
+            verdict,
+            exit_code: 0,
+            expected: None,
+            error: None,
+            columns: Columns {
+                ok: 1_234,
+                shed,
+                peak_in_flight: 19,
+                peak_rss_bytes: Some(12 << 20),
+                ..Columns::default()
+            },
+            checks: CHECKS.iter().map(|id| (id.to_string(), verdict)).collect(),
+        }
+    }
+
+    fn comparison() -> Comparison {
+        let mut naive = run("naive <x>", Status::Fail, 0);
+        naive.expected = Some(Status::Pass);
+        Comparison {
+            scenario: "pool-demo".into(),
+            file: "scenarios/pool-demo.toml".into(),
+            variants: vec![run("bounded", Status::Pass, 88), naive],
+            skipped: vec!["aimd".into()],
+            exit_code: 1,
+            unexpected: vec!["naive <x>: fail, expected pass".into()],
+        }
+    }
+
+    #[test]
+    fn the_terminal_table_has_every_column_and_check() {
+        let text = compare_text(&comparison());
+        for head in HEADERS {
+            assert!(text.contains(head), "{head}: {text}");
+        }
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("bounded"))
+            .unwrap();
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(&cells[..4], ["bounded", "PASS", "1,234", "0"], "{line}");
+        assert!(line.contains("88") && line.contains("12 MiB"), "{line}");
+        assert!(text.contains("FAIL (expected pass)"), "{text}");
+        assert!(text.contains("not run (stopped): aimd"), "{text}");
+        for id in CHECKS {
+            assert!(text.lines().any(|l| l.trim_start().starts_with(id)), "{id}");
+        }
+    }
+
+    #[test]
+    fn the_page_escapes_names_and_embeds_the_charts_there_are() {
+        let dir =
+            std::env::temp_dir().join(format!("rehearse-compare-html-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("bounded")).unwrap();
+        std::fs::write(dir.join("bounded/chart-traffic.png"), b"png").unwrap();
+        let page = render(&dir, &comparison());
+        assert!(page.contains("naive &lt;x&gt;") && !page.contains("naive <x>"));
+        assert!(page.contains(&format!(
+            "data:image/png;base64,{}",
+            base64::engine::general_purpose::STANDARD.encode(b"png")
+        )));
+        assert!(page.contains("<p>no chart</p>"));
+        assert!(page.contains("href=\"bounded/report.html\""));
+        assert_eq!(page.matches("<tr id=\"check-").count(), CHECKS.len());
+        assert!(page.contains("img-src data:"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn compare_json_reads_back() {
+        let c = comparison();
+        let text = serde_json::to_string(&c).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["variants"][0]["shed"], 88);
+        assert_eq!(v["variants"][0]["checks"]["drain"], "pass");
+        assert_eq!(v["variants"][1]["expected"], "pass");
+        let back: Comparison = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.variants[0].columns, c.variants[0].columns);
+        assert_eq!(back.variants[1].checks, c.variants[1].checks);
+    }
+}
