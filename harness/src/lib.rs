@@ -18,12 +18,16 @@
 //! - `rss`: sampling the gateway's memory;
 //! - `fds`: predicting and securing the open files a run needs;
 //! - `rundir`: the run directory's files, written whole or read by line;
-//! - `judge`: a run directory judged from its files alone.
+//! - `judge`: a run directory judged from its files alone;
+//! - `variants`: a scenario's `[[variants]]` (and `--each`), each
+//!   validated whole;
+//! - `compare`: one run per variant, and the comparison of their reports.
 
 // No function over 120 lines outside tests (the threshold is in clippy.toml).
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 mod clock;
+mod compare;
 mod error;
 mod expectations;
 mod fds;
@@ -42,7 +46,9 @@ mod run;
 mod rundir;
 mod scenario;
 mod supervise;
+mod variants;
 
+pub use compare::{compare, CompareOptions, Compared, Lineup};
 pub use error::RunError;
 pub use fds::{ensure_fds, predicted_fds};
 pub use gateway_metrics::{histogram_quantile, provider_latency_note};
@@ -53,6 +59,7 @@ pub use process::kill_live_group;
 pub use provider_side::ProviderChoice;
 pub use run::{run, RunOptions};
 pub use scenario::{apply_sets, GatewayKind, GatewaySpec, Meta, Scenario, ScenarioError};
+pub use variants::Variant;
 pub use wire::Scale;
 
 /// A scenario at rehearsal scale: each part's typed config as the run

@@ -22,6 +22,7 @@
 //! deadline = { tokens_per_minute = 500000, expected_service = "5s" }
 //! [load]                  # the load generator (loadgen/src/config.rs)
 //! [checklist]             # thresholds of the checks (assertions crate)
+//! [[variants]]            # for `rehearse compare` (crate::variants); ignored here
 //! ```
 //!
 //! `--set dotted.key=value` edits the document before it is read, so an
@@ -144,6 +145,10 @@ struct ScenarioRaw {
     load: loadgen::LoadConfig,
     #[serde(default)]
     checklist: assertions::Thresholds,
+    /// `[[variants]]`: `rehearse compare`'s (see `crate::variants`), read
+    /// there; a run of the file as written ignores them.
+    #[serde(default, rename = "variants")]
+    _variants: Option<serde::de::IgnoredAny>,
 }
 
 /// A validated scenario, at full scale (see [`Scenario::rehearsal`] for the
