@@ -62,7 +62,8 @@ pub struct Args {
     sets: Sets,
 }
 
-fn default_out(name: &str) -> PathBuf {
+/// `runs/NAME-YYYYmmdd-HHMMSS`, the default directory of `run` and `compare`.
+pub(crate) fn default_out(name: &str) -> PathBuf {
     let stamp = time::OffsetDateTime::now_utc()
         .format(time::macros::format_description!(
             "[year][month][day]-[hour][minute][second]"

@@ -3,8 +3,9 @@
 //! This binary only parses flags, wires the library crates together
 //! (`harness`, `report`, `loadgen`, `fake-provider`, `reference-gateway`)
 //! and maps the outcome to an exit code. The rooms:
-//! - [`cmd_run`], [`cmd_report`], [`cmd_plan`]: a rehearsal, a saved run
-//!   judged again, a scenario's arithmetic;
+//! - [`cmd_run`], [`cmd_report`], [`cmd_plan`], [`cmd_compare`]: a
+//!   rehearsal, a saved run judged again, a scenario's arithmetic, a
+//!   scenario's variants side by side;
 //! - [`cmd_provider`], [`cmd_load`], [`cmd_gateway`]: the three parts of a
 //!   rehearsal on their own (the fake provider, the load generator, the
 //!   reference gateway);
@@ -26,6 +27,7 @@ use clap::{Parser, Subcommand};
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+mod cmd_compare;
 mod cmd_gateway;
 mod cmd_load;
 mod cmd_plan;
@@ -57,6 +59,8 @@ enum Command {
     Run(cmd_run::Args),
     /// Judge a saved run again (with changed thresholds) and rewrite its reports.
     Report(cmd_report::Args),
+    /// Rehearse a scenario once per variant, one after another, and compare them.
+    Compare(cmd_compare::Args),
     /// Print the arithmetic of a scenario (capacity, backlog, drain, Q*), no traffic.
     Plan(cmd_plan::Args),
     /// Serve the chaos fake LLM provider (OpenAI and Anthropic APIs).
@@ -96,7 +100,11 @@ fn main() -> ExitCode {
     // `plan` and `report` open few files.
     if matches!(
         cli.command,
-        Command::Run(_) | Command::Provider(_) | Command::Load(_) | Command::Gateway(_)
+        Command::Run(_)
+            | Command::Compare(_)
+            | Command::Provider(_)
+            | Command::Load(_)
+            | Command::Gateway(_)
     ) {
         match wire::presize_fd_table() {
             Some(size) => tracing::debug!(size, "descriptor table sized at start"),
@@ -106,6 +114,7 @@ fn main() -> ExitCode {
     exit::exit_code(match cli.command {
         Command::Run(args) => cmd_run::main(args),
         Command::Report(args) => cmd_report::main(args),
+        Command::Compare(args) => cmd_compare::main(args),
         Command::Plan(args) => cmd_plan::main(args),
         Command::Provider(args) => cmd_provider::main(args),
         Command::Load(args) => cmd_load::main(args),

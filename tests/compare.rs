@@ -1,0 +1,324 @@
+//! End-to-end tests of `rehearse compare`: a scenario with two variants,
+//! the pool demonstration's bounded gateway against a naive one, run by
+//! the binary at a tenth of its length.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// One rehearsal at a time: two at once on a small machine would make
+/// the load generator miss its schedule.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn rehearse() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_rehearse"))
+}
+
+/// A scratch directory of this test process.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rehearse-compare-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// scenarios/pool-demo.toml (a 12-slot provider 7x slower from 2 s, 40
+/// requests/s for 10 s) with a generous send-lag bound, so that a busy
+/// machine at --time-scale 10 still makes a valid run, and two variants.
+const POOL: &str = r#"[scenario]
+name = "pool-compare"
+seed = 4
+
+[provider]
+completion_tokens = { fixed = 10 }
+[provider.latency]
+ttft = { fixed = "200ms" }
+per_token = { fixed = "0ms" }
+[provider.concurrency]
+ceiling = 12
+overflow = "queue"
+[[provider.timeline]]
+name = "provider 7x slower"
+from = "2s"
+latency = { multiplier = 7.0 }
+
+[gateway]
+memory_ceiling = "256MiB"
+[gateway.reference]
+mode = "bounded"
+bounded = { concurrency = 8, queue = 11, wait_budget = "2s" }
+
+[load]
+patience = { fixed = "30s" }
+send_lag_p99_max = "200ms"
+[[load.phases]]
+name = "40 requests/s"
+duration = "10s"
+rate = 40
+[load.request]
+prompt_tokens = { fixed = 100 }
+max_tokens = { fixed = 10 }
+
+[checklist]
+drain = { within = "5s" }
+served_latency = { p99_ms = 5000 }
+goodput = { min_share = 0.5 }
+
+[[variants]]
+name = "bounded"
+
+[[variants]]
+name = "naive (unbounded)"
+set = { "gateway.reference.mode" = "naive" }
+"#;
+
+/// Both variants run into their own directories, side by side in
+/// compare.json, compare.html and the terminal table; naive is meant to
+/// pass here, so the exit is 1 with a line saying so.
+#[test]
+fn two_variants_are_run_and_compared() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("two");
+    let scenario = dir.join("pool.toml");
+    std::fs::write(&scenario, POOL).unwrap();
+    let out_dir = dir.join("out");
+    let started = Instant::now();
+    let out = rehearse()
+        .arg("compare")
+        .arg(&scenario)
+        .args(["--time-scale", "10", "--no-progress", "--out"])
+        .arg(&out_dir)
+        .args(["--expect", "naive (unbounded)=pass"])
+        .output()
+        .unwrap();
+    let all = text(&out);
+    assert!(
+        started.elapsed() < Duration::from_secs(40),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for head in [
+        "variant",
+        "verdict",
+        "ok",
+        "late",
+        "timed out",
+        "shed",
+        "stale",
+        "gw timeout",
+        "lost",
+        "crashes",
+        "peak in flight",
+        "peak RSS",
+    ] {
+        assert!(stdout.contains(head), "{head}: {all}");
+    }
+    assert!(
+        stdout.contains(
+            "unexpected: variant \"naive (unbounded)\" was expected to pass and did fail"
+        ),
+        "{all}"
+    );
+    // One run directory per variant, named after it.
+    for run in ["bounded", "naive-unbounded"] {
+        for file in [
+            "report.json",
+            "report.html",
+            "client.jsonl",
+            "chart-requests.png",
+        ] {
+            assert!(out_dir.join(run).join(file).exists(), "{run}/{file}: {all}");
+        }
+    }
+    let c = json(&out_dir.join("compare.json"));
+    assert_eq!(c["scenario"], "pool-compare");
+    assert_eq!(c["exit_code"], 1);
+    let v = c["variants"].as_array().unwrap();
+    assert_eq!(v.len(), 2, "{c}");
+    let (bounded, naive) = (&v[0], &v[1]);
+    assert_eq!(bounded["name"], "bounded");
+    assert_eq!(bounded["dir"], "bounded");
+    assert_eq!(naive["name"], "naive (unbounded)");
+    assert_eq!(naive["dir"], "naive-unbounded");
+    assert_eq!(naive["sets"][0], "gateway.reference.mode=\"naive\"");
+    assert_eq!(naive["verdict"], "fail", "{c}");
+    assert_eq!(naive["exit_code"], 1);
+    assert_eq!(naive["expected"], "pass");
+    assert_eq!(naive["checks"]["shed_onset"], "fail");
+    assert_eq!(naive["checks"].as_object().unwrap().len(), 10);
+    assert!(bounded["shed"].as_u64().unwrap() > 0, "{c}");
+    assert_eq!(naive["shed"], 0, "{c}");
+    // Naive lets everyone in: far more in flight at once than bounded's
+    // 8 calls and 11 waiting.
+    let peak = |r: &serde_json::Value| r["peak_in_flight"].as_u64().unwrap();
+    assert!(peak(bounded) <= 8 + 11 + 2, "{c}");
+    assert!(peak(naive) > 100, "{c}");
+    for r in v {
+        assert_eq!(r["crashes"], 0);
+        assert_eq!(r["lost"], 0);
+        assert!(r["peak_rss_bytes"].as_u64().unwrap() > 0);
+        // The columns are the run's report.json, not a second count.
+        let report = json(&out_dir.join(r["dir"].as_str().unwrap()).join("report.json"));
+        assert_eq!(r["ok"], report["counts"]["ok"]);
+        assert_eq!(r["verdict"], report["verdict"]);
+        assert_eq!(r["peak_in_flight"], report["gateway"]["peak_in_flight"]);
+    }
+    let html = std::fs::read_to_string(out_dir.join("compare.html")).unwrap();
+    assert!(html.contains("bounded") && html.contains("naive (unbounded)"));
+    assert!(html.contains("data:image/png;base64,"));
+    assert_eq!(html.matches("<tr id=\"check-").count(), 10);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Everything is checked before the first run: each of these exits 2 at
+/// once, naming what is wrong, and leaves no run directory.
+#[test]
+fn bad_input_exits_2_before_any_run() {
+    let dir = scratch("bad");
+    let write = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let good = write("good.toml", POOL);
+    let no_variants = write("none.toml", POOL.split("[[variants]]").next().unwrap());
+    let bad_value = write(
+        "bad.toml",
+        &format!("{POOL}\n[[variants]]\nname = \"fancy\"\nset = {{ \"gateway.reference.mode\" = \"fancy\" }}\n"),
+    );
+    let twice = write(
+        "twice.toml",
+        &format!("{POOL}\n[[variants]]\nname = \"bounded\"\n"),
+    );
+    let line_of =
+        |needle: &str, text: &str| text.lines().position(|l| l.contains(needle)).unwrap() + 1;
+    let bad_line = line_of("\"fancy\" }", &std::fs::read_to_string(&bad_value).unwrap());
+    let cases: Vec<(Vec<&str>, &Path, Vec<String>)> = vec![
+        (
+            vec![],
+            &no_variants,
+            vec![
+                "no variants to compare".into(),
+                "[[variants]]".into(),
+                "--each".into(),
+            ],
+        ),
+        (
+            vec!["--expect", "aimd=pass"],
+            &good,
+            vec!["no variant is named \"aimd\"".into()],
+        ),
+        (
+            vec![],
+            &bad_value,
+            vec![
+                format!("bad.toml:{bad_line}:"),
+                "in variant \"fancy\"".into(),
+                "gateway.reference.mode".into(),
+            ],
+        ),
+        (vec![], &twice, vec!["used twice".into()]),
+        (
+            vec!["--each", "gateway.reference.mode=naive,,bounded"],
+            &good,
+            vec!["--each".into(), "[[variants]]".into()],
+        ),
+    ];
+    for (flags, scenario, wanted) in cases {
+        let out_dir = dir.join("out");
+        let out = rehearse()
+            .arg("compare")
+            .arg(scenario)
+            .args(&flags)
+            .arg("--out")
+            .arg(&out_dir)
+            .output()
+            .unwrap();
+        let all = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {all}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        for w in wanted {
+            assert!(stderr.contains(&w), "{w}: {all}");
+        }
+        assert!(!out_dir.exists(), "{flags:?}: a run started");
+    }
+    // `rehearse plan` reads the same file, its variants ignored.
+    let out = rehearse().arg("plan").arg(&good).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// SIGTERM during the first variant: its run stops (a partial report),
+/// the second is not run, compare.json says so, and the exit is 3.
+#[test]
+fn a_signal_stops_the_run_under_way_and_skips_the_rest() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("signal");
+    let scenario = dir.join("pool.toml");
+    std::fs::write(&scenario, POOL).unwrap();
+    let out_dir = dir.join("out");
+    let child = rehearse()
+        .arg("compare")
+        .arg(&scenario)
+        .args(["--no-progress", "--out"])
+        .arg(&out_dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = Killed(child);
+    let log = out_dir.join("bounded/gateway.log");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !std::fs::read_to_string(&log).is_ok_and(|l| l.contains("listening on")) {
+        assert!(Instant::now() < deadline, "the first run did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    Command::new("kill")
+        .args(["-TERM", &child.0.id().to_string()])
+        .status()
+        .unwrap();
+    let signalled = Instant::now();
+    let status = loop {
+        if let Some(s) = child.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            signalled.elapsed() < Duration::from_secs(15),
+            "compare did not stop on SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(3));
+    let c = json(&out_dir.join("compare.json"));
+    assert_eq!(c["variants"].as_array().unwrap().len(), 1, "{c}");
+    assert_eq!(c["variants"][0]["verdict"], "invalid");
+    assert_eq!(c["skipped"][0], "naive (unbounded)");
+    assert_eq!(c["exit_code"], 3);
+    assert!(!out_dir.join("naive-unbounded").exists());
+    assert_eq!(json(&out_dir.join("bounded/report.json"))["partial"], true);
+    let _ = std::fs::remove_dir_all(&dir);
+}
