@@ -92,6 +92,7 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Ju
     meta.notes.extend(meta.untrusted.iter().cloned());
     let j = judge.finish();
     meta.notes.extend(pass_notes(&j.pass));
+    meta.notes.extend(gateway_view_note(dir, &j, meta.time_scale));
     let report = report::report_json(&meta, &j);
     write_atomic(
         &dir.join(files::REPORT_JSON),
@@ -112,6 +113,14 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Ju
         report_json: dir.join(files::REPORT_JSON),
         report_html: html,
     })
+}
+
+/// What the gateway's own metrics (`gateway-metrics.txt`, when saved) say
+/// of the provider's latency against the records, when they disagree.
+fn gateway_view_note(dir: &Path, j: &assertions::Judgement, time_scale: f64) -> Option<String> {
+    let text = std::fs::read_to_string(dir.join(files::GATEWAY_METRICS)).ok()?;
+    let provider_p50_ms = j.summary.latency_ms.provider.p50?;
+    crate::gateway_metrics::provider_latency_note(&text, provider_p50_ms, time_scale)
 }
 
 /// The gateway's deaths in `run.json`'s events: when it died, and when the
