@@ -322,3 +322,72 @@ fn a_signal_stops_the_run_under_way_and_skips_the_rest() {
     assert_eq!(json(&out_dir.join("bounded/report.json"))["partial"], true);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A gateway killed 3 s into the load (`timeout -s KILL 3`), left down or
+/// restarted after 0.5 s: crashes count its deaths; lost counts the
+/// attempts inside it then and those refused while it was down, so far
+/// fewer when it comes back.
+#[test]
+fn a_gateway_that_dies_is_counted_in_crashes_and_lost() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("dies");
+    let scenario = dir.join("dies.toml");
+    let bin = env!("CARGO_BIN_EXE_rehearse");
+    std::fs::write(
+        &scenario,
+        format!(
+            r#"[scenario]
+name = "dies"
+[provider.latency]
+ttft = {{ fixed = "300ms" }}
+[gateway]
+command = ["timeout", "-s", "KILL", "3", "{bin}", "gateway", "--mode", "bounded", "--upstream", "{{provider_url}}", "--listen", "{{listen}}"]
+restart_delay = "500ms"
+[load]
+patience = {{ fixed = "2s" }}
+# The gateway is being killed: schedule precision is not what is tested.
+send_lag_p99_max = "200ms"
+[[load.phases]]
+duration = "6s"
+rate = 20
+[checklist]
+memory_ceiling = {{ enabled = false }}
+
+[[variants]]
+name = "stays down"
+
+[[variants]]
+name = "restarted"
+set = {{ "gateway.restart" = true }}
+"#
+        ),
+    )
+    .unwrap();
+    let out_dir = dir.join("out");
+    let out = rehearse()
+        .arg("compare")
+        .arg(&scenario)
+        .args(["--no-progress", "--out"])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let all = text(&out);
+    // no_silent_loss fails (1), or a busy machine made a run invalid (3).
+    assert!(matches!(out.status.code(), Some(1 | 3)), "{all}");
+    let c = json(&out_dir.join("compare.json"));
+    let (down, back) = (&c["variants"][0], &c["variants"][1]);
+    let n = |r: &serde_json::Value, k: &str| r[k].as_u64().unwrap();
+    assert_eq!(n(down, "crashes"), 1, "{c}");
+    // 3 s of 6 at 20 requests/s refused, and those inside it.
+    let report = json(&out_dir.join("stays-down/report.json"));
+    let ended_badly =
+        report["counts"]["error"].as_u64().unwrap() + report["counts"]["timeout"].as_u64().unwrap();
+    assert!((40..=ended_badly).contains(&n(down, "lost")), "{c}\n{all}");
+    // Its restart (it may be killed again as the run ends) loses far fewer.
+    assert!(n(back, "crashes") >= 1, "{c}");
+    assert!(
+        n(back, "lost") > 0 && n(back, "lost") < n(down, "lost") / 2,
+        "{c}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
