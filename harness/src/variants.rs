@@ -75,6 +75,12 @@ impl Variant {
     /// order written (none when it has none). Each needs a `name`, not
     /// empty and not used twice, and may have a `set` table of
     /// `"dotted.key" = value`; nothing else.
+    ///
+    /// ```
+    /// let text = "[[variants]]\nname = \"naive\"\nset = { \"gateway.reference.mode\" = \"naive\" }\n";
+    /// let v = harness::Variant::in_text(text, "s.toml").unwrap();
+    /// assert_eq!(v[0].sets, ["gateway.reference.mode=\"naive\""]);
+    /// ```
     pub fn in_text(text: &str, origin: &str) -> Result<Vec<Variant>, ScenarioError> {
         let doc = toml_edit::Document::parse(text)
             .map_err(|e| located(origin, text, e.span(), String::new(), e.message().trim()))?;
@@ -187,6 +193,12 @@ impl Variant {
 
     /// The variants of `--each KEY=V1,V2,...`: one per value, named
     /// `KEY=V`, setting KEY to V.
+    ///
+    /// ```
+    /// let v = harness::Variant::each("gateway.reference.mode=naive,bounded").unwrap();
+    /// assert_eq!(v[1].name, "gateway.reference.mode=bounded");
+    /// assert_eq!(v[1].sets, ["gateway.reference.mode=bounded"]);
+    /// ```
     pub fn each(arg: &str) -> Result<Vec<Variant>, ScenarioError> {
         let bad = |message: &str| {
             ScenarioError::Config(ConfigError {
