@@ -92,7 +92,8 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Ju
     meta.notes.extend(meta.untrusted.iter().cloned());
     let j = judge.finish();
     meta.notes.extend(pass_notes(&j.pass));
-    meta.notes.extend(gateway_view_note(dir, &j, meta.time_scale));
+    meta.notes
+        .extend(gateway_view_note(dir, &j, meta.time_scale));
     let report = report::report_json(&meta, &j);
     write_atomic(
         &dir.join(files::REPORT_JSON),
