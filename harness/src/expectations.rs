@@ -38,7 +38,10 @@ pub(crate) fn expectations_of(
         service_s: o.map_or(0.0, |o| o.service_s),
         queue_bound: o.map_or(0.0, |o| o.queue_bound),
         in_flight_at_provider: o.map_or(0.0, |o| o.capacity_per_s * o.service_s),
-        memory_ceiling_bytes: scenario.gateway.memory_ceiling,
+        memory_ceiling_bytes: scenario
+            .gateway
+            .memory_ceiling
+            .map(|b| scenario.gateway.memory_at(b, rehearsal.scale)),
         send_lag_bound_ms: load_plan.send_lag_bound().as_secs_f64() * 1000.0,
         send_lag_p99_ms,
     }

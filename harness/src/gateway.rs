@@ -45,7 +45,7 @@ impl Running {
         let g = &s.gateway;
         let limit = g.memory_limit.map(|bytes| {
             Arc::new(MemoryLimit::new(
-                bytes,
+                g.memory_at(bytes, r.scale),
                 &format!("rehearse-{}-{}", std::process::id(), now_us()),
             ))
         });
@@ -100,7 +100,7 @@ impl Running {
             ready_timeout: g.ready_timeout,
             limit: limit.clone(),
             restart: g.restart,
-            restart_delay: g.restart_delay,
+            restart_delay: r.scale.duration(g.restart_delay),
         };
         let supervised = Supervised::start(launch).await.map_err(RunError::Invalid)?;
         Ok(Running {

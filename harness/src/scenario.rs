@@ -17,6 +17,8 @@
 //! # ready_path = "/healthz", ready_timeout = "10s"
 //! # memory_limit = "400MiB"   # run a spawned gateway under this limit (cgroup, else RLIMIT_AS)
 //! # restart = true, restart_delay = "2s"   # restart it when it dies, as an orchestrator would
+//! # scale_memory = true   # memory_limit and memory_ceiling stand for requests held: what is above
+//! # memory_floor = "32MiB" # the gateway's memory at rest is ÷ the quota scale
 //! [gateway.reference]     # the built-in gateway, spawned as a child process
 //! mode = "deadline"
 //! deadline = { tokens_per_minute = 500000, expected_service = "5s" }
@@ -96,6 +98,14 @@ struct GatewayRaw {
     restart: bool,
     #[serde(default = "default_restart_delay", with = "humantime_serde")]
     restart_delay: Duration,
+    #[serde(default)]
+    scale_memory: bool,
+    #[serde(default = "default_memory_floor")]
+    memory_floor: bytesize::ByteSize,
+}
+
+fn default_memory_floor() -> bytesize::ByteSize {
+    bytesize::ByteSize::mib(32)
 }
 
 fn default_restart_delay() -> Duration {
@@ -126,8 +136,17 @@ pub struct GatewaySpec {
     pub memory_limit: Option<u64>,
     /// Restart a spawned gateway when it dies.
     pub restart: bool,
-    /// How long after its death it is restarted.
+    /// How long after its death it is restarted (÷ the time scale).
     pub restart_delay: Duration,
+    /// `memory_limit` and `memory_ceiling` stand for a number of requests
+    /// held above the gateway's memory at rest (`memory_floor`): that part
+    /// is ÷ the quota scale, like a count, so that a rehearsal on a smaller
+    /// account holds as many requests per budget as the event. Off (the
+    /// default), they are the process's real bytes, unscaled.
+    pub scale_memory: bool,
+    /// The gateway's memory at rest, which no scale shrinks (32 MiB unless
+    /// written; read it from the first samples of a run's `rss.jsonl`).
+    pub memory_floor: u64,
     /// What the harness filled in for the reference gateway when the
     /// scenario loaded (a deadline rate taken from the provider's quota),
     /// for the run's notes.
@@ -366,6 +385,8 @@ fn gateway_spec(
         memory_limit: g.memory_limit.map(|b| b.as_u64()),
         restart: g.restart,
         restart_delay: g.restart_delay,
+        scale_memory: g.scale_memory,
+        memory_floor: g.memory_floor.as_u64(),
         notes,
     };
     if matches!(gateway.kind, GatewayKind::Url(_))
@@ -377,6 +398,28 @@ fn gateway_spec(
         ));
     }
     Ok(gateway)
+}
+
+impl GatewaySpec {
+    /// `bytes` (a memory limit or ceiling) at rehearsal scale: with
+    /// `scale_memory`, the floor plus what is above it ÷ the quota scale;
+    /// else as written.
+    ///
+    /// ```
+    /// # let text = "[scenario]\nname = \"m\"\n[provider.latency]\nttft = { fixed = \"1s\" }\n[gateway]\nscale_memory = true\n[gateway.reference]\nmode = \"naive\"\n[load]\npatience = { fixed = \"1s\" }\n[[load.phases]]\nname = \"p\"\nduration = \"1s\"\nrate = 1\n[load.request]\nprompt_tokens = { fixed = 1 }\nmax_tokens = { fixed = 1 }\n";
+    /// # let s = harness::Scenario::from_str(text, "m.toml", std::path::Path::new("m.toml")).unwrap();
+    /// let mib = 1024 * 1024;
+    /// let half = harness::Scale { time: 1.0, quota: 2.0 };
+    /// // 400 MiB with a 32 MiB floor: 32 + 368 ÷ 2.
+    /// assert_eq!(s.gateway.memory_at(400 * mib, half), 216 * mib);
+    /// ```
+    pub fn memory_at(&self, bytes: u64, scale: Scale) -> u64 {
+        if !self.scale_memory || bytes <= self.memory_floor {
+            return bytes;
+        }
+        let above = (bytes - self.memory_floor) as f64 / scale.quota;
+        self.memory_floor + above.round() as u64
+    }
 }
 
 /// Validates the `[gateway]` table of a scenario text alone, as `rehearse

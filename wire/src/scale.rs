@@ -14,7 +14,7 @@
 //! | counts (ceilings, queues, concurrency, a latency knee) | ÷ quota, rounded, at least 1 | Little's law: L = λ·W, with λ ÷ quota and W unchanged in scenario time |
 //! | derived depths and backlogs (the plan's Q*, served, backlog) | ÷ quota | counts |
 //! | bytes a backlog holds (the plan's unbounded backlog) | ÷ quota | a count of requests × bytes each |
-//! | bytes per request, memory ceilings and limits | unscaled | a process's memory has a floor (code, buffers, allocator) that no scale shrinks, and a request's bytes are the real prompt's |
+//! | bytes per request, memory ceilings and limits | unscaled (limits and ceilings ÷ quota with `[gateway] scale_memory = true`) | a process's memory has a floor (code, buffers, allocator) that no scale shrinks, and a request's bytes are the real prompt's; a budget that stands for a number of requests held (1 MB each, 400 of them) shrinks with the account, as the counts do |
 //! | thresholds in time (drain within, p99 SLO) | ÷ time | durations |
 //! | the load generator's send-lag bound | unscaled | the harness's own precision, not the scenario's |
 //! | a replay's speed-up | × time | a rate of the clock |

@@ -1,0 +1,253 @@
+//! The incidents retold, end to end through the binary, at time and quota
+//! scales that fit in well under a minute each. They assert mechanisms and
+//! ratios, not the full-scale minutes (the scenarios' comments hold those):
+//! - scenarios/brownout-pool.toml: the backlog of a brownout sits in the
+//!   gateway's own connection pool, its "provider latency" metric blames
+//!   the provider, and an account limit after the recovery keeps it
+//!   draining for more than twice the slowdown;
+//! - scenarios/policies.toml: four policies against one slow upstream in
+//!   one `rehearse compare`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Mutex;
+
+use wire::{ClientOutcome, ClientRecord};
+
+/// One rehearsal at a time: two at once on a small machine would make the
+/// load generator miss its schedule.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn rehearse() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_rehearse"))
+}
+
+fn scenario(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scenarios")
+        .join(name)
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("rehearse-incidents-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn f(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// One column of timeline.csv, by its header.
+fn column(dir: &Path, name: &str) -> Vec<f64> {
+    let csv = std::fs::read_to_string(dir.join("timeline.csv")).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<_> = lines.next().unwrap().split(',').collect();
+    let k = header.iter().position(|h| *h == name).unwrap();
+    lines
+        .map(|l| l.split(',').nth(k).unwrap().parse().unwrap_or(0.0))
+        .collect()
+}
+
+/// Seed 000's brownout at time scale 150 and quota scale 10 (about 25 s):
+/// a naive gateway with a pool of 100 (10 here), the provider 6x slower
+/// from minute 3 to 15, then capped at 44 requests/s by its account.
+#[test]
+fn the_brownout_backlog_sits_in_the_pool_and_outlives_the_slowdown_twice_over() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("brownout");
+    let out = rehearse()
+        .arg("run")
+        .arg(scenario("brownout-pool.toml"))
+        .args(["--time-scale", "150", "--set", "scenario.quota_scale=10"])
+        .arg("--out")
+        .arg(&dir)
+        .arg("--no-progress")
+        .output()
+        .unwrap();
+    // The naive gateway fails its checklist; the run itself is valid.
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let report = json(&dir.join("report.json"));
+    let checks = report["checks"].as_array().unwrap();
+    let harness = checks.iter().find(|c| c["id"] == "harness_valid").unwrap();
+    assert_eq!(harness["status"], "pass", "{harness}");
+
+    // The harness's split: the wait was the gateway's, not the provider's.
+    let latency = &report["latency_ms"];
+    let queue_wait = f(&latency["queue_wait"]["p50"]);
+    let provider = f(&latency["provider"]["p50"]);
+    assert!(
+        queue_wait >= 5.0 * provider,
+        "queue wait p50 {queue_wait} ms against provider p50 {provider} ms"
+    );
+
+    // The gateway's own "provider latency" metric blames the provider.
+    let metrics = std::fs::read_to_string(dir.join("gateway-metrics.txt")).unwrap();
+    let own_ms = 1000.0
+        * harness::histogram_quantile(&metrics, "gateway_upstream_seconds", 0.5)
+            .expect("the gateway's upstream histogram");
+    assert!(
+        own_ms >= 5.0 * provider,
+        "the gateway's metric {own_ms} ms against the provider's records {provider} ms"
+    );
+    assert!(
+        !metrics.contains("gateway_pool_wait_seconds"),
+        "the pool's wait is not metered"
+    );
+    let notes = report["notes"].to_string();
+    assert!(notes.contains("gateway_upstream_seconds"), "{notes}");
+
+    // The backlog inside the gateway (the pool's waiters, callers gone or
+    // not) peaks near the recovery at minute 15 and drains at 4 a second
+    // at full scale: still above a tenth of its peak more than twice the
+    // 12-minute slowdown later, and gone before the end.
+    let depth = column(&dir, "gateway_depth");
+    let (peak_at, peak) =
+        depth.iter().copied().enumerate().fold(
+            (0, 0.0),
+            |best, (t, d)| if d > best.1 { (t, d) } else { best },
+        );
+    assert!(
+        (840..=1_100).contains(&peak_at),
+        "peak {peak} at {peak_at} s"
+    );
+    // The plan's arithmetic: about 9,600 at full scale, 960 here.
+    assert!((600.0..1_300.0).contains(&peak), "peak {peak}");
+    let last_high = depth.iter().rposition(|&d| d > peak / 10.0).unwrap();
+    let drain_s = last_high as f64 - 900.0;
+    assert!(
+        drain_s >= 2.0 * 720.0,
+        "drained {drain_s} s after the recovery"
+    );
+    assert!(
+        last_high + 60 < depth.len(),
+        "the backlog drains before the end: {last_high} of {}",
+        depth.len()
+    );
+
+    // Answers written to closed sockets: nearly every caller who gave up
+    // was answered later, to nobody.
+    let counts = &report["counts"];
+    let (late, timeout, offered) = (
+        f(&counts["late"]),
+        f(&counts["timeout"]),
+        f(&counts["offered"]),
+    );
+    assert!(late >= 0.9 * timeout && late >= 0.5 * offered, "{counts}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Seed 001's four policies in one `rehearse compare` at time scale 18 and
+/// quota scale 2 (about 45 s), the 400 MiB budget scaled with the account.
+#[test]
+fn four_policies_against_a_slow_upstream_in_one_compare() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("policies");
+    let out = rehearse()
+        .arg("compare")
+        .arg(scenario("policies.toml"))
+        .arg("--out")
+        .arg(&dir)
+        .arg("--no-progress")
+        .output()
+        .unwrap();
+    // Every variant fails a check (callers time out in all four); none is
+    // invalid.
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for name in [
+        "unbounded",
+        "timeout only",
+        "limit 50 + timeout",
+        "aimd + timeout",
+    ] {
+        assert!(stdout.contains(name), "{stdout}");
+    }
+    let compare = json(&dir.join("compare.json"));
+    let variant = |name: &str| {
+        compare["variants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == name)
+            .unwrap_or_else(|| panic!("no variant {name}: {compare}"))
+            .clone()
+    };
+    let (unbounded, timeout_only, limit, aimd) = (
+        variant("unbounded"),
+        variant("timeout only"),
+        variant("limit 50 + timeout"),
+        variant("aimd + timeout"),
+    );
+    // Unbounded: the restart loop.
+    assert!(f(&unbounded["crashes"]) >= 2.0, "{unbounded}");
+    assert!(f(&unbounded["lost"]) > 0.0, "{unbounded}");
+    // Timeout only: never dies, and the slow minute's callers all wait
+    // the whole timeout to be told.
+    assert_eq!(f(&timeout_only["crashes"]), 0.0, "{timeout_only}");
+    let ended = slow_window(&dir, &timeout_only);
+    let timeout_us = 15e6 / 18.0;
+    let at_timeout = ended
+        .iter()
+        .filter(|a| {
+            let took = (a.done_us - a.sent_us) as f64;
+            took >= timeout_us * 0.999 && took <= timeout_us * 1.1
+        })
+        .count();
+    assert!(
+        at_timeout as f64 >= 0.95 * ended.len() as f64 && ended.len() > 200,
+        "{at_timeout} of {} ended within [T, T + 10%]",
+        ended.len()
+    );
+    // Limit 50 + timeout: most of the slow minute refused at once.
+    let slow = slow_window(&dir, &limit);
+    let refused_fast = slow
+        .iter()
+        .filter(|a| a.outcome == ClientOutcome::Shed && a.done_us - a.sent_us < 5_000)
+        .count();
+    assert!(
+        refused_fast as f64 >= 0.6 * slow.len() as f64,
+        "{refused_fast} of {} refused in under 5 ms",
+        slow.len()
+    );
+    // AIMD: at most half the timeouts of the fixed limit.
+    let timeouts = |v: &serde_json::Value| f(&v["timeout"]) + f(&v["gateway_timeout"]);
+    assert!(
+        timeouts(&aimd) <= timeouts(&limit) / 2.0,
+        "aimd {aimd}\nlimit {limit}"
+    );
+    let html = std::fs::read_to_string(dir.join("compare.html")).unwrap();
+    assert!(html.contains("aimd + timeout"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The first attempts of a variant's run that arrived in the slow minute
+/// (scenario seconds 30 to 90, at time scale 18).
+fn slow_window(dir: &Path, variant: &serde_json::Value) -> Vec<ClientRecord> {
+    let run = dir.join(variant["dir"].as_str().unwrap());
+    let start_us = json(&run.join("run.json"))["expectations"]["start_us"]
+        .as_u64()
+        .unwrap();
+    let (from, until) = (start_us + 30_000_000 / 18, start_us + 90_000_000 / 18);
+    std::fs::read_to_string(run.join("client.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<ClientRecord>(l).unwrap())
+        .filter(|a| a.attempt == 1 && (from..until).contains(&a.intended_us))
+        .collect()
+}
