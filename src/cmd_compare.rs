@@ -12,8 +12,8 @@ use crate::scenario::Sets;
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "--set applies after each variant's own overrides. Exit codes: the worst of the \
-    runs' (0 pass, 1 a check failed, 3 invalid); with --expect, 0 when every variant it names \
-    got the verdict expected, else 1 (3 if a run was invalid or the comparison was stopped)."
+    runs' (0 pass, 1 a check failed, 3 invalid); with --expect, 0 when every variant got its \
+    verdict (a variant it does not name is meant to pass), else 1 (3 if a run was invalid or the comparison was stopped)."
 )]
 pub struct Args {
     /// The scenario file; its [[variants]] tables (a `name` and a `set`

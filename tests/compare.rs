@@ -96,7 +96,6 @@ fn two_variants_are_run_and_compared() {
     let scenario = dir.join("pool.toml");
     std::fs::write(&scenario, POOL).unwrap();
     let out_dir = dir.join("out");
-    let started = Instant::now();
     let out = rehearse()
         .arg("compare")
         .arg(&scenario)
@@ -106,11 +105,6 @@ fn two_variants_are_run_and_compared() {
         .output()
         .unwrap();
     let all = text(&out);
-    assert!(
-        started.elapsed() < Duration::from_secs(40),
-        "took {:?}",
-        started.elapsed()
-    );
     assert_eq!(out.status.code(), Some(1), "{all}");
     let stdout = String::from_utf8_lossy(&out.stdout);
     for head in [

@@ -298,10 +298,12 @@ fn outcome(runs: &[ComparedRun], any_expected: bool) -> (Status, Vec<String>) {
         let failed = runs.iter().any(|r| r.verdict == Status::Fail);
         return (if failed { Status::Fail } else { Status::Pass }, Vec::new());
     }
+    // `--expect` states which variants are meant to fail: a variant it
+    // does not name is meant to pass.
     let unexpected: Vec<String> = runs
         .iter()
         .filter_map(|r| {
-            let e = r.expected?;
+            let e = r.expected.unwrap_or(Status::Pass);
             (e != r.verdict).then(|| {
                 format!(
                     "variant \"{}\" was expected to {} and did {}",
@@ -348,14 +350,22 @@ mod tests {
     }
 
     #[test]
-    fn with_expectations_only_the_named_variants_count() {
+    fn with_expectations_each_variant_gets_its_verdict_and_the_unnamed_pass() {
         use Status::{Fail, Invalid, Pass};
         let runs = [
             row("naive", Fail, Some(Fail)),
             row("bounded", Pass, Some(Pass)),
-            row("aimd", Fail, None),
+            row("aimd", Pass, None),
         ];
         assert_eq!(outcome(&runs, true), (Pass, Vec::new()));
+        // A variant --expect does not name is meant to pass.
+        let runs = [row("naive", Fail, Some(Fail)), row("aimd", Fail, None)];
+        let (status, lines) = outcome(&runs, true);
+        assert_eq!(status, Fail);
+        assert_eq!(
+            lines,
+            ["variant \"aimd\" was expected to pass and did fail"]
+        );
         let runs = [
             row("naive", Pass, Some(Fail)),
             row("bounded", Pass, Some(Pass)),
