@@ -60,8 +60,8 @@ pub use expect::{
 };
 pub use judge::{call_end_us, Held, Judge};
 pub use timeline::{
-    Counts, FirstShed, GatewayPeaks, Harness, Latencies, Percentiles, ProviderCounts, RefusalLine,
-    Second, Summary, Timeline,
+    inside_at_death, Counts, FirstShed, GatewayPeaks, Harness, Latencies, Percentiles,
+    ProviderCounts, RefusalLine, Second, Summary, Timeline,
 };
 pub use verdict::{Status, Verdict};
 

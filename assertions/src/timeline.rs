@@ -440,6 +440,14 @@ pub struct GatewayPeaks {
 /// before that.
 pub(crate) const DEATH_MARGIN_US: u64 = 100_000;
 
+/// Returns true if and only if attempt `a` was inside the gateway when it
+/// died at `died_us`: sent by then, and not ended [`DEATH_MARGIN_US`]
+/// before. The one rule for `lost` here and for the harness's note about a
+/// death.
+pub fn inside_at_death(a: &ClientRecord, died_us: u64) -> bool {
+    a.sent_us <= died_us && a.done_us >= died_us.saturating_sub(DEATH_MARGIN_US)
+}
+
 /// The gateway's deaths during a run: when it died and when it served
 /// again (`None`: never), in microseconds since the Unix epoch. A handful
 /// per run, whatever its length.
@@ -451,9 +459,8 @@ impl Deaths {
     /// the module docs).
     pub(crate) fn lost(&self, a: &ClientRecord) -> bool {
         self.0.iter().any(|&(died, back)| {
-            let inside = a.sent_us <= died
-                && a.done_us >= died.saturating_sub(DEATH_MARGIN_US)
-                && (a.outcome.is_silent_loss() || a.outcome.is_error());
+            let inside =
+                inside_at_death(a, died) && (a.outcome.is_silent_loss() || a.outcome.is_error());
             let while_down = died <= a.sent_us
                 && back.is_none_or(|b| a.sent_us < b)
                 && matches!(

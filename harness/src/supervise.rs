@@ -219,7 +219,8 @@ pub(crate) async fn wait_ready(
 /// the client's records.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Inside {
-    /// Attempts sent before the death and not done 100 ms before it.
+    /// Attempts sent before the death and not done 100 ms before it
+    /// ([`assertions::inside_at_death`]).
     pub(crate) attempts: usize,
     /// Of those, the ones that ended in an error or without an answer.
     pub(crate) lost: usize,
@@ -228,7 +229,7 @@ pub(crate) struct Inside {
 impl Inside {
     /// Counts `a` if it was inside the gateway at `at_us`.
     pub(crate) fn count(&mut self, at_us: u64, a: &ClientRecord) {
-        if a.sent_us <= at_us && a.done_us >= at_us.saturating_sub(100_000) {
+        if assertions::inside_at_death(a, at_us) {
             self.attempts += 1;
             if a.outcome.is_silent_loss() || a.outcome.is_error() {
                 self.lost += 1;
