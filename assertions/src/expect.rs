@@ -28,6 +28,14 @@ pub struct Expectations {
     pub queue_bound: f64,
     /// C: the calls in service at the provider at capacity.
     pub in_flight_at_provider: f64,
+    /// G: the longest a request may wait inside a gateway that never sheds,
+    /// in FIFO order (the plan's peak backlog ÷ its lowest capacity), in
+    /// seconds at the run's scale; 0 without an overload. The judge waits
+    /// this much longer before it takes an attempt whose caller left with
+    /// no call made to have left the gateway: a naive gateway's orphans
+    /// still wait in it.
+    #[serde(default)]
+    pub gateway_wait_s: f64,
     /// The gateway's memory budget, if the scenario gives one.
     pub memory_ceiling_bytes: Option<u64>,
     /// The load generator's allowed 99th-percentile send lag.

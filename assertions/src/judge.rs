@@ -27,8 +27,11 @@
 //!    attempt of its person: the attempt whose window it was received in.
 //! 2. *Settling.* An attempt's departure from the gateway (for the depth
 //!    and drain time) is settled when its first call is received, when the
-//!    person's next attempt is sent, or, with neither, `P + M` after it
-//!    ended (its *settling time*: a call received for it later still
+//!    person's next attempt is sent, or, with neither, `P + G + M` after
+//!    it ended (G: the longest the plan says a request may wait inside a
+//!    gateway that never sheds, [`Expectations::gateway_wait_s`], so that
+//!    a naive gateway's orphans count in its depth while they wait) (its
+//!    *settling time*: a call received for it later still
 //!    counts as stale, as a late answer and in the queue wait, but not in
 //!    the depth; [`crate::Pass::settled_before_dispatch`] counts those).
 //! 3. *The sweep* ([`crate::sweep`]) walks the instants up to the first
@@ -404,7 +407,7 @@ struct Latency {
 /// let expect = Expectations {
 ///     start_us: 0, load_end_us: 1_000_000, overload: None, capacity_per_s: 10.0,
 ///     patience_s: 5.0, service_s: 0.1, queue_bound: 49.0, in_flight_at_provider: 1.0,
-///     memory_ceiling_bytes: None, send_lag_bound_ms: 10.0, send_lag_p99_ms: 1.0,
+///     gateway_wait_s: 0.0, memory_ceiling_bytes: None, send_lag_bound_ms: 10.0, send_lag_p99_ms: 1.0,
 /// };
 /// let mut judge = Judge::new(&expect, &Thresholds::default());
 /// judge.attempt(ClientRecord {
@@ -422,6 +425,8 @@ pub struct Judge {
     /// P, C and the latest end time fed.
     patience_us: u64,
     longest_call_us: u64,
+    /// G: how long an orphan may still wait inside the gateway.
+    gateway_wait_us: u64,
     stream_us: u64,
     /// Every record that starts before this instant has been released.
     released_to: u64,
@@ -486,6 +491,11 @@ impl Judge {
             thresholds: thresholds.clone(),
             patience_us,
             longest_call_us: 0,
+            gateway_wait_us: if expect.gateway_wait_s.is_finite() && expect.gateway_wait_s > 0.0 {
+                ((expect.gateway_wait_s * US as f64) as u64).min(MAX_WINDOW_US)
+            } else {
+                0
+            },
             stream_us: 0,
             released_to: 0,
             pending: Pending::new(),
@@ -531,9 +541,10 @@ impl Judge {
         (self.patience_us + self.longest_call_us + MARGIN_US).min(MAX_WINDOW_US)
     }
 
-    /// How long after it ended an attempt without a call settles: P + M.
+    /// How long after it ended an attempt without a call settles: P + G
+    /// + M (G: [`Expectations::gateway_wait_s`], capped with the window).
     fn settling_us(&self) -> u64 {
-        self.patience_us + MARGIN_US
+        self.patience_us + self.gateway_wait_us + MARGIN_US
     }
 
     /// What the judge holds now.

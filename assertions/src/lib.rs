@@ -170,7 +170,7 @@ impl Judgement {
     /// # let expect = assertions::Expectations {
     /// #     start_us: 0, load_end_us: 0, overload: None, capacity_per_s: 1.0,
     /// #     patience_s: 2.0, service_s: 1.0, queue_bound: 1.0,
-    /// #     in_flight_at_provider: 1.0, memory_ceiling_bytes: None,
+    /// #     in_flight_at_provider: 1.0, gateway_wait_s: 0.0, memory_ceiling_bytes: None,
     /// #     send_lag_bound_ms: 1.0, send_lag_p99_ms: 0.0,
     /// # };
     /// let j = assertions::judge(&[], &[], &[], &expect, &Default::default());
@@ -199,6 +199,7 @@ impl Judgement {
 ///     service_s: 1.0,
 ///     queue_bound: 240.0,
 ///     in_flight_at_provider: 10.0,
+///     gateway_wait_s: 0.0,
 ///     memory_ceiling_bytes: None,
 ///     send_lag_bound_ms: 10.0,
 ///     send_lag_p99_ms: 1.0,

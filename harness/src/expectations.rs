@@ -38,11 +38,55 @@ pub(crate) fn expectations_of(
         service_s: o.map_or(0.0, |o| o.service_s),
         queue_bound: o.map_or(0.0, |o| o.queue_bound),
         in_flight_at_provider: o.map_or(0.0, |o| o.capacity_per_s * o.service_s),
+        gateway_wait_s: o.map_or(0.0, |_| longest_wait_s(&plan.rehearsal)),
         memory_ceiling_bytes: scenario
             .gateway
             .memory_ceiling
             .map(|b| scenario.gateway.memory_at(b, rehearsal.scale)),
         send_lag_bound_ms: load_plan.send_lag_bound().as_secs_f64() * 1000.0,
         send_lag_p99_ms,
+    }
+}
+
+/// The longest a request may wait in a gateway that never sheds, in FIFO
+/// order: the peak backlog drained at the lowest capacity of the run
+/// (seconds, at the figures' scale); 0 without a backlog.
+fn longest_wait_s(figures: &report::Figures) -> f64 {
+    let lowest_per_s = figures
+        .phases
+        .iter()
+        .filter_map(|s| s.capacity_per_min)
+        .filter(|c| *c > 0.0)
+        .fold(f64::INFINITY, f64::min)
+        / 60.0;
+    if figures.peak_backlog > 0.0 && lowest_per_s.is_finite() {
+        figures.peak_backlog / lowest_per_s
+    } else {
+        0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_longest_wait_is_the_peak_backlog_at_the_lowest_capacity() {
+        let phase = |per_min: Option<f64>| report::Segment {
+            capacity_per_min: per_min,
+            ..Default::default()
+        };
+        let figures = report::Figures {
+            phases: vec![phase(Some(2_640.0)), phase(Some(1_600.0)), phase(None)],
+            peak_backlog: 9_600.0,
+            ..Default::default()
+        };
+        // 9,600 at 1,600 a minute: six minutes.
+        assert!((longest_wait_s(&figures) - 360.0).abs() < 1e-9);
+        let calm = report::Figures {
+            phases: vec![phase(Some(2_640.0))],
+            ..Default::default()
+        };
+        assert_eq!(longest_wait_s(&calm), 0.0);
     }
 }
