@@ -18,6 +18,8 @@
 //! ttft = { lognormal = { median = "300ms", p99 = "1.2s" } }
 //! per_token = { fixed = "10ms" }
 //! multiplier = 1.0
+//! knee = 32             # past 32 calls in service each call slows: x (in service / 32)
+//! knee_exponent = 1.0   # ^1: throughput flat past the knee (see the `curve` module)
 //!
 //! [completion_tokens]
 //! uniform = { min = 50, max = 400 }    # or fixed = 100, or lognormal = { median = 200, p99 = 900 }
@@ -199,6 +201,13 @@ pub struct Latency {
     pub per_token: Dist<Dur>,
     /// Factor applied to both draws (a brownout is `multiplier = 7.0`).
     pub multiplier: f64,
+    /// The load curve's knee: past this many calls in service, each call
+    /// admitted slows by [`crate::curve::load_factor`]. `None`: latency
+    /// does not depend on load. A count: ÷ the quota scale.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub knee: Option<u32>,
+    /// The curve's exponent past the knee (1: throughput flat).
+    pub knee_exponent: f64,
 }
 
 impl Default for Latency {
@@ -207,6 +216,8 @@ impl Default for Latency {
             ttft: Dist::Fixed(Dur(Duration::ZERO)),
             per_token: Dist::Fixed(Dur(Duration::ZERO)),
             multiplier: 1.0,
+            knee: None,
+            knee_exponent: 1.0,
         }
     }
 }
@@ -298,6 +309,10 @@ pub struct LatencyPatch {
     pub per_token: Option<Dist<Dur>>,
     /// Replaces the multiplier.
     pub multiplier: Option<f64>,
+    /// Replaces the load curve's knee (a brownout can move it).
+    pub knee: Option<u32>,
+    /// Replaces the curve's exponent.
+    pub knee_exponent: Option<f64>,
 }
 
 /// Partial concurrency settings.
@@ -537,6 +552,8 @@ impl ProviderConfig {
                 ttft: Some(self.latency.ttft.clone()),
                 per_token: Some(self.latency.per_token.clone()),
                 multiplier: Some(self.latency.multiplier),
+                knee: self.latency.knee,
+                knee_exponent: Some(self.latency.knee_exponent),
             },
         )?;
         self.completion_tokens.check(src, &p("completion_tokens"))?;
@@ -633,10 +650,13 @@ impl ProviderConfig {
             ttft: l.ttft.as_ref().map(|d| d.compressed(scale)),
             per_token: l.per_token.as_ref().map(|d| d.compressed(scale)),
             multiplier: l.multiplier,
+            knee: count(l.knee),
+            knee_exponent: l.knee_exponent,
         };
         let mut out = self.clone();
         out.latency.ttft = self.latency.ttft.compressed(scale);
         out.latency.per_token = self.latency.per_token.compressed(scale);
+        out.latency.knee = count(self.latency.knee);
         out.concurrency.ceiling = count(self.concurrency.ceiling);
         out.concurrency.queue_limit = count(self.concurrency.queue_limit);
         out.quota.requests_per_minute = rate(self.quota.requests_per_minute);
@@ -734,6 +754,17 @@ fn check_latency_patch(
     if let Some(m) = l.multiplier {
         if !(m.is_finite() && m > 0.0) {
             return Err(src.error(&format!("{at}.multiplier"), "must be a positive number"));
+        }
+    }
+    if l.knee == Some(0) {
+        return Err(src.error(
+            &format!("{at}.knee"),
+            "must be at least 1 (omit it for latency that does not depend on load)",
+        ));
+    }
+    if let Some(e) = l.knee_exponent {
+        if !(e.is_finite() && (0.0..=4.0).contains(&e)) {
+            return Err(src.error(&format!("{at}.knee_exponent"), "must be between 0 and 4"));
         }
     }
     Ok(())
@@ -834,6 +865,12 @@ impl Effective {
             }
             if let Some(m) = l.multiplier {
                 self.latency.multiplier = m;
+            }
+            if l.knee.is_some() {
+                self.latency.knee = l.knee;
+            }
+            if let Some(e) = l.knee_exponent {
+                self.latency.knee_exponent = e;
             }
         }
         if let Some(c) = &o.completion_tokens {

@@ -13,6 +13,8 @@
 //! - `config`: the TOML schema, validation, and the merge of timeline
 //!   phases and admin overrides into the settings in force;
 //! - `ceiling`: at most C calls in service, a FIFO queue behind;
+//! - `curve`: the load curve, latency growing with the calls in service
+//!   past a knee;
 //! - `dialect`: request parsing and answers in each provider's shape
 //!   ([`ProviderDialect`], on `wire::Dialect`);
 //! - `counters`: the live counts of `/_fake/stats` ([`Stats`]);
@@ -51,6 +53,7 @@
 mod admin;
 mod ceiling;
 pub mod config;
+pub mod curve;
 mod counters;
 mod dialect;
 pub mod process;

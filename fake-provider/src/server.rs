@@ -787,7 +787,9 @@ impl CallGuard {
         let (eff, label) = self.shared.effective();
         self.record.phase = label.to_string();
         let fault = draw_fault(&eff, rng.gen::<f64>());
-        let m = eff.latency.multiplier;
+        let in_service = self.shared.ceiling.in_service();
+        let m = eff.latency.multiplier
+            * crate::curve::load_factor(in_service, eff.latency.knee, eff.latency.knee_exponent);
         let ttft = eff.latency.ttft.sample(&mut rng).mul_f64(m);
         let per_token = eff.latency.per_token.sample(&mut rng).mul_f64(m);
         let n = eff.completion_tokens.sample(&mut rng).min(max_tokens);

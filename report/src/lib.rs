@@ -23,6 +23,7 @@
 // No function over 120 lines outside tests (the threshold is in clippy.toml).
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
+mod calibration;
 mod charts;
 mod checklist;
 mod compare;
@@ -32,6 +33,7 @@ mod plan_text;
 
 use std::path::{Path, PathBuf};
 
+pub use calibration::{Calibration, CalibrationLevel, CALIBRATE_HTML, CALIBRATE_JSON};
 pub use checklist::{checklist_text, junit, report_json, verdict, Report};
 pub use compare::{compare_text, write_compare_html, COMPARE_HTML, COMPARE_JSON};
 pub use documents::{
