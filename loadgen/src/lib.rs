@@ -26,7 +26,9 @@
 //! - `stats`: HDR histograms by outcome, the per-second counts
 //!   ([`LoadSecond`], `load-seconds.csv`), the [`RunReport`] and its
 //!   summary table;
-//! - `progress`: live counters and the progress bar.
+//! - `progress`: live counters and the progress bar;
+//! - `closed`: the closed-loop model (N workers back to back) that
+//!   `rehearse calibrate` sweeps, on the caller's HTTP client.
 //!
 //! ```
 //! use loadgen::LoadPlan;
@@ -63,6 +65,7 @@
 // No function over 120 lines outside tests (the threshold is in clippy.toml).
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
+mod closed;
 mod config;
 mod dist;
 mod http1;
@@ -77,6 +80,7 @@ mod shard;
 mod stats;
 mod tls;
 
+pub use closed::{closed_level, CallEnd, ClosedLevel, ClosedTally, SweepRequests};
 pub use config::{
     LoadConfig, LoadError, LoadPlan, PhaseConfig, RateUnit, ReplayConfig, RequestConfig,
     RetryConfig, RetryKind, RetryPolicy,
