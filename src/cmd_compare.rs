@@ -34,9 +34,9 @@ pub struct Args {
     /// No progress bar.
     #[arg(long)]
     no_progress: bool,
-    /// The verdict a variant is meant to have (repeatable): the exit is 0
-    /// when each variant named gets it, 1 when one does not (the variants
-    /// not named do not count).
+    /// The verdict a variant is meant to have (repeatable; a variant not
+    /// named is meant to pass): the exit is 0 when each gets its verdict, 1
+    /// when one does not.
     #[arg(long, value_name = "NAME=pass|fail")]
     expect: Vec<String>,
     #[command(flatten)]
