@@ -53,9 +53,9 @@ pub fn main(args: Args) -> Result<Ended, Error> {
         &args.expect,
     )?;
     let opts = CompareOptions {
-        out: args.out.unwrap_or_else(|| {
-            crate::cmd_run::default_out(&format!("compare-{}", lineup.scenario))
-        }),
+        out: args
+            .out
+            .unwrap_or_else(|| harness::default_run_dir(&format!("compare-{}", lineup.scenario))),
         time_scale: args.time_scale,
         progress: !args.no_progress && std::io::stderr().is_terminal(),
     };

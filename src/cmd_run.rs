@@ -62,22 +62,14 @@ pub struct Args {
     sets: Sets,
 }
 
-/// `runs/NAME-YYYYmmdd-HHMMSS`, the default directory of `run` and `compare`.
-pub(crate) fn default_out(name: &str) -> PathBuf {
-    let stamp = time::OffsetDateTime::now_utc()
-        .format(time::macros::format_description!(
-            "[year][month][day]-[hour][minute][second]"
-        ))
-        .unwrap_or_else(|_| "run".into());
-    PathBuf::from("runs").join(format!("{name}-{stamp}"))
-}
-
 /// Runs `rehearse run`: the scenario is read and validated, then rehearsed
 /// until its end or the first signal (a partial report, exit 3).
 pub fn main(args: Args) -> Result<Ended, Error> {
     let scenario = crate::scenario::load(args.scenario.as_deref(), &args.sets)?;
     let opts = RunOptions {
-        out: args.out.unwrap_or_else(|| default_out(&scenario.meta.name)),
+        out: args
+            .out
+            .unwrap_or_else(|| harness::default_run_dir(&scenario.meta.name)),
         time_scale: args.time_scale,
         target: args.target,
         allow_remote: args.allow_remote,

@@ -160,6 +160,29 @@ impl Health {
     }
 }
 
+/// `runs/NAME-YYYYmmdd-HHMMSS` (UTC, now): the directory `rehearse run`
+/// and `rehearse compare` write to when none is named.
+///
+/// ```
+/// let dir = harness::default_run_dir("ci-smoke");
+/// let name = dir.file_name().unwrap().to_str().unwrap();
+/// assert!(dir.starts_with("runs") && name.starts_with("ci-smoke-"));
+/// assert_eq!(name.len(), "ci-smoke-20261130-140000".len());
+/// ```
+pub fn default_run_dir(name: &str) -> std::path::PathBuf {
+    // 2026-11-30T14:00:00Z → 20261130-140000
+    let stamp: String = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+        .to_string()
+        .chars()
+        .filter_map(|c| match c {
+            'T' => Some('-'),
+            '0'..='9' => Some(c),
+            _ => None,
+        })
+        .collect();
+    std::path::PathBuf::from("runs").join(format!("{name}-{stamp}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
