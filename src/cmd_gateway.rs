@@ -1,16 +1,6 @@
-//! `rehearse gateway`: the reference gateway in front of an upstream provider.
-//!
-//! Flags override a `--config` file ([`GatewayConfig::from_flags`] merges
-//! them). `REHEARSE_TIME_SCALE=N`, when set, then compresses every duration
-//! N times and multiplies the token rate by N ([`GatewayConfig::scaled`],
-//! time alone): for a gateway started by hand or by another harness. `rehearse run` no longer uses it for the reference
-//! gateway: it writes a `gateway.toml` already at rehearsal scale and
-//! removes the variable from the gateway's environment (see `wire::Scale`).
-//!
-//! The bound address is printed on stdout (`listening on http://ADDR`) so a
-//! harness can read the port when `--listen` asks for port 0 (the default).
-//! Ctrl-C and SIGTERM are listened for before it is printed; either drains
-//! the gateway and exits 0.
+//! `rehearse gateway`: the reference gateway in front of an upstream
+//! provider (what it does with its flags, `REHEARSE_TIME_SCALE` and its
+//! address: `reference_gateway::CLI_ABOUT`, its `--help`).
 
 use std::io::Write as _;
 use std::net::SocketAddr;

@@ -11,22 +11,7 @@ use crate::exit::{Classify as _, Ended, Error};
 
 /// Flags of `rehearse provider`.
 #[derive(clap::Args, Debug)]
-#[command(after_help = "\
-Records: each call's record (one JSON line, the ProviderRecord of provider.jsonl) is
-written to --records when the call ends; none is kept in memory. GET /_fake/records?after=N
-streams the records after the first N (in write order, not arrival order) up to the
-current end, and gives that end in the header x-fake-records-next: ask ?after=THAT next.
-
-Rotation: at start an existing non-empty FILE becomes FILE.1 (FILE.1 becomes FILE.2,
-and so on); FILE starts empty. --records-max-bytes caps FILE and FILE.1, FILE.2, ...
-together: past it the oldest run's file is deleted first; once FILE alone would pass
-it, the provider stops writing records, counts each one dropped (records_dropped in
-/_fake/stats, fake_provider_records_dropped_total in /metrics) and warns once on stderr.
-
-Admin token (never in argv): --admin-token-file, else REHEARSE_ADMIN_TOKEN, else the
-config's admin_token. With one, every admin call needs Authorization: Bearer TOKEN (401);
-without, loopback callers only (403). POST /_fake/reset starts a run: README, \"The fake
-provider's admin API\". Tests only: REHEARSE_TEST_CLOCK_OFFSET_MS=N shifts its clock.")]
+#[command(after_help = process::AFTER_HELP)]
 pub struct Args {
     /// A provider config file (the same schema as a scenario's [provider]).
     #[arg(long, conflicts_with = "scenario")]
@@ -109,14 +94,10 @@ async fn serve(
     stop.cancelled().await;
     let stats = handle.stats();
     eprintln!("stopping: {} calls served", stats.received);
-    let written = handle.shutdown().await;
-    let mut note = format!("{} records in {}", written.records, records.display());
-    if stats.records_dropped > 0 {
-        note.push_str(&format!(
-            "; {} dropped (over --records-max-bytes)",
-            stats.records_dropped
-        ));
-    }
-    eprintln!("{note}");
+    let written = handle.shutdown().await.records;
+    eprintln!(
+        "{}",
+        process::stopped_note(written, stats.records_dropped, records)
+    );
     Ok(Ended::Pass)
 }

@@ -68,15 +68,7 @@ enum Command {
     /// Drive a target with open-loop traffic from a scenario's [load] section.
     Load(cmd_load::Args),
     /// Run the reference gateway in front of an upstream provider.
-    ///
-    /// Flags override a --config file. REHEARSE_TIME_SCALE=N, when set, then
-    /// compresses every duration N times and multiplies the token rate by N:
-    /// for a gateway started by hand or by another harness. `rehearse run`
-    /// no longer sets it for the reference gateway (it writes a gateway.toml
-    /// already at rehearsal scale, and removes the variable).
-    ///
-    /// Prints `listening on http://ADDR` once it serves; Ctrl-C or SIGTERM
-    /// drains it and exits 0.
+    #[command(long_about = reference_gateway::CLI_ABOUT)]
     Gateway(cmd_gateway::Args),
     /// Ready a multi-machine rehearsal: upload the provider table, schedule its reset, write the run directory.
     Stage(cmd_stage::StageArgs),

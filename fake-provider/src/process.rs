@@ -12,6 +12,25 @@ use std::path::{Path, PathBuf};
 
 use crate::config::{check_admin_token, ConfigError, ProviderConfig};
 
+/// What `rehearse provider --help` says after its flags: where the
+/// records go and how they rotate, and who may call the admin API.
+pub const AFTER_HELP: &str = "\
+Records: each call's record (one JSON line, the ProviderRecord of provider.jsonl) is
+written to --records when the call ends; none is kept in memory. GET /_fake/records?after=N
+streams the records after the first N (in write order, not arrival order) up to the
+current end, and gives that end in the header x-fake-records-next: ask ?after=THAT next.
+
+Rotation: at start an existing non-empty FILE becomes FILE.1 (FILE.1 becomes FILE.2,
+and so on); FILE starts empty. --records-max-bytes caps FILE and FILE.1, FILE.2, ...
+together: past it the oldest run's file is deleted first; once FILE alone would pass
+it, the provider stops writing records, counts each one dropped (records_dropped in
+/_fake/stats, fake_provider_records_dropped_total in /metrics) and warns once on stderr.
+
+Admin token (never in argv): --admin-token-file, else REHEARSE_ADMIN_TOKEN, else the
+config's admin_token. With one, every admin call needs Authorization: Bearer TOKEN (401);
+without, loopback callers only (403). POST /_fake/reset starts a run: README, \"The fake
+provider's admin API\". Tests only: REHEARSE_TEST_CLOCK_OFFSET_MS=N shifts its clock.";
+
 /// The environment variable holding the admin token.
 pub const ADMIN_TOKEN_ENV: &str = "REHEARSE_ADMIN_TOKEN";
 
@@ -233,6 +252,21 @@ pub fn listening_banner(base: &str, said: &str, records: &Path, records_max_byte
         records_max_bytes
     ));
     banner
+}
+
+/// What a provider process says on stderr once it has stopped: the
+/// records written to `records`, and those dropped over its size cap.
+///
+/// ```
+/// let note = fake_provider::process::stopped_note(7, 0, std::path::Path::new("p.jsonl"));
+/// assert_eq!(note, "7 records in p.jsonl");
+/// ```
+pub fn stopped_note(written: u64, dropped: u64, records: &Path) -> String {
+    let mut note = format!("{written} records in {}", records.display());
+    if dropped > 0 {
+        note.push_str(&format!("; {dropped} dropped (over --records-max-bytes)"));
+    }
+    note
 }
 
 #[cfg(test)]

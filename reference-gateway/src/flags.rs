@@ -13,6 +13,17 @@ use std::time::Duration;
 use crate::config::{GatewayConfig, Mode, Order};
 use crate::error::ConfigError;
 
+/// What `rehearse gateway --help` says of the process, before its flags.
+pub const ABOUT: &str = "\
+Run the reference gateway in front of an upstream provider.
+
+Flags override a --config file. REHEARSE_TIME_SCALE=N, when set, then compresses every \
+duration N times and multiplies the token rate by N: for a gateway started by hand or by \
+another harness. `rehearse run` does not set it for the reference gateway (it writes a \
+gateway.toml already at rehearsal scale, and removes the variable).
+
+Prints `listening on http://ADDR` once it serves; Ctrl-C or SIGTERM drains it and exits 0.";
+
 /// The settings given as flags: each one given overrides the config file's
 /// (or the default's). `--queue` and `--wait-budget` go to whichever of
 /// `bounded` and `aimd` runs.

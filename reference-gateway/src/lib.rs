@@ -129,6 +129,6 @@ pub use config::{
     TenantConfig,
 };
 pub use error::{ConfigError, GatewayError};
-pub use flags::{FlagsError, GatewayFlags};
+pub use flags::{FlagsError, GatewayFlags, ABOUT as CLI_ABOUT};
 pub use metrics::{resident_memory_bytes, ShedReason};
 pub use server::{Gateway, GatewayHandle, GatewaySnapshot};
