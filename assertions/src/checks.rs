@@ -199,14 +199,15 @@ const NO_ATTEMPTS: &str = "no data: the load generator recorded no attempts";
 pub(crate) fn shed_onset(ev: &Evidence, th: &ShedOnsetThreshold) -> Verdict {
     const ID: &str = "shed_onset";
     if !th.enabled {
-        return Verdict::skipped(ID, DISABLED);
+        return Verdict::skipped(ID, "disabled", DISABLED);
     }
     if ev.no_attempts() {
-        return Verdict::skipped(ID, NO_ATTEMPTS);
+        return Verdict::skipped(ID, "no attempts", NO_ATTEMPTS);
     }
     if ev.expect.overload.is_none() {
         return Verdict::skipped(
             ID,
+            "no overload",
             "the scenario never overloads, so there is no shed onset to judge",
         );
     }
@@ -232,12 +233,18 @@ pub(crate) fn shed_onset(ev: &Evidence, th: &ShedOnsetThreshold) -> Verdict {
                 count(depth),
                 measured_bound(ev)
             );
+            let short = format!(
+                "first shed at depth {} (bound {})",
+                count(depth),
+                round(limit)
+            );
             // Written so that a NaN bound fails rather than passes.
             let within = depth as f64 <= limit;
             if !within {
                 Verdict::new(
                     ID,
                     Status::Fail,
+                    short,
                     predicted,
                     observed,
                     format!(
@@ -250,6 +257,7 @@ pub(crate) fn shed_onset(ev: &Evidence, th: &ShedOnsetThreshold) -> Verdict {
                 Verdict::new(
                     ID,
                     Status::Pass,
+                    short,
                     predicted,
                     observed,
                     format!(
@@ -262,6 +270,7 @@ pub(crate) fn shed_onset(ev: &Evidence, th: &ShedOnsetThreshold) -> Verdict {
                 Verdict::new(
                     ID,
                     Status::Pass,
+                    short,
                     predicted,
                     observed,
                     format!(
@@ -284,7 +293,12 @@ pub(crate) fn shed_onset(ev: &Evidence, th: &ShedOnsetThreshold) -> Verdict {
                 count(peak),
                 round(q)
             );
-            Verdict::new(ID, Status::Fail, predicted, observed, detail)
+            let short = format!(
+                "never shed; {} waiting at the peak (bound {})",
+                count(peak),
+                round(limit)
+            );
+            Verdict::new(ID, Status::Fail, short, predicted, observed, detail)
         }
     }
 }
@@ -309,10 +323,10 @@ fn measured_bound(ev: &Evidence) -> String {
 pub(crate) fn retry_after(ev: &Evidence, th: &RetryAfterThreshold) -> Verdict {
     const ID: &str = "retry_after";
     if !th.enabled {
-        return Verdict::skipped(ID, DISABLED);
+        return Verdict::skipped(ID, "disabled", DISABLED);
     }
     if ev.no_attempts() {
-        return Verdict::skipped(ID, NO_ATTEMPTS);
+        return Verdict::skipped(ID, "no attempts", NO_ATTEMPTS);
     }
     let predicted = format!(
         "every shed (at admission or stale at dequeue; not a tenant's entitlement, not the provider's refusal) carries a Retry-After within {} of the backlog drain time, with at least {} distinct values; {} of the retries that honour it are admitted after the overload",
@@ -324,12 +338,14 @@ pub(crate) fn retry_after(ev: &Evidence, th: &RetryAfterThreshold) -> Verdict {
         if ev.expect.overload.is_none() {
             return Verdict::skipped(
                 ID,
+                "no shed, no overload",
                 "the gateway never shed and the scenario never overloads",
             );
         }
         return Verdict::new(
             ID,
             Status::Fail,
+            "never shed, so no Retry-After",
             predicted,
             "no gateway shed",
             format!(
@@ -342,9 +358,16 @@ pub(crate) fn retry_after(ev: &Evidence, th: &RetryAfterThreshold) -> Verdict {
     let failures = found.failures(th);
     let observed = found.observed();
     if failures.is_empty() {
+        let short = format!(
+            "{} values, median error {} (bound {})",
+            count(found.distinct.len() as u64),
+            found.median_error_text(),
+            percent(th.tolerance)
+        );
         Verdict::new(
             ID,
             Status::Pass,
+            short,
             predicted,
             observed,
             format!(
@@ -356,7 +379,19 @@ pub(crate) fn retry_after(ev: &Evidence, th: &RetryAfterThreshold) -> Verdict {
             ),
         )
     } else {
-        Verdict::new(ID, Status::Fail, predicted, observed, failures.join("; "))
+        let (shorts, details): (Vec<String>, Vec<String>) = failures.into_iter().unzip();
+        let mut short = shorts[0].clone();
+        if shorts.len() > 1 {
+            short.push_str(&format!(" (+{} more)", shorts.len() - 1));
+        }
+        Verdict::new(
+            ID,
+            Status::Fail,
+            short,
+            predicted,
+            observed,
+            details.join("; "),
+        )
     }
 }
 
@@ -394,14 +429,23 @@ impl RetryAfterFindings {
     }
 
     /// Every way the findings fall short, in the order the prediction
-    /// names them; empty when the check passes.
-    fn failures(&self, th: &RetryAfterThreshold) -> Vec<String> {
+    /// names them, in a few words and in a sentence; empty when the check
+    /// passes.
+    fn failures(&self, th: &RetryAfterThreshold) -> Vec<(String, String)> {
         let mut failures = Vec::new();
         if self.missing > 0 {
-            failures.push(format!(
-                "{} of {} sheds carried no Retry-After",
+            let short = format!(
+                "{} of {} sheds without Retry-After",
                 count(self.missing as u64),
                 count(self.sheds as u64)
+            );
+            failures.push((
+                short,
+                format!(
+                    "{} of {} sheds carried no Retry-After",
+                    count(self.missing as u64),
+                    count(self.sheds as u64)
+                ),
             ));
         }
         if self.sheds >= SHEDS_BEFORE_VARYING && self.distinct.len() < th.min_distinct {
@@ -411,31 +455,50 @@ impl RetryAfterFindings {
                 .map(|&v| format!("{} ms", count(v)))
                 .collect::<Vec<_>>()
                 .join(", ");
-            failures.push(format!(
-                "Retry-After never varies: {} sheds said {} whatever the backlog",
-                count(self.sheds as u64),
-                if values.is_empty() {
-                    "nothing".to_string()
-                } else {
-                    values
-                }
+            let short = format!(
+                "{} distinct values (bound at least {})",
+                count(self.distinct.len() as u64),
+                th.min_distinct
+            );
+            failures.push((
+                short,
+                format!(
+                    "Retry-After never varies: {} sheds said {} whatever the backlog",
+                    count(self.sheds as u64),
+                    if values.is_empty() {
+                        "nothing".to_string()
+                    } else {
+                        values
+                    }
+                ),
             ));
         }
         if let Some(err) = self.median_err {
             // Written so that a NaN error fails rather than passes.
             let close = err <= th.tolerance;
             if !close {
-                failures.push(format!(
+                let short = format!(
+                    "median error {} (bound {})",
+                    percent(err),
+                    percent(th.tolerance)
+                );
+                failures.push((short, format!(
                     "Retry-After is off the backlog drain time by {} at the median, over the {} tolerance",
                     percent(err),
                     percent(th.tolerance)
-                ));
+                )));
             }
         }
         if self.honouring > 0
             && (self.admitted as f64 / self.honouring as f64) < HONOURED_ADMITTED_SHARE
         {
-            failures.push(format!("only {}", self.honour_note()));
+            let short = format!(
+                "{} of {} honouring retries admitted (bound {})",
+                count(self.admitted),
+                count(self.honouring),
+                percent(HONOURED_ADMITTED_SHARE)
+            );
+            failures.push((short, format!("only {}", self.honour_note())));
         }
         failures
     }
@@ -477,24 +540,35 @@ impl RetryAfterFindings {
 pub(crate) fn memory_ceiling(ev: &Evidence, th: &MemoryCeilingThreshold) -> Verdict {
     const ID: &str = "memory_ceiling";
     if !th.enabled {
-        return Verdict::skipped(ID, DISABLED);
+        return Verdict::skipped(ID, "disabled", DISABLED);
     }
     let Some(ceiling) = ev.expect.memory_ceiling_bytes else {
-        return Verdict::skipped(ID, "no memory ceiling is set for the gateway");
+        return Verdict::skipped(
+            ID,
+            "no memory ceiling",
+            "no memory ceiling is set for the gateway",
+        );
     };
     let Some(peak) = ev.tally.peak_rss else {
         return Verdict::skipped(
             ID,
+            "memory not sampled",
             "no data: the gateway's memory was not sampled (not spawned by the harness, and no rss_metric)",
         );
     };
     let predicted = format!("peak RSS at most {}", mib(ceiling));
     let observed = format!("peak RSS {}", mib(peak.rss_bytes));
     let share = peak.rss_bytes as f64 / ceiling.max(1) as f64;
+    let short = format!(
+        "peak RSS {} (ceiling {})",
+        mib(peak.rss_bytes),
+        mib(ceiling)
+    );
     if peak.rss_bytes <= ceiling {
         Verdict::new(
             ID,
             Status::Pass,
+            short,
             predicted,
             observed,
             format!(
@@ -508,6 +582,7 @@ pub(crate) fn memory_ceiling(ev: &Evidence, th: &MemoryCeilingThreshold) -> Verd
         Verdict::new(
             ID,
             Status::Fail,
+            short,
             predicted,
             observed,
             format!(
@@ -528,7 +603,7 @@ pub(crate) fn memory_ceiling(ev: &Evidence, th: &MemoryCeilingThreshold) -> Verd
 pub(crate) fn drain(ev: &Evidence, th: &DrainThreshold) -> Verdict {
     const ID: &str = "drain";
     if !th.enabled {
-        return Verdict::skipped(ID, DISABLED);
+        return Verdict::skipped(ID, "disabled", DISABLED);
     }
     let d = &ev.drain;
     let within = th.within.as_secs_f64();
@@ -546,10 +621,11 @@ pub(crate) fn drain(ev: &Evidence, th: &DrainThreshold) -> Verdict {
         secs(within)
     );
     match d.outcome {
-        DrainOutcome::NoData => Verdict::skipped(ID, NO_ATTEMPTS),
+        DrainOutcome::NoData => Verdict::skipped(ID, "no attempts", NO_ATTEMPTS),
         DrainOutcome::NothingWaited { longest_s } => Verdict::new(
             ID,
             Status::Pass,
+            "nothing waited",
             format!("the backlog back to its baseline within {} of {what} ending", secs(within)),
             "nothing waited",
             format!(
@@ -559,6 +635,7 @@ pub(crate) fn drain(ev: &Evidence, th: &DrainThreshold) -> Verdict {
         ),
         DrainOutcome::ShortBaseline { samples } => Verdict::skipped(
             ID,
+            &format!("baseline {samples} s, needs {BASELINE_SAMPLES} s"),
             format!(
                 "the baseline before {what} is {} long, and the drain is judged against at least {BASELINE_SAMPLES}: give the scenario a steady phase of {BASELINE_SAMPLES} s or more before {what}",
                 plural(samples as u64, "scenario second", "scenario seconds"),
@@ -567,6 +644,7 @@ pub(crate) fn drain(ev: &Evidence, th: &DrainThreshold) -> Verdict {
         DrainOutcome::EndedEarly { short_s } => Verdict::new(
             ID,
             Status::Fail,
+            format!("records end {} before {what} did", secs(short_s)),
             predicted,
             "not drained",
             format!(
@@ -577,6 +655,7 @@ pub(crate) fn drain(ev: &Evidence, th: &DrainThreshold) -> Verdict {
         DrainOutcome::StillWaiting { mean: last, after_s } => Verdict::new(
             ID,
             Status::Fail,
+            format!("still {} waiting at the end (bound {bound})", num(last, 1)),
             predicted,
             "not drained",
             format!(
@@ -587,10 +666,12 @@ pub(crate) fn drain(ev: &Evidence, th: &DrainThreshold) -> Verdict {
         ),
         DrainOutcome::Drained { drain_s } => {
             let observed = format!("drained {} after {what}", secs(drain_s));
+            let short = format!("drained in {} (bound {})", secs(drain_s), secs(within));
             if drain_s <= within {
                 Verdict::new(
                     ID,
                     Status::Pass,
+                    short,
                     predicted,
                     observed,
                     format!(
@@ -603,6 +684,7 @@ pub(crate) fn drain(ev: &Evidence, th: &DrainThreshold) -> Verdict {
                 Verdict::new(
                     ID,
                     Status::Fail,
+                    short,
                     predicted,
                     observed,
                     format!(
@@ -622,10 +704,10 @@ pub(crate) fn drain(ev: &Evidence, th: &DrainThreshold) -> Verdict {
 pub(crate) fn stale_dispatch(ev: &Evidence, th: &StaleDispatchThreshold) -> Verdict {
     const ID: &str = "stale_dispatch";
     if !th.enabled {
-        return Verdict::skipped(ID, DISABLED);
+        return Verdict::skipped(ID, "disabled", DISABLED);
     }
     if ev.no_attempts() {
-        return Verdict::skipped(ID, NO_ATTEMPTS);
+        return Verdict::skipped(ID, "no attempts", NO_ATTEMPTS);
     }
     let p = &ev.summary.provider;
     let late = ev.summary.counts.late;
@@ -636,6 +718,7 @@ pub(crate) fn stale_dispatch(ev: &Evidence, th: &StaleDispatchThreshold) -> Verd
     if p.calls == 0 {
         return Verdict::skipped(
             ID,
+            "no provider calls",
             "no data: the fake provider recorded no calls, so no call made for a caller who had left could be seen",
         );
     }
@@ -660,7 +743,14 @@ pub(crate) fn stale_dispatch(ev: &Evidence, th: &StaleDispatchThreshold) -> Verd
     } else {
         Status::Fail
     };
-    Verdict::new(ID, status, predicted, observed, detail)
+    let short = format!(
+        "{} of {} calls stale, {} (bound {})",
+        count(p.stale_dispatch),
+        count(p.calls),
+        percent(share),
+        percent(th.max_share)
+    );
+    Verdict::new(ID, status, short, predicted, observed, detail)
 }
 
 /// `served_latency`: the 99th percentile of per-person latency (first
@@ -669,10 +759,10 @@ pub(crate) fn stale_dispatch(ev: &Evidence, th: &StaleDispatchThreshold) -> Verd
 pub(crate) fn served_latency(ev: &Evidence, th: &ServedLatencyThreshold) -> Verdict {
     const ID: &str = "served_latency";
     if !th.enabled {
-        return Verdict::skipped(ID, DISABLED);
+        return Verdict::skipped(ID, "disabled", DISABLED);
     }
     if ev.no_attempts() {
-        return Verdict::skipped(ID, NO_ATTEMPTS);
+        return Verdict::skipped(ID, "no attempts", NO_ATTEMPTS);
     }
     let predicted = format!("p99 of served requests at most {} ms", num(th.p99_ms, 0));
     let e2e = ev.summary.latency_ms.e2e;
@@ -680,6 +770,7 @@ pub(crate) fn served_latency(ev: &Evidence, th: &ServedLatencyThreshold) -> Verd
         return Verdict::new(
             ID,
             Status::Fail,
+            format!("nobody served (bound p99 {} ms)", num(th.p99_ms, 0)),
             predicted,
             "nobody served",
             format!(
@@ -690,10 +781,12 @@ pub(crate) fn served_latency(ev: &Evidence, th: &ServedLatencyThreshold) -> Verd
     };
     let served = ev.tally.served;
     let observed = format!("p99 {} ms, p50 {} ms", num(p99, 0), num(p50, 0));
+    let short = format!("{observed} (bound p99 {} ms)", num(th.p99_ms, 0));
     if p99 <= th.p99_ms {
         Verdict::new(
             ID,
             Status::Pass,
+            short,
             predicted,
             observed,
             format!(
@@ -708,6 +801,7 @@ pub(crate) fn served_latency(ev: &Evidence, th: &ServedLatencyThreshold) -> Verd
         Verdict::new(
             ID,
             Status::Fail,
+            short,
             predicted,
             observed,
             format!(
@@ -726,14 +820,15 @@ pub(crate) fn served_latency(ev: &Evidence, th: &ServedLatencyThreshold) -> Verd
 pub(crate) fn goodput(ev: &Evidence, th: &GoodputThreshold) -> Verdict {
     const ID: &str = "goodput";
     if !th.enabled {
-        return Verdict::skipped(ID, DISABLED);
+        return Verdict::skipped(ID, "disabled", DISABLED);
     }
     if ev.no_attempts() {
-        return Verdict::skipped(ID, NO_ATTEMPTS);
+        return Verdict::skipped(ID, "no attempts", NO_ATTEMPTS);
     }
     let Some((from, to)) = ev.expect.overload.filter(|(a, b)| b > a) else {
         return Verdict::skipped(
             ID,
+            "no overload",
             "the scenario never overloads, so goodput under overload is not judged",
         );
     };
@@ -770,7 +865,12 @@ pub(crate) fn goodput(ev: &Evidence, th: &GoodputThreshold) -> Verdict {
     } else {
         Status::Fail
     };
-    Verdict::new(ID, status, predicted, observed, detail)
+    let short = format!(
+        "{}/s answered in the overload (bound {}/s)",
+        num(rate, 1),
+        num(need, 1)
+    );
+    Verdict::new(ID, status, short, predicted, observed, detail)
 }
 
 /// The checks that read the provider's side of the run (the joins, the
@@ -789,6 +889,7 @@ pub(crate) fn without_provider_calls(v: Verdict, calls: u64, answered: u64) -> V
     }
     Verdict::skipped(
         v.id,
+        "no provider calls",
         "no data: the fake provider recorded no calls, so the provider's side of this check was never seen",
     )
 }
@@ -813,6 +914,11 @@ pub(crate) fn upstream_seen(ev: &Evidence) -> Option<Verdict> {
         "harness_valid",
         Status::Invalid,
         format!(
+            "{} provider calls for {} answers",
+            count(calls),
+            count(ok)
+        ),
+        format!(
             "the fake provider receives the gateway's calls (at least {} of its answers)",
             percent(UPSTREAM_MIN_SHARE)
         ),
@@ -835,10 +941,10 @@ pub(crate) fn upstream_seen(ev: &Evidence) -> Option<Verdict> {
 pub(crate) fn no_silent_loss(ev: &Evidence, th: &NoSilentLossThreshold) -> Verdict {
     const ID: &str = "no_silent_loss";
     if !th.enabled {
-        return Verdict::skipped(ID, DISABLED);
+        return Verdict::skipped(ID, "disabled", DISABLED);
     }
     if ev.no_attempts() {
-        return Verdict::skipped(ID, NO_ATTEMPTS);
+        return Verdict::skipped(ID, "no attempts", NO_ATTEMPTS);
     }
     let by_kind = ev.tally.lost;
     let lost: u64 = by_kind.iter().sum();
@@ -852,10 +958,12 @@ pub(crate) fn no_silent_loss(ev: &Evidence, th: &NoSilentLossThreshold) -> Verdi
         .join(", ");
     let predicted = format!("at most {} attempts lost", count(th.max_lost));
     let observed = format!("{} of {} attempts lost", count(lost), count(sent));
+    let short = format!("{observed} (bound {})", count(th.max_lost));
     if lost == 0 {
         Verdict::new(
             ID,
             Status::Pass,
+            short,
             predicted,
             observed,
             format!(
@@ -867,6 +975,7 @@ pub(crate) fn no_silent_loss(ev: &Evidence, th: &NoSilentLossThreshold) -> Verdi
         Verdict::new(
             ID,
             Status::Pass,
+            short,
             predicted,
             observed,
             format!(
@@ -880,6 +989,7 @@ pub(crate) fn no_silent_loss(ev: &Evidence, th: &NoSilentLossThreshold) -> Verdi
         Verdict::new(
             ID,
             Status::Fail,
+            short,
             predicted,
             observed,
             format!(
@@ -901,7 +1011,7 @@ pub(crate) fn harness_valid(
 ) -> Verdict {
     const ID: &str = "harness_valid";
     if !th.enabled {
-        return Verdict::skipped(ID, DISABLED);
+        return Verdict::skipped(ID, "disabled", DISABLED);
     }
     let predicted = format!(
         "send lag p99 at most {} ms",
@@ -909,13 +1019,22 @@ pub(crate) fn harness_valid(
     );
     let observed = format!("send lag p99 {} ms", num(expect.send_lag_p99_ms, 1));
     if attempts == 0 {
-        return Verdict::new(ID, Status::Invalid, predicted, observed, NO_ATTEMPTS);
+        return Verdict::new(
+            ID,
+            Status::Invalid,
+            "no attempts",
+            predicted,
+            observed,
+            NO_ATTEMPTS,
+        );
     }
+    let short = format!("{observed} (bound {} ms)", num(expect.send_lag_bound_ms, 1));
     // Written so that a NaN lag is invalid too.
     if expect.send_lag_p99_ms <= expect.send_lag_bound_ms {
         Verdict::new(
             ID,
             Status::Pass,
+            short,
             predicted,
             observed,
             format!(
@@ -928,6 +1047,7 @@ pub(crate) fn harness_valid(
         Verdict::new(
             ID,
             Status::Invalid,
+            short,
             predicted,
             observed,
             format!(
@@ -969,6 +1089,30 @@ mod tests {
 
     fn detail(j: &Judgement, id: &str) -> String {
         verdict(j, id).detail
+    }
+
+    /// Every verdict says what it saw in a few words: under 70 characters,
+    /// so that the checklist's line (mark and id before it) fits in 100
+    /// columns.
+    #[test]
+    fn every_verdict_has_a_short_line() {
+        let empty = Story {
+            attempts: vec![],
+            calls: vec![],
+            rss: vec![],
+            expect: stories::bounded().expect,
+        };
+        for (story, t) in [
+            (stories::bounded(), five_seconds()),
+            (stories::naive(), five_seconds()),
+            (stories::naive(), Thresholds::default()),
+            (empty, five_seconds()),
+        ] {
+            for v in run(&story, &t).verdicts {
+                let n = v.short.chars().count();
+                assert!((1..70).contains(&n), "{}: {:?}", v.id, v.short);
+            }
+        }
     }
 
     #[test]

@@ -18,7 +18,7 @@ use wire::RefusalClass;
 
 use crate::expect::RefusalsLegibleThreshold;
 use crate::timeline::RefusalLine;
-use crate::verdict::{count, percent, Status, Verdict};
+use crate::verdict::{count, percent, plural, Status, Verdict};
 
 const ID: &str = "refusals_legible";
 
@@ -43,7 +43,7 @@ fn class_text(c: RefusalClass) -> &'static str {
 /// Judges the refusal table (every tenant's lines together).
 pub(crate) fn refusals_legible(lines: &[RefusalLine], th: &RefusalsLegibleThreshold) -> Verdict {
     if !th.enabled {
-        return Verdict::skipped(ID, "disabled in [checklist]");
+        return Verdict::skipped(ID, "disabled", "disabled in [checklist]");
     }
     let mut pairs: BTreeMap<(u16, Option<&str>), BTreeMap<RefusalClass, u64>> = BTreeMap::new();
     for l in lines {
@@ -55,7 +55,7 @@ pub(crate) fn refusals_legible(lines: &[RefusalLine], th: &RefusalsLegibleThresh
     }
     let total: u64 = lines.iter().map(|l| l.count).sum();
     if total == 0 {
-        return Verdict::skipped(ID, "no data: no request was refused");
+        return Verdict::skipped(ID, "no refusals", "no data: no request was refused");
     }
     let predicted = format!(
         "each (status, reason) pair names one kind of refusal (a second kind counts from {} of the pair)",
@@ -82,6 +82,11 @@ pub(crate) fn refusals_legible(lines: &[RefusalLine], th: &RefusalsLegibleThresh
         return Verdict::new(
             ID,
             Status::Pass,
+            format!(
+                "{} refusals in {}, none shared",
+                count(total),
+                plural(kinds.len() as u64, "distinct answer", "distinct answers")
+            ),
             predicted,
             format!("{} refusals in {} distinct answers", count(total), kinds.len()),
             format!(
@@ -93,6 +98,11 @@ pub(crate) fn refusals_legible(lines: &[RefusalLine], th: &RefusalsLegibleThresh
     Verdict::new(
         ID,
         Status::Fail,
+        format!(
+            "{} of {} answers stand for two kinds",
+            shared.len(),
+            kinds.len()
+        ),
         predicted,
         format!("{} of {} answers shared by two kinds", shared.len(), kinds.len()),
         format!(

@@ -39,6 +39,10 @@ pub struct Verdict {
     pub id: &'static str,
     /// Whether it holds.
     pub status: Status,
+    /// What was observed against the bound, in a few words (`first shed at
+    /// depth 31 (bound 54)`): the checklist's line on a terminal, the first
+    /// line of junit.xml's failure message, summary.md's row.
+    pub short: String,
     /// What the scenario predicts or requires.
     pub predicted: String,
     /// What the records show.
@@ -51,6 +55,7 @@ impl Verdict {
     pub(crate) fn new(
         id: &'static str,
         status: Status,
+        short: impl Into<String>,
         predicted: impl Into<String>,
         observed: impl Into<String>,
         detail: impl Into<String>,
@@ -58,14 +63,17 @@ impl Verdict {
         Verdict {
             id,
             status,
+            short: short.into(),
             predicted: predicted.into(),
             observed: observed.into(),
             detail: detail.into(),
         }
     }
 
-    pub(crate) fn skipped(id: &'static str, why: impl Into<String>) -> Verdict {
-        Verdict::new(id, Status::Skipped, "", "", why)
+    /// A check that did not run: `short` says why in a few words, `why`
+    /// in a sentence.
+    pub(crate) fn skipped(id: &'static str, short: &str, why: impl Into<String>) -> Verdict {
+        Verdict::new(id, Status::Skipped, short, "", "", why)
     }
 }
 
