@@ -906,8 +906,8 @@ padding_kb = { fixed = 512 }
     }
 
     /// Before a run the harness predicts the connections it will hold; if
-    /// even the hard limit on open files cannot hold them, it refuses to
-    /// start, with the numbers, before any traffic.
+    /// even the hard limit on open files cannot hold what it expects at its
+    /// peak, it refuses to start, with the numbers, before any traffic.
     #[test]
     fn too_few_file_descriptors_refuse_the_run() {
         let out = std::env::temp_dir().join(format!("rehearse-fds-{}", std::process::id()));
@@ -926,11 +926,128 @@ padding_kb = { fixed = 512 }
             .expect("prlimit (util-linux) runs");
         assert_eq!(o.status.code(), Some(3));
         let err = String::from_utf8_lossy(&o.stderr);
+        // The backlog the plan predicts (264 held a side at the end of
+        // the slow phase), x2 sides x2 margin + 256; and the worst case,
+        // 40/s held 30 s.
         assert!(
-            err.contains("needs about 3856 open files") && err.contains("limit is 200"),
+            err.contains("expects to hold about 1310 open files")
+                && err.contains("3856 in the worst case")
+                && err.contains("limit is 200"),
             "{err}"
         );
         assert!(!out.join("client.jsonl").exists(), "no load was sent");
+    }
+
+    /// 200 requests/s against a 50 ms provider, 3 s of patience: about 10
+    /// sockets a side expected (296 open files with the margins and the
+    /// harness's own), 2,056 in the worst case. A hard limit of 400 lies
+    /// between the two.
+    const SQUEEZE: &str = r#"
+[scenario]
+name = "fd-squeeze"
+seed = 5
+[provider]
+completion_tokens = { fixed = 5 }
+[provider.latency]
+ttft = { fixed = "50ms" }
+per_token = { fixed = "0ms" }
+[gateway.reference]
+mode = "naive"
+[load]
+patience = { fixed = "3s" }
+send_lag_p99_max = "100ms"
+[[load.phases]]
+duration = "2s"
+rate = 200
+[load.request]
+prompt_tokens = { fixed = 10 }
+max_tokens = { fixed = 5 }
+"#;
+
+    /// `rehearse run` of [`SQUEEZE`] under a hard limit of 400 open files,
+    /// with `sets`: its exit code, stderr and run directory.
+    fn squeezed(name: &str, sets: &[&str]) -> (Option<i32>, String, std::path::PathBuf) {
+        let scenario = write_temp(&format!("{name}.toml"), SQUEEZE);
+        let out = std::env::temp_dir().join(format!("rehearse-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let mut cmd = Command::new("prlimit");
+        cmd.arg("--nofile=400:400")
+            .arg(env!("CARGO_BIN_EXE_rehearse"))
+            .arg("run")
+            .arg(&scenario)
+            .arg("--out")
+            .arg(&out)
+            .arg("--no-progress");
+        for s in sets {
+            cmd.args(["--set", s]);
+        }
+        let o = cmd.output().expect("prlimit (util-linux) runs");
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        (o.status.code(), err, out)
+    }
+
+    fn notes(out: &std::path::Path) -> String {
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap())
+                .unwrap();
+        report["notes"].to_string()
+    }
+
+    /// Only the worst case over the limit: the run warns with both numbers
+    /// and goes ahead; its files never run out, and nothing says they did.
+    #[test]
+    fn a_worst_case_over_the_limit_warns_and_runs() {
+        let (code, err, out) = squeezed("fds-warn", &[]);
+        assert!(
+            err.contains("expects to hold about 296")
+                && err.contains("up to 2056")
+                && err.contains("limit of 400"),
+            "{err}"
+        );
+        assert_ne!(code, Some(2), "{err}");
+        let notes = notes(&out);
+        assert!(notes.contains("up to 2056"), "{notes}");
+        assert!(!notes.contains("ran out of open files"), "{notes}");
+        let records = std::fs::read_to_string(out.join("client.jsonl")).unwrap();
+        assert_eq!(records.lines().count(), 400, "one record per arrival");
+    }
+
+    /// The same run with every provider call hanging: each caller is held
+    /// to the end of their patience, the worst case, and the harness's
+    /// descriptors run out. Every arrival is still recorded (those that
+    /// could not connect as connect errors, with the OS's cause), nothing
+    /// panics, and the run is invalid with a note naming open files.
+    #[test]
+    fn running_out_of_files_makes_the_run_invalid_and_loses_no_arrival() {
+        let (code, err, out) = squeezed("fds-out", &["provider.faults.hang=1.0"]);
+        assert!(err.contains("up to 2056"), "{err}");
+        assert_eq!(code, Some(3), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+        let log = std::fs::read_to_string(out.join("gateway.log")).unwrap_or_default();
+        assert!(!log.contains("panicked"), "{log}");
+        assert!(
+            notes(&out).contains("ran out of open files"),
+            "{}",
+            notes(&out)
+        );
+        let records = std::fs::read_to_string(out.join("client.jsonl")).unwrap();
+        let records: Vec<serde_json::Value> = records
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let ids: std::collections::HashSet<_> =
+            records.iter().map(|r| r["id"].to_string()).collect();
+        assert_eq!(ids.len(), 400, "every arrival recorded");
+        let out_of_files = records
+            .iter()
+            .filter(|r| {
+                r["outcome"] == "connect_error"
+                    && r["reason"]
+                        .as_str()
+                        .is_some_and(|c| c.contains("Too many open files"))
+            })
+            .count();
+        assert!(out_of_files > 0, "no connect error named its cause");
     }
 }
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use assertions::{Status, Thresholds};
 use report::{GatewayEvent, RunMeta};
 use serde::Deserialize;
-use wire::{ClientRecord, ProviderRecord, RssSample};
+use wire::{ClientOutcome, ClientRecord, ProviderRecord, RssSample};
 
 use wire::{files, Scale};
 
@@ -80,7 +80,18 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Ju
     for sample in memory.by_ref() {
         judge.rss(sample);
     }
-    feed(&mut judge, &mut client, &mut provider);
+    // Connects that failed for want of a descriptor are this machine's
+    // limit, not the gateway's doing: they make the run invalid.
+    let mut out_of_files = 0u64;
+    let counted = client.by_ref().inspect(|a| {
+        out_of_files += u64::from(
+            a.outcome == ClientOutcome::ConnectError
+                && a.reason.as_deref().is_some_and(crate::fds::is_out_of_files),
+        );
+    });
+    feed(&mut judge, counted, &mut provider);
+    meta.untrusted
+        .extend(crate::fds::out_of_files_note(out_of_files));
     for (name, health) in [
         (files::CLIENT_RECORDS, client.health()),
         (files::PROVIDER_RECORDS, provider.health()),

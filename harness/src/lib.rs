@@ -52,7 +52,9 @@ mod variants;
 
 pub use compare::{compare, CompareOptions, Compared, Lineup};
 pub use error::RunError;
-pub use fds::{ensure_fds, predicted_fds};
+pub use fds::{
+    check_fds, expected_fds, is_out_of_files, out_of_files_note, predicted_fds, FdCheck,
+};
 pub use gateway_metrics::{histogram_quantile, provider_latency_note};
 pub use init::BUILTIN_SCENARIO;
 pub use judge::{judge_dir, Judged};

@@ -26,7 +26,7 @@ use wire::files;
 
 use crate::clock::now_us;
 use crate::error::RunError;
-use crate::fds::{ensure_fds, predicted_fds};
+use crate::fds::{check_fds, expected_fds, predicted_fds, FdCheck};
 use crate::gateway::Running;
 use crate::judge::{judge_dir, Judged};
 use crate::rss::{RssSampler, RssSource};
@@ -72,6 +72,9 @@ struct Prepared {
     plan: Plan,
     /// A gateway already serving, to drive instead of spawning one.
     target: Option<String>,
+    /// Said before the run and kept in its notes: the open files it may
+    /// need in the worst case do not fit the limit.
+    fd_warning: Option<String>,
 }
 
 /// Makes one rehearsal, writes its run directory and judges it.
@@ -127,6 +130,7 @@ pub async fn run(
         // What the scenario left to the harness, for the gateway it started.
         notes.splice(0..0, p.scenario.gateway.notes.iter().cloned());
     }
+    notes.extend(p.fd_warning.clone());
     let partial = cancel.is_cancelled();
     if partial {
         notes.push("stopped before its end (interrupted): this report is partial".into());
@@ -225,12 +229,24 @@ fn prepare(s: &Scenario, opts: &RunOptions) -> Result<Prepared, RunError> {
         .client_config()
         .map_err(|e| RunError::BadInput(e.to_string()))?;
     let patience_s = rehearsal.scale.secs(plan.patience_s);
-    ensure_fds(predicted_fds(peak_per_s(&plan), patience_s)).map_err(RunError::Invalid)?;
+    let fd_warning = match check_fds(
+        expected_fds(&plan, patience_s),
+        predicted_fds(peak_per_s(&plan), patience_s),
+    )
+    .map_err(RunError::Invalid)?
+    {
+        FdCheck::Fits { .. } => None,
+        FdCheck::WorstCaseOver { warning, .. } => {
+            eprintln!("warning: {warning}");
+            Some(warning)
+        }
+    };
     Ok(Prepared {
         scenario,
         rehearsal,
         plan,
         target,
+        fd_warning,
     })
 }
 

@@ -717,7 +717,11 @@ async fn attempt_once(
                 if !shared.connect_warned.swap(true, Ordering::Relaxed) {
                     warn!(cause = %e, "cannot connect to the target; later connect errors are only counted");
                 }
-                return (ClientOutcome::ConnectError, 0, None);
+                // The cause is kept (in the record's `reason`): "too many
+                // open files" is the load generator's own limit, which
+                // makes a run invalid, where a refused connect is the
+                // target's doing.
+                return (ClientOutcome::ConnectError, 0, Some(e.to_string()));
             }
             Err(HttpError::Protocol(e)) => {
                 // An answer, but not HTTP: the target is broken, not gone.

@@ -327,7 +327,9 @@ pub struct ClientRecord {
     pub patience_ms: u64,
     /// The gateway's reason for a refusal: its `x-gateway-reason` header,
     /// else the error `code` of its JSON body; absent when it gave none
-    /// (and in older run directories).
+    /// (and in older run directories). For a `connect_error`, why the
+    /// connection could not be made, as the OS said it ("Too many open
+    /// files (os error 24)": the load generator's own limit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// The tenant (its name in `[[load.tenants]]`) the person belongs to;
