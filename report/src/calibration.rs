@@ -91,3 +91,85 @@ pub struct Calibration {
     /// What it concluded, in one line.
     pub summary: String,
 }
+
+impl Calibration {
+    /// The levels by concurrency, lowest first (a sweep refined near its
+    /// knee runs them out of order); levels of one concurrency keep the
+    /// order run.
+    pub fn levels_by_concurrency(&self) -> Vec<&CalibrationLevel> {
+        let mut levels: Vec<&CalibrationLevel> = self.levels.iter().collect();
+        levels.sort_by_key(|l| l.concurrency);
+        levels
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// One level of a target whose latency is flat at 50 ms up to 32 calls
+    /// in service and grows as n ÷ 32 past them: throughput 20/s a call up
+    /// to the knee, 640/s after it.
+    pub(crate) fn level(n: u64) -> CalibrationLevel {
+        let p50 = 50.0 * (n as f64 / 32.0).max(1.0);
+        let throughput = n as f64 / (p50 / 1000.0);
+        let ok = (throughput * 2.0).round() as u64;
+        CalibrationLevel {
+            concurrency: n,
+            measured_s: 2.0,
+            ok,
+            refused: if n > 48 { ok / 50 } else { 0 },
+            errors: u64::from(n == 64),
+            timeouts: 0,
+            throughput_per_s: throughput,
+            p50_ms: Some(p50),
+            p90_ms: Some(p50 * 1.1),
+            p99_ms: Some(p50 * 1.3),
+        }
+    }
+
+    /// A sweep of that target, refined near its knee (levels out of order).
+    pub(crate) fn knee_at_32() -> Calibration {
+        Calibration {
+            target: "http://127.0.0.1:8080".into(),
+            request: "openai, 16 prompt + 64 completion tokens, not streamed".into(),
+            step_s: 2.0,
+            levels: [1, 2, 4, 8, 16, 32, 64, 24, 40, 48]
+                .into_iter()
+                .map(level)
+                .collect(),
+            knee: Some(32.0),
+            method: "where the throughput added per call falls below a quarter of \
+                     the first level's, refined between 16 and 64"
+                .into(),
+            flat_latency_ms: Some(50.0),
+            plateau_per_s: Some(640.0),
+            recommended_limit: Some(24),
+            wait_budget_s: 2.0,
+            queue_bound_healthy: Some(960),
+            queue_bound_degraded: Some(137),
+            degraded_factor: 7.0,
+            stopped: None,
+            summary: "knee ≈ 32 calls in flight (plateau 640/s, 50 ms flat): \
+                      limit the gateway to 24"
+                .into(),
+        }
+    }
+
+    #[test]
+    fn the_model_bends_at_32() {
+        let c = knee_at_32();
+        assert_eq!(level(16).throughput_per_s, 320.0);
+        assert_eq!(level(32).throughput_per_s, 640.0);
+        assert_eq!(level(64).throughput_per_s, 640.0);
+        assert_eq!(level(64).p50_ms, Some(100.0));
+        let sorted: Vec<u64> = c
+            .levels_by_concurrency()
+            .iter()
+            .map(|l| l.concurrency)
+            .collect();
+        assert_eq!(sorted, [1, 2, 4, 8, 16, 24, 32, 40, 48, 64]);
+        assert!(level(64).failed_share() > 0.0);
+        assert_eq!(level(8).failed_share(), 0.0);
+    }
+}

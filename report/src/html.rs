@@ -65,7 +65,17 @@ pub fn write(
         all,
     };
     let charts = charts::render_all(&chart_data(&inputs));
-    for c in &charts {
+    write_pngs(dir, &charts)?;
+    let path = dir.join(wire::files::REPORT_HTML);
+    write_whole(&path, render(&inputs, &charts).as_bytes())?;
+    Ok(path)
+}
+
+/// Writes each drawn chart's PNG copy into `dir` as `chart-{id}.png`. A
+/// chart that cannot be rasterised is skipped with a warning; only a file
+/// that cannot be written is an error.
+pub(crate) fn write_pngs(dir: &Path, charts: &[Chart]) -> Result<(), ReportError> {
+    for c in charts {
         if let Ok(svg) = &c.svg {
             match charts::png(svg) {
                 Ok(png) => write_whole(&dir.join(format!("chart-{}.png", c.id)), &png)?,
@@ -73,9 +83,7 @@ pub fn write(
             }
         }
     }
-    let path = dir.join(wire::files::REPORT_HTML);
-    write_whole(&path, render(&inputs, &charts).as_bytes())?;
-    Ok(path)
+    Ok(())
 }
 
 /// End-to-end latency per attempt (intended send to done), in µs: of the
@@ -162,7 +170,7 @@ pub(crate) fn status_class(s: Status) -> &'static str {
     }
 }
 
-fn ms(x: Option<f64>) -> String {
+pub(crate) fn ms(x: Option<f64>) -> String {
     x.map_or("–".into(), |v| format!("{} ms", num(v, 1)))
 }
 
@@ -214,6 +222,19 @@ pub fn render(i: &Inputs, charts: &[Chart]) -> String {
     h
 }
 
+/// A self-contained page's start, up to and with `<body>`: nothing may be
+/// fetched (inline CSS and SVG only), [`STYLE`] and `more_style` after it.
+pub(crate) fn page_head(h: &mut String, title: &str, more_style: &str) {
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>{}</title>\n<style>{STYLE}{more_style}</style>\n</head>\n<body>\n",
+        esc(title)
+    );
+}
+
 /// The page's head and its header: title, verdict, when, scales, notes.
 fn header(h: &mut String, i: &Inputs) {
     let m = i.meta;
@@ -225,14 +246,7 @@ fn header(h: &mut String, i: &Inputs) {
         m.gateway,
         overall.as_str().to_uppercase()
     );
-    let _ = write!(
-        h,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n",
-        esc(&title)
-    );
+    page_head(h, &title, "");
     let _ = write!(
         h,
         "<header>\n<h1>{} <span class=\"badge {}\">{}</span></h1>\n",
@@ -327,39 +341,47 @@ fn chart_figures(h: &mut String, charts: &[Chart], m: &RunMeta) {
          shaded bands are the scenario's phases (orange: overloaded in the plan).</p>\n",
     );
     for c in charts {
-        let _ = writeln!(
-            h,
-            "<figure class=\"chart\" id=\"chart-{}\" aria-label=\"{}\">",
-            esc(c.id),
-            esc(&c.title)
-        );
-        match &c.svg {
-            Ok(svg) => {
-                // Skip an XML declaration if the backend wrote one, and the
-                // namespace, which inline SVG in HTML does without: the page
-                // names no URL at all.
-                let svg = svg.find("<svg").map_or(svg.as_str(), |at| &svg[at..]);
-                h.push_str(&svg.replacen(" xmlns=\"http://www.w3.org/2000/svg\"", "", 1));
-            }
-            Err(e) => {
-                let _ = write!(
-                    h,
-                    "<p class=\"err\">{}: could not be drawn: {}</p>",
-                    esc(&c.title),
-                    esc(e)
-                );
-            }
-        }
-        let _ = writeln!(
-            h,
-            "\n<figcaption>PNG copy in the run directory: chart-{}.png</figcaption>\n</figure>",
-            esc(c.id)
-        );
+        chart_figure(h, c, "in the run directory");
     }
     h.push_str("</section>\n");
 }
 
-fn row(h: &mut String, label: &str, value: &str) {
+/// One chart inline in a `<figure>`, or the sentence saying why it could
+/// not be drawn, captioned with the name of its PNG copy (`place`: where
+/// that copy is, "in the run directory").
+pub(crate) fn chart_figure(h: &mut String, c: &Chart, place: &str) {
+    let _ = writeln!(
+        h,
+        "<figure class=\"chart\" id=\"chart-{}\" aria-label=\"{}\">",
+        esc(c.id),
+        esc(&c.title)
+    );
+    match &c.svg {
+        Ok(svg) => {
+            // Skip an XML declaration if the backend wrote one, and the
+            // namespace, which inline SVG in HTML does without: the page
+            // names no URL at all.
+            let svg = svg.find("<svg").map_or(svg.as_str(), |at| &svg[at..]);
+            h.push_str(&svg.replacen(" xmlns=\"http://www.w3.org/2000/svg\"", "", 1));
+        }
+        Err(e) => {
+            let _ = write!(
+                h,
+                "<p class=\"err\">{}: could not be drawn: {}</p>",
+                esc(&c.title),
+                esc(e)
+            );
+        }
+    }
+    let _ = writeln!(
+        h,
+        "\n<figcaption>PNG copy {}: chart-{}.png</figcaption>\n</figure>",
+        esc(place),
+        esc(c.id)
+    );
+}
+
+pub(crate) fn row(h: &mut String, label: &str, value: &str) {
     let _ = writeln!(h, "<tr><th>{}</th><td>{}</td></tr>", esc(label), esc(value));
 }
 

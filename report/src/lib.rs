@@ -18,12 +18,17 @@
 //! - `html`: `report.html`, one self-contained page, and its chart PNGs;
 //! - `compare`: a comparison of variants (`compare.json`) as the terminal
 //!   table and `compare.html`;
-//! - `charts`: the six charts as SVG (plotters), rasterised to PNG (resvg).
+//! - `calibration`, `calibration_html`: `rehearse calibrate`'s sweep
+//!   ([`Calibration`], `calibrate.json`) and its page, `calibrate.html`
+//!   ([`write_calibration`]);
+//! - `charts`: the six charts and the calibration's two curves as SVG
+//!   (plotters), rasterised to PNG (resvg).
 
 // No function over 120 lines outside tests (the threshold is in clippy.toml).
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 mod calibration;
+mod calibration_html;
 mod charts;
 mod checklist;
 mod compare;
@@ -34,6 +39,7 @@ mod plan_text;
 use std::path::{Path, PathBuf};
 
 pub use calibration::{Calibration, CalibrationLevel, CALIBRATE_HTML, CALIBRATE_JSON};
+pub use calibration_html::write_calibration;
 pub use checklist::{checklist_text, junit, report_json, verdict, Report};
 pub use compare::{compare_text, write_compare_html, COMPARE_HTML, COMPARE_JSON};
 pub use documents::{

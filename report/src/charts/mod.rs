@@ -1,7 +1,8 @@
 //! The charts of `report.html`: the run on one shared time axis (traffic,
 //! where the requests are, latency, memory, Retry-After against the drain
 //! time), with the scenario's phases as shaded bands, and the distribution
-//! of end-to-end latency as an HDR percentile plot.
+//! of end-to-end latency as an HDR percentile plot; and `calibrate.html`'s
+//! two curves, latency and throughput against concurrency.
 //!
 //! Charts are drawn with plotters into SVG strings (inlined in the HTML) and
 //! rasterised with resvg into PNG copies for pasting into a ticket. Every
@@ -20,9 +21,13 @@
 //! - `time_charts`: charts 1–5 (traffic, requests, latency, memory,
 //!   Retry-After);
 //! - `distribution`: chart 6, the HDR percentile plot;
+//! - `curves`: a calibration sweep's latency and throughput against
+//!   concurrency, the knee and the recommended limit marked
+//!   ([`render_curves`]);
 //! - `raster`: PNG copies with resvg, and their font database.
 
 mod axes;
+mod curves;
 mod distribution;
 mod draw;
 mod raster;
@@ -33,10 +38,12 @@ use assertions::Second;
 use hdrhistogram::Histogram;
 
 use self::axes::TimeAxis;
+use self::curves::{latency_curve, throughput_curve};
 use self::distribution::distribution;
 use self::draw::{DrawResult, Frame};
 use self::time_charts::{latency, memory, requests, retry_after, traffic};
 use self::timeline::Rows;
+use crate::calibration::Calibration;
 
 pub(crate) use self::raster::png;
 /// Numbers as the whole report prints them: `9,360`, `1,234.6`.
@@ -98,22 +105,14 @@ pub fn render_all(d: &ChartData) -> Vec<Chart> {
     let rows = Rows::of(d.seconds);
     let x = TimeAxis::new(d.span_s.max(rows.end()));
     let mk = |id, title: &str, f: &dyn Fn(&Frame) -> DrawResult<String>| {
-        let frame = Frame {
-            d,
-            rows: &rows,
-            x: &x,
-            title,
-        };
-        // A chart that cannot be drawn must not cost the run its verdict
-        // and other reports: it becomes a sentence in the page instead.
-        let svg = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&frame)))
-            .unwrap_or_else(|_| Err("the chart library panicked".into()))
-            .map_err(|e| e.to_string());
-        Chart {
-            id,
-            title: title.to_string(),
-            svg,
-        }
+        drawn(id, title, || {
+            f(&Frame {
+                d,
+                rows: &rows,
+                x: &x,
+                title,
+            })
+        })
     };
     vec![
         mk("traffic", "1. Traffic per second", &traffic),
@@ -131,6 +130,31 @@ pub fn render_all(d: &ChartData) -> Vec<Chart> {
             &distribution,
         ),
     ]
+}
+
+/// Draws `rehearse calibrate`'s two curves: latency (p50, p90, p99) and
+/// throughput against concurrency, the knee and the recommended limit
+/// marked on both. Their ids are `latency-curve` and `throughput-curve`.
+pub fn render_curves(c: &Calibration) -> Vec<Chart> {
+    let title = "Latency against concurrency";
+    let latency = drawn("latency-curve", title, || latency_curve(c, title));
+    let title = "Throughput against concurrency";
+    let throughput = drawn("throughput-curve", title, || throughput_curve(c, title));
+    vec![latency, throughput]
+}
+
+/// One chart, drawn by `f`. A chart that cannot be drawn must not cost the
+/// run its verdict and other reports: it becomes a sentence in the page
+/// instead, whether plotters returned an error or panicked.
+fn drawn(id: &'static str, title: &str, f: impl FnOnce() -> DrawResult<String>) -> Chart {
+    let svg = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .unwrap_or_else(|_| Err("the chart library panicked".into()))
+        .map_err(|e| e.to_string());
+    Chart {
+        id,
+        title: title.to_string(),
+        svg,
+    }
 }
 
 #[cfg(test)]
