@@ -27,6 +27,7 @@ use clap::{Parser, Subcommand};
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+mod cmd_calibrate;
 mod cmd_compare;
 mod cmd_gateway;
 mod cmd_load;
@@ -63,6 +64,8 @@ enum Command {
     Compare(cmd_compare::Args),
     /// Print the arithmetic of a scenario (capacity, backlog, drain, Q*), no traffic.
     Plan(cmd_plan::Args),
+    /// Find where a target's latency curve bends: closed loop at rising concurrency.
+    Calibrate(cmd_calibrate::Args),
     /// Serve the chaos fake LLM provider (OpenAI and Anthropic APIs).
     Provider(cmd_provider::Args),
     /// Drive a target with open-loop traffic from a scenario's [load] section.
@@ -108,6 +111,7 @@ fn main() -> ExitCode {
         Command::Report(args) => cmd_report::main(args),
         Command::Compare(args) => cmd_compare::main(args),
         Command::Plan(args) => cmd_plan::main(args),
+        Command::Calibrate(args) => cmd_calibrate::main(args),
         Command::Provider(args) => cmd_provider::main(args),
         Command::Load(args) => cmd_load::main(args),
         Command::Gateway(args) => cmd_gateway::main(args),

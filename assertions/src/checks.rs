@@ -215,16 +215,27 @@ pub(crate) fn shed_onset(ev: &Evidence, th: &ShedOnsetThreshold) -> Verdict {
     let q = e.queue_bound;
     let limit = q * (1.0 + th.tolerance);
     let patience = secs(e.patience_s);
-    let predicted = format!(
-        "first shed at a depth of at most {} (Q* = {}/s × ({} − {}) = {}, +{}), with {} more in service at the provider",
-        round(limit),
-        num(e.capacity_per_s, 1),
-        patience,
-        secs(e.service_s),
-        round(q),
-        percent(th.tolerance),
-        round(e.in_flight_at_provider),
-    );
+    let predicted = if e.service_s >= e.patience_s {
+        // Overloaded by latency: no call can finish in time, so nothing
+        // should wait: the first refusal comes as the limit is reached.
+        format!(
+            "first shed at a depth of at most {} (calls take {}, callers wait {}: none can finish in time, so nothing should wait)",
+            round(limit),
+            secs(e.service_s),
+            patience,
+        )
+    } else {
+        format!(
+            "first shed at a depth of at most {} (Q* = {}/s × ({} − {}) = {}, +{}), with {} more in service at the provider",
+            round(limit),
+            num(e.capacity_per_s, 1),
+            patience,
+            secs(e.service_s),
+            round(q),
+            percent(th.tolerance),
+            round(e.in_flight_at_provider),
+        )
+    };
     match ev.first_shed {
         Some(FirstShed { at_us, depth, .. }) => {
             let when = secs(at_us.saturating_sub(e.start_us) as f64 / US);
@@ -832,6 +843,17 @@ pub(crate) fn goodput(ev: &Evidence, th: &GoodputThreshold) -> Verdict {
             "the scenario never overloads, so goodput under overload is not judged",
         );
     };
+    if ev.expect.service_s >= ev.expect.patience_s {
+        return Verdict::skipped(
+            ID,
+            "no call can finish in time",
+            format!(
+                "calls take {} and callers wait {}: served-in-time goodput is expected to be near zero, so it is not judged",
+                secs(ev.expect.service_s),
+                secs(ev.expect.patience_s)
+            ),
+        );
+    }
     let mu = ev.expect.capacity_per_s;
     let need = th.min_share * mu;
     let answered = ev.tally.answered_in_overload;

@@ -27,6 +27,7 @@
 // No function over 120 lines outside tests (the threshold is in clippy.toml).
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
+mod calibrate;
 mod clock;
 mod compare;
 mod error;
@@ -47,9 +48,11 @@ mod rss;
 mod run;
 mod rundir;
 mod scenario;
+mod sizing;
 mod supervise;
 mod variants;
 
+pub use calibrate::{calibrate, knee_of, sweep_levels, CalibrateOptions, SweepEnd};
 pub use compare::{compare, CompareOptions, Compared, Lineup};
 pub use error::RunError;
 pub use fds::{
@@ -64,7 +67,7 @@ pub use process::kill_live_group;
 pub use provider_side::ProviderChoice;
 pub use run::{run, RunOptions};
 pub use rundir::default_run_dir;
-pub use scenario::{apply_sets, GatewayKind, GatewaySpec, Meta, Scenario, ScenarioError};
+pub use scenario::{apply_sets, GatewayKind, GatewaySpec, Meta, Scenario, ScenarioError, Slo};
 pub use variants::Variant;
 pub use wire::Scale;
 

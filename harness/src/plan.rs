@@ -7,7 +7,8 @@
 //!   token quota ÷ mean tokens per request, its request quota, and its
 //!   concurrency ceiling ÷ mean service time S (and a reference gateway's
 //!   connection pool, `pool_max_connections`, is a ceiling too: the calls
-//!   beyond it wait inside the gateway);
+//!   beyond it wait inside the gateway; so is a load curve's knee, whose
+//!   throughput past it stays at knee ÷ S);
 //! - while arrivals λ exceed μ the backlog grows by (λ − μ) per second; it
 //!   drains at (μ − λ) once they fall below;
 //! - in FIFO order an arrival waits backlog ÷ μ and then S; it is a late
@@ -162,9 +163,17 @@ fn provider_at(s: &Scenario, t: f64, tokens_per_request: f64, max_tokens_mean: f
         crate::scenario::GatewayKind::Reference(g) => g.pool_max_connections,
         _ => None,
     };
+    // A load curve's knee caps throughput at knee ÷ S when the latency
+    // grows at least in proportion past it (exponent ≥ 1).
+    let knee = eff
+        .latency
+        .knee
+        .filter(|_| eff.latency.knee_exponent >= 1.0)
+        .map(f64::from);
     for c in [
         eff.concurrency.ceiling.map(|c| c as f64),
         pool.map(|p| p as f64),
+        knee,
     ]
     .into_iter()
     .flatten()
@@ -248,6 +257,10 @@ struct Fluid {
     peak_held: f64,
     /// The largest backlog.
     peak_backlog: f64,
+    /// Answers later than the SLO's latency, when there is one.
+    slo_misses: f64,
+    /// The SLO's latency, seconds (`INFINITY`: none).
+    slo_s: f64,
 }
 
 impl Fluid {
@@ -287,6 +300,9 @@ impl Fluid {
             if wait > patience_s {
                 self.late += came;
             }
+            if wait > self.slo_s {
+                self.slo_misses += came;
+            }
             let can = prov.capacity_per_s.map_or(f64::INFINITY, |mu| mu * dt);
             let out = can.min(self.backlog + came);
             served += out;
@@ -308,9 +324,14 @@ impl Fluid {
             service_s: prov.service_s,
             served,
             backlog_at_end: self.backlog,
-            queue_bound_requests: prov
-                .capacity_per_s
-                .map(|mu| (mu * (patience_s - prov.service_s)).max(0.0)),
+            // Calls slower than the patience: nothing should wait, whatever μ.
+            queue_bound_requests: if prov.service_s >= patience_s {
+                Some(0.0)
+            } else {
+                prov.capacity_per_s
+                    .map(|mu| (mu * (patience_s - prov.service_s)).max(0.0))
+            },
+            in_flight: arrivals / (b - a) * prov.service_s,
         }
     }
 }
@@ -355,7 +376,14 @@ fn overload(overloaded: &[&Segment], tight: Option<&Segment>, scale: Scale) -> O
 pub fn plan(s: &Scenario) -> Plan {
     let req = per_request(s);
     let phases = load_phases(&s.load, s);
-    let mut fluid = Fluid::default();
+    let mut fluid = Fluid {
+        slo_s: s
+            .meta
+            .slo
+            .as_ref()
+            .map_or(f64::INFINITY, |o| o.latency.as_secs_f64()),
+        ..Fluid::default()
+    };
     let mut segments = Vec::new();
     for w in cut_points(s, &phases).windows(2) {
         let (a, b) = (w[0], w[1]);
@@ -368,13 +396,13 @@ pub fn plan(s: &Scenario) -> Plan {
         let prov = provider_at(s, a, req.tokens, req.max_tokens);
         segments.push(fluid.segment(lp, &prov, (a, b), req.patience_s));
     }
-    // The tightest overloaded segment sets Q*.
+    // Overloaded: more arrivals than capacity, or calls slower than the
+    // callers' patience (none can finish in time), or more calls in flight
+    // than the gateway's memory holds. The tightest sets Q*.
+    let memory = crate::sizing::memory_requests(s, req.bytes);
     let overloaded: Vec<&Segment> = segments
         .iter()
-        .filter(|g| {
-            g.capacity_per_min
-                .is_some_and(|mu| g.offered_per_min > mu * 1.0001)
-        })
+        .filter(|g| crate::sizing::overloaded(g, req.patience_s, memory))
         .collect();
     let tight = overloaded.iter().copied().min_by(|x, y| {
         x.capacity_per_min
@@ -391,12 +419,17 @@ pub fn plan(s: &Scenario) -> Plan {
     let overload = overload(&overloaded, tight, scale);
     let full = Figures {
         drain_minutes_unbounded: drain_minutes(&segments),
-        phases: segments,
+        refused_share: crate::sizing::refused_share(&overloaded, req.patience_s),
+        late_share: crate::sizing::share(fluid.late, &segments),
+        wasted_tokens: fluid.late * req.tokens,
+        memory_full_after_s: crate::sizing::memory_full_after(&segments, memory),
+        slo_misses: s.meta.slo.as_ref().map(|_| fluid.slo_misses),
         late_answers: fluid.late,
         queue_bound_requests,
         queue_bound_tokens: queue_bound_requests.map(|q| q * req.tokens),
         unbounded_backlog_bytes: fluid.peak_held * req.bytes,
         peak_backlog: fluid.peak_backlog,
+        phases: segments,
     };
     Plan {
         scenario: s.meta.name.clone(),
@@ -405,6 +438,8 @@ pub fn plan(s: &Scenario) -> Plan {
         prompt_bytes: req.bytes,
         quota_scale: scale.quota,
         time_scale: scale.time,
+        knobs: crate::sizing::knobs(s, &full.phases, req.patience_s),
+        error_budget: crate::sizing::error_budget(s, &full.phases, fluid.slo_misses),
         rehearsal: full.scaled(scale),
         full,
         overload,
@@ -564,7 +599,7 @@ duration = "3m"
 rate = 20
 "#;
         let p = plan(&scenario(text));
-        assert!(p.full.queue_bound_requests.is_none());
+        assert_eq!(p.full.queue_bound_requests, Some(0.0));
         assert!(
             (p.full.late_answers - 60.0 * 20.0).abs() < 1.0,
             "{}",
@@ -572,7 +607,50 @@ rate = 20
         );
         // 20/s × 30 s in flight, 1 MiB each.
         assert!((p.full.unbounded_backlog_bytes - 600.0 * 1048576.0).abs() < 1.0);
-        assert!(p.overload.is_none());
-        assert!(report::plan_text(&p).contains("none (the provider has no limit)"));
+        // Overloaded by latency: 30 s calls for 15 s callers. Nothing
+        // should wait (Q* = 0), and a shedding gateway refuses them all.
+        let o = p.overload.clone().expect("an overload from latency");
+        assert_eq!((o.from_s, o.until_s, o.queue_bound), (30.0, 90.0, 0.0));
+        assert_eq!(p.full.refused_share, Some(1.0));
+        let slow = &p.full.phases[1];
+        assert!((slow.in_flight - 600.0).abs() < 1e-6, "{}", slow.in_flight);
+        let text = report::plan_text(&p);
+        assert!(
+            text.contains("none can finish inside the patience"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_memory_ceiling_says_when_an_unbounded_gateway_dies() {
+        let text = r#"
+[scenario]
+name = "slow-upstream"
+prompt_bytes = "1MB"
+[provider.latency]
+ttft = { fixed = "1s" }
+[[provider.timeline]]
+name = "stuck"
+from = "30s"
+until = "90s"
+latency = { ttft = { fixed = "30s" } }
+[gateway]
+memory_ceiling = "400MB"
+[gateway.reference]
+mode = "naive"
+[load]
+patience = { fixed = "15s" }
+[[load.phases]]
+duration = "3m"
+rate = 20
+"#;
+        let p = plan(&scenario(text));
+        let after = p.full.memory_full_after_s.unwrap();
+        assert!((after - 20.0).abs() < 1e-6, "{after}");
+        assert!(
+            report::plan_text(&p).contains("about 20s into"),
+            "{}",
+            report::plan_text(&p)
+        );
     }
 }

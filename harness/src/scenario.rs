@@ -61,10 +61,56 @@ pub struct Meta {
     /// Bytes a gateway holds for each waiting request, for the plan's memory
     /// estimate; by default the load's mean prompt size.
     pub prompt_bytes: Option<bytesize::ByteSize>,
+    /// The service level the event is held to, for the plan's error budget.
+    pub slo: Option<Slo>,
 }
 
 fn one() -> f64 {
     1.0
+}
+
+/// `[scenario] slo = { latency = "3s", objective = 0.99, window = "28d" }`:
+/// the service level objective the event is held to; the plan says how much
+/// of its error budget the event burns.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Slo {
+    /// A request answered later than this misses the objective.
+    #[serde(with = "humantime_serde")]
+    pub latency: Duration,
+    /// The share of requests that must not miss (0.99).
+    pub objective: f64,
+    /// The window the objective is counted over ("28d").
+    #[serde(with = "humantime_serde")]
+    pub window: Duration,
+    /// Requests per second over the window, on average (default: the
+    /// first load phase's rate).
+    pub window_rate: Option<f64>,
+}
+
+impl Slo {
+    /// The field that is wrong and why.
+    fn check(&self) -> Result<(), (&'static str, &'static str)> {
+        if self.latency.is_zero() {
+            return Err(("latency", "must be above 0"));
+        }
+        if !(self.objective > 0.0 && self.objective < 1.0) {
+            return Err(("objective", "must lie between 0 and 1 (0.99 for 99%)"));
+        }
+        if self.window.is_zero() {
+            return Err(("window", "must be above 0"));
+        }
+        if self
+            .window_rate
+            .is_some_and(|r| !(r.is_finite() && r > 0.0))
+        {
+            return Err((
+                "window_rate",
+                "must be a positive number of requests per second",
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// How the gateway under test is reached.
@@ -83,7 +129,7 @@ pub enum GatewayKind {
 /// The `[gateway]` table as written.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct GatewayRaw {
+pub(crate) struct GatewayRaw {
     reference: Option<GatewayConfig>,
     command: Option<Vec<String>>,
     url: Option<String>,
@@ -300,6 +346,9 @@ impl Scenario {
         }
         if meta.name.trim().is_empty() {
             return Err(src.error("scenario.name", "must not be empty").into());
+        }
+        if let Some(Err((field, why))) = meta.slo.as_ref().map(Slo::check) {
+            return Err(src.error(&format!("scenario.slo.{field}"), why).into());
         }
         let mut provider = raw.provider.unwrap_or_default();
         provider.validate(&src, "provider.")?;

@@ -5,10 +5,11 @@
 //! rising N to find where its latency curve bends.
 //!
 //! The HTTP is the caller's (a closure per call), so the sweep runs on an
-//! HTTP client of its own, apart from the open loop's. Calls that end in
-//! the warm-up (the first part of the step) are not counted; a call still
-//! running at the step's end is waited for (up to its timeout) and not
-//! counted either, so every level measures the same span of steady state.
+//! HTTP client of its own, apart from the open loop's. A call counts by
+//! when it ended: those that end in the warm-up (the first part of the
+//! step) are not counted, and a call still running at the step's end is
+//! waited for (up to its timeout) and not counted either, so every level
+//! measures the answers of the same span of steady state.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -143,7 +144,10 @@ where
                     let n = seq.fetch_add(1, Ordering::Relaxed);
                     let ended = send(n).await;
                     let done = Instant::now();
-                    if began >= counted_from && done <= end {
+                    // Counted by when it ended: in steady state the
+                    // answers ending in a span are the throughput times
+                    // the span, whatever the calls' length.
+                    if done >= counted_from && done <= end {
                         if let Ok(mut t) = tally.lock() {
                             t.count(ended, done - began);
                         }

@@ -74,6 +74,9 @@ pub struct Segment {
     pub backlog_at_end: f64,
     /// Q* = μ·(D − S) in requests (`null` when μ is unlimited).
     pub queue_bound_requests: Option<f64>,
+    /// L = λ·S: the calls in flight a gateway that never sheds holds at
+    /// this phase's mean rate (Little's law), however far under capacity.
+    pub in_flight: f64,
 }
 
 /// The plan at one scale.
@@ -96,6 +99,63 @@ pub struct Figures {
     pub unbounded_backlog_bytes: f64,
     /// The peak backlog, requests.
     pub peak_backlog: f64,
+    /// The share of the overloaded phases' arrivals over capacity: what a
+    /// gateway that sheds the excess refuses (`null` without an overload).
+    pub refused_share: Option<f64>,
+    /// The share of all arrivals answered after their caller left, by a
+    /// gateway that never sheds.
+    pub late_share: f64,
+    /// Tokens generated for callers who had left (late answers × tokens
+    /// per request).
+    pub wasted_tokens: f64,
+    /// Seconds from the first phase whose in-flight calls outgrow the
+    /// memory ceiling to the moment a gateway that never sheds reaches it
+    /// (`null`: it never does, or no ceiling).
+    pub memory_full_after_s: Option<f64>,
+    /// Requests whose answer would come later than the SLO's latency
+    /// (`null` without an SLO).
+    pub slo_misses: Option<f64>,
+}
+
+/// What the plan suggests for the gateway's own knobs (full scale).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Knobs {
+    /// A concurrency limit below where the provider's curve bends.
+    pub concurrency_limit: Option<f64>,
+    /// Where it comes from, in words.
+    pub limit_basis: String,
+    /// The wait budget the queue bounds are for, seconds.
+    pub wait_budget_s: f64,
+    /// Where that comes from, in words.
+    pub wait_budget_basis: String,
+    /// Queue bound = drain at the limit (limit ÷ S) × wait budget, with the
+    /// healthy provider's S.
+    pub queue_healthy: Option<f64>,
+    /// The same with the slowest phase's S.
+    pub queue_slowest: Option<f64>,
+    /// The bound in tokens: the token quota's rate × wait budget.
+    pub queue_tokens: Option<f64>,
+}
+
+/// What the event costs of the scenario's error budget (full scale).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ErrorBudget {
+    /// The SLO's latency, seconds.
+    pub latency_s: f64,
+    /// Its objective (0.99: 99% of requests within the latency).
+    pub objective: f64,
+    /// Its window, seconds.
+    pub window_s: f64,
+    /// Requests the window holds at its mean rate.
+    pub window_requests: f64,
+    /// Misses the objective allows in the window.
+    pub allowed: f64,
+    /// The event's misses (requests later than the latency).
+    pub misses: f64,
+    /// misses ÷ allowed.
+    pub burned_share: f64,
 }
 
 /// What the checks are judged against (derived from the plan at rehearsal scale).
@@ -137,6 +197,10 @@ pub struct Plan {
     pub rehearsal: Figures,
     /// The overload window at rehearsal scale, if the scenario overloads.
     pub overload: Option<Overload>,
+    /// The gateway's knobs the arithmetic suggests.
+    pub knobs: Knobs,
+    /// The error budget the event burns, when the scenario gives an SLO.
+    pub error_budget: Option<ErrorBudget>,
 }
 
 impl Figures {
@@ -157,6 +221,7 @@ impl Figures {
                     served: scale.depth(g.served),
                     backlog_at_end: scale.depth(g.backlog_at_end),
                     queue_bound_requests: g.queue_bound_requests.map(|q| scale.depth(q)),
+                    in_flight: scale.depth(g.in_flight),
                 })
                 .collect(),
             drain_minutes_unbounded: self.drain_minutes_unbounded.map(|m| scale.secs(m)),
@@ -165,6 +230,11 @@ impl Figures {
             queue_bound_tokens: self.queue_bound_tokens.map(|q| scale.depth(q)),
             unbounded_backlog_bytes: scale.depth(self.unbounded_backlog_bytes),
             peak_backlog: scale.depth(self.peak_backlog),
+            refused_share: self.refused_share,
+            late_share: self.late_share,
+            wasted_tokens: scale.depth(self.wasted_tokens),
+            memory_full_after_s: self.memory_full_after_s.map(|s| scale.secs(s)),
+            slo_misses: self.slo_misses.map(|m| scale.depth(m)),
         }
     }
 }

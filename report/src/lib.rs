@@ -34,6 +34,7 @@ mod checklist;
 mod compare;
 mod documents;
 mod html;
+mod plan_sizing;
 mod plan_text;
 
 use std::path::{Path, PathBuf};
@@ -43,8 +44,8 @@ pub use calibration_html::write_calibration;
 pub use checklist::{checklist_text, junit, report_json, verdict, Report};
 pub use compare::{compare_text, write_compare_html, COMPARE_HTML, COMPARE_JSON};
 pub use documents::{
-    checks_of_report, Columns, ComparedRun, Comparison, Figures, GatewayEvent, Overload, Plan,
-    RunMeta, Segment,
+    checks_of_report, Columns, ComparedRun, Comparison, ErrorBudget, Figures, GatewayEvent, Knobs,
+    Overload, Plan, RunMeta, Segment,
 };
 pub use html::{write as write_html, Inputs};
 pub use plan_text::{render as plan_text, thousands};

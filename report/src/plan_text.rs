@@ -44,18 +44,35 @@ fn duration(secs: f64) -> String {
         .to_string()
 }
 
+/// A duration as exactly as it is: `2.5s`, `250ms`, `1m 30s`, `28days`.
+pub(crate) fn exact_duration(secs: f64) -> String {
+    let secs = secs.max(0.0);
+    if secs > 0.0 && secs < 60.0 && (secs * 1000.0).fract().abs() < 1e-6 && secs.fract() != 0.0 {
+        if secs < 1.0 {
+            return format!("{}ms", (secs * 1000.0).round());
+        }
+        let text = format!("{secs:.3}");
+        return format!("{}s", text.trim_end_matches('0').trim_end_matches('.'));
+    }
+    humantime::format_duration(std::time::Duration::from_millis(
+        (secs * 1000.0).round() as u64
+    ))
+    .to_string()
+}
+
 fn render_figures(out: &mut String, f: &Figures, p: &Plan, label: &str) {
     let _ = writeln!(out, "{label}");
     let _ = writeln!(
         out,
-        "  {:<34} {:>9} {:>12} {:>13} {:>11} {:>15}",
+        "  {:<32} {:>9} {:>12} {:>13} {:>11} {:>15}",
         "phase", "duration", "offered/min", "capacity/min", "served", "backlog at end"
     );
     for g in &f.phases {
+        // A name longer than its column is cut: the row fits 100 columns.
         let _ = writeln!(
             out,
-            "  {:<34} {:>9} {:>12} {:>13} {:>11} {:>15}",
-            g.name,
+            "  {} {:>9} {:>12} {:>13} {:>11} {:>15}",
+            crate::terminal::pad(&crate::terminal::fit(&g.name, 32), 32),
             duration(g.duration_s),
             per_min(Some(g.offered_per_min)),
             per_min(g.capacity_per_min),
@@ -65,12 +82,14 @@ fn render_figures(out: &mut String, f: &Figures, p: &Plan, label: &str) {
     }
     match f.drain_minutes_unbounded {
         Some(m) if f.peak_backlog >= 0.5 => {
-            let _ = writeln!(
-                out,
-                "  The peak backlog of {} requests drains in {:.1} min at the rate that follows it, if the queue is unbounded.",
+            let text = format!(
+                "The peak backlog of {} requests drains in {:.1} min at the rate that follows it, if the queue is unbounded.",
                 thousands(f.peak_backlog),
                 m
             );
+            for line in crate::terminal::wrap(&text, crate::terminal::MAX_WIDTH, "  ", "  ") {
+                let _ = writeln!(out, "{line}");
+            }
         }
         Some(_) => {
             let _ = writeln!(
@@ -89,7 +108,7 @@ fn render_figures(out: &mut String, f: &Figures, p: &Plan, label: &str) {
     let _ = writeln!(
         out,
         "  Answers arriving after their caller left (patience {}): {}",
-        duration(
+        exact_duration(
             p.patience_s
                 / if label.starts_with("Rehearsal") {
                     p.time_scale
@@ -128,7 +147,7 @@ pub fn render(p: &Plan) -> String {
         out,
         "  {} tokens per request; patience D {}; {} held per waiting request.",
         thousands(p.tokens_per_request),
-        duration(p.patience_s),
+        exact_duration(p.patience_s),
         bytes(p.prompt_bytes)
     );
     out.push('\n');
@@ -140,6 +159,26 @@ pub fn render(p: &Plan) -> String {
             p.quota_scale, p.time_scale
         );
         render_figures(&mut out, &p.rehearsal, p, &label);
+    }
+    crate::plan_sizing::render(&mut out, p);
+    fit(&out)
+}
+
+/// Every line over 100 columns wrapped at a word, its continuation
+/// indented two more than it (a table's rows are cut to fit already).
+fn fit(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        if crate::terminal::columns(line) <= crate::terminal::MAX_WIDTH {
+            let _ = writeln!(out, "{line}");
+            continue;
+        }
+        let indent = &line[..line.len() - line.trim_start().len()];
+        let more = format!("{indent}  ");
+        for l in crate::terminal::wrap(line.trim_start(), crate::terminal::MAX_WIDTH, indent, &more)
+        {
+            let _ = writeln!(out, "{l}");
+        }
     }
     out
 }
@@ -154,5 +193,14 @@ mod tests {
         assert_eq!(thousands(174.2), "174");
         assert_eq!(thousands(1234567.0), "1,234,567");
         assert_eq!(thousands(-1000.0), "-1,000");
+    }
+
+    #[test]
+    fn durations_are_printed_as_they_are() {
+        assert_eq!(exact_duration(2.5), "2.5s");
+        assert_eq!(exact_duration(0.25), "250ms");
+        assert_eq!(exact_duration(3.0), "3s");
+        assert_eq!(exact_duration(90.0), "1m 30s");
+        assert_eq!(exact_duration(1.2345), "1s 235ms");
     }
 }

@@ -1,0 +1,179 @@
+//! `rehearse calibrate` against real fake providers (`rehearse provider`
+//! processes on port 0): knees at 16 and at 40 calls in service, each
+//! found within 15%; and a provider that refuses past 20 calls, where the
+//! sweep stops by 24 and says why.
+
+#[allow(dead_code)] // each test file uses some of the shared helpers
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+
+use common::{first_line, json, Running};
+
+/// One sweep at a time: two would share the machine's cores and each
+/// other's latency.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn rehearse() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_rehearse"))
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("rehearse-calibrate-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A fake provider process serving `config` (TOML), and its base URL.
+fn provider(dir: &Path, config: &str) -> (Running, String) {
+    let path = dir.join("provider.toml");
+    std::fs::write(&path, config).unwrap();
+    let mut p = Running(
+        rehearse()
+            .args(["provider", "--config"])
+            .arg(&path)
+            .args(["--listen", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let url = first_line(&mut p.0, "fake provider listening on ");
+    (p, url)
+}
+
+/// Runs a sweep of 600 ms steps against `url`; its exit code and
+/// calibrate.json.
+fn sweep(dir: &Path, url: &str) -> (Option<i32>, serde_json::Value, String) {
+    let out_dir = dir.join("out");
+    let out = rehearse()
+        .args([
+            "calibrate",
+            "--target",
+            url,
+            "--step-duration",
+            "600ms",
+            "--out",
+        ])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let text = format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        out.status.code(),
+        json(&out_dir.join("calibrate.json")),
+        text,
+    )
+}
+
+fn knee_provider(knee: u32) -> String {
+    format!(
+        "[latency]\nttft = {{ fixed = \"50ms\" }}\nper_token = {{ fixed = \"0ms\" }}\nknee = {knee}\n[completion_tokens]\nfixed = 4\n"
+    )
+}
+
+#[test]
+fn the_knee_of_a_batching_provider_is_found_within_15_percent() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    for knee in [16u32, 40] {
+        let dir = scratch(&format!("knee-{knee}"));
+        let (_p, url) = provider(&dir, &knee_provider(knee));
+        let (code, c, text) = sweep(&dir, &url);
+        assert_eq!(code, Some(0), "{text}");
+        let found = c["knee"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no knee: {text}"));
+        let error = (found - f64::from(knee)).abs() / f64::from(knee);
+        assert!(error <= 0.15, "knee {knee} found at {found}: {text}");
+        // A limit below it, and queue bounds from the drain at that limit.
+        let limit = c["recommended_limit"].as_u64().unwrap();
+        assert!(limit < u64::from(knee) && limit > 0, "{c}");
+        let healthy = c["queue_bound_healthy"].as_u64().unwrap();
+        let degraded = c["queue_bound_degraded"].as_u64().unwrap();
+        assert!(healthy > degraded && degraded > 0, "{c}");
+        // Past the knee the median latency grew while throughput stayed.
+        let levels = c["levels"].as_array().unwrap();
+        let past = levels
+            .iter()
+            .filter(|l| l["concurrency"].as_f64().unwrap() >= 1.4 * f64::from(knee))
+            .filter_map(|l| l["p50_ms"].as_f64())
+            .fold(0.0, f64::max);
+        assert!(past > 65.0, "latency past the knee {past} ms: {text}");
+        assert!(levels.len() <= 16);
+        let page = std::fs::read_to_string(dir.join("out/calibrate.html")).unwrap();
+        assert!(page.contains("knee"), "the page");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[test]
+fn a_target_that_refuses_past_20_calls_stops_the_sweep_by_24() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("refusing");
+    let (_p, url) = provider(
+        &dir,
+        "[latency]\nttft = { fixed = \"50ms\" }\nper_token = { fixed = \"0ms\" }\n[completion_tokens]\nfixed = 4\n[concurrency]\nceiling = 20\noverflow = \"reject\"\n",
+    );
+    let (code, c, text) = sweep(&dir, &url);
+    assert_eq!(code, Some(1), "no knee claimed: {text}");
+    let levels = c["levels"].as_array().unwrap();
+    let last = levels.last().unwrap()["concurrency"].as_u64().unwrap();
+    assert!((21..=24).contains(&last), "stopped at {last}: {text}");
+    let stopped = c["stopped"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no reason: {text}"));
+    assert!(stopped.contains("refused"), "{stopped}");
+    assert!(text.contains("stopped at"), "said on the terminal: {text}");
+    assert!(c["knee"].is_null(), "{c}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_input_and_a_dead_target() {
+    let dir = scratch("bad");
+    let out = rehearse()
+        .args(["calibrate", "--target", "http://10.9.8.7:1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "outside loopback");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--allow-remote"));
+    let out = rehearse()
+        .args([
+            "calibrate",
+            "--target",
+            "http://127.0.0.1:9",
+            "--max-concurrency",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "no levels");
+    // Nothing listens on the discard port: the target answered nothing.
+    let out = rehearse()
+        .args([
+            "calibrate",
+            "--target",
+            "http://127.0.0.1:9",
+            "--step-duration",
+            "200ms",
+            "--out",
+        ])
+        .arg(dir.join("dead"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
