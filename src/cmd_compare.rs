@@ -34,6 +34,9 @@ pub struct Args {
     /// No progress bar.
     #[arg(long)]
     no_progress: bool,
+    /// Print only the verdicts' table and where the comparison is.
+    #[arg(long)]
+    quiet: bool,
     /// The verdict a variant is meant to have (repeatable; a variant not
     /// named is meant to pass): the exit is 0 when each gets its verdict, 1
     /// when one does not.
@@ -58,16 +61,18 @@ pub fn main(args: Args) -> Result<Ended, Error> {
             .unwrap_or_else(|| harness::default_run_dir(&format!("compare-{}", lineup.scenario))),
         time_scale: args.time_scale,
         progress: !args.no_progress && std::io::stderr().is_terminal(),
+        quiet: args.quiet,
     };
     let note =
         "stopping: a partial report for this variant, the rest skipped (again to quit at once)";
     let compared = crate::runtime::block_on(None, Some(note.into()), |cancel| async move {
         Ok(harness::compare(&lineup, &opts, cancel).await?)
     })?;
-    print!("{}", report::compare_text(&compared.comparison));
-    for line in &compared.comparison.unexpected {
-        println!("unexpected: {line}");
-    }
+    let style = report::Style::detect(report::Stream::Stdout, false);
+    print!(
+        "{}",
+        report::compare_text(&compared.comparison, &style, args.quiet)
+    );
     println!("comparison: {}", compared.json.display());
     println!("page: {}", compared.html.display());
     Ok(compared.status.into())

@@ -59,6 +59,8 @@ pub struct Args {
     #[command(flatten)]
     tls: crate::cmd_load::TlsArgs,
     #[command(flatten)]
+    output: crate::cmd_report::Output,
+    #[command(flatten)]
     sets: Sets,
 }
 
@@ -80,10 +82,11 @@ pub fn main(args: Args) -> Result<Ended, Error> {
         allow_time_scale: args.allow_time_scale,
         shards: args.shards,
         tls: args.tls.options(),
+        quiet: args.output.quiet,
     };
     let note = "stopping: writing a partial report (again to quit at once)";
     let judged = crate::runtime::block_on(None, Some(note.into()), |cancel| async move {
         Ok(harness::run(&scenario, &opts, cancel).await?)
     })?;
-    Ok(crate::cmd_report::show(&judged))
+    crate::cmd_report::show(&judged, args.output)
 }

@@ -149,6 +149,8 @@ pub struct CompareOptions {
     pub time_scale: Option<f64>,
     /// Show each run's progress bar.
     pub progress: bool,
+    /// Say nothing on stderr while the runs go on (`--quiet`).
+    pub quiet: bool,
 }
 
 impl CompareOptions {
@@ -166,6 +168,7 @@ impl CompareOptions {
             allow_time_scale: false,
             tls: loadgen::TlsOptions::default(),
             shards: 1,
+            quiet: self.quiet,
         }
     }
 }
@@ -203,8 +206,9 @@ pub async fn compare(
             continue;
         }
         let sets: Vec<String> = variant.sets.iter().chain(&lineup.sets).cloned().collect();
-        eprintln!(
-            "\nvariant {}/{total}: {} ({})",
+        crate::run::tell(opts.quiet, "");
+        let said = format!(
+            "variant {}/{total}: {} ({})",
             i + 1,
             variant.name,
             if sets.is_empty() {
@@ -213,6 +217,7 @@ pub async fn compare(
                 sets.join(", ")
             }
         );
+        crate::run::tell(opts.quiet, &said);
         let run_opts = opts.run(dir);
         let row = match run(scenario, &run_opts, cancel.clone()).await {
             Ok(judged) => read_row(&judged.report_json, judged.status),
@@ -224,11 +229,12 @@ pub async fn compare(
                 )
             },
         };
-        eprintln!(
+        let said = format!(
             "variant {}: {}",
             variant.name,
             row.verdict.as_str().to_uppercase()
         );
+        crate::run::tell(opts.quiet, &said);
         comparison.variants.push(ComparedRun {
             name: variant.name.clone(),
             sets,

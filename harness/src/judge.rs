@@ -35,8 +35,8 @@ pub fn thresholds(text: &str, origin: &str) -> Result<Thresholds, RunError> {
 pub struct Judged {
     /// The overall verdict.
     pub status: Status,
-    /// The checklist as printed on the terminal.
-    pub checklist: String,
+    /// The checklist, to print for a terminal's style.
+    pub checklist: report::Checklist,
     /// Where report.json is.
     pub report_json: PathBuf,
     /// Where report.html is.
@@ -45,7 +45,7 @@ pub struct Judged {
 
 /// Judges the run in `dir` from its files (with `sets` applied to the
 /// saved scenario's checklist), rewrites report.json, junit.xml,
-/// timeline.csv, report.html and its chart PNGs (and the JUnit report at
+/// summary.md, timeline.csv, report.html and its chart PNGs (and the JUnit report at
 /// `junit` too, when given), and returns the verdict with the checklist.
 pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Judged, RunError> {
     let meta_path = dir.join(files::RUN);
@@ -117,11 +117,13 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Ju
     if let Some(extra) = junit {
         write_atomic(extra, junit_xml.as_bytes())?;
     }
+    let checklist = report::Checklist::new(&meta, &j);
+    checklist.write_markdown(dir)?;
     write_atomic(&dir.join(files::TIMELINE), j.timeline.to_csv().as_bytes())?;
     let html = report::write_html(dir, &meta, &j, &thresholds, &text)?;
     Ok(Judged {
         status: report::verdict(&meta, &j),
-        checklist: report::checklist_text(&meta, &j),
+        checklist,
         report_json: dir.join(files::REPORT_JSON),
         report_html: html,
     })

@@ -63,6 +63,21 @@ pub struct RunOptions {
     /// Load processes sharing the schedule (`--shards N`, when one core
     /// cannot keep it); 1: the load generator runs in this process.
     pub shards: u32,
+    /// Say nothing on stderr while the run goes on (the fake provider's
+    /// address, the gateway, the scenario): `--quiet`.
+    pub quiet: bool,
+}
+
+/// Says `text` on stderr, wrapped at its width (a terminal's, at most 100
+/// columns, else 80), unless `quiet`.
+pub(crate) fn tell(quiet: bool, text: &str) {
+    if quiet {
+        return;
+    }
+    let width = report::Style::detect(report::Stream::Stderr, false).width;
+    for line in report::wrap(text, width, "", "  ") {
+        eprintln!("{line}");
+    }
 }
 
 /// A run made ready: the scenario as it will be rehearsed.
@@ -104,7 +119,7 @@ pub async fn run(
     )
     .await?;
     let provider_url = provider.base_url();
-    eprintln!("fake provider: {provider_url}");
+    tell(opts.quiet, &format!("fake provider: {provider_url}"));
     let gateway = match Running::start(
         &p.scenario,
         &p.rehearsal,
@@ -121,7 +136,7 @@ pub async fn run(
             return Err(e);
         }
     };
-    announce(&p, &gateway);
+    announce(&p, &gateway, opts.quiet);
     let sampler = RssSampler::start(rss_source(&p.scenario, &gateway, &opts.tls), rss_file);
     let started_us = now_us();
     let (load, mut notes) =
@@ -273,21 +288,31 @@ fn write_inputs(p: &Prepared, opts: &RunOptions) -> Result<(), RunError> {
 }
 
 /// Tells the person at the terminal what is being rehearsed, and where.
-fn announce(p: &Prepared, gateway: &Running) {
+fn announce(p: &Prepared, gateway: &Running, quiet: bool) {
     if !is_loopback_url(&gateway.url) {
-        eprintln!(
-            "sending load to REMOTE host {}: up to {:.1} requests/s (--allow-remote)",
-            gateway.url,
-            peak_per_s(&p.plan)
+        // Said even with --quiet: load is going to another machine.
+        tell(
+            false,
+            &format!(
+                "sending load to REMOTE host {}: up to {:.1} requests/s (--allow-remote)",
+                gateway.url,
+                peak_per_s(&p.plan)
+            ),
         );
     }
-    eprintln!("gateway: {} at {}", gateway.name, gateway.url);
+    tell(
+        quiet,
+        &format!("gateway: {} at {}", gateway.name, gateway.url),
+    );
     let meta = &p.scenario.meta;
     if !meta.description.is_empty() {
-        eprintln!("rehearsing {}: {}", meta.name, meta.description);
+        tell(
+            quiet,
+            &format!("rehearsing {}: {}", meta.name, meta.description),
+        );
     }
     if let Some(l) = &gateway.limit {
-        eprintln!("gateway memory limit: {}", l.describe());
+        tell(quiet, &format!("gateway memory limit: {}", l.describe()));
     }
 }
 

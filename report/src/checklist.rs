@@ -1,10 +1,16 @@
-//! The reports of a judged run: `report.json`, `junit.xml` and the
-//! checklist printed on the terminal.
+//! The reports of a judged run: `report.json`, `junit.xml`, `summary.md`
+//! and the checklist printed on the terminal.
 
-use assertions::{Judgement, Status, Verdict};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use assertions::{Counts, Judgement, Status, Verdict};
 use serde::Serialize;
 
 use crate::documents::RunMeta;
+use crate::terminal::{fit, pad, wrap, Style, MAX_WIDTH};
+use crate::{write_whole, ReportError};
 
 /// The refusals of a count line, each kind apart (never summed): shed and
 /// stale always, the other kinds when any happened.
@@ -76,35 +82,33 @@ pub fn report_json<'a>(meta: &'a RunMeta, j: &'a Judgement) -> Report<'a> {
     }
 }
 
-/// Builds `junit.xml`: one test case per check, so CI shows the checklist.
+/// Builds `junit.xml`: one test case per check, so CI shows the
+/// checklist. A check that did not pass has the checklist's short line as
+/// its message (the first line CI shows), and its explanation, prediction
+/// and observation below.
 pub fn junit(meta: &RunMeta, j: &Judgement) -> String {
+    use quick_junit::{NonSuccessKind, TestCaseStatus};
     let mut report = quick_junit::Report::new("rehearse");
     let mut suite = quick_junit::TestSuite::new(meta.scenario.as_str());
     for v in &j.verdicts {
-        let status = match v.status {
-            Status::Pass => quick_junit::TestCaseStatus::success(),
-            Status::Fail => {
-                let mut s =
-                    quick_junit::TestCaseStatus::non_success(quick_junit::NonSuccessKind::Failure);
-                s.set_message(v.detail.as_str());
-                s.set_description(format!(
-                    "predicted: {}\nobserved: {}",
-                    v.predicted, v.observed
-                ));
-                s
-            }
-            Status::Invalid => {
-                let mut s =
-                    quick_junit::TestCaseStatus::non_success(quick_junit::NonSuccessKind::Error);
-                s.set_message(v.detail.as_str());
-                s
-            }
-            Status::Skipped => {
-                let mut s = quick_junit::TestCaseStatus::skipped();
-                s.set_message(v.detail.as_str());
-                s
-            }
+        let mut status = match v.status {
+            Status::Pass => TestCaseStatus::success(),
+            Status::Fail => TestCaseStatus::non_success(NonSuccessKind::Failure),
+            Status::Invalid => TestCaseStatus::non_success(NonSuccessKind::Error),
+            Status::Skipped => TestCaseStatus::skipped(),
         };
+        if v.status != Status::Pass {
+            status.set_message(v.short.as_str());
+            let mut text = format!("{}\n{}", v.short, v.detail);
+            if !v.predicted.is_empty() {
+                let _ = write!(
+                    text,
+                    "\npredicted: {}\nobserved: {}",
+                    v.predicted, v.observed
+                );
+            }
+            status.set_description(text);
+        }
         let mut case = quick_junit::TestCase::new(v.id, status);
         case.set_classname(format!("rehearse.{}", meta.scenario));
         suite.add_test_case(case);
@@ -115,56 +119,259 @@ pub fn junit(meta: &RunMeta, j: &Judgement) -> String {
         .unwrap_or_else(|e| format!("<!-- cannot write junit: {e} -->\n"))
 }
 
-/// The checklist as printed at the end of a run.
-pub fn checklist_text(meta: &RunMeta, j: &Judgement) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::new();
-    let overall = verdict(meta, j);
-    let _ = writeln!(
-        out,
-        "\nChecklist: {} against {} — {}{}",
-        meta.scenario,
-        meta.gateway,
-        overall.as_str().to_uppercase(),
-        if meta.partial { " (partial run)" } else { "" }
-    );
-    for v in &j.verdicts {
-        let _ = writeln!(
-            out,
-            "  {:<7} {:<15} predicted {:<22} observed {:<22} {}",
-            v.status.as_str().to_uppercase(),
-            v.id,
-            v.predicted,
-            v.observed,
-            v.detail
-        );
+/// The file name of the checklist as Markdown, in the run directory.
+pub const SUMMARY_MD: &str = wire::files::SUMMARY_MD;
+
+/// A judged run as a person reads it on a terminal, in a CI log or a
+/// pull-request comment: the verdict, one line per check, the counts and
+/// the notes. Rendered for a [`Style`] when printed ([`Checklist::text`]),
+/// or as Markdown ([`Checklist::markdown`]).
+#[derive(Debug, Clone)]
+pub struct Checklist {
+    /// The scenario's name.
+    pub scenario: String,
+    /// The gateway rehearsed.
+    pub gateway: String,
+    /// The overall verdict ([`verdict`]).
+    pub verdict: Status,
+    /// The run was stopped before its end.
+    pub partial: bool,
+    /// One per check.
+    pub verdicts: Vec<Verdict>,
+    /// The run's counts.
+    pub counts: Counts,
+    /// The counts of each tenant, when the load has several.
+    pub tenants: BTreeMap<String, Counts>,
+    /// What a reader should know.
+    pub notes: Vec<String>,
+}
+
+/// The columns of a check's mark (`INVALID`, `SKIPPED`) and id
+/// (`refusals_legible`) on a checklist line.
+const MARK: usize = 7;
+const ID: usize = 16;
+
+impl Checklist {
+    /// The checklist of a judged run.
+    pub fn new(meta: &RunMeta, j: &Judgement) -> Checklist {
+        Checklist {
+            scenario: meta.scenario.clone(),
+            gateway: meta.gateway.clone(),
+            verdict: verdict(meta, j),
+            partial: meta.partial,
+            verdicts: j.verdicts.clone(),
+            counts: j.summary.counts.clone(),
+            tenants: j.summary.tenants.clone(),
+            notes: meta.notes.clone(),
+        }
     }
-    let c = &j.summary.counts;
-    let n = |v: u64| crate::plan_text::thousands(v as f64);
-    let _ = writeln!(
-        out,
-        "  counts: offered {}, sent {}, ok {}, {}, timed out {}, errors {}, late answers {}",
-        n(c.offered),
-        n(c.sent),
-        n(c.ok),
-        refusal_counts(c),
-        n(c.timeout),
-        n(c.error),
-        n(c.late)
-    );
-    for (tenant, c) in &j.summary.tenants {
-        let _ = writeln!(
-            out,
-            "  tenant {tenant}: offered {}, ok {}, {}, timed out {}, errors {}",
+
+    /// The verdict line: `Checklist: NAME against GATEWAY: PASS`, wrapped
+    /// at the style's width.
+    pub fn verdict_line(&self, style: &Style) -> String {
+        let mark = style.paint(
+            &format!("1;{}", colour(self.verdict)),
+            &self.verdict.as_str().to_uppercase(),
+        );
+        let text = format!(
+            "Checklist: {} against {}: {}{}",
+            self.scenario,
+            self.gateway,
+            self.verdict.as_str().to_uppercase(),
+            if self.partial { " (partial run)" } else { "" }
+        );
+        let mut out = String::new();
+        for line in wrap(&text, style.width, "", "  ") {
+            out.push_str(&line);
+            out.push('\n');
+        }
+        // Painted after wrapping, so that escapes take no columns.
+        let verdict = self.verdict.as_str().to_uppercase();
+        match out.rfind(&verdict) {
+            Some(at) if style.colour => {
+                out.replace_range(at..at + verdict.len(), &mark);
+                out
+            }
+            _ => out,
+        }
+    }
+
+    /// The checklist as printed at the end of a run: the verdict line; a
+    /// line per check (its mark, id and short line, at most 100 columns;
+    /// with `verbose`, predicted, observed and the explanation too); the
+    /// explanation of each check that failed or was invalid, wrapped; the
+    /// counts and the notes, wrapped.
+    pub fn text(&self, style: &Style) -> String {
+        let mut out = String::from("\n");
+        out.push_str(&self.verdict_line(style));
+        for v in &self.verdicts {
+            out.push_str(&check_line(v, style));
+        }
+        let why: Vec<&Verdict> = self
+            .verdicts
+            .iter()
+            .filter(|v| matches!(v.status, Status::Fail | Status::Invalid))
+            .collect();
+        if !style.verbose && !why.is_empty() {
+            out.push_str("\nWhy:\n");
+            for v in why {
+                let text = format!("{}: {}", v.id, v.detail);
+                push_wrapped(&mut out, &text, style.width, "  ", "    ");
+            }
+            out.push('\n');
+        }
+        let c = &self.counts;
+        let counts = format!(
+            "counts: offered {}, sent {}, ok {}, {}, timed out {}, errors {}, late answers {}",
             n(c.offered),
+            n(c.sent),
             n(c.ok),
             refusal_counts(c),
             n(c.timeout),
-            n(c.error)
+            n(c.error),
+            n(c.late)
+        );
+        push_wrapped(&mut out, &counts, style.width, "  ", "    ");
+        for (tenant, c) in &self.tenants {
+            let text = format!(
+                "tenant {tenant}: offered {}, ok {}, {}, timed out {}, errors {}",
+                n(c.offered),
+                n(c.ok),
+                refusal_counts(c),
+                n(c.timeout),
+                n(c.error)
+            );
+            push_wrapped(&mut out, &text, style.width, "  ", "    ");
+        }
+        for note in &self.notes {
+            push_wrapped(
+                &mut out,
+                &format!("note: {note}"),
+                style.width,
+                "  ",
+                "    ",
+            );
+        }
+        out
+    }
+
+    /// The checklist as Markdown (`summary.md`): a heading with the
+    /// verdict, a table of the checks (mark, id, short line), each failed
+    /// or invalid check's explanation, the counts and the notes. Suitable
+    /// for a CI job's summary (`$GITHUB_STEP_SUMMARY`) or a pull-request
+    /// comment.
+    pub fn markdown(&self) -> String {
+        let mut out = format!(
+            "### {} {}: {} against {}{}\n\n| | check | observed (bound) |\n|---|---|---|\n",
+            emoji(self.verdict),
+            self.verdict.as_str().to_uppercase(),
+            md(&self.scenario),
+            md(&self.gateway),
+            if self.partial { " (partial run)" } else { "" }
+        );
+        for v in &self.verdicts {
+            let _ = writeln!(
+                out,
+                "| {} {} | `{}` | {} |",
+                emoji(v.status),
+                v.status.as_str().to_uppercase(),
+                v.id,
+                md(&v.short)
+            );
+        }
+        let why: Vec<&Verdict> = self
+            .verdicts
+            .iter()
+            .filter(|v| matches!(v.status, Status::Fail | Status::Invalid))
+            .collect();
+        if !why.is_empty() {
+            out.push('\n');
+            for v in why {
+                let _ = writeln!(out, "- `{}`: {}", v.id, md(&v.detail));
+            }
+        }
+        let c = &self.counts;
+        let _ = write!(
+            out,
+            "\nCounts: offered {}, sent {}, ok {}, {}, timed out {}, errors {}, late answers {}.\n",
+            n(c.offered),
+            n(c.sent),
+            n(c.ok),
+            refusal_counts(c),
+            n(c.timeout),
+            n(c.error),
+            n(c.late)
+        );
+        if !self.notes.is_empty() {
+            out.push('\n');
+            for note in &self.notes {
+                let _ = writeln!(out, "> {}", md(note));
+            }
+        }
+        out
+    }
+
+    /// Writes `summary.md` ([`Checklist::markdown`]) into the run
+    /// directory `dir` and returns its path.
+    pub fn write_markdown(&self, dir: &Path) -> Result<PathBuf, ReportError> {
+        let path = dir.join(SUMMARY_MD);
+        write_whole(&path, self.markdown().as_bytes())?;
+        Ok(path)
+    }
+}
+
+/// A count with thousands separators.
+fn n(v: u64) -> String {
+    crate::plan_text::thousands(v as f64)
+}
+
+/// One check's line: `  PASS    shed_onset        first shed at depth 8
+/// (bound 368)`, cut to 100 columns; with `verbose`, today's whole line.
+fn check_line(v: &Verdict, style: &Style) -> String {
+    let word = v.status.as_str().to_uppercase();
+    let mark = style.paint(colour(v.status), &word);
+    let mark = format!("{mark}{}", " ".repeat(MARK.saturating_sub(word.len())));
+    if style.verbose {
+        return format!(
+            "  {mark} {:<15} predicted {:<22} observed {:<22} {}\n",
+            v.id, v.predicted, v.observed, v.detail
         );
     }
-    for n in &meta.notes {
-        let _ = writeln!(out, "  note: {n}");
+    // However wide the terminal, the line fits in MAX_WIDTH columns (a
+    // narrower terminal folds it: the short words are never cut to it).
+    let room = MAX_WIDTH - (2 + MARK + 1 + ID + 2);
+    format!("  {mark} {}  {}\n", pad(v.id, ID), fit(&v.short, room))
+}
+
+/// The ANSI colour of a status: green, red, magenta, yellow.
+fn colour(s: Status) -> &'static str {
+    match s {
+        Status::Pass => "32",
+        Status::Fail => "31",
+        Status::Invalid => "35",
+        Status::Skipped => "33",
     }
-    out
+}
+
+/// The mark of a status in Markdown.
+fn emoji(s: Status) -> &'static str {
+    match s {
+        Status::Pass => "✅",
+        Status::Fail => "❌",
+        Status::Invalid => "⚠️",
+        Status::Skipped => "⏭️",
+    }
+}
+
+/// Text made safe for a Markdown table cell: `|` escaped, no line breaks.
+fn md(text: &str) -> String {
+    text.replace('|', "\\|").replace(['\n', '\r'], " ")
+}
+
+/// `text` wrapped at `width` onto `out`, a line each.
+fn push_wrapped(out: &mut String, text: &str, width: usize, first: &str, rest: &str) {
+    for line in wrap(text, width, first, rest) {
+        out.push_str(&line);
+        out.push('\n');
+    }
 }

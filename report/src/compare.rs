@@ -12,6 +12,7 @@ use wire::number::count;
 
 use crate::documents::{ComparedRun, Comparison};
 use crate::html::{esc, mib, status_class, STYLE};
+use crate::terminal::{table, wrap, Style};
 use crate::{write_whole, ReportError};
 
 /// The file names of a comparison's directory (beside one run directory
@@ -33,6 +34,10 @@ const HEADERS: [&str; 10] = [
     "peak in flight",
     "peak RSS",
 ];
+
+/// Past this many columns a variant's name is numbered in the tables, and
+/// said once above them.
+const LONG_NAME: usize = 24;
 
 /// The charts shown side by side: each run directory's PNG of that id,
 /// with its caption.
@@ -73,74 +78,97 @@ fn verdict_cell(r: &ComparedRun) -> String {
     }
 }
 
-/// Left-aligned columns of `rows` (the first is the header), two spaces
-/// apart, each line indented by two.
-fn aligned(rows: &[Vec<String>]) -> String {
-    let width = |i: usize| {
-        rows.iter()
-            .map(|r| r.get(i).map_or(0, |c| c.chars().count()))
-            .max()
-            .unwrap_or(0)
-    };
-    let widths: Vec<usize> = (0..rows.first().map_or(0, Vec::len)).map(width).collect();
-    let mut out = String::new();
-    for row in rows {
-        let mut line = String::from(" ");
-        for (cell, w) in row.iter().zip(&widths) {
-            let _ = write!(line, " {cell:<w$} ");
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
-}
-
 /// The comparison as printed at its end: a line per variant with its
-/// verdict and columns, then each check's verdict per variant.
+/// verdict and columns, then each check's verdict per variant, then a line
+/// per verdict not as `--expect`ed; laid out for `style` (a table wider
+/// than its width is cut into blocks). `quiet`: the variants' verdicts
+/// and the unexpected ones alone.
 ///
 /// ```
 /// let c = report::Comparison { scenario: "demo".into(), ..Default::default() };
-/// assert!(report::compare_text(&c).contains("peak in flight"));
+/// let text = report::compare_text(&c, &report::Style::default(), false);
+/// assert!(text.contains("peak in flight"));
 /// ```
-pub fn compare_text(c: &Comparison) -> String {
+pub fn compare_text(c: &Comparison, style: &Style, quiet: bool) -> String {
     let mut out = format!(
         "\nComparison: {}, {} variant{}\n",
         c.scenario,
         c.variants.len(),
         if c.variants.len() == 1 { "" } else { "s" }
     );
+    // Long names are numbered, and the tables say the number: every
+    // column then fits beside them.
+    let long = c
+        .variants
+        .iter()
+        .any(|r| crate::terminal::columns(&r.name) > LONG_NAME);
+    let label = |i: usize, r: &ComparedRun| {
+        if long {
+            format!("#{}", i + 1)
+        } else {
+            r.name.clone()
+        }
+    };
+    if long {
+        for (i, r) in c.variants.iter().enumerate() {
+            let first = format!("  {:<4}", label(i, r));
+            for l in wrap(&r.name, style.width, &first, "      ") {
+                let _ = writeln!(out, "{l}");
+            }
+        }
+        out.push('\n');
+    }
+    let columns = if quiet { 0 } else { HEADERS.len() };
     let mut rows = vec![["variant", "verdict"]
         .iter()
-        .chain(&HEADERS)
+        .chain(&HEADERS[..columns])
         .map(|h| h.to_string())
         .collect::<Vec<_>>()];
-    for r in &c.variants {
-        let mut row = vec![r.name.clone(), verdict_cell(r)];
-        row.extend(cells(r));
+    for (i, r) in c.variants.iter().enumerate() {
+        let mut row = vec![label(i, r), verdict_cell(r)];
+        row.extend(cells(r).into_iter().take(columns));
         rows.push(row);
     }
-    out.push_str(&aligned(&rows));
-    out.push('\n');
-    let mut rows = vec![std::iter::once("check".to_string())
-        .chain(c.variants.iter().map(|r| r.name.clone()))
-        .collect::<Vec<_>>()];
-    for id in CHECKS {
-        let mut row = vec![id.to_string()];
-        row.extend(c.variants.iter().map(|r| {
-            r.checks
-                .get(id)
-                .map_or("–".into(), |s| s.as_str().to_uppercase())
-        }));
-        rows.push(row);
+    out.push_str(&table(&rows, style.width));
+    if !quiet {
+        out.push('\n');
+        let mut rows = vec![std::iter::once("check".to_string())
+            .chain(c.variants.iter().enumerate().map(|(i, r)| label(i, r)))
+            .collect::<Vec<_>>()];
+        for id in CHECKS {
+            let mut row = vec![id.to_string()];
+            row.extend(c.variants.iter().map(|r| {
+                r.checks
+                    .get(id)
+                    .map_or("–".into(), |s| s.as_str().to_uppercase())
+            }));
+            rows.push(row);
+        }
+        out.push_str(&table(&rows, style.width));
     }
-    out.push_str(&aligned(&rows));
-    for r in &c.variants {
-        if let Some(e) = &r.error {
-            let _ = writeln!(out, "  {}: could not be run: {e}", r.name);
+    let mut said: Vec<String> = c
+        .variants
+        .iter()
+        .filter_map(|r| {
+            Some(format!(
+                "{}: could not be run: {}",
+                r.name,
+                r.error.as_ref()?
+            ))
+        })
+        .collect();
+    if !c.skipped.is_empty() {
+        said.push(format!("not run (stopped): {}", c.skipped.join(", ")));
+    }
+    for line in said {
+        for l in wrap(&line, style.width, "  ", "    ") {
+            let _ = writeln!(out, "{l}");
         }
     }
-    if !c.skipped.is_empty() {
-        let _ = writeln!(out, "  not run (stopped): {}", c.skipped.join(", "));
+    for line in &c.unexpected {
+        for l in wrap(&format!("unexpected: {line}"), style.width, "", "  ") {
+            let _ = writeln!(out, "{l}");
+        }
     }
     out
 }

@@ -12,8 +12,10 @@
 //!   `plan.json` ([`Plan`], [`Figures`], [`Segment`], [`Overload`]) and
 //!   `compare.json` ([`Comparison`], [`ComparedRun`], [`Columns`]),
 //!   written by the harness and read back here;
-//! - `checklist`: `report.json`, `junit.xml` and the checklist printed on
-//!   the terminal, and the overall [`verdict`];
+//! - `checklist`: `report.json`, `junit.xml`, the [`Checklist`] printed on
+//!   the terminal and written as `summary.md`, and the overall [`verdict`];
+//! - `terminal`: text laid out for a terminal ([`Style`]: its width, colour
+//!   or not), in display columns (a wide character counts as two);
 //! - `plan_text`: `rehearse plan` as a person reads it;
 //! - `html`: `report.html`, one self-contained page, and its chart PNGs;
 //! - `compare`: a comparison of variants (`compare.json`) as the terminal
@@ -36,12 +38,13 @@ mod documents;
 mod html;
 mod plan_sizing;
 mod plan_text;
+mod terminal;
 
 use std::path::{Path, PathBuf};
 
 pub use calibration::{Calibration, CalibrationLevel, CALIBRATE_HTML, CALIBRATE_JSON};
 pub use calibration_html::write_calibration;
-pub use checklist::{checklist_text, junit, report_json, verdict, Report};
+pub use checklist::{junit, report_json, verdict, Checklist, Report, SUMMARY_MD};
 pub use compare::{compare_text, write_compare_html, COMPARE_HTML, COMPARE_JSON};
 pub use documents::{
     checks_of_report, Columns, ComparedRun, Comparison, ErrorBudget, Figures, GatewayEvent, Knobs,
@@ -49,6 +52,7 @@ pub use documents::{
 };
 pub use html::{write as write_html, Inputs};
 pub use plan_text::{render as plan_text, thousands};
+pub use terminal::{columns, table, wrap, Stream, Style};
 
 /// A report file that could not be written.
 #[derive(Debug, thiserror::Error)]

@@ -57,6 +57,10 @@ pub const JUNIT: &str = "junit.xml";
 /// The checklist's per-second timeline of the joined records (client,
 /// gateway, provider). Written by the harness.
 pub const TIMELINE: &str = "timeline.csv";
+/// The checklist as Markdown (a table of the checks, the explanations of
+/// those that failed), for a CI job's summary or a pull-request comment.
+/// Written by the report.
+pub const SUMMARY_MD: &str = "summary.md";
 /// The self-contained HTML report. Written by the report.
 pub const REPORT_HTML: &str = "report.html";
 /// Chart 1, traffic per second, as PNG. Written by the report.
@@ -81,7 +85,7 @@ pub const CHART_DISTRIBUTION: &str = "chart-distribution.png";
 /// ```
 /// assert!(wire::files::ALL.iter().any(|(name, _)| *name == wire::files::CLIENT_RECORDS));
 /// ```
-pub const ALL: [(&str, &str); 22] = [
+pub const ALL: [(&str, &str); 23] = [
     (SCENARIO, "the scenario as run (harness)"),
     (PLAN, "the plan's predictions (harness)"),
     (
@@ -121,6 +125,7 @@ pub const ALL: [(&str, &str); 22] = [
         TIMELINE,
         "the checklist's per-second timeline, joined records (harness)",
     ),
+    (SUMMARY_MD, "the checklist as Markdown (report)"),
     (REPORT_HTML, "the self-contained HTML report (report)"),
     (CHART_TRAFFIC, "chart 1, traffic per second (report)"),
     (CHART_REQUESTS, "chart 2, where the requests are (report)"),
