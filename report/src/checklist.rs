@@ -160,7 +160,7 @@ impl Checklist {
             verdict: verdict(meta, j),
             partial: meta.partial,
             verdicts: j.verdicts.clone(),
-            counts: j.summary.counts.clone(),
+            counts: j.summary.counts,
             tenants: j.summary.tenants.clone(),
             notes: meta.notes.clone(),
         }

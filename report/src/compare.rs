@@ -354,7 +354,12 @@ mod tests {
 
     #[test]
     fn the_terminal_table_has_every_column_and_check() {
-        let text = compare_text(&comparison());
+        // Wide enough for one block: every column on the variant's line.
+        let wide = Style {
+            width: 200,
+            ..Style::default()
+        };
+        let text = compare_text(&comparison(), &wide, false);
         for head in HEADERS {
             assert!(text.contains(head), "{head}: {text}");
         }

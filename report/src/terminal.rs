@@ -236,8 +236,8 @@ pub fn table(rows: &[Vec<String>], width: usize) -> String {
     let name = widths[0].min(width.saturating_sub(4 + widest).max(width / 3));
     let mut blocks: Vec<Vec<usize>> = Vec::new();
     let mut used = 2 + name;
-    for i in 1..n {
-        let w = 2 + widths[i];
+    for (i, width_i) in widths.iter().enumerate().skip(1) {
+        let w = 2 + width_i;
         match blocks.last_mut() {
             Some(block) if used + w <= width => block.push(i),
             _ => {
