@@ -1845,7 +1845,7 @@ mod tests {
                 let mut e = e.clone();
                 e.start_us = at(12);
                 let j = judge(attempts, &calls, &[], &e, &t);
-                assert_eq!(j.verdicts.len(), 10);
+                assert_eq!(j.verdicts.len(), 11);
                 assert!(j.timeline.seconds.len() <= 100_000);
             }
         }

@@ -36,6 +36,11 @@ pub struct Expectations {
     /// still wait in it.
     #[serde(default)]
     pub gateway_wait_s: f64,
+    /// The provider's load-curve knee at the run's scale (calls in service
+    /// past which every call slows), when the scenario names one: what
+    /// `concurrency_below_knee` holds the calls in service to.
+    #[serde(default)]
+    pub knee: Option<f64>,
     /// The gateway's memory budget, if the scenario gives one.
     pub memory_ceiling_bytes: Option<u64>,
     /// The load generator's allowed 99th-percentile send lag.
@@ -70,6 +75,8 @@ pub struct Thresholds {
     pub harness_valid: HarnessValidThreshold,
     /// `[checklist.refusals_legible]`.
     pub refusals_legible: RefusalsLegibleThreshold,
+    /// `[checklist.concurrency_below_knee]`.
+    pub concurrency_below_knee: ConcurrencyBelowKneeThreshold,
 }
 
 impl Thresholds {
@@ -214,6 +221,27 @@ impl Default for RefusalsLegibleThreshold {
         RefusalsLegibleThreshold {
             enabled: true,
             min_share: 0.01,
+        }
+    }
+}
+
+/// `concurrency_below_knee`: the calls in service at the provider stay at
+/// or below its load curve's knee (judged when the scenario names one).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConcurrencyBelowKneeThreshold {
+    /// Whether the check runs.
+    pub enabled: bool,
+    /// The quantile of the run's seconds (each its most calls in service)
+    /// that must be at or below the knee.
+    pub quantile: f64,
+}
+
+impl Default for ConcurrencyBelowKneeThreshold {
+    fn default() -> Self {
+        ConcurrencyBelowKneeThreshold {
+            enabled: true,
+            quantile: 0.99,
         }
     }
 }

@@ -407,7 +407,7 @@ struct Latency {
 /// let expect = Expectations {
 ///     start_us: 0, load_end_us: 1_000_000, overload: None, capacity_per_s: 10.0,
 ///     patience_s: 5.0, service_s: 0.1, queue_bound: 49.0, in_flight_at_provider: 1.0,
-///     gateway_wait_s: 0.0, memory_ceiling_bytes: None, send_lag_bound_ms: 10.0, send_lag_p99_ms: 1.0,
+///     gateway_wait_s: 0.0, knee: None, memory_ceiling_bytes: None, send_lag_bound_ms: 10.0, send_lag_p99_ms: 1.0,
 /// };
 /// let mut judge = Judge::new(&expect, &Thresholds::default());
 /// judge.attempt(ClientRecord {

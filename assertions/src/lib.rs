@@ -29,7 +29,8 @@
 //! - `sweep`: the run's instants in time order: per-second levels, the
 //!   drain time, the first shed; the drain after the overload at the end;
 //! - `calendar`: the queue both keep their window in, by time;
-//! - `checks`: the checks, in [`CHECKS`] order (`legible`: `refusals_legible`);
+//! - `checks`: the checks, in [`CHECKS`] order (`legible`: `refusals_legible`;
+//!   `knee`: `concurrency_below_knee`);
 //! - `verdict`: [`Verdict`], [`Status`] and the wording of the sentences a
 //!   person reads (numbers as `wire::number` prints them).
 
@@ -42,6 +43,7 @@ mod calendar;
 mod checks;
 mod expect;
 mod judge;
+mod knee;
 mod legible;
 #[cfg(test)]
 mod stories;
@@ -54,9 +56,10 @@ use serde::Serialize;
 use wire::{ClientRecord, ProviderRecord, RssSample};
 
 pub use expect::{
-    DrainThreshold, Expectations, GoodputThreshold, HarnessValidThreshold, MemoryCeilingThreshold,
-    NoSilentLossThreshold, RefusalsLegibleThreshold, RetryAfterThreshold, ServedLatencyThreshold,
-    ShedOnsetThreshold, StaleDispatchThreshold, Thresholds,
+    ConcurrencyBelowKneeThreshold, DrainThreshold, Expectations, GoodputThreshold,
+    HarnessValidThreshold, MemoryCeilingThreshold, NoSilentLossThreshold, RefusalsLegibleThreshold,
+    RetryAfterThreshold, ServedLatencyThreshold, ShedOnsetThreshold, StaleDispatchThreshold,
+    Thresholds,
 };
 pub use judge::{call_end_us, Held, Judge};
 pub use timeline::{
@@ -69,7 +72,7 @@ use checks::{Evidence, Tally};
 use timeline::{Drain, DrainOutcome};
 
 /// The ids of the checks, in the order [`judge()`] returns their verdicts.
-pub const CHECKS: [&str; 10] = [
+pub const CHECKS: [&str; 11] = [
     "shed_onset",
     "retry_after",
     "memory_ceiling",
@@ -79,6 +82,7 @@ pub const CHECKS: [&str; 10] = [
     "goodput",
     "no_silent_loss",
     "refusals_legible",
+    "concurrency_below_knee",
     "harness_valid",
 ];
 
@@ -170,7 +174,7 @@ impl Judgement {
     /// # let expect = assertions::Expectations {
     /// #     start_us: 0, load_end_us: 0, overload: None, capacity_per_s: 1.0,
     /// #     patience_s: 2.0, service_s: 1.0, queue_bound: 1.0,
-    /// #     in_flight_at_provider: 1.0, gateway_wait_s: 0.0, memory_ceiling_bytes: None,
+    /// #     in_flight_at_provider: 1.0, gateway_wait_s: 0.0, knee: None, memory_ceiling_bytes: None,
     /// #     send_lag_bound_ms: 1.0, send_lag_p99_ms: 0.0,
     /// # };
     /// let j = assertions::judge(&[], &[], &[], &expect, &Default::default());
@@ -199,7 +203,7 @@ impl Judgement {
 ///     service_s: 1.0,
 ///     queue_bound: 240.0,
 ///     in_flight_at_provider: 10.0,
-///     gateway_wait_s: 0.0,
+///     gateway_wait_s: 0.0, knee: None,
 ///     memory_ceiling_bytes: None,
 ///     send_lag_bound_ms: 10.0,
 ///     send_lag_p99_ms: 1.0,
@@ -207,7 +211,7 @@ impl Judgement {
 /// // No records: nothing was rehearsed, so the run is invalid.
 /// let j = judge(&[], &[], &[], &expect, &Thresholds::default());
 /// assert_eq!(j.overall, Status::Invalid);
-/// assert_eq!(j.verdicts.len(), 10);
+/// assert_eq!(j.verdicts.len(), 11);
 /// ```
 pub fn judge(
     attempts: &[ClientRecord],
@@ -311,6 +315,11 @@ pub(crate) fn conclude(m: Measured, expect: &Expectations, thresholds: &Threshol
         checks::goodput(&ev, &thresholds.goodput),
         checks::no_silent_loss(&ev, &thresholds.no_silent_loss),
         legible::refusals_legible(&summary.refusals, &thresholds.refusals_legible),
+        knee::concurrency_below_knee(
+            &timeline.seconds,
+            expect.knee,
+            &thresholds.concurrency_below_knee,
+        ),
         checks::upstream_seen(&ev).unwrap_or(harness),
     ];
     let (calls, answered) = (summary.provider.calls, summary.counts.ok);

@@ -96,6 +96,8 @@ pub(crate) fn expect(
         queue_bound: 8.0 * (patience_s - 1.0),
         in_flight_at_provider: 8.0,
         gateway_wait_s: 0.0,
+        // The provider of 8 slots batches them: its curve bends at 8.
+        knee: Some(8.0),
         memory_ceiling_bytes: Some(200 * MIB),
         send_lag_bound_ms: 5.0,
         send_lag_p99_ms: 0.5,

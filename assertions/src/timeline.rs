@@ -199,6 +199,7 @@ impl Timeline {
             queue_bound: 0.0,
             in_flight_at_provider: 0.0,
             gateway_wait_s: 0.0,
+            knee: None,
             memory_ceiling_bytes: None,
             send_lag_bound_ms: 0.0,
             send_lag_p99_ms: 0.0,

@@ -239,6 +239,7 @@ fn write_run(args: &Args) -> Result<Counts, Error> {
         queue_bound: o.map_or(0.0, |o| o.queue_bound),
         in_flight_at_provider: o.map_or(0.0, |o| o.capacity_per_s * o.service_s),
         gateway_wait_s: 0.0,
+        knee: None,
         memory_ceiling_bytes: scenario.gateway.memory_ceiling,
         send_lag_bound_ms: rehearsal.load.send_lag_bound().as_secs_f64() * 1000.0,
         send_lag_p99_ms,

@@ -39,6 +39,7 @@ pub(crate) fn expectations_of(
         queue_bound: o.map_or(0.0, |o| o.queue_bound),
         in_flight_at_provider: o.map_or(0.0, |o| o.capacity_per_s * o.service_s),
         gateway_wait_s: o.map_or(0.0, |_| longest_wait_s(&plan.rehearsal)),
+        knee: lowest_knee(&rehearsal.provider),
         memory_ceiling_bytes: scenario
             .gateway
             .memory_ceiling
@@ -46,6 +47,21 @@ pub(crate) fn expectations_of(
         send_lag_bound_ms: load_plan.send_lag_bound().as_secs_f64() * 1000.0,
         send_lag_p99_ms,
     }
+}
+
+/// The provider's load-curve knee at the rehearsal's scale: the lowest its
+/// timeline sets, when it names one.
+fn lowest_knee(p: &fake_provider::ProviderConfig) -> Option<f64> {
+    let phases = p
+        .timeline
+        .iter()
+        .filter_map(|t| t.latency.as_ref().and_then(|l| l.knee));
+    p.latency
+        .knee
+        .into_iter()
+        .chain(phases)
+        .min()
+        .map(f64::from)
 }
 
 /// The longest a request may wait in a gateway that never sheds, in FIFO

@@ -692,6 +692,7 @@ mod tests {
             queue_bound: 24.5,
             in_flight_at_provider: 12.0,
             gateway_wait_s: 0.0,
+            knee: None,
             memory_ceiling_bytes: Some(256 << 20),
             send_lag_bound_ms: 5.0,
             send_lag_p99_ms: 1.0,
