@@ -155,7 +155,10 @@ fn two_variants_are_run_and_compared() {
     assert_eq!(naive["exit_code"], 1);
     assert_eq!(naive["expected"], "pass");
     assert_eq!(naive["checks"]["shed_onset"], "fail");
-    assert_eq!(naive["checks"].as_object().unwrap().len(), 10);
+    assert_eq!(
+        naive["checks"].as_object().unwrap().len(),
+        assertions::CHECKS.len()
+    );
     assert!(bounded["shed"].as_u64().unwrap() > 0, "{c}");
     assert_eq!(naive["shed"], 0, "{c}");
     // Naive lets everyone in: far more in flight at once than bounded's
@@ -176,7 +179,10 @@ fn two_variants_are_run_and_compared() {
     let html = std::fs::read_to_string(out_dir.join("compare.html")).unwrap();
     assert!(html.contains("bounded") && html.contains("naive (unbounded)"));
     assert!(html.contains("data:image/png;base64,"));
-    assert_eq!(html.matches("<tr id=\"check-").count(), 10);
+    assert_eq!(
+        html.matches("<tr id=\"check-").count(),
+        assertions::CHECKS.len()
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
