@@ -1,13 +1,6 @@
-//! How `rehearse` ends: one error type, one mapping to an exit code.
-//!
-//! | code | when |
-//! |---|---|
-//! | 0 | every check passed, or a server ended cleanly |
-//! | 1 | a check failed |
-//! | 2 | bad input: a scenario, a config file, a flag |
-//! | 3 | the run was invalid or partial, or could not be made |
-//!
-//! (130 is left to a second Ctrl-C or SIGTERM: see `runtime`.)
+//! How `rehearse` ends: one error type, one mapping to an exit code (0
+//! pass, 1 a check failed, 2 bad input, 3 invalid, partial or not made;
+//! `rehearse --help` says when, and 130 is a second signal's: `runtime`).
 
 use std::process::ExitCode;
 

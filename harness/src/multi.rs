@@ -45,20 +45,31 @@ fn unix_us(t: SystemTime) -> u64 {
         .map_or(0, |d| d.as_micros() as u64)
 }
 
-/// What `rehearse stage` needs beyond the scenario.
+/// What `rehearse stage` needs beyond the scenario. With the `clap`
+/// feature these are its flags themselves: each field's doc is its
+/// `--help` line.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct StageOptions {
     /// The run directory to prepare.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub out: PathBuf,
-    /// The fake provider's base URL.
+    /// The fake provider beside the gateway (admin token from
+    /// REHEARSE_PROVIDER_TOKEN).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "URL"))]
     pub provider: String,
-    /// When the schedule starts, on this machine's clock.
+    /// When the provider's timeline and the shards' schedules start (RFC
+    /// 3339 or Unix seconds): give every shard the same value.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "TIME", value_parser = loadgen::parse_start_at))]
     pub start_at: SystemTime,
-    /// Overrides the scenario's time scale.
+    /// Compress every duration by N and multiply every rate by N.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N"))]
     pub time_scale: Option<f64>,
-    /// The gateway the shards will drive (for the report's header).
+    /// The gateway the shards drive (for the report).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "URL"))]
     pub target: Option<String>,
-    /// Reset the provider even if another run holds it.
+    /// Reset the provider even if another run holds its lease.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub force: bool,
 }
 
@@ -117,6 +128,9 @@ pub async fn stage(s: &crate::Scenario, opts: &StageOptions) -> Result<(), RunEr
         )],
         gateway_events: Vec::new(),
         untrusted: Vec::new(),
+        provider_external: false,
+        allow_unjudged: Vec::new(),
+        gauge_period_s: 0.0,
     };
     write_atomic(
         &opts.out.join(files::RUN),

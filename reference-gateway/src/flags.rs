@@ -10,6 +10,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+#[cfg(feature = "clap")]
+use crate::config::parse_duration;
 use crate::config::{GatewayConfig, Mode, Order};
 use crate::error::ConfigError;
 
@@ -26,52 +28,84 @@ Prints `listening on http://ADDR` once it serves; Ctrl-C or SIGTERM drains it an
 
 /// The settings given as flags: each one given overrides the config file's
 /// (or the default's). `--queue` and `--wait-budget` go to whichever of
-/// `bounded` and `aimd` runs.
+/// `bounded` and `aimd` runs. With the `clap` feature these are the flags
+/// of `rehearse gateway` themselves (one list, not a copy in the binary):
+/// each field's doc is its `--help` line.
 #[derive(Debug, Clone, Default)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct GatewayFlags {
-    /// `--mode`: required unless the config file sets it.
+    /// Admission mode: naive, bounded, deadline, aimd or timeout.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub mode: Option<Mode>,
-    /// `--upstream`: required unless the config file sets it.
+    /// Base URL of the provider, e.g. http://127.0.0.1:8080.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub upstream: Option<String>,
-    /// `--listen`.
+    /// Address to listen on (127.0.0.1:0 picks a free port and prints it).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub listen: Option<SocketAddr>,
-    /// `--config`: a TOML file of [`GatewayConfig`].
+    /// A TOML file with any of these settings; flags override it.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub config: Option<PathBuf>,
-    /// `--max-body-bytes`.
+    /// Request bodies over this many bytes are answered 413.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub max_body_bytes: Option<usize>,
-    /// `--upstream-timeout`.
+    /// Every mode: an upstream call still running this long after dispatch
+    /// is cancelled and answered 504 upstream_timeout (default: none).
+    #[cfg_attr(feature = "clap", arg(long, value_parser = parse_duration))]
     pub upstream_timeout: Option<Duration>,
-    /// `--concurrency` (bounded).
+    /// bounded: upstream calls in flight at once.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub concurrency: Option<u32>,
-    /// `--queue` (bounded or aimd, by the mode).
+    /// bounded, aimd: jobs allowed to wait; one more is answered 429.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub queue: Option<u32>,
-    /// `--wait-budget` (bounded or aimd, by the mode).
+    /// bounded, aimd: a job that waited longer is dropped unsent (503).
+    #[cfg_attr(feature = "clap", arg(long, value_parser = parse_duration))]
     pub wait_budget: Option<Duration>,
-    /// `--tokens-per-minute` (deadline).
+    /// deadline: the quota's tokens per minute (the drain rate); default
+    /// 500,000, the flash-promotion account (said on stderr at start: set
+    /// it to your provider quota's, or requests are admitted or refused by
+    /// a rate the upstream never had).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub tokens_per_minute: Option<f64>,
-    /// `--default-deadline` (deadline).
+    /// deadline: the caller's patience when the request carries none.
+    #[cfg_attr(feature = "clap", arg(long, value_parser = parse_duration))]
     pub default_deadline: Option<Duration>,
-    /// `--expected-service` (deadline).
+    /// deadline: the provider's expected service time.
+    #[cfg_attr(feature = "clap", arg(long, value_parser = parse_duration))]
     pub expected_service: Option<Duration>,
-    /// `--order` (deadline).
+    /// deadline: fifo or lifo.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub order: Option<Order>,
-    /// `--patience-header` (deadline).
+    /// deadline: header carrying the caller's remaining patience (ms).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub patience_header: Option<String>,
-    /// `--default-max-tokens` (deadline).
+    /// deadline: max_tokens assumed for a request that sets none.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub default_max_tokens: Option<u64>,
-    /// `--initial` (aimd).
+    /// aimd: the limit at start.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub initial: Option<u32>,
-    /// `--floor` (aimd).
+    /// aimd: the lowest limit.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub floor: Option<u32>,
-    /// `--ceiling` (aimd).
+    /// aimd: the highest limit.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub ceiling: Option<u32>,
-    /// `--latency-target` (aimd).
+    /// aimd: a call running past this cuts the limit x0.9.
+    #[cfg_attr(feature = "clap", arg(long, value_parser = parse_duration))]
     pub latency_target: Option<Duration>,
-    /// `--pool-max-connections` (every mode).
+    /// Every mode: at most N upstream calls at once (a client's connection
+    /// pool); beyond it calls wait in the pool, timed as provider latency.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N"))]
     pub pool_max_connections: Option<usize>,
-    /// `--split-pool-wait` (every mode; only ever turns it on).
+    /// Meter the pool's wait apart (gateway_pool_wait_seconds); only ever
+    /// turns it on.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub split_pool_wait: bool,
-    /// `--upstream-retries` (every mode).
+    /// Every mode: retry a provider's 429/503/529 up to N times, after its
+    /// Retry-After (default 0).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N"))]
     pub upstream_retries: Option<u32>,
 }
 
@@ -269,6 +303,32 @@ fn file_sets_rate(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `rehearse gateway`'s flags (with the `clap` feature) parse into
+    /// these settings.
+    #[cfg(feature = "clap")]
+    #[test]
+    fn the_flags_parse_into_the_settings() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            flags: GatewayFlags,
+        }
+        let args = [
+            "gateway",
+            "--mode",
+            "aimd",
+            "--upstream",
+            "http://127.0.0.1:9",
+        ];
+        let more = ["--queue", "5", "--wait-budget", "2s"];
+        let f = Cli::try_parse_from(args.iter().chain(&more)).unwrap().flags;
+        assert_eq!((f.mode, f.queue), (Some(Mode::Aimd), Some(5)));
+        assert_eq!(f.wait_budget, Some(Duration::from_secs(2)));
+        assert!(Cli::try_parse_from(["gateway", "--mode", "fancy"]).is_err());
+        assert!(Cli::try_parse_from(["gateway", "--wait-budget", "soon"]).is_err());
+    }
 
     fn flags(mode: Mode) -> GatewayFlags {
         GatewayFlags {
