@@ -3,9 +3,9 @@
 //! This binary only parses flags, wires the library crates together
 //! (`harness`, `report`, `loadgen`, `fake-provider`, `reference-gateway`)
 //! and maps the outcome to an exit code. The rooms:
-//! - [`cmd_run`], [`cmd_report`], [`cmd_plan`], [`cmd_compare`]: a
-//!   rehearsal, a saved run judged again, a scenario's arithmetic, a
-//!   scenario's variants side by side;
+//! - [`cmd_init`], [`cmd_run`], [`cmd_report`], [`cmd_plan`],
+//!   [`cmd_compare`]: a scenario to start from, a rehearsal, a saved run
+//!   judged again, a scenario's arithmetic, its variants side by side;
 //! - [`cmd_provider`], [`cmd_load`], [`cmd_gateway`]: the three parts of a
 //!   rehearsal on their own (the fake provider, the load generator, the
 //!   reference gateway);
@@ -30,6 +30,7 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 mod cmd_calibrate;
 mod cmd_compare;
 mod cmd_gateway;
+mod cmd_init;
 mod cmd_load;
 mod cmd_plan;
 mod cmd_provider;
@@ -56,6 +57,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Write a commented scenario from a few figures, and print its plan.
+    Init(cmd_init::Args),
     /// Rehearse a scenario end to end and judge the checklist.
     Run(cmd_run::Args),
     /// Judge a saved run again (with changed thresholds) and rewrite its reports.
@@ -107,6 +110,7 @@ fn main() -> ExitCode {
         }
     }
     exit::exit_code(match cli.command {
+        Command::Init(args) => cmd_init::main(args),
         Command::Run(args) => cmd_run::main(args),
         Command::Report(args) => cmd_report::main(args),
         Command::Compare(args) => cmd_compare::main(args),

@@ -59,7 +59,7 @@ pub use fds::{
     check_fds, expected_fds, is_out_of_files, out_of_files_note, predicted_fds, FdCheck,
 };
 pub use gateway_metrics::{histogram_quantile, provider_latency_note};
-pub use init::BUILTIN_SCENARIO;
+pub use init::{scenario_keys, write_init, InitOptions, Rate, BUILTIN_SCENARIO};
 pub use judge::{judge_dir, Judged};
 pub use multi::{collect, stage, write_shard_offset, StageOptions, SHARD_OFFSET};
 pub use plan::plan;
