@@ -6,6 +6,7 @@
 //! - [`cmd_init`], [`cmd_run`], [`cmd_report`], [`cmd_plan`],
 //!   [`cmd_compare`]: a scenario to start from, a rehearsal, a saved run
 //!   judged again, a scenario's arithmetic, its variants side by side;
+//!   completions and the man page come from the one clap definition;
 //! - [`cmd_provider`], [`cmd_load`], [`cmd_gateway`]: the three parts of a
 //!   rehearsal on their own (the fake provider, the load generator, the
 //!   reference gateway);
@@ -18,7 +19,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, Parser, Subcommand};
 
 /// jemalloc: thousands of held connections each own two 8 KiB buffers of
 /// which a request touches a few hundred bytes; jemalloc's page-aligned size
@@ -80,6 +81,10 @@ enum Command {
     Stage(cmd_stage::StageArgs),
     /// Merge the shards' records onto the provider's clock and fetch its records into a staged run directory.
     Collect(cmd_stage::CollectArgs),
+    /// Print a shell completion script: bash, zsh or fish.
+    Completions { shell: clap_complete::Shell },
+    /// Print the manual page (roff: `rehearse man | man -l -`).
+    Man,
 }
 
 fn main() -> ExitCode {
@@ -121,5 +126,18 @@ fn main() -> ExitCode {
         Command::Gateway(args) => cmd_gateway::main(args),
         Command::Stage(args) => cmd_stage::stage(args),
         Command::Collect(args) => cmd_stage::collect(args),
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "rehearse",
+                &mut std::io::stdout(),
+            );
+            Ok(exit::Ended::Pass)
+        }
+        Command::Man => clap_mangen::Man::new(Cli::command())
+            .render(&mut std::io::stdout())
+            .map(|()| exit::Ended::Pass)
+            .map_err(exit::Error::invalid),
     })
 }
