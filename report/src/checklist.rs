@@ -9,7 +9,7 @@ use assertions::{Counts, Judgement, Status, Verdict};
 use serde::Serialize;
 
 use crate::documents::RunMeta;
-use crate::terminal::{fit, pad, wrap, Style, MAX_WIDTH};
+use crate::terminal::{columns, fit, pad, wrap, Style, MAX_WIDTH};
 use crate::{write_whole, ReportError};
 
 /// The refusals of a count line, each kind apart (never summed): shed and
@@ -339,7 +339,9 @@ fn check_line(v: &Verdict, style: &Style) -> String {
     }
     // However wide the terminal, the line fits in MAX_WIDTH columns (a
     // narrower terminal folds it: the short words are never cut to it).
-    let room = MAX_WIDTH - (2 + MARK + 1 + ID + 2);
+    // An id longer than its column pushes the short line right: it is cut
+    // the more.
+    let room = MAX_WIDTH.saturating_sub(2 + MARK + 1 + columns(v.id).max(ID) + 2);
     format!("  {mark} {}  {}\n", pad(v.id, ID), fit(&v.short, room))
 }
 
