@@ -39,10 +39,12 @@ pub struct Args {
     /// a `rehearse provider` deployed beside the gateway (its admin token
     /// from REHEARSE_PROVIDER_TOKEN): the scenario's provider table is
     /// uploaded, it is reset as the load starts, and its records are
-    /// fetched and moved onto this machine's clock at the end.
+    /// fetched and moved onto this machine's clock at the end; or external:
+    /// none, the --target gateway calls a real provider, and the run is
+    /// judged from the client side and the gateway's gauges in [gateway].
     #[arg(
         long,
-        value_name = "in-process|URL",
+        value_name = "in-process|external|URL",
         default_value = "in-process",
         conflicts_with = "provider_listen"
     )]
@@ -52,6 +54,10 @@ pub struct Args {
     /// time scale other than 1 is refused.
     #[arg(long)]
     allow_time_scale: bool,
+    /// With --provider external: let this check (shed_onset, retry_after,
+    /// memory_ceiling, drain) go unjudged without making the run invalid.
+    #[arg(long, value_name = "ID")]
+    allow_unjudged: Vec<String>,
     /// Split the load between N processes of this program (shards of the
     /// one schedule, started together), when one core cannot keep it.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
@@ -83,6 +89,7 @@ pub fn main(args: Args) -> Result<Ended, Error> {
         shards: args.shards,
         tls: args.tls.options(),
         quiet: args.output.quiet,
+        allow_unjudged: args.allow_unjudged,
     };
     let note = "stopping: writing a partial report (again to quit at once)";
     let judged = crate::runtime::block_on(None, Some(note.into()), |cancel| async move {

@@ -60,6 +60,7 @@ pub(crate) fn judge_at(
         },
         expect,
         thresholds,
+        None,
     )
 }
 

@@ -462,6 +462,8 @@ pub struct Judge {
     peak_held: usize,
     /// The gateway's deaths, and the attempts lost to them.
     deaths: Deaths,
+    /// A run whose provider the harness did not see: what it is judged by.
+    external: Option<crate::external::External>,
     lost: u64,
 }
 
@@ -532,6 +534,7 @@ impl Judge {
             settled_before_dispatch: 0,
             peak_held: 0,
             deaths: Deaths::default(),
+            external: None,
             lost: 0,
         }
     }
@@ -597,6 +600,25 @@ impl Judge {
     /// death before the first record: an attempt is counted as it is fed.
     pub fn gateway_died(&mut self, died_us: u64, back_us: Option<u64>) {
         self.deaths.0.push((died_us, back_us));
+    }
+
+    /// Judges the run as one whose provider the harness did not see
+    /// (`--provider external`): from the client's records and the
+    /// gateway's gauges `samples` (read every `period_s`), the checks of
+    /// [`crate::MUST_JUDGE`] left unjudged making it invalid unless
+    /// `allow_unjudged` names them. See [`crate::external`]'s docs.
+    pub fn external(
+        &mut self,
+        mut samples: Vec<wire::GatewaySample>,
+        period_s: f64,
+        allow_unjudged: Vec<String>,
+    ) {
+        samples.sort_by_key(|s| s.t_us);
+        self.external = Some(crate::external::External {
+            samples,
+            period_s,
+            allow_unjudged,
+        });
     }
 
     /// Feeds the attempt that is `seq`th in its file.
@@ -1129,13 +1151,22 @@ impl Judge {
             .rows
             .extend((from..n).map(|t| empty_second(t as u64)));
         self.rows.rows.truncate(n);
+        let external = self.external.clone();
         let drain = self.sweep.finish(
             &self.expect,
             self.end_us,
             n,
             self.tally.attempts,
             &mut self.rows,
+            |rows| {
+                if let Some(e) = &external {
+                    e.adjust(rows);
+                }
+            },
         );
+        if let Some(e) = &external {
+            self.sweep.first_shed = e.first_shed(self.sweep.first_shed, &self.rows);
+        }
         self.measured(drain)
     }
 
@@ -1205,7 +1236,12 @@ impl Judge {
             distribution: self.distribution,
             pass,
         };
-        conclude(measured, &self.expect, &self.thresholds)
+        conclude(
+            measured,
+            &self.expect,
+            &self.thresholds,
+            self.external.as_ref(),
+        )
     }
 }
 

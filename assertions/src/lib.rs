@@ -42,6 +42,7 @@ mod batch;
 mod calendar;
 mod checks;
 mod expect;
+mod external;
 mod judge;
 mod knee;
 mod legible;
@@ -61,6 +62,7 @@ pub use expect::{
     RetryAfterThreshold, ServedLatencyThreshold, ShedOnsetThreshold, StaleDispatchThreshold,
     Thresholds,
 };
+pub use external::MUST_JUDGE;
 pub use judge::{call_end_us, Held, Judge};
 pub use timeline::{
     inside_at_death, Counts, FirstShed, GatewayPeaks, Harness, Latencies, Percentiles,
@@ -277,7 +279,12 @@ pub(crate) struct Measured {
 }
 
 /// Runs every check on what was measured, and concludes.
-pub(crate) fn conclude(m: Measured, expect: &Expectations, thresholds: &Thresholds) -> Judgement {
+pub(crate) fn conclude(
+    m: Measured,
+    expect: &Expectations,
+    thresholds: &Thresholds,
+    external: Option<&external::External>,
+) -> Judgement {
     let Measured {
         timeline,
         mut summary,
@@ -294,6 +301,7 @@ pub(crate) fn conclude(m: Measured, expect: &Expectations, thresholds: &Threshol
         _ => {}
     }
     let harness = checks::harness_valid(tally.attempts, expect, &thresholds.harness_valid);
+    let harness_alone = harness.clone();
     summary.harness = Harness {
         send_lag_p99_ms: expect.send_lag_p99_ms,
         valid: harness.status != Status::Invalid,
@@ -322,11 +330,27 @@ pub(crate) fn conclude(m: Measured, expect: &Expectations, thresholds: &Threshol
         ),
         checks::upstream_seen(&ev).unwrap_or(harness),
     ];
-    let (calls, answered) = (summary.provider.calls, summary.counts.ok);
-    let verdicts: Vec<Verdict> = verdicts
-        .into_iter()
-        .map(|v| checks::without_provider_calls(v, calls, answered))
-        .collect();
+    let verdicts: Vec<Verdict> = match external {
+        // No provider records by design: the client's side and the
+        // gateway's gauges stand in for them.
+        Some(e) => e.finish(
+            verdicts
+                .into_iter()
+                .map(|v| match v.id {
+                    "stale_dispatch" => e.stale_dispatch(&summary, &thresholds.stale_dispatch),
+                    "harness_valid" => harness_alone.clone(),
+                    _ => v,
+                })
+                .collect(),
+        ),
+        None => {
+            let (calls, answered) = (summary.provider.calls, summary.counts.ok);
+            verdicts
+                .into_iter()
+                .map(|v| checks::without_provider_calls(v, calls, answered))
+                .collect()
+        }
+    };
     let overall = if verdicts.iter().any(|v| v.status == Status::Invalid) {
         Status::Invalid
     } else if verdicts.iter().any(|v| v.status == Status::Fail) {

@@ -325,6 +325,7 @@ impl Sweep {
         n: usize,
         attempts: u64,
         rows: &mut Rows,
+        adjust: impl FnOnce(&mut Rows),
     ) -> Drain {
         let all = self.queue.drain();
         let split = all.partition_point(|&item| ((item >> 64) as u64) < end_us);
@@ -343,6 +344,9 @@ impl Sweep {
             self.take(item, end_us, rows);
         }
         self.drain_times_before(rows.bin_start(n as u64), rows);
+        // An external run's depth and backlog come from the gateway's
+        // gauges (`crate::external`), before the drain is measured on them.
+        adjust(rows);
         let backlog: Vec<u64> = rows.rows.iter().map(|r| r.backlog).collect();
         Drain::measure(
             expect,

@@ -259,6 +259,9 @@ fn write_run(args: &Args) -> Result<Counts, Error> {
         ],
         gateway_events: Vec::new(),
         untrusted: Vec::new(),
+        provider_external: false,
+        allow_unjudged: Vec::new(),
+        gauge_period_s: 0.0,
     };
     files::write_atomic(
         &args.dir.join(files::RUN),

@@ -169,6 +169,7 @@ impl CompareOptions {
             tls: loadgen::TlsOptions::default(),
             shards: 1,
             quiet: self.quiet,
+            allow_unjudged: Vec::new(),
         }
     }
 }

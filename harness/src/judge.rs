@@ -80,6 +80,12 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Ju
     for sample in memory.by_ref() {
         judge.rss(sample);
     }
+    if meta.provider_external {
+        // One sample per sampling period: a small file, read whole.
+        let mut gauges = Records::<wire::GatewaySample>::open(dir, files::GATEWAY_SAMPLES).ok();
+        let samples: Vec<_> = gauges.iter_mut().flat_map(|g| g.by_ref()).collect();
+        judge.external(samples, meta.gauge_period_s, meta.allow_unjudged.clone());
+    }
     // Connects that failed for want of a descriptor are this machine's
     // limit, not the gateway's doing: they make the run invalid.
     let mut out_of_files = 0u64;

@@ -35,6 +35,7 @@ mod expectations;
 mod fds;
 mod gateway;
 mod gateway_metrics;
+mod gateway_samples;
 mod https;
 mod init;
 mod judge;
@@ -67,7 +68,9 @@ pub use process::kill_live_group;
 pub use provider_side::ProviderChoice;
 pub use run::{run, RunOptions};
 pub use rundir::default_run_dir;
-pub use scenario::{apply_sets, GatewayKind, GatewaySpec, Meta, Scenario, ScenarioError, Slo};
+pub use scenario::{
+    apply_sets, GatewayGauges, GatewayKind, GatewaySpec, Meta, Scenario, ScenarioError, Slo,
+};
 pub use variants::Variant;
 pub use wire::Scale;
 

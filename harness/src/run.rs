@@ -66,6 +66,10 @@ pub struct RunOptions {
     /// Say nothing on stderr while the run goes on (the fake provider's
     /// address, the gateway, the scenario): `--quiet`.
     pub quiet: bool,
+    /// With `--provider external`: the checks of [`assertions::MUST_JUDGE`]
+    /// that may go unjudged without making the run invalid
+    /// (`--allow-unjudged`).
+    pub allow_unjudged: Vec<String>,
 }
 
 /// Says `text` on stderr, wrapped at its width (a terminal's, at most 100
@@ -138,6 +142,8 @@ pub async fn run(
     };
     announce(&p, &gateway, opts.quiet);
     let sampler = RssSampler::start(rss_source(&p.scenario, &gateway, &opts.tls), rss_file);
+    let gauges =
+        crate::gateway_samples::GaugeSampler::for_scenario(&p.scenario, &opts.tls, &opts.out)?;
     let started_us = now_us();
     let (load, mut notes) =
         drive(&p, &gateway.url, opts, provider.start_at(), cancel.clone()).await;
@@ -163,6 +169,7 @@ pub async fn run(
     if let Err(e) = sampler.stop().await {
         notes.push(format!("the gateway's memory samples are incomplete: {e}"));
     }
+    crate::gateway_samples::GaugeSampler::stop_noting(gauges, &p.scenario, &mut notes).await;
     let (target_url, gateway_name) = (gateway.url.clone(), gateway.name.clone());
     let events = gateway.stop(partial).await;
     // Hung-up calls are recorded when their connections close.
@@ -197,6 +204,9 @@ pub async fn run(
         notes,
         gateway_events: events,
         untrusted: Vec::new(),
+        provider_external: opts.provider == ProviderChoice::External,
+        allow_unjudged: opts.allow_unjudged.clone(),
+        gauge_period_s: p.scenario.gateway.gauges.period.as_secs_f64(),
     };
     write_atomic(
         &opts.out.join(files::RUN),
@@ -225,6 +235,21 @@ fn prepare(s: &Scenario, opts: &RunOptions) -> Result<Prepared, RunError> {
         GatewayKind::Url(u) => Some(u.clone()),
         _ => None,
     });
+    if opts.provider == ProviderChoice::External && target.is_none() {
+        return Err(RunError::BadInput(
+            "--provider external needs --target: the gateway that calls the real provider (the harness starts no provider for a gateway of its own to call)".into(),
+        ));
+    }
+    if let Some(bad) = opts
+        .allow_unjudged
+        .iter()
+        .find(|id| !assertions::MUST_JUDGE.contains(&id.as_str()))
+    {
+        return Err(RunError::BadInput(format!(
+            "--allow-unjudged {bad}: expected one of {}",
+            assertions::MUST_JUDGE.join(", ")
+        )));
+    }
     if let Some(t) = &target {
         loadgen::Target::parse(t).map_err(|e| RunError::BadInput(e.to_string()))?;
         let time = rehearsal.scale.time;

@@ -14,6 +14,8 @@
 //! [gateway]               # one of reference / command / url, plus:
 //! memory_ceiling = "512MiB"
 //! # metrics_url = "http://staging:9090/metrics", rss_metric = "process_resident_memory_bytes"
+//! # queue_depth_metric = "gateway_queue_depth", in_flight_metric = "gateway_in_flight"
+//! # stale_drops_metric = "gateway_stale_drops_total", metrics_period = "1s"
 //! # ready_path = "/healthz", ready_timeout = "10s"
 //! # memory_limit = "400MiB"   # run a spawned gateway under this limit (cgroup, else RLIMIT_AS)
 //! # restart = true, restart_delay = "2s"   # restart it when it dies, as an orchestrator would
@@ -136,6 +138,11 @@ pub(crate) struct GatewayRaw {
     memory_ceiling: Option<bytesize::ByteSize>,
     metrics_url: Option<String>,
     rss_metric: Option<String>,
+    queue_depth_metric: Option<String>,
+    in_flight_metric: Option<String>,
+    stale_drops_metric: Option<String>,
+    #[serde(default = "default_metrics_period", with = "humantime_serde")]
+    metrics_period: Duration,
     ready_path: Option<String>,
     #[serde(default = "default_ready_timeout", with = "humantime_serde")]
     ready_timeout: Duration,
@@ -158,6 +165,10 @@ fn default_restart_delay() -> Duration {
     Duration::from_secs(2)
 }
 
+fn default_metrics_period() -> Duration {
+    Duration::from_secs(1)
+}
+
 fn default_ready_timeout() -> Duration {
     Duration::from_secs(10)
 }
@@ -173,6 +184,10 @@ pub struct GatewaySpec {
     pub metrics_url: Option<String>,
     /// The Prometheus metric holding RSS in bytes.
     pub rss_metric: Option<String>,
+    /// The gateway's own gauges, read from `metrics_url` every
+    /// `metrics_period` (a run against a provider the harness does not see
+    /// judges the inside of the gateway by them).
+    pub gauges: GatewayGauges,
     /// Path answered (any status below 500) once the gateway is ready; by
     /// default readiness is a TCP connect.
     pub ready_path: Option<String>,
@@ -418,6 +433,20 @@ fn gateway_spec(
             ))
         }
     };
+    let named = [
+        ("queue_depth_metric", &g.queue_depth_metric),
+        ("in_flight_metric", &g.in_flight_metric),
+        ("stale_drops_metric", &g.stale_drops_metric),
+    ];
+    if let (None, Some((field, _))) = (&g.metrics_url, named.iter().find(|(_, m)| m.is_some())) {
+        return Err(src.error(
+            &format!("gateway.{field}"),
+            "a metric is read from `metrics_url`: give that too",
+        ));
+    }
+    if g.metrics_period.is_zero() {
+        return Err(src.error("gateway.metrics_period", "must be above 0"));
+    }
     if g.rss_metric.is_some() != g.metrics_url.is_some() {
         return Err(src.error(
             "gateway.rss_metric",
@@ -429,6 +458,12 @@ fn gateway_spec(
         memory_ceiling: g.memory_ceiling.map(|b| b.as_u64()),
         metrics_url: g.metrics_url,
         rss_metric: g.rss_metric,
+        gauges: GatewayGauges {
+            queue_depth: g.queue_depth_metric,
+            in_flight: g.in_flight_metric,
+            stale_drops: g.stale_drops_metric,
+            period: g.metrics_period,
+        },
         ready_path: g.ready_path,
         ready_timeout: g.ready_timeout,
         memory_limit: g.memory_limit.map(|b| b.as_u64()),
@@ -447,6 +482,27 @@ fn gateway_spec(
         ));
     }
     Ok(gateway)
+}
+
+/// The names of the gateway's gauges in its `metrics_url`, and how often
+/// they are read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayGauges {
+    /// Requests waiting inside the gateway.
+    pub queue_depth: Option<String>,
+    /// Calls in flight to the provider.
+    pub in_flight: Option<String>,
+    /// Requests dropped stale, a counter.
+    pub stale_drops: Option<String>,
+    /// How often they are read (the verdicts' resolution).
+    pub period: Duration,
+}
+
+impl GatewayGauges {
+    /// Returns true if and only if one of them is named.
+    pub fn any(&self) -> bool {
+        self.queue_depth.is_some() || self.in_flight.is_some() || self.stale_drops.is_some()
+    }
 }
 
 impl GatewaySpec {

@@ -39,6 +39,16 @@ pub struct RunMeta {
     /// not kept in run.json.
     #[serde(default, skip_serializing)]
     pub untrusted: Vec<String>,
+    /// The provider was external (`--provider external`): no provider
+    /// records; judged from the client side and the gateway's gauges.
+    #[serde(default)]
+    pub provider_external: bool,
+    /// Checks that may go unjudged in an external run (`--allow-unjudged`).
+    #[serde(default)]
+    pub allow_unjudged: Vec<String>,
+    /// How often the gateway's gauges were read, seconds.
+    #[serde(default)]
+    pub gauge_period_s: f64,
 }
 
 /// What happened to a spawned gateway during the run.

@@ -38,6 +38,9 @@ pub const RSS_RECORDS: &str = "rss.jsonl";
 /// The gateway's `/metrics` text as the load ended (its `metrics_url`, or
 /// the reference gateway's). Written by the harness.
 pub const GATEWAY_METRICS: &str = "gateway-metrics.txt";
+/// The gateway's named gauges ([`GatewaySample`](crate::GatewaySample)s)
+/// as JSON lines, sampled from its `metrics_url`. Written by the harness.
+pub const GATEWAY_SAMPLES: &str = "gateway-samples.jsonl";
 /// The load generator's HDR histograms (latency and time to first byte by
 /// outcome, served people, send lag), as an HDR interval log. Written by the
 /// load generator.
@@ -85,7 +88,7 @@ pub const CHART_DISTRIBUTION: &str = "chart-distribution.png";
 /// ```
 /// assert!(wire::files::ALL.iter().any(|(name, _)| *name == wire::files::CLIENT_RECORDS));
 /// ```
-pub const ALL: [(&str, &str); 23] = [
+pub const ALL: [(&str, &str); 24] = [
     (SCENARIO, "the scenario as run (harness)"),
     (PLAN, "the plan's predictions (harness)"),
     (
@@ -117,6 +120,10 @@ pub const ALL: [(&str, &str); 23] = [
     (
         GATEWAY_METRICS,
         "the gateway's /metrics as the load ended (harness)",
+    ),
+    (
+        GATEWAY_SAMPLES,
+        "the gateway's named gauges, sampled (harness)",
     ),
     (RUN, "the run's metadata and expectations (harness)"),
     (REPORT_JSON, "the verdicts, summary and timeline (harness)"),

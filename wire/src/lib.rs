@@ -67,8 +67,8 @@ pub use quota::{
     TokenBucket,
 };
 pub use record::{
-    ClientOutcome, ClientRecord, ProviderOutcome, ProviderRecord, RefusalClass, RssSample,
-    AT_ONCE_US,
+    ClientOutcome, ClientRecord, GatewaySample, ProviderOutcome, ProviderRecord, RefusalClass,
+    RssSample, AT_ONCE_US,
 };
 pub use request_id::{
     is_request_id, marker, marker_id, Marker, MARKER_CLOSE, MARKER_OPEN, MAX_ID_LEN,

@@ -472,6 +472,25 @@ impl ProviderRecord {
     }
 }
 
+/// The gateway's own gauges at one instant, read from its `metrics_url`
+/// (the metric names the scenario gives): a line of
+/// `gateway-samples.jsonl`, what a run against a provider the harness does
+/// not see (`--provider external`) judges the inside of the gateway by.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct GatewaySample {
+    /// When, in microseconds since the Unix epoch.
+    pub t_us: u64,
+    /// Requests waiting inside the gateway (`queue_depth_metric`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_depth: Option<f64>,
+    /// Calls in flight to the provider (`in_flight_metric`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_flight: Option<f64>,
+    /// Requests dropped stale so far, a counter (`stale_drops_metric`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale_drops: Option<f64>,
+}
+
 /// The gateway's resident memory at one instant: a line of `rss.jsonl`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RssSample {
