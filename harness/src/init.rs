@@ -320,6 +320,10 @@ const GATEWAY: &[Key] = &[
     none("memory_ceiling", "\"512MiB\"", "memory_ceiling fails past this peak RSS"),
     none("metrics_url", "\"http://gw:9090/metrics\"", "a gateway not spawned: its RSS from here"),
     none("rss_metric", "\"process_resident_memory_bytes\"", "the metric there (with metrics_url)"),
+    none("queue_depth_metric", "\"gateway_queue_depth\"", "the gateway's own queue depth there"),
+    none("in_flight_metric", "\"gateway_in_flight\"", "its calls in flight upstream there"),
+    none("stale_drops_metric", "\"gateway_stale_drops_total\"", "its stale drops there"),
+    none("metrics_period", "\"1s\"", "those gauges read this often (1s by default)"),
     none("ready_path", "\"/healthz\"", "ready once it answers below 500 (none: a TCP connect)"),
     val("ready_timeout", "\"10s\"", "how long to wait for it to be ready"),
     none("memory_limit", "\"400MiB\"", "run a spawned gateway under this limit (cgroup)"),
@@ -993,6 +997,29 @@ impl Shape {
             let sub = checklist.get(*id).and_then(toml::Value::as_table);
             w.table(&format!("[checklist.{id}]"), says, keys, sub, &s, false);
         }
+        // A check this file has no words for yet: its defaults, said plainly.
+        for (id, table) in &checklist {
+            let Some(table) = table
+                .as_table()
+                .filter(|_| !CHECKS.iter().any(|c| c.0 == id))
+            else {
+                continue;
+            };
+            w.line("");
+            w.line(&format!(
+                "[checklist.{id}]  # see the checklist's table in the README"
+            ));
+            for (key, value) in table {
+                let says = if key == "enabled" {
+                    "whether the check runs"
+                } else {
+                    "its threshold"
+                };
+                if !w.minimal {
+                    w.line(&format!("{key} = {value}  # {says}"));
+                }
+            }
+        }
     }
 }
 
@@ -1048,7 +1075,8 @@ pub fn write_init(path: &Path, opts: &InitOptions, force: bool) -> Result<Scenar
 
 /// Every key the scenario tables `init` writes may hold, dotted
 /// (`provider.latency.ttft`, `load.phases.rate`), from the config types'
-/// own serde field lists: `[provider]` and its tables,
+/// own serde field lists (each check's table from the thresholds'
+/// defaults): `[provider]` and its tables,
 /// `[gateway]` and `[gateway.reference]` (but `upstream` and `listen`,
 /// which the harness sets), `[load]` and its tables, `[checklist]` and
 /// each check's table.
@@ -1092,19 +1120,6 @@ pub fn scenario_keys() -> Vec<String> {
         ("load.tenants", fields::<loadgen::LoadTenant>()),
         ("checklist", fields::<assertions::Thresholds>()),
     ];
-    let checks = fields::<assertions::Thresholds>();
-    let per_check: Vec<&[&str]> = vec![
-        fields::<assertions::ShedOnsetThreshold>(),
-        fields::<assertions::RetryAfterThreshold>(),
-        fields::<assertions::MemoryCeilingThreshold>(),
-        fields::<assertions::DrainThreshold>(),
-        fields::<assertions::StaleDispatchThreshold>(),
-        fields::<assertions::ServedLatencyThreshold>(),
-        fields::<assertions::GoodputThreshold>(),
-        fields::<assertions::NoSilentLossThreshold>(),
-        fields::<assertions::HarnessValidThreshold>(),
-        fields::<assertions::RefusalsLegibleThreshold>(),
-    ];
     let mut keys = Vec::new();
     for (table, names) in tables {
         for name in names {
@@ -1114,8 +1129,10 @@ pub fn scenario_keys() -> Vec<String> {
             keys.push(format!("{table}.{name}"));
         }
     }
-    for (check, names) in checks.iter().zip(per_check) {
-        for name in names {
+    // Each check's table, from the thresholds' defaults (every field of
+    // each has one): a check added to the checklist is counted here too.
+    for (check, table) in table_of(&assertions::Thresholds::default()) {
+        for name in table.as_table().into_iter().flat_map(|t| t.keys()) {
             keys.push(format!("checklist.{check}.{name}"));
         }
     }
