@@ -323,7 +323,7 @@ const GATEWAY: &[Key] = &[
     none("queue_depth_metric", "\"gateway_queue_depth\"", "the gateway's own queue depth there"),
     none("in_flight_metric", "\"gateway_in_flight\"", "its calls in flight upstream there"),
     none("stale_drops_metric", "\"gateway_stale_drops_total\"", "its stale drops there"),
-    none("metrics_period", "\"1s\"", "those gauges read this often (1s by default)"),
+    val("metrics_period", "\"1s\"", "those gauges are read this often"),
     none("ready_path", "\"/healthz\"", "ready once it answers below 500 (none: a TCP connect)"),
     val("ready_timeout", "\"10s\"", "how long to wait for it to be ready"),
     none("memory_limit", "\"400MiB\"", "run a spawned gateway under this limit (cgroup)"),
