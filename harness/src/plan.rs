@@ -440,6 +440,7 @@ pub fn plan(s: &Scenario) -> Plan {
         time_scale: scale.time,
         knobs: crate::sizing::knobs(s, &full.phases, req.patience_s),
         error_budget: crate::sizing::error_budget(s, &full.phases, fluid.slo_misses),
+        spend: crate::sizing::spend(s, &full.scaled(scale).phases),
         rehearsal: full.scaled(scale),
         full,
         overload,

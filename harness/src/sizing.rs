@@ -12,7 +12,7 @@
 //! reached); when L requests outgrow the gateway's memory it dies, about
 //! (memory ÷ bytes per request) ÷ λ seconds into such a phase.
 
-use report::{ErrorBudget, Knobs, Segment};
+use report::{ErrorBudget, Knobs, Segment, Spend};
 
 use crate::scenario::{GatewayKind, Scenario};
 
@@ -173,6 +173,39 @@ pub(crate) fn error_budget(s: &Scenario, segments: &[Segment], misses: f64) -> O
         misses,
         burned_share: if allowed > 0.0 { misses / allowed } else { 0.0 },
     })
+}
+
+/// What the run sends at its own scale (`segments` at that scale): the
+/// requests and the tokens each is sent with (prompt at 4 characters a
+/// token, padding included, plus `max_tokens`), per phase and in all, and
+/// in all times `max_attempts` when retries are on.
+pub(crate) fn spend(s: &Scenario, segments: &[Segment]) -> Spend {
+    let r = &s.load.request;
+    let cpt = wire::CHARS_PER_TOKEN as f64;
+    let per_request = crate::plan::count_mean(&r.prompt_tokens)
+        + crate::plan::count_mean(&r.padding_kb) * 1024.0 / cpt
+        + crate::plan::count_mean(&r.max_tokens);
+    let phases: Vec<(String, f64, f64)> = segments
+        .iter()
+        .map(|g| {
+            let n = g.offered_per_min / 60.0 * g.duration_s;
+            (g.name.clone(), n, n * per_request)
+        })
+        .collect();
+    let requests: f64 = phases.iter().map(|p| p.1).sum();
+    let tokens = requests * per_request;
+    let max_attempts = match s.load.retry.policy {
+        loadgen::RetryKind::None => 1,
+        _ => s.load.retry.max_attempts.max(1),
+    };
+    Spend {
+        phases,
+        tokens_per_request: per_request,
+        requests,
+        tokens,
+        max_attempts,
+        tokens_with_retries: tokens * f64::from(max_attempts),
+    }
 }
 
 #[cfg(test)]

@@ -148,6 +148,27 @@ pub struct Knobs {
     pub queue_tokens: Option<f64>,
 }
 
+/// What the run sends, for a budget on a real account (at the scenario's
+/// own scale: what `rehearse run` sends as written).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Spend {
+    /// Per phase (segment): its name, requests and tokens sent.
+    pub phases: Vec<(String, f64, f64)>,
+    /// Tokens each request is sent with: its prompt (4 characters a token,
+    /// padding included) plus its `max_tokens`.
+    pub tokens_per_request: f64,
+    /// Requests in all (first attempts).
+    pub requests: f64,
+    /// Tokens in all.
+    pub tokens: f64,
+    /// Attempts per person at most (`[load.retry] max_attempts`; 1 without
+    /// retries).
+    pub max_attempts: u32,
+    /// Tokens with every retry made: tokens × max_attempts.
+    pub tokens_with_retries: f64,
+}
+
 /// What the event costs of the scenario's error budget (full scale).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -211,6 +232,8 @@ pub struct Plan {
     pub knobs: Knobs,
     /// The error budget the event burns, when the scenario gives an SLO.
     pub error_budget: Option<ErrorBudget>,
+    /// What the run sends, at its own scale.
+    pub spend: Spend,
 }
 
 impl Figures {

@@ -48,7 +48,7 @@ pub use checklist::{junit, report_json, verdict, Checklist, Report, SUMMARY_MD};
 pub use compare::{compare_text, write_compare_html, COMPARE_HTML, COMPARE_JSON};
 pub use documents::{
     checks_of_report, Columns, ComparedRun, Comparison, ErrorBudget, Figures, GatewayEvent, Knobs,
-    Overload, Plan, RunMeta, Segment,
+    Overload, Plan, RunMeta, Segment, Spend,
 };
 pub use html::{write as write_html, Inputs};
 pub use plan_text::{render as plan_text, thousands};

@@ -106,6 +106,37 @@ pub(crate) fn render(out: &mut String, p: &Plan) {
         );
     }
     render_cost(out, p);
+    render_spend(out, p);
+}
+
+/// What the run sends as written, for a budget on a real account.
+fn render_spend(out: &mut String, p: &Plan) {
+    let sp = &p.spend;
+    let _ = writeln!(
+        out,
+        "\nWhat `rehearse run` sends as written ({} tokens a request: prompt at 4 characters",
+        thousands(sp.tokens_per_request)
+    );
+    let _ = writeln!(
+        out,
+        "a token plus max_tokens), for a budget on a real account:"
+    );
+    for (name, requests, tokens) in &sp.phases {
+        let _ = writeln!(
+            out,
+            "  {name}: {} requests, {} tokens",
+            thousands(*requests),
+            thousands(*tokens)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  in all {} requests, {} tokens; with every retry ({} attempts a person) {} tokens",
+        thousands(sp.requests),
+        thousands(sp.tokens),
+        sp.max_attempts,
+        thousands(sp.tokens_with_retries)
+    );
 }
 
 /// What the event costs when the gateway never sheds.
