@@ -20,8 +20,6 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
-use http::{HeaderMap, HeaderName, HeaderValue};
 use rustls::pki_types::ServerName;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -33,13 +31,38 @@ use tokio_rustls::TlsConnector;
 const MAX_HEAD: usize = 64 * 1024;
 /// How much to read at a time.
 const READ_CHUNK: usize = 4096;
-/// The response headers kept for the caller (the rest are read and dropped).
-const KEPT_HEADERS: [&str; 4] = [
-    "content-type",
-    wire::headers::RETRY_AFTER,
-    wire::headers::RETRY_AFTER_MS,
-    wire::headers::REQUEST_ID,
-];
+/// The response headers a caller reads; the rest are read and dropped.
+/// Plain fields rather than a header map: an answer (no Retry-After, no
+/// reason) costs no allocation at all.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Kept {
+    /// `content-type` says `text/event-stream`.
+    pub(crate) event_stream: bool,
+    /// `retry-after`, as sent.
+    pub(crate) retry_after: Option<String>,
+    /// `retry-after-ms`, as sent.
+    pub(crate) retry_after_ms: Option<String>,
+    /// `x-gateway-reason`, as sent.
+    pub(crate) gateway_reason: Option<String>,
+}
+
+impl Kept {
+    /// Keeps `value` if `name` is one of the headers read.
+    fn keep(&mut self, name: &str, value: &[u8]) {
+        let text = || std::str::from_utf8(value).ok().map(|v| v.trim().to_owned());
+        if name.eq_ignore_ascii_case("content-type") {
+            let v = value.trim_ascii_start();
+            const SSE: &[u8] = b"text/event-stream";
+            self.event_stream = v.len() >= SSE.len() && v[..SSE.len()].eq_ignore_ascii_case(SSE);
+        } else if name.eq_ignore_ascii_case(wire::headers::RETRY_AFTER) {
+            self.retry_after = text();
+        } else if name.eq_ignore_ascii_case(wire::headers::RETRY_AFTER_MS) {
+            self.retry_after_ms = text();
+        } else if name.eq_ignore_ascii_case(wire::headers::GATEWAY_REASON) {
+            self.gateway_reason = text();
+        }
+    }
+}
 /// Idle connections kept for reuse (each is only a socket).
 const MAX_IDLE: usize = 65_536;
 
@@ -70,13 +93,13 @@ pub(crate) enum Conn {
 }
 
 impl Conn {
-    /// Writes the whole request (one writev for head and body on a plain
-    /// socket) and, over TLS, flushes the records out.
-    async fn write_request(&mut self, request: &mut impl bytes::Buf) -> io::Result<()> {
+    /// Writes the whole request (head and body in one buffer: one write
+    /// on a plain socket) and, over TLS, flushes the records out.
+    async fn write_request(&mut self, request: &[u8]) -> io::Result<()> {
         match self {
-            Conn::Plain(s) => s.write_all_buf(request).await,
+            Conn::Plain(s) => s.write_all(request).await,
             Conn::Tls(s) => {
-                s.write_all_buf(request).await?;
+                s.write_all(request).await?;
                 s.flush().await
             }
         }
@@ -256,20 +279,19 @@ impl Connector {
         })
     }
 
-    /// Sends a request (`head` ending in the blank line, then the body that
-    /// `body` makes) and reads the response head. The body is made when it
-    /// is written and dropped right after, so a request waiting for its
-    /// answer does not hold it. A reused connection found closed before any byte of the
-    /// answer is replaced by a fresh one, once, as the server never saw
-    /// the request on it.
+    /// Sends the request that `request` makes (head and body, whole) and
+    /// reads the response head. The request is made when it is written and
+    /// dropped right after, so a request waiting for its answer holds
+    /// neither its head nor its body. A reused connection found closed
+    /// before any byte of the answer is replaced by a fresh one, once, as
+    /// the server never saw the request on it.
     pub(crate) async fn send(
         &self,
-        head: &[u8],
-        body: impl Fn() -> Bytes,
+        request: impl Fn() -> Vec<u8>,
     ) -> Result<Response<'_>, HttpError> {
         loop {
             let (stream, slot, reused) = self.checkout().await?;
-            match exchange(stream, head, body(), reused).await {
+            match exchange(stream, &request, reused).await {
                 Ok(head) => return Ok(self.response(head, slot)),
                 // Only a reused connection is stale; each is dropped, so
                 // this ends on a fresh connection at the latest.
@@ -303,7 +325,7 @@ enum Failure {
 struct Head {
     stream: Conn,
     status: u16,
-    headers: HeaderMap,
+    headers: Kept,
     rest: Vec<u8>,
     framing: Framing,
     keep_alive: bool,
@@ -354,8 +376,7 @@ async fn read_more(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<usize> {
 
 async fn exchange(
     mut stream: Conn,
-    head: &[u8],
-    body: Bytes,
+    request: &impl Fn() -> Vec<u8>,
     reused: bool,
 ) -> Result<Head, Failure> {
     let broke = |e: io::Error| {
@@ -365,10 +386,9 @@ async fn exchange(
             Failure::Failed(HttpError::Reset(e.to_string()))
         }
     };
-    // One writev for head and body.
-    let mut request = bytes::Buf::chain(head, body);
-    stream.write_request(&mut request).await.map_err(broke)?;
-    drop(request);
+    let bytes = request();
+    stream.write_request(&bytes).await.map_err(broke)?;
+    drop(bytes);
     let mut buf = Vec::new();
     loop {
         let n = match stream.read_more(&mut buf).await {
@@ -402,7 +422,7 @@ async fn exchange(
                 }
                 // Only the headers a caller reads are kept; framing and
                 // keep-alive are decided here.
-                let mut headers = HeaderMap::new();
+                let mut headers = Kept::default();
                 let mut chunked = false;
                 let mut close = false;
                 let mut length = None;
@@ -424,13 +444,8 @@ async fn exchange(
                             .and_then(|s| s.trim().parse::<u64>().ok())
                             .ok_or_else(|| protocol("bad content-length".into()))?;
                         length = Some(n);
-                    } else if KEPT_HEADERS.iter().any(|k| name.eq_ignore_ascii_case(k)) {
-                        if let (Ok(name), Ok(value)) = (
-                            HeaderName::from_bytes(name.as_bytes()),
-                            HeaderValue::from_bytes(h.value),
-                        ) {
-                            headers.append(name, value);
-                        }
+                    } else {
+                        headers.keep(name, h.value);
                     }
                 }
                 let framing = if status == 204 || status == 304 || status < 200 {
@@ -462,7 +477,7 @@ async fn exchange(
 #[derive(Debug)]
 pub(crate) struct Response<'c> {
     pub(crate) status: u16,
-    pub(crate) headers: HeaderMap,
+    pub(crate) headers: Kept,
     connector: &'c Connector,
     slot: Slot,
     stream: Option<Conn>,
@@ -643,7 +658,7 @@ mod tests {
 
     async fn body_of(c: &Connector) -> Result<(u16, Vec<u8>), HttpError> {
         let r = c
-            .send(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n", Bytes::new)
+            .send(|| b"GET / HTTP/1.1\r\nhost: x\r\n\r\n".to_vec())
             .await?;
         let status = r.status;
         let mut out = Vec::new();
@@ -654,19 +669,25 @@ mod tests {
     #[tokio::test]
     async fn content_length_and_chunked_over_one_kept_alive_connection() {
         let a = b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello".to_vec();
-        let b = b"HTTP/1.1 429 Too Many\r\nretry-after-ms: 40\r\ntransfer-encoding: chunked\r\n\r\n3;x=y\r\nabc\r\n2\r\nde\r\n0\r\nt: 1\r\n\r\n".to_vec();
+        let b = b"HTTP/1.1 429 Too Many\r\nretry-after-ms: 40\r\nX-Gateway-Reason: queue_full\r\nContent-Type: Text/Event-Stream; x=y\r\ntransfer-encoding: chunked\r\n\r\n3;x=y\r\nabc\r\n2\r\nde\r\n0\r\nt: 1\r\n\r\n".to_vec();
         let c = b"HTTP/1.1 204 No Content\r\n\r\n".to_vec();
         let addr = server(vec![a, b, c], 7).await;
         let conn = Connector::new(addr, None);
         assert_eq!(body_of(&conn).await.unwrap(), (200, b"hello".to_vec()));
         let r = conn
-            .send(b"POST / HTTP/1.1\r\ncontent-length: 2\r\n\r\n", || {
-                Bytes::from_static(b"{}")
-            })
+            .send(|| b"POST / HTTP/1.1\r\ncontent-length: 2\r\n\r\n{}".to_vec())
             .await
             .unwrap();
         assert_eq!(r.status, 429);
-        assert_eq!(r.headers.get("retry-after-ms").unwrap(), "40");
+        assert_eq!(
+            r.headers,
+            Kept {
+                event_stream: true,
+                retry_after: None,
+                retry_after_ms: Some("40".into()),
+                gateway_reason: Some("queue_full".into()),
+            }
+        );
         let mut out = Vec::new();
         r.read_body(|b| out.extend_from_slice(b)).await.unwrap();
         assert_eq!(out, b"abcde");

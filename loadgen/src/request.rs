@@ -1,15 +1,16 @@
 //! Request bodies for each dialect, and reading answers back: whether a 2xx
 //! body is valid for the dialect, and how many completion tokens it carried.
 
-use std::fmt::Write as _;
 use std::sync::{Arc, OnceLock};
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use rand::Rng;
 use wire::{Dialect, CHARS_PER_TOKEN};
 
 use crate::config::RequestShape;
 use crate::replay::ReplayRow;
+
+pub(crate) mod json;
 
 /// The draws of one person's request.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,11 +43,12 @@ impl RequestShape {
         self.dialect.path()
     }
 
-    /// The length of [`RequestShape::body`], without making it.
+    /// The length of the body [`RequestShape::put_body`] writes, without
+    /// writing it.
     pub(crate) fn body_len(&self, id: &str, d: &Drawn) -> usize {
         let model = d.model.as_deref().unwrap_or(&self.model);
-        let mut n = r#"{"model":"#.len() + json_string_len(model);
-        n += r#","max_tokens":"#.len() + d.max_tokens.to_string().len();
+        let mut n = r#"{"model":"#.len() + json::str_len(model);
+        n += r#","max_tokens":"#.len() + json::u64_len(u64::from(d.max_tokens));
         if d.stream {
             n += r#","stream":true"#.len();
             if self.dialect == Dialect::OpenAi {
@@ -62,41 +64,47 @@ impl RequestShape {
         n + r#""}]}"#.len()
     }
 
-    /// The JSON body of a request.
-    pub(crate) fn body(&self, id: &str, d: &Drawn) -> Bytes {
+    /// Appends the JSON body of a request to `out` ([`RequestShape::body_len`]
+    /// bytes).
+    pub(crate) fn put_body(&self, out: &mut Vec<u8>, id: &str, d: &Drawn) {
         let model = d.model.as_deref().unwrap_or(&self.model);
-        let prompt_chars = d.prompt_tokens as usize * CHARS_PER_TOKEN;
-        let padding_chars = d.padding_kb as usize * 1024;
-        let mut b = BytesMut::with_capacity(192 + model.len() + prompt_chars + padding_chars);
-        b.put_slice(b"{\"model\":");
-        // A String always serializes.
-        b.put_slice(&serde_json::to_vec(model).unwrap_or_default());
-        b.put_slice(format!(",\"max_tokens\":{}", d.max_tokens).as_bytes());
+        let start = out.len();
+        out.extend_from_slice(b"{\"model\":");
+        json::push_str(out, model);
+        out.extend_from_slice(b",\"max_tokens\":");
+        json::push_u64(out, u64::from(d.max_tokens));
         if d.stream {
-            b.put_slice(b",\"stream\":true");
+            out.extend_from_slice(b",\"stream\":true");
             if self.dialect == Dialect::OpenAi {
-                b.put_slice(b",\"stream_options\":{\"include_usage\":true}");
+                out.extend_from_slice(b",\"stream_options\":{\"include_usage\":true}");
             }
         }
-        b.put_slice(b",\"messages\":[{\"role\":\"user\",\"content\":\"");
+        out.extend_from_slice(b",\"messages\":[{\"role\":\"user\",\"content\":\"");
         // Ids are validated ASCII letters, digits, '-' and '_' (within
-        // wire::is_request_id): nothing to escape. Writing to a BytesMut
-        // cannot fail; it grows.
-        let _ = write!(b, "{} ", wire::marker(id));
-        put_filler(&mut b, prompt_chars);
-        if padding_chars > 0 {
-            b.put_slice(b"\\n\\nContext:\\n");
-            put_filler(&mut b, padding_chars);
+        // wire::is_request_id): nothing to escape.
+        out.extend_from_slice(wire::MARKER_OPEN.as_bytes());
+        out.extend_from_slice(id.as_bytes());
+        out.extend_from_slice(wire::MARKER_CLOSE.as_bytes());
+        out.push(b' ');
+        put_filler(out, d.prompt_tokens as usize * CHARS_PER_TOKEN);
+        if d.padding_kb > 0 {
+            out.extend_from_slice(b"\\n\\nContext:\\n");
+            put_filler(out, d.padding_kb as usize * 1024);
         }
-        b.put_slice(b"\"}]}");
-        debug_assert_eq!(b.len(), self.body_len(id, d), "content-length must match");
-        b.freeze()
+        out.extend_from_slice(b"\"}]}");
+        debug_assert_eq!(
+            out.len() - start,
+            self.body_len(id, d),
+            "content-length must match"
+        );
     }
-}
 
-fn json_string_len(s: &str) -> usize {
-    // A String always serializes.
-    serde_json::to_string(s).map_or(2, |j| j.len())
+    /// The JSON body of a request, on its own.
+    pub(crate) fn body(&self, id: &str, d: &Drawn) -> Bytes {
+        let mut out = Vec::with_capacity(self.body_len(id, d));
+        self.put_body(&mut out, id, d);
+        out.into()
+    }
 }
 
 /// Plain lowercase words and spaces: nothing to escape in JSON.
@@ -118,11 +126,12 @@ fn filler() -> &'static [u8] {
     })
 }
 
-fn put_filler(b: &mut BytesMut, mut n: usize) {
+fn put_filler(out: &mut Vec<u8>, mut n: usize) {
     let text = filler();
+    out.reserve(n);
     while n > 0 {
         let k = n.min(text.len());
-        b.put_slice(&text[..k]);
+        out.extend_from_slice(&text[..k]);
         n -= k;
     }
 }
@@ -145,8 +154,9 @@ pub(crate) struct AnswerReader {
 const MAX_JSON_BODY: usize = 16 * 1024 * 1024;
 
 impl AnswerReader {
-    pub(crate) fn new(dialect: Dialect, content_type: Option<&str>) -> Self {
-        let sse = content_type.is_some_and(|c| c.starts_with("text/event-stream"));
+    /// A reader of a `dialect` answer, a stream of server-sent events if
+    /// `sse` (its content type said `text/event-stream`).
+    pub(crate) fn new(dialect: Dialect, sse: bool) -> Self {
         AnswerReader {
             dialect,
             sse,
@@ -253,27 +263,13 @@ impl AnswerReader {
             }
             return (self.done && !self.invalid).then(|| self.usage_tokens.unwrap_or(self.chunks));
         }
-        match self.dialect {
-            Dialect::OpenAi => {
-                let c: shapes::OaCompletion = serde_json::from_slice(&self.buf).ok()?;
-                if c.choices.is_empty() {
-                    return None;
-                }
-                Some(c.usage.and_then(|u| u.completion_tokens).unwrap_or(0))
-            }
-            Dialect::Anthropic => {
-                let m: shapes::AnMessage<'_> = serde_json::from_slice(&self.buf).ok()?;
-                if m.kind != "message" {
-                    return None;
-                }
-                Some(m.usage.and_then(|u| u.output_tokens).unwrap_or(0))
-            }
-        }
+        json::answer_tokens(self.dialect, &self.buf)
     }
 }
 
-/// The parts of provider answers that are read, as typed structs (faster
-/// than a generic JSON value; unknown fields are skipped).
+/// The parts of a stream's events that are read, as typed structs (faster
+/// than a generic JSON value; unknown fields are skipped). A whole answer
+/// is read by the scanner in `json`.
 mod shapes {
     use std::borrow::Cow;
 
@@ -283,18 +279,6 @@ mod shapes {
     #[derive(Deserialize)]
     pub(super) struct OaUsage {
         pub(super) completion_tokens: Option<u64>,
-    }
-
-    #[derive(Deserialize)]
-    pub(super) struct OaChoice {
-        #[allow(dead_code)]
-        message: IgnoredAny,
-    }
-
-    #[derive(Deserialize)]
-    pub(super) struct OaCompletion {
-        pub(super) choices: Vec<OaChoice>,
-        pub(super) usage: Option<OaUsage>,
     }
 
     #[derive(Deserialize)]
@@ -326,15 +310,6 @@ mod shapes {
     pub(super) struct AnEvent<'a> {
         #[serde(rename = "type", borrow)]
         pub(super) kind: Cow<'a, str>,
-        pub(super) usage: Option<AnUsage>,
-    }
-
-    #[derive(Deserialize)]
-    pub(super) struct AnMessage<'a> {
-        #[serde(rename = "type", borrow)]
-        pub(super) kind: Cow<'a, str>,
-        #[allow(dead_code)]
-        content: Vec<IgnoredAny>,
         pub(super) usage: Option<AnUsage>,
     }
 }
@@ -396,7 +371,7 @@ mod tests {
     }
 
     fn read(dialect: Dialect, ct: &str, chunks: &[&str]) -> Option<u64> {
-        let mut r = AnswerReader::new(dialect, Some(ct));
+        let mut r = AnswerReader::new(dialect, ct.starts_with("text/event-stream"));
         for c in chunks {
             r.feed(c.as_bytes());
         }

@@ -15,7 +15,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use http::header::CONTENT_TYPE;
 use http::Uri;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -23,19 +22,19 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info_span, warn, Instrument};
-use wire::headers::{
-    ANTHROPIC_VERSION, GATEWAY_REASON, REQUEST_ID, RETRY_AFTER, RETRY_AFTER_MS, X_API_KEY,
-};
+use wire::headers::{ANTHROPIC_VERSION, REQUEST_ID, X_API_KEY};
 use wire::{files, ClientOutcome, ClientRecord, Clock, Dialect};
 
 use crate::config::LoadPlan;
 use crate::http1::{Connector, HttpError, TlsTarget};
 use crate::progress::Live;
-use crate::request::{AnswerReader, Drawn};
+use crate::request::{json, AnswerReader, Drawn};
 use crate::retry::{retryable, RetryBudget};
 use crate::schedule::{Arrivals, Source};
 use crate::stats::{RunReport, Stats};
 use crate::tls::{TlsError, TlsOptions};
+
+mod line;
 
 /// Where requests go: an `http://` or `https://host:port[/base]` URL.
 #[derive(Debug, Clone)]
@@ -667,28 +666,36 @@ fn body_code(body: &[u8]) -> Option<String> {
     v.get("error")?.get("code")?.as_str().map(str::to_owned)
 }
 
-/// The head of one attempt: the tenant's prefix, the request id, the
-/// patience left (when sent), the body's length.
-fn request_head(
+/// One attempt's request, whole: the tenant's head prefix, the request
+/// id, the patience left (when sent), the body's length, then the body;
+/// in one buffer, made as it is written and dropped after.
+fn request_bytes(
     shared: &Shared,
     (id, tenant, drawn): (&str, Option<u16>, &Drawn),
     give_up: Instant,
     sent: Instant,
 ) -> Vec<u8> {
     let prefix = &shared.head_prefixes[tenant.map_or(0, |t| usize::from(t) + 1)];
-    let mut head = Vec::with_capacity(prefix.len() + 96);
-    head.extend_from_slice(prefix);
-    head.extend_from_slice(REQUEST_ID.as_bytes());
-    head.extend_from_slice(b": ");
-    head.extend_from_slice(id.as_bytes());
-    head.extend_from_slice(b"\r\n");
+    let shape = shared.plan.shape(tenant);
+    let body_len = shape.body_len(id, drawn);
+    let mut out = Vec::with_capacity(prefix.len() + 128 + id.len() + body_len);
+    out.extend_from_slice(prefix);
+    out.extend_from_slice(REQUEST_ID.as_bytes());
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(id.as_bytes());
+    out.extend_from_slice(b"\r\n");
     if let Some(name) = &shared.plan.patience_header {
         let left = give_up.saturating_duration_since(sent).as_millis() as u64;
-        head.extend_from_slice(format!("{name}: {left}\r\n").as_bytes());
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        json::push_u64(&mut out, left);
+        out.extend_from_slice(b"\r\n");
     }
-    let body_len = shared.plan.shape(tenant).body_len(id, drawn);
-    head.extend_from_slice(format!("content-length: {body_len}\r\n\r\n").as_bytes());
-    head
+    out.extend_from_slice(b"content-length: ");
+    json::push_u64(&mut out, body_len as u64);
+    out.extend_from_slice(b"\r\n\r\n");
+    shape.put_body(&mut out, id, drawn);
+    out
 }
 
 async fn attempt_once(
@@ -700,8 +707,6 @@ async fn attempt_once(
 ) -> ClientRecord {
     let sent = Instant::now();
     shared.live.sent.fetch_add(1, Ordering::Relaxed);
-    let request = shared.plan.shape(tenant);
-    let head = request_head(shared, (id, tenant, drawn), give_up, sent);
 
     let mut seen = Seen::default();
     let dialect = shared.plan.request.dialect;
@@ -709,7 +714,7 @@ async fn attempt_once(
     let exchange = async {
         let resp = match shared
             .connector
-            .send(&head, || request.body(id, drawn))
+            .send(|| request_bytes(shared, (id, tenant, drawn), give_up, sent))
             .await
         {
             Ok(r) => r,
@@ -735,23 +740,22 @@ async fn attempt_once(
         };
         let status = resp.status;
         seen.status = Some(status);
-        let header = |name: &str| resp.headers.get(name).and_then(|v| v.to_str().ok());
-        seen.retry_after = wire::parse_retry_after(
-            header(RETRY_AFTER_MS),
-            header(RETRY_AFTER),
-            clock.system_time(Instant::now()),
-        );
+        let headers = &resp.headers;
+        if headers.retry_after_ms.is_some() || headers.retry_after.is_some() {
+            seen.retry_after = wire::parse_retry_after(
+                headers.retry_after_ms.as_deref(),
+                headers.retry_after.as_deref(),
+                clock.system_time(Instant::now()),
+            );
+        }
         let success = (200..300).contains(&status);
         // An answer is read by the dialect's reader; a refusal's first
         // bytes are kept for its error code. One or the other, never both.
         let mut sink = if success {
-            Sink::Answer(AnswerReader::new(
-                dialect,
-                resp.headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()),
-            ))
+            Sink::Answer(AnswerReader::new(dialect, resp.headers.event_stream))
         } else {
             Sink::Refusal {
-                reason: header(GATEWAY_REASON).map(str::to_owned),
+                reason: resp.headers.gateway_reason.clone(),
                 body: Vec::new(),
             }
         };
@@ -884,17 +888,10 @@ fn spawn_writer(
                 };
                 stats.add(&rec);
                 // Keep draining after a failure so senders never block;
-                // report it at the end.
+                // report it at the end. A line is made whole before the
+                // buffer can be written, so no write holds half of one.
                 if failed.is_none() {
-                    let whole = lines.len();
-                    match serde_json::to_writer(&mut lines, &rec) {
-                        Ok(()) => lines.push(b'\n'),
-                        Err(e) => {
-                            // Never leave half a line in the buffer.
-                            lines.truncate(whole);
-                            failed = Some(e.into());
-                        }
-                    }
+                    line::push_record(&mut lines, &rec);
                     if lines.len() >= RECORDS_FLUSH_AT {
                         flush(&mut lines, &mut failed);
                         backlog.saw(rx.len());
