@@ -39,6 +39,12 @@ pub struct Args {
     /// Draw no progress bar (none is drawn when stderr is not a terminal).
     #[arg(long)]
     no_progress: bool,
+    /// Write no client.jsonl: every attempt's record is still made and
+    /// counted into summary.json, client.hlog and load-seconds.csv, but no
+    /// line is made of it and nothing is written (to measure what the
+    /// records cost; a run judged later needs them).
+    #[arg(long)]
+    no_records: bool,
     /// Play only shard I of N of the scenario's one seeded schedule (the
     /// people whose index is I mod N): N processes, on one machine or
     /// several, together play the whole, with the same request ids.
@@ -101,6 +107,7 @@ pub fn main(args: Args) -> Result<Ended, Error> {
     options.start_at = args.start_at;
     options.tls = args.tls.options();
     options.progress = !args.no_progress && std::io::stderr().is_terminal();
+    options.records = !args.no_records;
     let note = format!(
         "stopping: no new arrivals; requests in flight get {} ms, then end as cancelled \
          (again to quit at once)",
@@ -122,10 +129,14 @@ pub fn main(args: Args) -> Result<Ended, Error> {
         Ok((report, cancel.is_cancelled()))
     })?;
     print!("{}", report.table());
-    println!(
-        "records: {}",
-        args.out.join(wire::files::CLIENT_RECORDS).display()
-    );
+    if args.no_records {
+        println!("records: none written (--no-records)");
+    } else {
+        println!(
+            "records: {}",
+            args.out.join(wire::files::CLIENT_RECORDS).display()
+        );
+    }
     if partial {
         eprintln!("interrupted: the records are partial");
     }

@@ -158,6 +158,12 @@ pub struct LoadOptions {
     /// When the schedule's offset 0 is, agreed between shards; `None`:
     /// just after the connect probe.
     pub start_at: Option<std::time::SystemTime>,
+    /// Write `client.jsonl` (the default). When false, every attempt's
+    /// record is still made and counted into the report, the histograms
+    /// and the per-second counts, but no line is made of it and nothing is
+    /// written: what the records cost is the difference
+    /// (`rehearse load --no-records`).
+    pub records: bool,
 }
 
 impl LoadOptions {
@@ -172,6 +178,7 @@ impl LoadOptions {
             tls: TlsOptions::default(),
             shard: crate::Shard::default(),
             start_at: None,
+            records: true,
         }
     }
 }
@@ -351,7 +358,10 @@ pub async fn run(
     }
     std::fs::create_dir_all(&options.out_dir).map_err(output_error(&options.out_dir))?;
     let records_path = options.out_dir.join(files::CLIENT_RECORDS);
-    let file = std::fs::File::create(&records_path).map_err(output_error(&records_path))?;
+    let file = match options.records {
+        true => Some(std::fs::File::create(&records_path).map_err(output_error(&records_path))?),
+        false => None,
+    };
 
     let plan = Arc::new(plan.clone());
     let path: Uri = target
@@ -850,9 +860,11 @@ const RECORDS_BACKLOG_WARN: usize = 100_000;
 /// empties once the write returns. The largest backlog is measured and
 /// reported (`records_backlog_max` in summary.json), with a warning past
 /// [`RECORDS_BACKLOG_WARN`].
+///
+/// Without a file (`records` off), records are counted and dropped.
 fn spawn_writer(
     mut rx: mpsc::UnboundedReceiver<ClientRecord>,
-    mut file: std::fs::File,
+    mut file: Option<std::fs::File>,
     path: PathBuf,
     mut stats: Stats,
 ) -> std::thread::JoinHandle<Result<Stats, LoadRunError>> {
@@ -861,9 +873,12 @@ fn spawn_writer(
         .spawn(move || {
             let mut lines: Vec<u8> = Vec::with_capacity(RECORDS_FLUSH_AT + 4096);
             let mut failed: Option<std::io::Error> = None;
+            let writing = file.is_some();
             let mut flush = |lines: &mut Vec<u8>, failed: &mut Option<std::io::Error>| {
-                if failed.is_none() && !lines.is_empty() {
-                    *failed = file.write_all(lines).err();
+                if let Some(file) = file.as_mut() {
+                    if failed.is_none() && !lines.is_empty() {
+                        *failed = file.write_all(lines).err();
+                    }
                 }
                 lines.clear();
             };
@@ -890,7 +905,7 @@ fn spawn_writer(
                 // Keep draining after a failure so senders never block;
                 // report it at the end. A line is made whole before the
                 // buffer can be written, so no write holds half of one.
-                if failed.is_none() {
+                if writing && failed.is_none() {
                     line::push_record(&mut lines, &rec);
                     if lines.len() >= RECORDS_FLUSH_AT {
                         flush(&mut lines, &mut failed);
@@ -1049,7 +1064,7 @@ mod tests {
         }
         drop(tx);
         let file = std::fs::File::create(&path).unwrap();
-        let stats = spawn_writer(rx, file, path.clone(), Stats::new(0))
+        let stats = spawn_writer(rx, Some(file), path.clone(), Stats::new(0))
             .join()
             .unwrap()
             .unwrap();
