@@ -207,6 +207,9 @@ struct PerRequest {
     patience_s: f64,
     /// Bytes a gateway holds for it while it waits.
     bytes: f64,
+    /// Tokens it is sent with: the prompt (padding included) plus
+    /// `max_tokens`.
+    sent_tokens: f64,
 }
 
 fn per_request(s: &Scenario) -> PerRequest {
@@ -219,6 +222,7 @@ fn per_request(s: &Scenario) -> PerRequest {
     let chars_per_token = wire::CHARS_PER_TOKEN as f64;
     PerRequest {
         tokens: prompt_tokens + padding_bytes / chars_per_token + completion,
+        sent_tokens: prompt_tokens + padding_bytes / chars_per_token + max_tokens,
         max_tokens,
         patience_s: duration_mean(&load.patience),
         bytes: s
@@ -440,7 +444,7 @@ pub fn plan(s: &Scenario) -> Plan {
         time_scale: scale.time,
         knobs: crate::sizing::knobs(s, &full.phases, req.patience_s),
         error_budget: crate::sizing::error_budget(s, &full.phases, fluid.slo_misses),
-        spend: crate::sizing::spend(s, &full.scaled(scale).phases),
+        spend: crate::sizing::spend(s, &full.scaled(scale).phases, req.sent_tokens),
         rehearsal: full.scaled(scale),
         full,
         overload,

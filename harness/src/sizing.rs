@@ -176,15 +176,10 @@ pub(crate) fn error_budget(s: &Scenario, segments: &[Segment], misses: f64) -> O
 }
 
 /// What the run sends at its own scale (`segments` at that scale): the
-/// requests and the tokens each is sent with (prompt at 4 characters a
-/// token, padding included, plus `max_tokens`), per phase and in all, and
-/// in all times `max_attempts` when retries are on.
-pub(crate) fn spend(s: &Scenario, segments: &[Segment]) -> Spend {
-    let r = &s.load.request;
-    let cpt = wire::CHARS_PER_TOKEN as f64;
-    let per_request = crate::plan::count_mean(&r.prompt_tokens)
-        + crate::plan::count_mean(&r.padding_kb) * 1024.0 / cpt
-        + crate::plan::count_mean(&r.max_tokens);
+/// requests and the tokens each is sent with (`per_request`: its prompt at
+/// 4 characters a token, padding included, plus `max_tokens`), per phase
+/// and in all, and in all times `max_attempts` when retries are on.
+pub(crate) fn spend(s: &Scenario, segments: &[Segment], per_request: f64) -> Spend {
     let phases: Vec<(String, f64, f64)> = segments
         .iter()
         .map(|g| {

@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::documents::{Figures, Plan};
+use crate::plan_sizing::exact_duration;
 
 /// `1234567.8` as `1,234,568`.
 pub fn thousands(v: f64) -> String {
@@ -42,22 +43,6 @@ fn bytes(v: f64) -> String {
 fn duration(secs: f64) -> String {
     humantime::format_duration(std::time::Duration::from_secs(secs.max(0.0).round() as u64))
         .to_string()
-}
-
-/// A duration as exactly as it is: `2.5s`, `250ms`, `1m 30s`, `28days`.
-pub(crate) fn exact_duration(secs: f64) -> String {
-    let secs = secs.max(0.0);
-    if secs > 0.0 && secs < 60.0 && (secs * 1000.0).fract().abs() < 1e-6 && secs.fract() != 0.0 {
-        if secs < 1.0 {
-            return format!("{}ms", (secs * 1000.0).round());
-        }
-        let text = format!("{secs:.3}");
-        return format!("{}s", text.trim_end_matches('0').trim_end_matches('.'));
-    }
-    humantime::format_duration(std::time::Duration::from_millis(
-        (secs * 1000.0).round() as u64
-    ))
-    .to_string()
 }
 
 fn render_figures(out: &mut String, f: &Figures, p: &Plan, label: &str) {
