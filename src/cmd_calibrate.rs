@@ -85,9 +85,11 @@ pub fn main(args: Args) -> Result<Ended, Error> {
     let (c, end) = crate::runtime::block_on(None, Some(note.into()), |cancel| async move {
         Ok(harness::calibrate(&opts, cancel).await?)
     })?;
-    println!("{}", c.summary);
-    if let Some(why) = &c.stopped {
-        println!("{why}");
+    let width = report::Style::detect(report::Stream::Stdout, false).width;
+    for text in std::iter::once(&c.summary).chain(&c.stopped) {
+        for line in report::wrap(text, width, "", "  ") {
+            println!("{line}");
+        }
     }
     println!(
         "calibration: {}",

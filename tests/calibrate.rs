@@ -108,6 +108,10 @@ fn the_knee_of_a_batching_provider_is_found_within_15_percent() {
             .fold(0.0, f64::max);
         assert!(past > 65.0, "latency past the knee {past} ms: {text}");
         assert!(levels.len() <= 16);
+        // What it says fits a 100-column terminal (it is not one here: 80).
+        for line in text.lines().skip(1) {
+            assert!(line.chars().count() <= 100, "{line}");
+        }
         let page = std::fs::read_to_string(dir.join("out/calibrate.html")).unwrap();
         assert!(page.contains("knee"), "the page");
         let _ = std::fs::remove_dir_all(&dir);
