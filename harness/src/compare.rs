@@ -388,21 +388,7 @@ mod tests {
         assert_eq!(outcome(&runs, true).0, Invalid);
     }
 
-    const SCENARIO: &str = r#"[scenario]
-name = "t"
-
-[gateway]
-memory_ceiling = "64MiB"
-[gateway.reference]
-mode = "bounded"
-bounded = { concurrency = 8, queue = 11, wait_budget = "2s" }
-
-[load]
-patience = { fixed = "10s" }
-[[load.phases]]
-duration = "10s"
-rate = 5
-"#;
+    use crate::scenario::TEST_SCENARIO as SCENARIO;
 
     fn file(name: &str, text: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("rehearse-lineup-{}", std::process::id()));

@@ -696,11 +696,9 @@ pub fn apply_sets(text: &str, sets: &[String]) -> Result<String, ScenarioError> 
     Ok(doc.to_string())
 }
 
+/// A small valid scenario, for the crate's tests.
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const MINIMAL: &str = r#"
+pub(crate) const TEST_SCENARIO: &str = r#"
 [scenario]
 name = "t"
 
@@ -716,6 +714,12 @@ patience = { fixed = "10s" }
 duration = "10s"
 rate = 5
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use super::TEST_SCENARIO as MINIMAL;
 
     fn parse(text: &str) -> Result<Scenario, ScenarioError> {
         Scenario::from_str(text, "s.toml", Path::new("s.toml"))

@@ -351,21 +351,7 @@ pub fn dir_names(variants: &[Variant]) -> Vec<String> {
 mod tests {
     use super::*;
 
-    const BASE: &str = r#"[scenario]
-name = "t"
-
-[gateway]
-memory_ceiling = "64MiB"
-[gateway.reference]
-mode = "bounded"
-bounded = { concurrency = 8, queue = 11, wait_budget = "2s" }
-
-[load]
-patience = { fixed = "10s" }
-[[load.phases]]
-duration = "10s"
-rate = 5
-"#;
+    use crate::scenario::TEST_SCENARIO as BASE;
 
     fn with(variants: &str) -> String {
         format!("{BASE}\n{variants}")
@@ -552,7 +538,7 @@ name = "typo"
             .unwrap_err()
             .to_string();
         assert!(
-            e.starts_with("s.toml (with --each gateway.reference.mode=fancy):7:"),
+            e.starts_with("s.toml (with --each gateway.reference.mode=fancy):8:"),
             "{e}"
         );
     }
