@@ -1,7 +1,8 @@
 //! The run: one dispatcher that keeps the schedule, one task per person,
 //! one writer thread for records and aggregates.
 //!
-//! The dispatcher sleeps until each arrival's fixed deadline
+//! The dispatcher (a task, woken by a timerfd) sleeps until each
+//! arrival's fixed deadline
 //! (`start + offset`, never "now + gap", so lateness does not accumulate)
 //! and spawns the person; it never waits for a connection, a worker or an
 //! answer. Each person task makes its attempts within its patience, hangs up
@@ -34,7 +35,10 @@ use crate::schedule::{Arrivals, Source};
 use crate::stats::{RunReport, Stats};
 use crate::tls::{TlsError, TlsOptions};
 
+mod alarm;
 mod line;
+
+use alarm::Alarm;
 
 /// Where requests go: an `http://` or `https://host:port[/base]` URL.
 #[derive(Debug, Clone)]
@@ -433,25 +437,18 @@ pub async fn run(
     });
 
     let tracker = TaskTracker::new();
-    let (dispatched, dispatcher_done) = tokio::sync::oneshot::channel();
-    {
-        let (shared, tracker, runtime) = (
-            shared.clone(),
-            tracker.clone(),
-            tokio::runtime::Handle::current(),
-        );
-        let (stop, cancel) = (options.stop, cancel.clone());
-        std::thread::Builder::new()
-            .name("loadgen-schedule".into())
-            .spawn(move || {
-                dispatch(shared, tracker, runtime, stop, cancel);
-                let _ = dispatched.send(());
-            })
-            .expect("spawning a thread");
+    // The dispatcher is a task of the runtime (see `alarm`); it ends with
+    // the schedule, the stop condition or the cancellation.
+    let dispatcher = tokio::spawn(dispatch(
+        shared.clone(),
+        tracker.clone(),
+        options.stop,
+        cancel.clone(),
+    ));
+    if let Err(e) = dispatcher.await {
+        // Only a panic in it, and then there is nothing more to dispatch.
+        warn!(cause = %e, "the dispatcher stopped");
     }
-    // The sender is dropped (an error here) only if the thread panicked,
-    // and then there is nothing more to dispatch either.
-    let _ = dispatcher_done.await;
     tracker.close();
     tracker.wait().await;
     let elapsed = start.elapsed();
@@ -482,24 +479,24 @@ pub async fn run(
 
 /// Keeps the schedule: spawns each person at its fixed deadline.
 ///
-/// It runs on a thread of its own and sleeps with the OS's high-resolution
-/// sleep rather than tokio's timer, whose millisecond wheel rounds every
+/// It sleeps on an [`Alarm`] (a timerfd the runtime's I/O driver waits on)
+/// rather than on tokio's timer, whose millisecond wheel rounds every
 /// deadline up and would add about a millisecond of send lag to every
-/// arrival. Sleeps are cut into slices so a cancellation is seen quickly.
-fn dispatch(
+/// arrival; without a timerfd (not Linux), on tokio's timer.
+async fn dispatch(
     shared: Arc<Shared>,
     tracker: TaskTracker,
-    runtime: tokio::runtime::Handle,
     stop: StopCondition,
     cancel: CancellationToken,
 ) {
-    const SLICE: Duration = Duration::from_millis(50);
     // Wake-ups are at least this far apart; arrivals due in between are
-    // spawned together at the next wake-up, at most this late. At 20,000/s
-    // that is a wake-up per 4 arrivals instead of one each: far fewer
-    // context switches, for a lag still well under the millisecond.
+    // spawned together at the next wake-up, at most this late. At 50,000/s
+    // that is a wake-up per 10 arrivals instead of one each, for a lag
+    // still well under the millisecond.
     const MIN_WAKE_GAP: Duration = Duration::from_micros(200);
-    raise_priority();
+    let alarm = Alarm::new()
+        .inspect_err(|e| warn!(cause = %e, "no timerfd: the schedule is kept to the millisecond"))
+        .ok();
     let after_us = stop.after.map(|d| d.as_micros() as u64);
     let mut last_wake = Instant::now();
     let shard = shared.shard;
@@ -513,45 +510,38 @@ fn dispatch(
             break;
         }
         let due = shared.start + Duration::from_micros(arrival.offset_us);
-        loop {
-            if cancel.is_cancelled() {
-                return;
-            }
-            let now = Instant::now();
-            if now >= due {
-                break;
-            }
+        let now = Instant::now();
+        if now < due {
             let until = due.max(last_wake + MIN_WAKE_GAP);
-            std::thread::sleep((until - now).min(SLICE));
+            let slept = async {
+                match &alarm {
+                    Some(alarm) => alarm.sleep(until - now).await,
+                    None => {
+                        tokio::time::sleep_until(until.into()).await;
+                        Ok(())
+                    }
+                }
+            };
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => return,
+                slept = slept => if let Err(e) = slept {
+                    warn!(cause = %e, "the schedule's timer failed");
+                    return;
+                },
+            }
             last_wake = Instant::now();
+        } else if cancel.is_cancelled() {
+            return;
         }
         shared.live.offered.fetch_add(1, Ordering::Relaxed);
         shared.live.outstanding.fetch_add(1, Ordering::Relaxed);
-        tracker.spawn_on(
-            person(shared.clone(), index, arrival.offset_us, arrival.source),
-            &runtime,
-        );
-    }
-}
-
-/// Asks for a real-time priority for the calling (dispatcher) thread, where
-/// the OS allows it (root or CAP_SYS_NICE), and otherwise carries on.
-///
-/// Why: when the dispatcher shares a core with the worker threads, a wake-up
-/// from its sleep waits for the running worker's time slice to end (2 to 3
-/// ms with the default scheduler), and that wait is send lag. At the lowest
-/// real-time priority it runs as soon as it wakes; it only sleeps and
-/// spawns, so it cannot starve the workers (and the kernel caps real-time
-/// threads at 95% of a core anyway).
-fn raise_priority() {
-    let param = libc::sched_param { sched_priority: 1 };
-    // SAFETY: sets the policy of the calling thread only; `param` outlives the call.
-    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
-    if rc != 0 {
-        debug!(
-            cause = %std::io::Error::last_os_error(),
-            "the dispatcher runs at normal priority"
-        );
+        tracker.spawn(person(
+            shared.clone(),
+            index,
+            arrival.offset_us,
+            arrival.source,
+        ));
     }
 }
 
