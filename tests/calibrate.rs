@@ -3,30 +3,17 @@
 //! found within 15%; and a provider that refuses past 20 calls, where the
 //! sweep stops by 24 and says why.
 
-#[allow(dead_code)] // each test file uses some of the shared helpers
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Stdio;
 use std::sync::Mutex;
 
-use common::{first_line, json, Running};
+use common::{first_line, json, rehearse, scratch, Running};
 
 /// One sweep at a time: two would share the machine's cores and each
 /// other's latency.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn rehearse() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_rehearse"))
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("rehearse-calibrate-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 /// A fake provider process serving `config` (TOML), and its base URL.
 fn provider(dir: &Path, config: &str) -> (Running, String) {
@@ -84,7 +71,7 @@ fn knee_provider(knee: u32) -> String {
 fn the_knee_of_a_batching_provider_is_found_within_15_percent() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     for knee in [16u32, 40] {
-        let dir = scratch(&format!("knee-{knee}"));
+        let dir = scratch("calibrate", &format!("knee-{knee}"));
         let (_p, url) = provider(&dir, &knee_provider(knee));
         let (code, c, text) = sweep(&dir, &url);
         assert_eq!(code, Some(0), "{text}");
@@ -121,7 +108,7 @@ fn the_knee_of_a_batching_provider_is_found_within_15_percent() {
 #[test]
 fn a_target_that_refuses_past_20_calls_stops_the_sweep_by_24() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = scratch("refusing");
+    let dir = scratch("calibrate", "refusing");
     let (_p, url) = provider(
         &dir,
         "[latency]\nttft = { fixed = \"50ms\" }\nper_token = { fixed = \"0ms\" }\n[completion_tokens]\nfixed = 4\n[concurrency]\nceiling = 20\noverflow = \"reject\"\n",
@@ -142,7 +129,7 @@ fn a_target_that_refuses_past_20_calls_stops_the_sweep_by_24() {
 
 #[test]
 fn bad_input_and_a_dead_target() {
-    let dir = scratch("bad");
+    let dir = scratch("calibrate", "bad");
     let out = rehearse()
         .args(["calibrate", "--target", "http://10.9.8.7:1"])
         .output()

@@ -2,8 +2,12 @@
 //! the pool demonstration's bounded gateway against a naive one, run by
 //! the binary at a tenth of its length.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+mod common;
+
+use common::{rehearse, scratch, text};
+
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -11,29 +15,8 @@ use std::time::{Duration, Instant};
 /// the load generator miss its schedule.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-fn rehearse() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_rehearse"))
-}
-
-/// A scratch directory of this test process.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rehearse-compare-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 fn json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 /// scenarios/pool-demo.toml (a 12-slot provider 7x slower from 2 s, 40
@@ -92,7 +75,7 @@ set = { "gateway.reference.mode" = "naive" }
 #[test]
 fn two_variants_are_run_and_compared() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = scratch("two");
+    let dir = scratch("compare", "two");
     let scenario = dir.join("pool.toml");
     std::fs::write(&scenario, POOL).unwrap();
     let out_dir = dir.join("out");
@@ -190,7 +173,7 @@ fn two_variants_are_run_and_compared() {
 /// once, naming what is wrong, and leaves no run directory.
 #[test]
 fn bad_input_exits_2_before_any_run() {
-    let dir = scratch("bad");
+    let dir = scratch("compare", "bad");
     let write = |name: &str, text: &str| {
         let path = dir.join(name);
         std::fs::write(&path, text).unwrap();
@@ -269,7 +252,7 @@ fn bad_input_exits_2_before_any_run() {
 #[test]
 fn a_signal_stops_the_run_under_way_and_skips_the_rest() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = scratch("signal");
+    let dir = scratch("compare", "signal");
     let scenario = dir.join("pool.toml");
     std::fs::write(&scenario, POOL).unwrap();
     let out_dir = dir.join("out");
@@ -330,7 +313,7 @@ fn a_signal_stops_the_run_under_way_and_skips_the_rest() {
 #[test]
 fn a_gateway_that_dies_is_counted_in_crashes_and_lost() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = scratch("dies");
+    let dir = scratch("compare", "dies");
     let scenario = dir.join("dies.toml");
     let bin = env!("CARGO_BIN_EXE_rehearse");
     std::fs::write(

@@ -3,27 +3,15 @@
 //! gauges; and the same run judged again as usual, from the same client
 //! records plus the provider's own, check by check.
 
-#[allow(dead_code)] // each test file uses some of the shared helpers
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Stdio;
 use std::sync::Mutex;
 
-use common::{first_line, json, Running};
+use common::{first_line, json, rehearse, scratch, Running};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn rehearse() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_rehearse"))
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rehearse-external-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 /// A provider of 4 slots at 100 ms (40/s); 5/s for 10 s, 60/s for 5 s,
 /// 5/s for 8 s; callers wait 2 s. The gateway's gauges are named.
@@ -101,7 +89,7 @@ fn copy_dir(from: &Path, to: &Path) {
 #[test]
 fn an_external_run_is_judged_from_the_client_and_the_gateways_gauges_as_the_joins_judge_it() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = scratch("judged-twice");
+    let dir = scratch("external", "judged-twice");
     let config = dir.join("provider.toml");
     std::fs::write(
         &config,
@@ -231,7 +219,7 @@ fn an_external_run_is_judged_from_the_client_and_the_gateways_gauges_as_the_join
 
 #[test]
 fn external_needs_a_target() {
-    let dir = scratch("no-target");
+    let dir = scratch("external", "no-target");
     let path = dir.join("scenario.toml");
     std::fs::write(&path, scenario("http://127.0.0.1:9")).unwrap();
     // The scenario's url counts as the target; without one it is refused.

@@ -8,8 +8,11 @@
 //! - scenarios/policies.toml: four policies against one slow upstream in
 //!   one `rehearse compare`.
 
+mod common;
+
+use common::{rehearse, scratch, text};
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::sync::Mutex;
 
 use wire::{ClientOutcome, ClientRecord};
@@ -18,35 +21,15 @@ use wire::{ClientOutcome, ClientRecord};
 /// load generator miss its schedule.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-fn rehearse() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_rehearse"))
-}
-
 fn scenario(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("scenarios")
         .join(name)
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("rehearse-incidents-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
 fn json(path: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).unwrap()
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 fn f(v: &serde_json::Value) -> f64 {
@@ -70,7 +53,7 @@ fn column(dir: &Path, name: &str) -> Vec<f64> {
 #[test]
 fn the_brownout_backlog_sits_in_the_pool_and_outlives_the_slowdown_twice_over() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = scratch("brownout");
+    let dir = scratch("incidents", "brownout");
     let out = rehearse()
         .arg("run")
         .arg(scenario("brownout-pool.toml"))
@@ -157,7 +140,7 @@ fn the_brownout_backlog_sits_in_the_pool_and_outlives_the_slowdown_twice_over() 
 #[test]
 fn four_policies_against_a_slow_upstream_in_one_compare() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = scratch("policies");
+    let dir = scratch("incidents", "policies");
     let out = rehearse()
         .arg("compare")
         .arg(scenario("policies.toml"))

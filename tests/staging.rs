@@ -4,8 +4,8 @@
 //! `report`). The provider's clock is shifted by ±250 ms (a test-only
 //! setting) and must come back corrected. Real processes on 127.0.0.1.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Child, Stdio};
 use std::sync::Mutex;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -48,18 +48,7 @@ drain = { enabled = false }
 "#;
 
 mod common;
-use common::{first_attempts, first_line, json, ok, Running};
-
-fn rehearse() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_rehearse"))
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rehearse-staging-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use common::{first_attempts, first_line, json, ok, rehearse, scratch, Running};
 
 /// A provider with its clock shifted by `shift_ms` and an admin token, and
 /// a bounded reference gateway in front of it.
@@ -106,7 +95,7 @@ fn noted_offset_ms(report: &serde_json::Value) -> f64 {
 #[test]
 fn a_remote_provider_is_driven_and_its_clock_corrected() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = scratch("remote");
+    let dir = scratch("staging", "remote");
     let scenario = dir.join("scenario.toml");
     std::fs::write(&scenario, SCENARIO).unwrap();
     let (_p, provider, _g, gateway) = provider_and_gateway(&dir, 250);
@@ -171,7 +160,7 @@ fn a_remote_provider_is_driven_and_its_clock_corrected() {
 #[test]
 fn shards_staged_and_collected_equal_one_run() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = scratch("shards");
+    let dir = scratch("staging", "shards");
     let scenario = dir.join("scenario.toml");
     std::fs::write(&scenario, SCENARIO).unwrap();
     let (_p, provider, _g, gateway) = provider_and_gateway(&dir, -250);
@@ -273,7 +262,7 @@ fn shards_staged_and_collected_equal_one_run() {
 #[test]
 fn run_with_two_local_shards_equals_one_process() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = scratch("local-shards");
+    let dir = scratch("staging", "local-shards");
     let scenario = dir.join("scenario.toml");
     std::fs::write(
         &scenario,

@@ -7,6 +7,10 @@
 //! defaults); the bash completion script and the man page naming every
 //! subcommand.
 
+mod common;
+
+use common::{rehearse, scratch, text};
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Mutex;
@@ -16,27 +20,6 @@ use unicode_width::UnicodeWidthStr as _;
 /// One rehearsal at a time: two at once on a small machine would make the
 /// load generator miss its schedule.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn rehearse() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_rehearse"))
-}
-
-/// A scratch directory of this test process.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rehearse-terminal-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
 
 /// The CI smoke scenario with a long description in wide characters (the
 /// banner wraps it), at a tenth of its length, and two variants whose long
@@ -142,7 +125,7 @@ fn invocations(dir: &Path, scenario: &Path) -> Vec<(Vec<String>, bool)> {
 #[test]
 fn every_line_of_run_report_plan_and_compare_fits_100_columns() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = scratch("fit");
+    let dir = scratch("terminal", "fit");
     let scenario = scenario(&dir);
     for (args, json) in invocations(&dir, &scenario) {
         let out = rehearse()
@@ -211,7 +194,7 @@ fn every_line_of_run_report_plan_and_compare_fits_100_columns() {
 #[test]
 fn json_and_quiet_print_the_document_alone() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = scratch("json");
+    let dir = scratch("terminal", "json");
     let scenario = scenario(&dir);
     let run = dir.join("run");
     let out = rehearse()
@@ -271,7 +254,7 @@ fn json_and_quiet_print_the_document_alone() {
 #[test]
 fn colour_only_on_a_terminal_and_never_with_no_color() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("harness/tests/golden/pool-demo-naive");
-    let copy = scratch("colour");
+    let copy = scratch("terminal", "colour");
     for entry in std::fs::read_dir(&dir).unwrap() {
         let p = entry.unwrap().path();
         std::fs::copy(&p, copy.join(p.file_name().unwrap())).unwrap();
@@ -330,7 +313,7 @@ fn keys_written(text: &str) -> std::collections::BTreeSet<String> {
 
 #[test]
 fn init_writes_every_field_and_reads_back_as_the_defaults() {
-    let dir = scratch("init");
+    let dir = scratch("terminal", "init");
     let file = dir.join("mine.toml");
     let out = rehearse().arg("init").arg(&file).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
@@ -465,7 +448,7 @@ fn subcommands() -> Vec<String> {
 
 #[test]
 fn the_bash_completion_script_completes_every_subcommand() {
-    let dir = scratch("completions");
+    let dir = scratch("terminal", "completions");
     let script = dir.join("rehearse.bash");
     let out = rehearse().args(["completions", "bash"]).output().unwrap();
     assert!(out.status.success(), "{}", text(&out));
@@ -498,7 +481,7 @@ fn the_bash_completion_script_completes_every_subcommand() {
 
 #[test]
 fn man_renders_the_page_and_names_every_subcommand() {
-    let dir = scratch("man");
+    let dir = scratch("terminal", "man");
     let page = dir.join("rehearse.1");
     let out = rehearse().arg("man").output().unwrap();
     assert!(out.status.success(), "{}", text(&out));

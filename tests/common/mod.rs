@@ -1,10 +1,37 @@
-//! What the staging and multi-host tests share: child processes that
-//! end with the test, their first line, and the run directories they
-//! leave.
+//! What the binary's end-to-end tests share: the binary, scratch
+//! directories, child processes that end with the test, their first line
+//! and output, and the run directories they leave. Each test file uses
+//! some of it.
+#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Output};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output};
+
+/// The `rehearse` binary under test.
+pub fn rehearse() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_rehearse"))
+}
+
+/// An empty scratch directory of this test process: `test` names the
+/// test file, `name` the test.
+pub fn scratch(test: &str, name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rehearse-{test}-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A command's exit code and output, for an assertion's message.
+pub fn text(out: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
 
 /// Kills the child when dropped, so a failing test leaves no server behind.
 pub struct Running(pub Child);
