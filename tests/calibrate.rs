@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::sync::Mutex;
 
-use common::{first_line, json, rehearse, scratch, Running};
+use common::{first_line, json, rehearse, scratch, text, Running};
 
 /// One sweep at a time: two would share the machine's cores and each
 /// other's latency.
@@ -166,5 +166,43 @@ fn bad_input_and_a_dead_target() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `concurrency_below_knee` on scenarios/provider-knee.toml (its provider
+/// bends at 32 calls in service): a gateway holding 25 calls passes it, a
+/// naive one fails it.
+#[test]
+fn the_knee_check_holds_a_bounded_gateway_and_fails_a_naive_one() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("calibrate", "knee-check");
+    let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/provider-knee.toml");
+    for (mode, want) in [("bounded", "pass"), ("naive", "fail")] {
+        let out_dir = dir.join(mode);
+        let out = rehearse()
+            .arg("run")
+            .arg(&scenario)
+            .args(["--time-scale", "4", "--no-progress", "--set"])
+            .arg(format!("gateway.reference.mode={mode}"))
+            .arg("--out")
+            .arg(&out_dir)
+            .output()
+            .unwrap();
+        // A busy machine may make the run invalid: the check is judged all the same.
+        assert!(
+            matches!(out.status.code(), Some(0 | 1 | 3)),
+            "{}",
+            text(&out)
+        );
+        let report = json(&out_dir.join("report.json"));
+        let check = report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == "concurrency_below_knee")
+            .unwrap()
+            .clone();
+        assert_eq!(check["status"], want, "{mode}: {check}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
