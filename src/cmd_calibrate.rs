@@ -2,10 +2,8 @@
 //! and the knee's method are `harness::calibrate`'s).
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use harness::{CalibrateOptions, SweepEnd};
-use reference_gateway::parse_duration;
 
 use crate::exit::{Ended, Error};
 
@@ -22,27 +20,8 @@ pub struct Args {
     /// A scenario whose [load.request] shapes the requests (default: 100
     /// prompt tokens, 16 max_tokens, OpenAI).
     scenario: Option<PathBuf>,
-    /// The most calls at once of any level.
-    #[arg(long, default_value_t = 64, value_name = "N")]
-    max_concurrency: u64,
-    /// The most levels.
-    #[arg(long, default_value_t = 16, value_name = "N")]
-    max_levels: usize,
-    /// Each level's length (its first fifth is a warm-up).
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
-    step_duration: Duration,
-    /// A call's timeout.
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
-    request_timeout: Duration,
-    /// Stop when more than this share of a level's calls fail.
-    #[arg(long, default_value_t = 0.05, value_name = "SHARE")]
-    error_threshold: f64,
-    /// The wait budget the suggested queue bounds are for.
-    #[arg(long, default_value = "2s", value_parser = parse_duration)]
-    wait_budget: Duration,
-    /// The slowdown of the degraded queue bound (a brownout's 7x).
-    #[arg(long, default_value_t = 7.0, value_name = "FACTOR")]
-    degraded_latency: f64,
+    #[command(flatten)]
+    limits: harness::SweepLimits,
     /// Where calibrate.json, calibrate.html and the charts go (default:
     /// runs/calibrate-YYYYmmdd-HHMMSS).
     #[arg(long)]
@@ -68,13 +47,7 @@ pub fn main(args: Args) -> Result<Ended, Error> {
         target: args.target,
         allow_remote: args.allow_remote,
         scenario,
-        max_concurrency: args.max_concurrency,
-        max_levels: args.max_levels,
-        step: args.step_duration,
-        request_timeout: args.request_timeout,
-        error_threshold: args.error_threshold,
-        wait_budget: args.wait_budget,
-        degraded_factor: args.degraded_latency,
+        limits: args.limits,
         tls: args.tls.options(),
         out: args
             .out

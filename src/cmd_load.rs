@@ -45,6 +45,9 @@ pub struct Args {
     /// records cost; a run judged later needs them).
     #[arg(long)]
     no_records: bool,
+    /// Stop (partial, exit 3) before the tokens sent would pass N.
+    #[arg(long, value_name = "N")]
+    max_spend_tokens: Option<u64>,
     /// Play only shard I of N of the scenario's one seeded schedule (the
     /// people whose index is I mod N): N processes, on one machine or
     /// several, together play the whole, with the same request ids.
@@ -108,6 +111,7 @@ pub fn main(args: Args) -> Result<Ended, Error> {
     options.tls = args.tls.options();
     options.progress = !args.no_progress && std::io::stderr().is_terminal();
     options.records = !args.no_records;
+    options.max_spend_tokens = args.max_spend_tokens;
     let note = format!(
         "stopping: no new arrivals; requests in flight get {} ms, then end as cancelled \
          (again to quit at once)",

@@ -58,6 +58,11 @@ pub struct Args {
     /// memory_ceiling, drain) go unjudged without making the run invalid.
     #[arg(long, value_name = "ID")]
     allow_unjudged: Vec<String>,
+    /// Stop the load (a partial run, exit 3) before the tokens of the
+    /// requests sent, retries included, would pass N (prompt at 4
+    /// characters a token plus max_tokens): a budget on a real account.
+    #[arg(long, value_name = "N")]
+    max_spend_tokens: Option<u64>,
     /// Split the load between N processes of this program (shards of the
     /// one schedule, started together), when one core cannot keep it.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
@@ -90,6 +95,7 @@ pub fn main(args: Args) -> Result<Ended, Error> {
         tls: args.tls.options(),
         quiet: args.output.quiet,
         allow_unjudged: args.allow_unjudged,
+        max_spend_tokens: args.max_spend_tokens,
     };
     let note = "stopping: writing a partial report (again to quit at once)";
     let judged = crate::runtime::block_on(None, Some(note.into()), |cancel| async move {

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::sync::Mutex;
 
-use common::{first_line, json, rehearse, scratch, Running};
+use common::{first_line, json, rehearse, scratch, text, Running};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
@@ -223,12 +223,12 @@ fn external_needs_a_target() {
     let path = dir.join("scenario.toml");
     std::fs::write(&path, scenario("http://127.0.0.1:9")).unwrap();
     // The scenario's url counts as the target; without one it is refused.
-    let text = scenario("http://127.0.0.1:9").replace("url = \"http://127.0.0.1:9\"\n", "");
-    let text = text.replace(
+    let toml = scenario("http://127.0.0.1:9").replace("url = \"http://127.0.0.1:9\"\n", "");
+    let toml = toml.replace(
         "[gateway]\n",
         "[gateway]\nreference = { mode = \"naive\" }\n",
     );
-    std::fs::write(&path, text).unwrap();
+    std::fs::write(&path, toml).unwrap();
     let out = rehearse()
         .arg("run")
         .arg(&path)
@@ -237,5 +237,81 @@ fn external_needs_a_target() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--provider external needs --target"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--max-spend-tokens`: the load stops as a partial run (exit 3, noted)
+/// before the tokens sent would pass the budget: 44 tokens a request (40
+/// of prompt, 4 of max_tokens) against 2,220, so 50 requests and no more;
+/// `rehearse calibrate` stops its sweep the same way.
+#[test]
+fn the_spending_guard_stops_the_load_within_one_request_of_its_budget() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("external", "spend");
+    let written = scenario("http://127.0.0.1:9")
+        .replace(
+            "url = \"http://127.0.0.1:9\"\n",
+            "reference = { mode = \"naive\" }\n",
+        )
+        .replace("metrics_url = \"http://127.0.0.1:9/metrics\"\n", "")
+        .replace("rss_metric = \"process_resident_memory_bytes\"\n", "")
+        .replace("queue_depth_metric = \"gateway_queue_depth\"\n", "")
+        .replace("in_flight_metric = \"gateway_in_flight\"\n", "")
+        .replace("stale_drops_metric = \"gateway_stale_drops_total\"\n", "")
+        .replace("metrics_period = \"200ms\"\n", "");
+    let path = dir.join("scenario.toml");
+    std::fs::write(&path, written).unwrap();
+    let out_dir = dir.join("run");
+    let out = rehearse()
+        .arg("run")
+        .arg(&path)
+        .args(["--max-spend-tokens", "2220", "--no-progress", "--out"])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let attempts = std::fs::read_to_string(out_dir.join("client.jsonl"))
+        .unwrap()
+        .lines()
+        .count();
+    assert_eq!(attempts, 50, "{}", text(&out));
+    let summary = json(&out_dir.join("summary.json"));
+    let spend = &summary["spend"];
+    assert_eq!(spend["sent_tokens"], 2_200, "{summary}");
+    assert_eq!(spend["stopped"], true);
+    let notes = json(&out_dir.join("report.json"))["notes"].to_string();
+    assert!(notes.contains("stopped by the spending guard"), "{notes}");
+
+    // calibrate: a budget of 30 calls' tokens stops the sweep there.
+    let config = dir.join("provider.toml");
+    std::fs::write(&config, "[latency]\nttft = { fixed = \"20ms\" }\n").unwrap();
+    let mut p = Running(
+        rehearse()
+            .args(["provider", "--config"])
+            .arg(&config)
+            .args(["--listen", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let provider = first_line(&mut p.0, "fake provider listening on ");
+    let cal = dir.join("calibrate");
+    // The default request: 100 prompt tokens and 16 max_tokens, 116 a call.
+    let out = rehearse()
+        .args([
+            "calibrate",
+            "--target",
+            &provider,
+            "--step-duration",
+            "300ms",
+        ])
+        .args(["--max-spend-tokens", "3480", "--out"])
+        .arg(&cal)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let c = json(&cal.join("calibrate.json"));
+    let stopped = c["stopped"].as_str().unwrap_or_default();
+    assert!(stopped.contains("spending guard of 3480 tokens"), "{c}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -51,24 +51,75 @@ pub struct CalibrateOptions {
     /// The scenario text whose `[load.request]` shapes the requests (its
     /// origin for errors); none: 100 prompt tokens, 16 max_tokens, OpenAI.
     pub scenario: Option<(String, String)>,
-    /// The most workers of any level.
-    pub max_concurrency: u64,
-    /// The most levels.
-    pub max_levels: usize,
-    /// Each level's length.
-    pub step: Duration,
-    /// A call's timeout.
-    pub request_timeout: Duration,
-    /// A level whose calls fail more than this share stops the sweep.
-    pub error_threshold: f64,
-    /// The wait budget the queue bounds are for.
-    pub wait_budget: Duration,
-    /// The degradation of the second queue bound.
-    pub degraded_factor: f64,
+    /// The sweep's limits.
+    pub limits: SweepLimits,
     /// TLS for an `https://` target.
     pub tls: loadgen::TlsOptions,
     /// Where calibrate.json, calibrate.html and the charts go.
     pub out: PathBuf,
+}
+
+/// How far a sweep may go, and what its suggestions are for. With the
+/// `clap` feature these are `rehearse calibrate`'s flags themselves.
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct SweepLimits {
+    /// The most calls at once of any level.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 64, value_name = "N"))]
+    pub max_concurrency: u64,
+    /// The most levels.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 16, value_name = "N"))]
+    pub max_levels: usize,
+    /// Each level's length (its first fifth is a warm-up).
+    #[cfg_attr(feature = "clap", arg(long = "step-duration", default_value = "1s", value_parser = parse_duration))]
+    pub step: Duration,
+    /// A call's timeout.
+    #[cfg_attr(feature = "clap", arg(long, default_value = "30s", value_parser = parse_duration))]
+    pub request_timeout: Duration,
+    /// Stop when more than this share of a level's calls fail.
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, default_value_t = 0.05, value_name = "SHARE")
+    )]
+    pub error_threshold: f64,
+    /// The wait budget the suggested queue bounds are for.
+    #[cfg_attr(feature = "clap", arg(long, default_value = "2s", value_parser = parse_duration))]
+    pub wait_budget: Duration,
+    /// The slowdown of the degraded queue bound (a brownout's 7x).
+    #[cfg_attr(
+        feature = "clap",
+        arg(
+            long = "degraded-latency",
+            default_value_t = 7.0,
+            value_name = "FACTOR"
+        )
+    )]
+    pub degraded_factor: f64,
+    /// Stop the sweep before the tokens of the calls sent (prompt at 4
+    /// characters a token plus max_tokens) would pass N: a budget on a
+    /// real account.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N"))]
+    pub max_spend_tokens: Option<u64>,
+}
+
+impl Default for SweepLimits {
+    fn default() -> Self {
+        SweepLimits {
+            max_concurrency: 64,
+            max_levels: 16,
+            step: Duration::from_secs(1),
+            request_timeout: Duration::from_secs(30),
+            error_threshold: 0.05,
+            wait_budget: Duration::from_secs(2),
+            degraded_factor: 7.0,
+            max_spend_tokens: None,
+        }
+    }
+}
+
+#[cfg(feature = "clap")]
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text).map_err(|e| e.to_string())
 }
 
 /// How a sweep ended.
@@ -138,7 +189,7 @@ pub async fn calibrate(
     let requests = Arc::new(SweepRequests::new(request_plan(opts)?));
     let base = check_target(opts)?;
     let client = crate::resolve::client()
-        .timeout(opts.request_timeout)
+        .timeout(opts.limits.request_timeout)
         .pool_max_idle_per_host(usize::MAX)
         .trusting(&opts.tls)
         .build()
@@ -146,24 +197,37 @@ pub async fn calibrate(
     let mut c = Calibration {
         target: base.clone(),
         request: requests.describe(),
-        step_s: opts.step.as_secs_f64(),
-        wait_budget_s: opts.wait_budget.as_secs_f64(),
-        degraded_factor: opts.degraded_factor,
+        step_s: opts.limits.step.as_secs_f64(),
+        wait_budget_s: opts.limits.wait_budget.as_secs_f64(),
+        degraded_factor: opts.limits.degraded_factor,
         ..Calibration::default()
     };
-    let planned = sweep_levels(opts.max_concurrency, opts.max_levels);
+    let spend = opts
+        .limits
+        .max_spend_tokens
+        .map(|n| Arc::new(loadgen::SpendBudget::new(n)));
+    let planned = sweep_levels(opts.limits.max_concurrency, opts.limits.max_levels);
     let mut flat_run = 0;
     for &n in &planned {
         if cancel.is_cancelled() {
             c.stopped = Some("interrupted".into());
             break;
         }
-        let level = run_level(&client, &base, &requests, n, opts).await;
+        let level = run_level(&client, &base, &requests, n, opts, spend.clone()).await;
         eprintln!("{}", level_line(&level));
+        if let Some(b) = spend.as_ref().filter(|b| b.refused()) {
+            c.stopped = Some(format!(
+                "stopped at {n} calls at once: the next calls would pass the spending guard of {} tokens (--max-spend-tokens; {} sent)",
+                b.limit(),
+                b.spent()
+            ));
+            c.levels.push(level);
+            break;
+        }
         let failed = level.failed_share();
         let previous = c.levels.last().map(|l| l.throughput_per_s);
         c.levels.push(level);
-        if failed > opts.error_threshold {
+        if failed > opts.limits.error_threshold {
             let l = c.levels.last().expect("just pushed");
             c.stopped = Some(format!(
                 "stopped at {n} calls at once: {:.0}% of the calls failed ({} refused, {} errors, {} timeouts), over the {:.0}% allowed",
@@ -171,7 +235,7 @@ pub async fn calibrate(
                 l.refused,
                 l.errors,
                 l.timeouts,
-                opts.error_threshold * 100.0
+                opts.limits.error_threshold * 100.0
             ));
             break;
         }
@@ -184,8 +248,8 @@ pub async fn calibrate(
             break;
         }
     }
-    if flat_run >= 2 && !cancel.is_cancelled() {
-        refine(&mut c, &client, &base, &requests, opts).await;
+    if flat_run >= 2 && !cancel.is_cancelled() && c.stopped.is_none() {
+        refine(&mut c, &client, &base, &requests, opts, spend).await;
     }
     let end = conclude(&mut c, flat_run >= 2, opts);
     report::write_calibration(&opts.out, &c)?;
@@ -200,16 +264,21 @@ async fn refine(
     base: &str,
     requests: &Arc<SweepRequests>,
     opts: &CalibrateOptions,
+    spend: Option<Arc<loadgen::SpendBudget>>,
 ) {
     let Some((knee, _, _)) = knee_of(&c.levels) else {
         return;
     };
     for n in [knee.ceil() as u64, (knee * 1.15).ceil() as u64] {
         let run = c.levels.iter().any(|l| l.concurrency == n);
-        if run || n > opts.max_concurrency || c.levels.len() >= opts.max_levels || n == 0 {
+        if run
+            || n > opts.limits.max_concurrency
+            || c.levels.len() >= opts.limits.max_levels
+            || n == 0
+        {
             continue;
         }
-        let level = run_level(client, base, requests, n, opts).await;
+        let level = run_level(client, base, requests, n, opts, spend.clone()).await;
         eprintln!("{}", level_line(&level));
         c.levels.push(level);
     }
@@ -241,13 +310,13 @@ fn conclude(c: &mut Calibration, plateau: bool, opts: &CalibrateOptions) -> Swee
         let most = c
             .levels
             .iter()
-            .filter(|l| l.failed_share() <= opts.error_threshold);
+            .filter(|l| l.failed_share() <= opts.limits.error_threshold);
         let took = most.map(|l| l.concurrency).max().unwrap_or(0);
         c.summary = match &c.stopped {
             Some(why) => format!("no knee found: {why}; the target took {took} calls at once within the error threshold"),
             None => format!(
                 "no knee found within {} calls at once: throughput still grew (at most {:.1}/s)",
-                opts.max_concurrency, x_max
+                opts.limits.max_concurrency, x_max
             ),
         };
         return SweepEnd::NoKnee;
@@ -256,14 +325,15 @@ fn conclude(c: &mut Calibration, plateau: bool, opts: &CalibrateOptions) -> Swee
     let limit = ((knee * LIMIT_SHARE).floor() as u64).max(1);
     c.recommended_limit = Some(limit);
     let drain = limit as f64 / (r_min / 1000.0);
-    let budget = opts.wait_budget.as_secs_f64();
+    let budget = opts.limits.wait_budget.as_secs_f64();
     c.queue_bound_healthy = Some((drain * budget).floor() as u64);
-    c.queue_bound_degraded = Some((drain / opts.degraded_factor.max(1.0) * budget).floor() as u64);
+    c.queue_bound_degraded =
+        Some((drain / opts.limits.degraded_factor.max(1.0) * budget).floor() as u64);
     c.summary = format!(
         "knee at about {knee:.1} calls in flight (latency {r_min:.0} ms at rest, a plateau of {x_max:.1} answers/s); a concurrency limit of {limit} drains {drain:.1}/s: a queue of {} for a {budget} s wait budget, {} if calls get {}x slower",
         c.queue_bound_healthy.unwrap_or(0),
         c.queue_bound_degraded.unwrap_or(0),
-        opts.degraded_factor
+        opts.limits.degraded_factor
     );
     SweepEnd::Knee
 }
@@ -288,18 +358,26 @@ async fn run_level(
     requests: &Arc<SweepRequests>,
     n: u64,
     opts: &CalibrateOptions,
+    spend: Option<Arc<loadgen::SpendBudget>>,
 ) -> CalibrationLevel {
     let (client, base, requests) = (client.clone(), base.to_string(), requests.clone());
     let level = ClosedLevel {
         workers: n as usize,
-        step: opts.step,
-        warmup: opts.step / 5,
+        step: opts.limits.step,
+        warmup: opts.limits.step / 5,
     };
     let tally = loadgen::closed_level(level, move |seq| {
         let (client, requests) = (client.clone(), requests.clone());
-        let (path, body) = requests.request(seq);
+        let (path, body, cost) = requests.request(seq);
         let url = format!("{base}{path}");
+        // Over the spending guard: not sent (the sweep stops after it).
+        let affordable = spend.as_ref().is_none_or(|b| b.take(cost));
         async move {
+            if !affordable {
+                // Not sent: the worker waits out its step without spinning.
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                return CallEnd::Failed;
+            }
             let sent = client
                 .post(url)
                 .header("content-type", "application/json")
@@ -367,12 +445,13 @@ fn check_target(opts: &CalibrateOptions) -> Result<String, RunError> {
     opts.tls
         .client_config()
         .map_err(|e| RunError::BadInput(e.to_string()))?;
-    if opts.max_concurrency == 0 || opts.max_levels == 0 || opts.step.is_zero() {
+    if opts.limits.max_concurrency == 0 || opts.limits.max_levels == 0 || opts.limits.step.is_zero()
+    {
         return Err(RunError::BadInput(
             "--max-concurrency, --max-levels and --step-duration must be above 0".into(),
         ));
     }
-    if !(opts.error_threshold > 0.0 && opts.error_threshold < 1.0) {
+    if !(opts.limits.error_threshold > 0.0 && opts.limits.error_threshold < 1.0) {
         return Err(RunError::BadInput(
             "--error-threshold must lie between 0 and 1".into(),
         ));
@@ -400,13 +479,7 @@ mod tests {
             target: "http://127.0.0.1:1".into(),
             allow_remote: false,
             scenario: None,
-            max_concurrency: 64,
-            max_levels: 16,
-            step: Duration::from_secs(1),
-            request_timeout: Duration::from_secs(30),
-            error_threshold: 0.05,
-            wait_budget: Duration::from_secs(2),
-            degraded_factor: 7.0,
+            limits: SweepLimits::default(),
             tls: loadgen::TlsOptions::default(),
             out: PathBuf::from("/nonexistent"),
         }
@@ -467,7 +540,7 @@ mod tests {
         );
         o.allow_remote = true;
         assert!(check_target(&o).is_ok());
-        o.max_concurrency = 0;
+        o.limits.max_concurrency = 0;
         assert!(check_target(&o).is_err());
     }
 }

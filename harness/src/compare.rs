@@ -170,6 +170,7 @@ impl CompareOptions {
             shards: 1,
             quiet: self.quiet,
             allow_unjudged: Vec::new(),
+            max_spend_tokens: None,
         }
     }
 }

@@ -53,7 +53,7 @@ mod sizing;
 mod supervise;
 mod variants;
 
-pub use calibrate::{calibrate, knee_of, sweep_levels, CalibrateOptions, SweepEnd};
+pub use calibrate::{calibrate, knee_of, sweep_levels, CalibrateOptions, SweepEnd, SweepLimits};
 pub use compare::{compare, CompareOptions, Compared, Lineup};
 pub use error::RunError;
 pub use fds::{

@@ -314,6 +314,8 @@ pub(crate) struct LocalShards<'a> {
     pub(crate) time_scale: f64,
     pub(crate) start_at: SystemTime,
     pub(crate) tls: &'a loadgen::TlsOptions,
+    /// Each shard's share of the spending guard's tokens.
+    pub(crate) spend_share: Option<u64>,
 }
 
 /// `rehearse run --shards N`: N `rehearse load --shard I/N` processes of
@@ -353,6 +355,9 @@ pub(crate) async fn run_local_shards(
         }
         if s.tls.insecure {
             c.arg("--insecure");
+        }
+        if let Some(n) = s.spend_share {
+            c.args(["--max-spend-tokens", &n.to_string()]);
         }
         children.push(
             c.spawn()

@@ -70,6 +70,10 @@ pub struct RunOptions {
     /// that may go unjudged without making the run invalid
     /// (`--allow-unjudged`).
     pub allow_unjudged: Vec<String>,
+    /// A spending guard for a real account (`--max-spend-tokens`): the load
+    /// stops as a partial run before the tokens of the requests sent,
+    /// retries included, would pass it; shards each get their share.
+    pub max_spend_tokens: Option<u64>,
 }
 
 /// Says `text` on stderr, wrapped at its width (a terminal's, at most 100
@@ -140,7 +144,7 @@ pub async fn run(
             return Err(e);
         }
     };
-    announce(&p, &gateway, opts.quiet);
+    announce(&p, &gateway, opts.quiet, opts.max_spend_tokens);
     let sampler = RssSampler::start(rss_source(&p.scenario, &gateway, &opts.tls), rss_file);
     let gauges =
         crate::gateway_samples::GaugeSampler::for_scenario(&p.scenario, &opts.tls, &opts.out)?;
@@ -313,15 +317,22 @@ fn write_inputs(p: &Prepared, opts: &RunOptions) -> Result<(), RunError> {
 }
 
 /// Tells the person at the terminal what is being rehearsed, and where.
-fn announce(p: &Prepared, gateway: &Running, quiet: bool) {
+fn announce(p: &Prepared, gateway: &Running, quiet: bool, max_spend: Option<u64>) {
     if !is_loopback_url(&gateway.url) {
         // Said even with --quiet: load is going to another machine.
         tell(
             false,
             &format!(
-                "sending load to REMOTE host {}: up to {:.1} requests/s (--allow-remote)",
+                "sending load to REMOTE host {}: up to {:.1} requests/s (--allow-remote), {}",
                 gateway.url,
-                peak_per_s(&p.plan)
+                peak_per_s(&p.plan),
+                match max_spend {
+                    Some(n) => format!("at most {n} tokens (--max-spend-tokens)"),
+                    None => format!(
+                        "{:.0} tokens as planned, no spending guard (--max-spend-tokens)",
+                        p.plan.spend.tokens_with_retries
+                    ),
+                }
             ),
         );
     }
@@ -384,11 +395,19 @@ async fn drive(
             start_at: start_at
                 .unwrap_or_else(|| std::time::SystemTime::now() + Duration::from_secs(2)),
             tls: &opts.tls,
+            spend_share: opts.max_spend_tokens.map(|n| n / u64::from(opts.shards)),
         };
         notes.push(format!(
             "the load came from {} processes (shards), merged; each one's files are under shards/",
             opts.shards
         ));
+        if let Some(n) = opts.max_spend_tokens {
+            notes.push(format!(
+                "the spending guard of {n} tokens was shared: {} for each of the {} shards",
+                n / u64::from(opts.shards),
+                opts.shards
+            ));
+        }
         return match crate::multi::run_local_shards(&opts.out, &shards, cancel).await {
             Ok(r) => (Some(r), notes),
             Err(e) => {
@@ -401,18 +420,37 @@ async fn drive(
     lo.progress = opts.progress;
     lo.start_at = start_at;
     lo.tls = opts.tls.clone();
+    lo.max_spend_tokens = opts.max_spend_tokens;
     match loadgen::run(&p.rehearsal.load, &target, &lo, cancel).await {
-        Ok(r) => (
-            Some(LoadResult {
-                start_us: r.start_us,
-                send_lag_p99_us: r.send_lag.p99_us,
-            }),
-            notes,
-        ),
+        Ok(r) => {
+            notes.extend(r.spend.map(spend_note));
+            (
+                Some(LoadResult {
+                    start_us: r.start_us,
+                    send_lag_p99_us: r.send_lag.p99_us,
+                }),
+                notes,
+            )
+        }
         Err(e) => {
             notes.push(format!("the load generator stopped: {e}"));
             (None, notes)
         }
+    }
+}
+
+/// What the spending guard let through, for the notes.
+fn spend_note(s: loadgen::Spent) -> String {
+    if s.stopped {
+        format!(
+            "stopped by the spending guard: the next request would have taken the tokens sent past the budget of {} (--max-spend-tokens); {} were sent, retries included",
+            s.limit_tokens, s.sent_tokens
+        )
+    } else {
+        format!(
+            "the spending guard of {} tokens held: {} were sent, retries included",
+            s.limit_tokens, s.sent_tokens
+        )
     }
 }
 

@@ -176,9 +176,11 @@ impl SweepRequests {
         SweepRequests { plan }
     }
 
-    /// Call `n`'s path (below the target's base) and body: its request id
-    /// is `calibrate-{n}`, in the body's marker.
-    pub fn request(&self, n: u64) -> (&'static str, Bytes) {
+    /// Call `n`'s path (below the target's base), body and what it may
+    /// cost in tokens (prompt at 4 characters a token plus max_tokens: what
+    /// a [`crate::SpendBudget`] counts): its request id is
+    /// `calibrate-{n}`, in the body's marker.
+    pub fn request(&self, n: u64) -> (&'static str, Bytes, u64) {
         let shape = self
             .plan
             .tenants
@@ -188,13 +190,17 @@ impl SweepRequests {
         rng.set_stream(n);
         let drawn = shape.draw(&mut rng, None);
         let id = format!("calibrate-{n}");
-        (shape.path(), shape.body(&id, &drawn))
+        (
+            shape.path(),
+            shape.body(&id, &drawn),
+            crate::spend::cost(&drawn),
+        )
     }
 
     /// The request shape in words: dialect, model, tokens.
     pub fn describe(&self) -> String {
-        let (path, body) = self.request(0);
-        format!("POST {path}, {} bytes", body.len())
+        let (path, body, cost) = self.request(0);
+        format!("POST {path}, {} bytes, {cost} tokens at most", body.len())
     }
 }
 

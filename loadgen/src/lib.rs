@@ -77,6 +77,7 @@ mod retry;
 mod run;
 mod schedule;
 mod shard;
+mod spend;
 mod stats;
 mod tls;
 
@@ -93,6 +94,7 @@ pub use run::{
     probe, probe_tls, run, LoadOptions, LoadRunError, StopCondition, Target, TargetError,
 };
 pub use schedule::PhaseArrivals;
+pub use spend::SpendBudget;
 pub use shard::{parse_start_at, Shard, ShardError};
-pub use stats::{LoadPercentiles, LoadSecond, OutcomeSummary, RunReport};
+pub use stats::{LoadPercentiles, LoadSecond, OutcomeSummary, RunReport, Spent};
 pub use tls::{TlsError, TlsOptions, INSECURE_WARNING};

@@ -168,6 +168,10 @@ pub struct LoadOptions {
     /// written: what the records cost is the difference
     /// (`rehearse load --no-records`).
     pub records: bool,
+    /// A spending guard for a real account (`--max-spend-tokens`): the
+    /// load stops, as if cancelled, before a request (a retry included)
+    /// would take the tokens sent past it (see [`crate::SpendBudget`]).
+    pub max_spend_tokens: Option<u64>,
 }
 
 impl LoadOptions {
@@ -183,6 +187,7 @@ impl LoadOptions {
             shard: crate::Shard::default(),
             start_at: None,
             records: true,
+            max_spend_tokens: None,
         }
     }
 }
@@ -319,6 +324,8 @@ struct Shared {
     hard_stop: CancellationToken,
     /// Whether the first connect error was logged.
     connect_warned: AtomicBool,
+    /// The spending guard, when one is set.
+    spend: Option<crate::SpendBudget>,
 }
 
 /// Runs `plan` against `target` until the schedule ends, `options.stop`
@@ -434,6 +441,7 @@ pub async fn run(
         cancel: cancel.clone(),
         hard_stop: hard_stop.clone(),
         connect_warned: AtomicBool::new(false),
+        spend: options.max_spend_tokens.map(crate::SpendBudget::new),
     });
 
     let tracker = TaskTracker::new();
@@ -452,6 +460,7 @@ pub async fn run(
     tracker.close();
     tracker.wait().await;
     let elapsed = start.elapsed();
+    let spend = shared.spend.as_ref().map(crate::SpendBudget::summary);
     drop(shared);
     if let Some(p) = progress {
         p.finish().await;
@@ -467,7 +476,8 @@ pub async fn run(
         .write_histogram_log(&mut hlog, clock.system_time(start), elapsed)
         .and_then(|()| files::write_atomic(&hlog_path, &hlog))
         .map_err(output_error(&hlog_path))?;
-    let report = stats.into_report(elapsed, plan.send_lag_bound);
+    let mut report = stats.into_report(elapsed, plan.send_lag_bound);
+    report.spend = spend;
     let summary_path = options.out_dir.join(files::LOAD_SUMMARY);
     let summary = serde_json::to_vec_pretty(&report).expect("a report always serializes");
     files::write_atomic(&summary_path, &summary).map_err(output_error(&summary_path))?;
@@ -569,6 +579,19 @@ async fn person(shared: Arc<Shared>, index: u64, offset_us: u64, source: Source)
     let patience = plan.draw_patience(&mut rng);
     let first_intended = shared.start + Duration::from_micros(offset_us);
     let give_up = first_intended + patience;
+    // The spending guard: a request that would pass the budget is not
+    // sent, and the load stops there.
+    let cost = crate::spend::cost(&drawn);
+    let affordable = || match &shared.spend {
+        Some(b) if !b.take(cost) => {
+            shared.cancel.cancel();
+            false
+        }
+        _ => true,
+    };
+    if !affordable() {
+        return;
+    }
     shared.budget.first_attempt();
     let span = info_span!("person", id = %id);
     async {
@@ -594,7 +617,8 @@ async fn person(shared: Arc<Shared>, index: u64, offset_us: u64, source: Source)
                 let ra = rec.retry_after_ms.map(Duration::from_millis);
                 let due = Instant::now() + policy.delay(attempt + 1, ra, &mut rng);
                 next = retry_at(due, give_up, plan.send_lag_bound())
-                    .filter(|_| shared.budget.take(policy.budget));
+                    .filter(|_| shared.budget.take(policy.budget))
+                    .filter(|_| affordable());
             }
             rec.last = next.is_none();
             shared.live.count(rec.outcome, attempt, rec.last);

@@ -239,6 +239,7 @@ impl Stats {
             valid: Duration::from_micros(lag_p99) <= send_lag_bound,
             records_backlog_max: self.records_backlog_max,
             timeline: self.timeline,
+            spend: None,
         }
     }
 }
@@ -334,6 +335,21 @@ pub struct RunReport {
     pub records_backlog_max: u64,
     /// One entry per second of the run.
     pub timeline: Vec<LoadSecond>,
+    /// The spending guard, when one was set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spend: Option<Spent>,
+}
+
+/// What the spending guard let through (`summary.json`'s `spend`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Spent {
+    /// The budget, tokens.
+    pub limit_tokens: u64,
+    /// Tokens of the requests sent (prompt at 4 characters a token plus
+    /// max_tokens), retries included.
+    pub sent_tokens: u64,
+    /// True if a request was held back: the load stopped there.
+    pub stopped: bool,
 }
 
 impl RunReport {
