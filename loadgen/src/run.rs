@@ -27,7 +27,7 @@ use wire::headers::{ANTHROPIC_VERSION, REQUEST_ID, X_API_KEY};
 use wire::{files, ClientOutcome, ClientRecord, Clock, Dialect};
 
 use crate::config::LoadPlan;
-use crate::http1::{Connector, HttpError, TlsTarget};
+use crate::http1::{Connector, Handover, HttpError, TlsTarget};
 use crate::progress::Live;
 use crate::request::{json, AnswerReader, Drawn};
 use crate::retry::{retryable, RetryBudget};
@@ -691,13 +691,12 @@ fn body_code(body: &[u8]) -> Option<String> {
 }
 
 /// One attempt's request, whole: the tenant's head prefix, the request
-/// id, the patience left (when sent), the body's length, then the body;
-/// in one buffer, made as it is written and dropped after.
+/// id, the patience left (as it is written), the body's length, then the
+/// body; in one buffer, made as it is written and dropped after.
 fn request_bytes(
     shared: &Shared,
     (id, tenant, drawn): (&str, Option<u16>, &Drawn),
     give_up: Instant,
-    sent: Instant,
 ) -> Vec<u8> {
     let prefix = &shared.head_prefixes[tenant.map_or(0, |t| usize::from(t) + 1)];
     let shape = shared.plan.shape(tenant);
@@ -709,7 +708,9 @@ fn request_bytes(
     out.extend_from_slice(id.as_bytes());
     out.extend_from_slice(b"\r\n");
     if let Some(name) = &shared.plan.patience_header {
-        let left = give_up.saturating_duration_since(sent).as_millis() as u64;
+        let left = give_up
+            .saturating_duration_since(Instant::now())
+            .as_millis() as u64;
         out.extend_from_slice(name.as_str().as_bytes());
         out.extend_from_slice(b": ");
         json::push_u64(&mut out, left);
@@ -731,14 +732,21 @@ async fn attempt_once(
 ) -> ClientRecord {
     let sent = Instant::now();
     shared.live.sent.fetch_add(1, Ordering::Relaxed);
+    // Behind the schedule by half the send-lag bound: the load generator
+    // is catching up, and waits for connections to come back rather than
+    // open new ones (see `Connector::send`).
+    let late = sent.saturating_duration_since(intended) > shared.plan.send_lag_bound() / 2;
 
     let mut seen = Seen::default();
+    let handover = Handover::new(sent);
     let dialect = shared.plan.request.dialect;
     let clock = shared.clock;
     let exchange = async {
         let resp = match shared
             .connector
-            .send(|| request_bytes(shared, (id, tenant, drawn), give_up, sent))
+            .send(late, &handover, || {
+                request_bytes(shared, (id, tenant, drawn), give_up)
+            })
             .await
         {
             Ok(r) => r,
@@ -830,7 +838,9 @@ async fn attempt_once(
         id: id.to_string(),
         attempt,
         intended_us: clock.us_at(intended),
-        sent_us: clock.us_at(sent),
+        // A wait for a connection is the load generator's: send lag (the
+        // whole attempt, if it never got one).
+        sent_us: clock.us_at(handover.at().unwrap_or(done)),
         first_byte_us: seen.first_byte.map(|t| clock.us_at(t)),
         done_us: clock.us_at(done),
         status: seen.status,
