@@ -328,6 +328,20 @@ struct Shared {
     spend: Option<crate::SpendBudget>,
 }
 
+impl Shared {
+    /// The spending guard: true if `drawn` may be sent; false (and the
+    /// load stopped) when it would take the tokens sent past the budget.
+    fn affordable(&self, drawn: &Drawn) -> bool {
+        match &self.spend {
+            Some(b) if !b.take(crate::spend::cost(drawn)) => {
+                self.cancel.cancel();
+                false
+            }
+            _ => true,
+        }
+    }
+}
+
 /// Runs `plan` against `target` until the schedule ends, `options.stop`
 /// says so or `cancel` is cancelled, then waits for the people still
 /// waiting (each at most their patience; no new retries after a cancel).
@@ -579,17 +593,7 @@ async fn person(shared: Arc<Shared>, index: u64, offset_us: u64, source: Source)
     let patience = plan.draw_patience(&mut rng);
     let first_intended = shared.start + Duration::from_micros(offset_us);
     let give_up = first_intended + patience;
-    // The spending guard: a request that would pass the budget is not
-    // sent, and the load stops there.
-    let cost = crate::spend::cost(&drawn);
-    let affordable = || match &shared.spend {
-        Some(b) if !b.take(cost) => {
-            shared.cancel.cancel();
-            false
-        }
-        _ => true,
-    };
-    if !affordable() {
+    if !shared.affordable(&drawn) {
         return;
     }
     shared.budget.first_attempt();
@@ -618,7 +622,7 @@ async fn person(shared: Arc<Shared>, index: u64, offset_us: u64, source: Source)
                 let due = Instant::now() + policy.delay(attempt + 1, ra, &mut rng);
                 next = retry_at(due, give_up, plan.send_lag_bound())
                     .filter(|_| shared.budget.take(policy.budget))
-                    .filter(|_| affordable());
+                    .filter(|_| shared.affordable(&drawn));
             }
             rec.last = next.is_none();
             shared.live.count(rec.outcome, attempt, rec.last);
