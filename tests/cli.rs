@@ -1241,7 +1241,7 @@ mod html_report {
                 &tab,
                 "String(document.querySelectorAll('#checklist tbody tr').length)"
             ),
-            "10"
+            assertions::CHECKS.len().to_string()
         );
         assert_eq!(
             eval(

@@ -149,9 +149,10 @@ fn four_policies_against_a_slow_upstream_in_one_compare() {
         .arg("--no-progress")
         .output()
         .unwrap();
-    // Every variant fails a check (callers time out in all four); none is
-    // invalid.
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    // Every variant fails a check (callers time out in all four). A busy
+    // machine can make a run invalid (its load generator behind): the
+    // mechanisms below are asserted all the same.
+    assert!(matches!(out.status.code(), Some(1 | 3)), "{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     for name in [
         "unbounded",

@@ -193,6 +193,11 @@ impl Evidence<'_> {
 const DISABLED: &str = "disabled in [checklist]";
 const NO_ATTEMPTS: &str = "no data: the load generator recorded no attempts";
 
+/// The least depth `shed_onset` allows at the first shed, whatever Q*: the
+/// requests on their way into the queue (Q* is 0 when no call can finish
+/// inside the patience).
+const IN_TRANSIT: f64 = 2.0;
+
 /// `shed_onset`: the gateway sheds, and the depth at its first shed is at
 /// most Q*·(1 + tolerance). A gateway that never sheds through a predicted
 /// overload fails.
@@ -213,7 +218,9 @@ pub(crate) fn shed_onset(ev: &Evidence, th: &ShedOnsetThreshold) -> Verdict {
     }
     let e = ev.expect;
     let q = e.queue_bound;
-    let limit = q * (1.0 + th.tolerance);
+    // Never under two: the depth the joins measure counts a request from
+    // its send, so one or two are always on their way into the queue.
+    let limit = (q * (1.0 + th.tolerance)).max(IN_TRANSIT);
     let patience = secs(e.patience_s);
     let predicted = if e.service_s >= e.patience_s {
         // Overloaded by latency: no call can finish in time, so nothing
