@@ -51,7 +51,10 @@ mod tests {
             assert!((throughput(n, 1.0) - 32.0).abs() < 1e-9, "{n}");
         }
         assert!(throughput(64, 2.0) < throughput(40, 2.0), "thrashing falls");
-        assert!(throughput(64, 0.5) > throughput(40, 0.5), "headroom still grows");
+        assert!(
+            throughput(64, 0.5) > throughput(40, 0.5),
+            "headroom still grows"
+        );
         assert_eq!(throughput(16, 1.0), 16.0, "flat latency below the knee");
     }
 }

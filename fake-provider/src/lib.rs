@@ -53,8 +53,8 @@
 mod admin;
 mod ceiling;
 pub mod config;
-pub mod curve;
 mod counters;
+pub mod curve;
 mod dialect;
 pub mod process;
 mod records;

@@ -94,7 +94,7 @@ pub use run::{
     probe, probe_tls, run, LoadOptions, LoadRunError, StopCondition, Target, TargetError,
 };
 pub use schedule::PhaseArrivals;
-pub use spend::SpendBudget;
 pub use shard::{parse_start_at, Shard, ShardError};
+pub use spend::SpendBudget;
 pub use stats::{LoadPercentiles, LoadSecond, OutcomeSummary, RunReport, Spent};
 pub use tls::{TlsError, TlsOptions, INSECURE_WARNING};
