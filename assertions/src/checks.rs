@@ -75,6 +75,8 @@ pub(crate) struct Tally {
     pub(crate) honoured_admitted: u64,
     /// The largest memory sample (the last of equal ones).
     pub(crate) peak_rss: Option<RssSample>,
+    /// Times the gateway was killed by its memory limit.
+    pub(crate) oom_kills: u64,
 }
 
 impl Tally {
@@ -93,6 +95,7 @@ impl Tally {
             honouring: 0,
             honoured_admitted: 0,
             peak_rss: None,
+            oom_kills: 0,
         }
     }
 
@@ -567,6 +570,24 @@ pub(crate) fn memory_ceiling(ev: &Evidence, th: &MemoryCeilingThreshold) -> Verd
             "no memory ceiling is set for the gateway",
         );
     };
+    if ev.tally.oom_kills > 0 {
+        // A process killed at its limit never shows a sample over it.
+        let peak = ev
+            .tally
+            .peak_rss
+            .map_or("not sampled".into(), |p| mib(p.rss_bytes));
+        return Verdict::new(
+            ID,
+            Status::Fail,
+            format!("killed by its memory limit {}x", ev.tally.oom_kills),
+            format!("peak RSS at most {}", mib(ceiling)),
+            format!("killed by its memory limit {} times; peak sampled {peak}", ev.tally.oom_kills),
+            format!(
+                "the gateway was killed by its memory limit {} times (the samples before each kill peaked at {peak}): it outgrew its memory",
+                ev.tally.oom_kills
+            ),
+        );
+    }
     let Some(peak) = ev.tally.peak_rss else {
         return Verdict::skipped(
             ID,
@@ -1360,6 +1381,24 @@ mod tests {
         assert!(detail(&j, "retry_after").ends_with(
             "no retry honoured a Retry-After after the overload (retry policy none?), so admission was not judged"
         ));
+    }
+
+    #[test]
+    fn memory_ceiling_fails_a_gateway_killed_by_its_limit_whatever_it_sampled() {
+        let s = stories::bounded();
+        let mut judge = crate::Judge::new(&s.expect, &five_seconds());
+        judge.gateway_oom_killed();
+        for r in &s.rss {
+            judge.rss(*r);
+        }
+        let j = judge.finish();
+        let v = verdict(&j, "memory_ceiling");
+        assert_eq!(v.status, Status::Fail, "{v:?}");
+        assert!(
+            v.detail.contains("killed by its memory limit 1 times"),
+            "{}",
+            v.detail
+        );
     }
 
     #[test]

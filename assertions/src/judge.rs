@@ -602,6 +602,13 @@ impl Judge {
         self.deaths.0.push((died_us, back_us));
     }
 
+    /// Tells the judge one of the gateway's deaths was its memory limit's
+    /// kill: `memory_ceiling` fails then, whatever the samples before it
+    /// showed.
+    pub fn gateway_oom_killed(&mut self) {
+        self.tally.oom_kills += 1;
+    }
+
     /// Judges the run as one whose provider the harness did not see
     /// (`--provider external`): from the client's records and the
     /// gateway's gauges `samples` (read every `period_s`), the checks of

@@ -77,6 +77,11 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Ju
     for (died, back) in downtime(&meta.gateway_events) {
         judge.gateway_died(died, back);
     }
+    for e in &meta.gateway_events {
+        if e.kind == "died" && e.detail.contains(crate::supervise::KILLED_BY_LIMIT) {
+            judge.gateway_oom_killed();
+        }
+    }
     for sample in memory.by_ref() {
         judge.rss(sample);
     }

@@ -107,6 +107,9 @@ impl Supervised {
     }
 }
 
+/// How a death's detail says the memory limit killed the gateway.
+pub(crate) const KILLED_BY_LIMIT: &str = "killed by its memory limit";
+
 async fn watch(launch: Launch, state: Arc<Mutex<SupState>>, stop: CancellationToken) {
     loop {
         tokio::select! {
@@ -124,7 +127,7 @@ async fn watch(launch: Launch, state: Arc<Mutex<SupState>>, stop: CancellationTo
                         .and_then(|l| l.oom_kills().filter(|k| *k > 0).map(|k| (k, l.describe())));
                     let detail = match oom {
                         Some((k, how)) => {
-                            format!("{status}; killed by its memory limit, {how} ({k} OOM kills)")
+                            format!("{status}; {KILLED_BY_LIMIT}, {how} ({k} OOM kills)")
                         }
                         None => status,
                     };
