@@ -7,9 +7,7 @@
 //! send_lag_p99_max = "5ms"      # the run is invalid past this send lag p99
 //! id_prefix = "r"               # request ids are r000000, r000001, ...
 //! max_connections = 1000        # optional cap on open connections (none by
-//!                               # default: a request on time never waits for
-//!                               # one; a late one, while the generator catches
-//!                               # up, waits for one coming back, as send lag)
+//!                               # default: an open loop never waits for one)
 //! patience = { fixed = "25s" }  # or uniform / lognormal / exponential / mix
 //! send_patience = false         # send the remaining patience in a header...
 //! patience_header = "x-request-timeout-ms"  # ...named so, in milliseconds
@@ -100,11 +98,6 @@ pub struct LoadConfig {
     pub id_prefix: String,
     /// A cap on open connections; none by default. With a cap, a request
     /// may wait for a connection, and the wait counts in its latency.
-    /// Without one, a request opens a connection whenever none is idle,
-    /// unless it is already late by half the send-lag bound and
-    /// connections are coming back: then it waits for one, and the wait
-    /// counts in its send lag (the load generator catching up after a
-    /// stall of its own, rather than opening hundreds of connections).
     pub max_connections: Option<usize>,
     /// How long a person waits, over all their attempts, before hanging up.
     #[serde(default = "default_patience")]

@@ -18,9 +18,7 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use rustls::pki_types::ServerName;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
@@ -67,9 +65,6 @@ impl Kept {
 }
 /// Idle connections kept for reuse (each is only a socket).
 const MAX_IDLE: usize = 65_536;
-/// A late request waits for a connection to come back only while they do
-/// come back: one must have been returned within this long.
-const RETURNING: Duration = Duration::from_millis(1);
 
 /// Why an exchange failed.
 #[derive(Debug, thiserror::Error)]
@@ -83,51 +78,6 @@ pub(crate) enum HttpError {
     /// The peer did not speak HTTP/1.1.
     #[error("not HTTP/1.1: {0}")]
     Protocol(String),
-}
-
-/// When a request was handed to its connection, kept between the attempt
-/// and [`Connector::send`]: at once (an idle connection, or a new one), or
-/// after waiting for one to come back; and if the attempt is dropped while
-/// it waits, never.
-#[derive(Debug)]
-pub(crate) struct Handover {
-    /// When the attempt began.
-    began: Instant,
-    /// 0: at once; [`Handover::WAITING`]; else 1 + nanoseconds after `began`.
-    state: AtomicU64,
-}
-
-impl Handover {
-    const WAITING: u64 = u64::MAX;
-
-    pub(crate) fn new(began: Instant) -> Self {
-        Handover {
-            began,
-            state: AtomicU64::new(0),
-        }
-    }
-
-    fn waiting(&self) {
-        self.state.store(Self::WAITING, Ordering::Relaxed);
-    }
-
-    fn got(&self) {
-        let after = self.began.elapsed().as_nanos() as u64;
-        self.state.store(
-            after.saturating_add(1).min(Self::WAITING - 1),
-            Ordering::Relaxed,
-        );
-    }
-
-    /// When the request was handed over: when the attempt began, unless it
-    /// waited; `None` if it was still waiting.
-    pub(crate) fn at(&self) -> Option<Instant> {
-        match self.state.load(Ordering::Relaxed) {
-            0 => Some(self.began),
-            Self::WAITING => None,
-            n => Some(self.began + Duration::from_nanos(n - 1)),
-        }
-    }
 }
 
 /// A connection's place under the cap, held as long as the connection lives.
@@ -234,10 +184,6 @@ pub(crate) struct Connector {
     slots: Option<Arc<Semaphore>>,
     /// Signalled when a connection goes back to the idle pool.
     returned: Notify,
-    /// When a connection last went back to the idle pool, in microseconds
-    /// after `epoch`.
-    last_return_us: AtomicU64,
-    epoch: Instant,
 }
 
 impl Connector {
@@ -250,8 +196,6 @@ impl Connector {
             idle: Mutex::new(Vec::new()),
             slots: cap.map(|n| Arc::new(Semaphore::new(n))),
             returned: Notify::new(),
-            last_return_us: AtomicU64::new(0),
-            epoch: Instant::now(),
         }
     }
 
@@ -279,47 +223,17 @@ impl Connector {
             }
             idle.push((stream, slot));
         }
-        let now_us = self.epoch.elapsed().as_micros() as u64;
-        self.last_return_us.store(now_us, Ordering::Relaxed);
-        self.returned.notify_one();
-    }
-
-    /// Whether a connection went back to the idle pool within [`RETURNING`].
-    fn returning(&self) -> bool {
-        let last = self.last_return_us.load(Ordering::Relaxed);
-        let now_us = self.epoch.elapsed().as_micros() as u64;
-        last > 0 && now_us.saturating_sub(last) < RETURNING.as_micros() as u64
+        if self.slots.is_some() {
+            self.returned.notify_one();
+        }
     }
 
     /// An idle connection, else a new one; under a cap, waits for either.
-    /// Without a cap, a `late` request (the load generator is behind its
-    /// schedule) waits for a connection to come back rather than open one,
-    /// as long as connections do come back ([`RETURNING`]): see
-    /// [`Connector::send`]. Returns whether the connection was reused.
-    async fn checkout(
-        &self,
-        late: bool,
-        handover: &Handover,
-    ) -> Result<(Conn, Slot, bool), HttpError> {
+    /// Returns whether the connection was reused.
+    async fn checkout(&self) -> Result<(Conn, Slot, bool), HttpError> {
         let Some(slots) = &self.slots else {
             if let Some((stream, slot)) = self.take_idle() {
                 return Ok((stream, slot, true));
-            }
-            while late && self.returning() {
-                handover.waiting();
-                let returned = self.returned.notified();
-                tokio::pin!(returned);
-                returned.as_mut().enable();
-                if let Some((stream, slot)) = self.take_idle() {
-                    handover.got();
-                    return Ok((stream, slot, true));
-                }
-                // Woken by a return, or looking again whether they still
-                // come (tokio's timer: a millisecond or two).
-                let _ = tokio::time::timeout(RETURNING, returned).await;
-            }
-            if handover.at().is_none() {
-                handover.got();
             }
             return Ok((self.connect().await?, None, false));
         };
@@ -371,27 +285,12 @@ impl Connector {
     /// neither its head nor its body. A reused connection found closed
     /// before any byte of the answer is replaced by a fresh one, once, as
     /// the server never saw the request on it.
-    ///
-    /// A `late` request (its person is already behind the schedule) that
-    /// finds no idle connection, while connections are coming back, waits
-    /// for one instead of opening a new one; `handover` says whether it
-    /// waited, and when it got one (the moment the request was handed
-    /// over, or never if the future is dropped while it waits). Why: when the load generator itself stalls (its core
-    /// taken by another process), the people due meanwhile all start at
-    /// once and find every connection busy with answers it has not read
-    /// yet. Opening one each, hundreds at a time, costs far more than
-    /// reusing (a loopback connect is tens of microseconds of the same
-    /// core), which makes the next stall longer: at 50,000/s a stall of a
-    /// few milliseconds grew to 15,000 connections and a collapse. A
-    /// request on time still opens a connection whenever none is idle.
     pub(crate) async fn send(
         &self,
-        late: bool,
-        handover: &Handover,
         request: impl Fn() -> Vec<u8>,
     ) -> Result<Response<'_>, HttpError> {
         loop {
-            let (stream, slot, reused) = self.checkout(late, handover).await?;
+            let (stream, slot, reused) = self.checkout().await?;
             match exchange(stream, &request, reused).await {
                 Ok(head) => return Ok(self.response(head, slot)),
                 // Only a reused connection is stale; each is dropped, so
@@ -759,9 +658,7 @@ mod tests {
 
     async fn body_of(c: &Connector) -> Result<(u16, Vec<u8>), HttpError> {
         let r = c
-            .send(false, &Handover::new(Instant::now()), || {
-                b"GET / HTTP/1.1\r\nhost: x\r\n\r\n".to_vec()
-            })
+            .send(|| b"GET / HTTP/1.1\r\nhost: x\r\n\r\n".to_vec())
             .await?;
         let status = r.status;
         let mut out = Vec::new();
@@ -778,9 +675,7 @@ mod tests {
         let conn = Connector::new(addr, None);
         assert_eq!(body_of(&conn).await.unwrap(), (200, b"hello".to_vec()));
         let r = conn
-            .send(false, &Handover::new(Instant::now()), || {
-                b"POST / HTTP/1.1\r\ncontent-length: 2\r\n\r\n{}".to_vec()
-            })
+            .send(|| b"POST / HTTP/1.1\r\ncontent-length: 2\r\n\r\n{}".to_vec())
             .await
             .unwrap();
         assert_eq!(r.status, 429);
@@ -856,87 +751,6 @@ mod tests {
         assert_eq!(body_of(&conn).await.unwrap().1, b"ok");
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         assert_eq!(body_of(&conn).await.unwrap().1, b"ok");
-    }
-
-    /// A server that counts its connections and answers every request on
-    /// them at once.
-    async fn counting_server() -> (SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let count = accepted.clone();
-        tokio::spawn(async move {
-            loop {
-                let (mut s, _) = listener.accept().await.unwrap();
-                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                tokio::spawn(async move {
-                    let mut b = [0u8; 1024];
-                    while let Ok(n) = s.read(&mut b).await {
-                        let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
-                        if n == 0 || s.write_all(ok).await.is_err() {
-                            return;
-                        }
-                    }
-                });
-            }
-        });
-        (addr, accepted)
-    }
-
-    /// Sends one request, `late` or not, and reads its answer.
-    async fn late_body(c: &Connector, late: bool, handover: &Handover) -> Vec<u8> {
-        let r = c
-            .send(late, handover, || {
-                b"GET / HTTP/1.1\r\nhost: x\r\n\r\n".to_vec()
-            })
-            .await
-            .unwrap();
-        let mut out = Vec::new();
-        r.read_body(|b| out.extend_from_slice(b)).await.unwrap();
-        out
-    }
-
-    #[tokio::test]
-    async fn a_late_request_waits_for_a_returning_connection_instead_of_opening_one() {
-        let (addr, accepted) = counting_server().await;
-        let conn = Arc::new(Connector::new(addr, None));
-        let at_once = Handover::new(Instant::now());
-        // One connection, back in the pool: connections are returning.
-        assert_eq!(late_body(&conn, false, &at_once).await, b"ok");
-        assert_eq!(at_once.at(), Some(at_once.began));
-        // It is busy with another request when a late one comes: the late
-        // one waits for it rather than open a second.
-        let c = conn.clone();
-        let busy =
-            tokio::spawn(async move { late_body(&c, false, &Handover::new(Instant::now())).await });
-        tokio::task::yield_now().await;
-        let late = Handover::new(Instant::now());
-        assert_eq!(late_body(&conn, true, &late).await, b"ok");
-        assert_eq!(busy.await.unwrap(), b"ok");
-        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
-        assert!(late.at().unwrap() > late.began, "the wait is on the record");
-        // A request on time opens a second one rather than wait.
-        let c = conn.clone();
-        let busy =
-            tokio::spawn(async move { late_body(&c, false, &Handover::new(Instant::now())).await });
-        tokio::task::yield_now().await;
-        assert_eq!(
-            late_body(&conn, false, &Handover::new(Instant::now())).await,
-            b"ok"
-        );
-        busy.await.unwrap();
-        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
-    }
-
-    #[tokio::test]
-    async fn a_late_request_opens_a_connection_when_none_comes_back() {
-        let (addr, accepted) = counting_server().await;
-        // No connection ever returned: nothing to wait for.
-        let conn = Connector::new(addr, None);
-        let late = Handover::new(Instant::now());
-        assert_eq!(late_body(&conn, true, &late).await, b"ok");
-        assert_eq!(late.at(), Some(late.began));
-        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
     #[tokio::test]
