@@ -259,6 +259,25 @@ impl Connector {
         }
     }
 
+    /// Opens up to `n` connections (as many as a cap allows) and leaves
+    /// them idle in the pool; one that fails ends the warming, silently
+    /// (the run finds out for itself).
+    pub(crate) async fn prewarm(&self, n: usize) {
+        for _ in 0..n {
+            let slot = match &self.slots {
+                None => None,
+                Some(slots) => match slots.clone().try_acquire_owned() {
+                    Ok(permit) => Some(permit),
+                    Err(_) => return,
+                },
+            };
+            match self.connect().await {
+                Ok(stream) => self.put_idle(stream, slot),
+                Err(_) => return,
+            }
+        }
+    }
+
     async fn connect(&self) -> Result<Conn, HttpError> {
         let stream = TcpStream::connect(self.addr)
             .await
@@ -751,6 +770,40 @@ mod tests {
         assert_eq!(body_of(&conn).await.unwrap().1, b"ok");
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         assert_eq!(body_of(&conn).await.unwrap().1, b"ok");
+    }
+
+    #[tokio::test]
+    async fn prewarmed_connections_wait_idle_and_are_used() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            loop {
+                let (mut s, _) = listener.accept().await.unwrap();
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut b = [0u8; 1024];
+                    while let Ok(n) = s.read(&mut b).await {
+                        let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                        if n == 0 || s.write_all(ok).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        let conn = Connector::new(addr, None);
+        conn.prewarm(3).await;
+        assert_eq!(conn.idle.lock().unwrap().len(), 3);
+        assert_eq!(body_of(&conn).await.unwrap().1, b"ok");
+        // Under a cap, no more than it allows.
+        let capped = Connector::new(addr, Some(2));
+        capped.prewarm(5).await;
+        assert_eq!(capped.idle.lock().unwrap().len(), 2);
+        assert_eq!(body_of(&capped).await.unwrap().1, b"ok");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 5);
     }
 
     #[tokio::test]
