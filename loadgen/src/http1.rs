@@ -19,6 +19,7 @@
 use std::io;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use rustls::pki_types::ServerName;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
@@ -65,6 +66,14 @@ impl Kept {
 }
 /// Idle connections kept for reuse (each is only a socket).
 const MAX_IDLE: usize = 65_536;
+/// A connection idle longer than this is looked at (one `recv`) before it
+/// is reused, in case the server closed it meanwhile. One back sooner is
+/// reused as it is: servers close idle connections after seconds, not
+/// microseconds, and a connection found closed anyway is replaced once
+/// before any byte of the answer ([`Connector::send`]). At 50,000
+/// requests a second connections come back within microseconds, and the
+/// look was a system call in every request.
+const LOOK_AFTER_IDLE: Duration = Duration::from_millis(250);
 
 /// Why an exchange failed.
 #[derive(Debug, thiserror::Error)]
@@ -179,7 +188,8 @@ pub(crate) struct Connector {
     addr: SocketAddr,
     /// For an `https://` target.
     tls: Option<TlsTarget>,
-    idle: Mutex<Vec<(Conn, Slot)>>,
+    /// Idle connections, the last returned last, each with when it was.
+    idle: Mutex<Vec<(Conn, Slot, Instant)>>,
     /// With a cap on open connections: one permit per connection.
     slots: Option<Arc<Semaphore>>,
     /// Signalled when a connection goes back to the idle pool.
@@ -207,9 +217,10 @@ impl Connector {
 
     fn take_idle(&self) -> Option<(Conn, Slot)> {
         loop {
-            let (mut stream, slot) = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop()?;
+            let (mut stream, slot, since) =
+                self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop()?;
             // A connection the server closed while idle: drop it.
-            if stream.is_quiet() {
+            if since.elapsed() < LOOK_AFTER_IDLE || stream.is_quiet() {
                 return Some((stream, slot));
             }
         }
@@ -221,7 +232,7 @@ impl Connector {
             if idle.len() >= MAX_IDLE {
                 return;
             }
-            idle.push((stream, slot));
+            idle.push((stream, slot, Instant::now()));
         }
         if self.slots.is_some() {
             self.returned.notify_one();
@@ -751,12 +762,14 @@ mod tests {
 
     #[tokio::test]
     async fn a_closed_idle_connection_is_replaced() {
-        // The first server answers once and closes; the pool then holds a
-        // dead connection, and the next request must go out on a new one.
+        // The server answers once on each connection and closes it; the
+        // pool then holds a dead connection, and the next request must go
+        // out on a new one: found dead on the first write and read (idle
+        // a short while), or by a look before it is reused (idle longer).
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move {
-            for _ in 0..2 {
+            for _ in 0..3 {
                 let (mut s, _) = listener.accept().await.unwrap();
                 let mut b = [0u8; 1024];
                 let _ = s.read(&mut b).await.unwrap();
@@ -769,6 +782,8 @@ mod tests {
         let conn = Connector::new(addr, None);
         assert_eq!(body_of(&conn).await.unwrap().1, b"ok");
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert_eq!(body_of(&conn).await.unwrap().1, b"ok");
+        tokio::time::sleep(LOOK_AFTER_IDLE + Duration::from_millis(50)).await;
         assert_eq!(body_of(&conn).await.unwrap().1, b"ok");
     }
 

@@ -90,7 +90,13 @@ impl Alarm {
                 }
             });
             match read {
-                Ok(result) => return result,
+                Ok(result) => {
+                    // Read: nothing more until the next expiry, so the
+                    // readiness is cleared now, or the next sleep would
+                    // find it set and spend a read that says WouldBlock.
+                    ready.clear_ready();
+                    return result;
+                }
                 Err(_would_block) => continue,
             }
         }
