@@ -1,44 +1,99 @@
 #!/usr/bin/env bash
-# Loadgen benchmarks (issue 3). Loopback only. Rerun with:
-#   bash bench/loadgen/run.sh            # throughput, oha/wrk, outstanding
-#   LONG=1 bash bench/loadgen/run.sh     # + 10 minutes at 1,000/s, RSS samples
-# Needs wrk (apt-get install wrk); oha is used if on PATH (cargo install oha).
-# Figures go to stdout; copy them into BENCHMARKS.md, section "loadgen".
+# Load generator benchmarks (issues 3 and 17). Loopback only. Rerun with:
+#   bash bench/loadgen/run.sh                 # side, records, rate80, hold
+#   PARTS="side" RUNS=7 bash bench/loadgen/run.sh
+#   PARTS="callgrind" BEFORE=/path/to/old/rehearse bash bench/loadgen/run.sh
+# Figures go to stdout (and $OUT/*.tsv); copy them into BENCHMARKS.md,
+# section "loadgen".
 #
-# Layout on this 2-core machine: the fake provider on core 0 (one worker
-# thread), the load generator (or oha, or wrk) on core 1.
+# Layout on this 2-core machine: the target on core 0, the load generator
+# (or oha) on core 1, each pinned with taskset; with RT=1 (the default
+# where the OS allows it) each also runs at real-time priority (chrt -f 1),
+# the target and both generators alike, so that the neighbours' compilers
+# and tests on a shared machine do not take the cores in the middle of a
+# run (RT=0: normal priority, as a user would run them). The target is a bare hyper
+# server (loadgen/examples/bare_target.rs: one thread, one fixed OpenAI
+# answer), as in issue 17; TARGET=provider uses the fake provider at zero
+# latency instead (it records and draws every call, and near 40,000/s on
+# one core it, not the load generator, is what gives out).
 #
-# 1. Open-loop throughput: `rehearse load` at RATES requests/s for DURATION
-#    against the provider at zero latency: achieved send rate, send lag
-#    p50/p99/max (actual - intended send time), latency from intended send.
-# 2. The same rates with oha (open loop, -q, --latency-correction), and wrk
-#    (closed loop, its maximum with 64 connections) for the ratios.
-# 3. 10,000 outstanding slow requests (20 s each): loadgen RSS per request.
-# 4. (LONG=1) 1,000 requests/s for 10 minutes: loadgen RSS every 30 s.
+# Parts (PARTS, space separated):
+#   side     RUNS alternating runs each of `rehearse load` and oha at RATE
+#            for DURATION: send lag, latency, CPU, RSS; medians and the
+#            latency p99 ratio. oha: -q RATE --latency-correction (issue
+#            17's command, oha's default 50 connections), the same body.
+#            rehearse as the issue ran it (no connection cap: a person
+#            opens a connection whenever none is idle), and with
+#            max_connections = CAP (50, as oha's) unless CAP=0.
+#   records  RUNS alternating runs of `rehearse load` with and without
+#            --no-records at RATE: the CPU the records cost.
+#   rate80   RUNS runs of `rehearse load` and of oha at RATE80 (80,000/s).
+#   hold     10,000 requests held 20 s by the fake provider: the load
+#            generator's RSS per outstanding request.
+#   callgrind  instructions per request (valgrind --tool=callgrind) at
+#            CG_RATE for 4 s and for 8 s: the difference over the extra
+#            requests, so start-up and the end's histogram log cancel out;
+#            of BIN, and of BEFORE when given.
+#   wrk      the target's closed-loop ceiling (wrk -t1 -c64), if wrk exists.
+#   long     1,000/s for 10 minutes: RSS every 30 s.
+# oha is installed with cargo (version OHA_VERSION) when missing.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-command -v wrk >/dev/null || { echo "wrk is needed: apt-get install wrk" >&2; exit 2; }
-[ -n "${NO_BUILD:-}" ] || cargo build --release --quiet --bin rehearse
-BIN=target/release/rehearse
+[ -n "${NO_BUILD:-}" ] || {
+  cargo build --release --quiet --bin rehearse
+  cargo build --release --quiet -p loadgen --example bare_target
+}
+BIN=${BIN:-target/release/rehearse}
+BARE=target/release/examples/bare_target
 HERE=bench/loadgen
 OUT=${OUT:-target/bench-loadgen}
 PORT=${PORT:-18281}
-RATES=${RATES:-"5000 10000 20000 30000"}
+RATE=${RATE:-50000}
+RATE80=${RATE80:-80000}
+RUNS=${RUNS:-5}
+CAP=${CAP:-50}
 DURATION=${DURATION:-10}
+CG_RATE=${CG_RATE:-1000}
+TARGET=${TARGET:-bare}
+OHA_VERSION=${OHA_VERSION:-1.16.0}
+RT=${RT:-1}
+CHRT=
+if [ "$RT" = 1 ]; then
+  if chrt -f 1 true 2>/dev/null; then CHRT="chrt -f 1"; else echo "no real-time priority here: RT=0" >&2; fi
+fi
+PARTS=" ${PARTS:-side records rate80 hold} "
+want() { [[ "$PARTS" == *" $1 "* ]]; }
 mkdir -p "$OUT"
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+URL="http://127.0.0.1:$PORT"
+BODY=$(sed -n "s/^wrk.body = '\(.*\)'$/\1/p" "$HERE/post.lua")
 
-cleanup() { [ -n "${PID:-}" ] && kill "$PID" 2>/dev/null || true; wait 2>/dev/null || true; }
+if want side || want rate80; then
+  if [ "$(oha --version 2>/dev/null)" != "oha $OHA_VERSION" ]; then
+    echo "installing oha $OHA_VERSION with cargo" >&2
+    cargo install --quiet --locked oha --version "$OHA_VERSION"
+  fi
+fi
+
+PID=
+cleanup() { if [ -n "$PID" ]; then kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi; PID=; }
 trap cleanup EXIT
 
+# The target on core 0: the bare hyper server, or the fake provider with
+# the given config.
 start() {
-  taskset -c 0 "$BIN" provider --config "$1" --listen "127.0.0.1:$PORT" --threads 1 >/dev/null 2>>"$OUT/provider.log" &
+  if [ "$TARGET" = bare ] && [ "${1:-}" != provider ]; then
+    $CHRT taskset -c 0 "$BARE" "127.0.0.1:$PORT" >/dev/null 2>>"$OUT/target.log" &
+  else
+    $CHRT taskset -c 0 "$BIN" provider --config "${2:-$HERE/zero.toml}" --listen "127.0.0.1:$PORT" \
+      --threads 1 >/dev/null 2>>"$OUT/target.log" &
+  fi
   PID=$!
   for _ in $(seq 100); do
-    curl -s -o /dev/null "http://127.0.0.1:$PORT/_fake/stats" && return 0
+    curl -s -o /dev/null -X POST -d '{}' "$URL/v1/chat/completions" && return 0
     sleep 0.05
   done
-  echo "provider did not start" >&2; exit 1
+  echo "the target did not start" >&2; exit 1
 }
 
 # A scenario: name, seconds, rate per second, patience, extra [load] line.
@@ -47,7 +102,7 @@ scenario() {
 [load]
 ${5:-}
 send_lag_p99_max = "1ms"
-patience = { fixed = "${4:-30s}" }
+patience = { fixed = "${4:-2s}" }
 [[load.phases]]
 duration = "${2}s"
 rate = $3
@@ -57,76 +112,127 @@ max_tokens = { fixed = 16 }
 TOML
 }
 
-# PARTS selects what runs: wrk, rate (loadgen and oha per rate), hold, long.
-PARTS=" ${PARTS:-wrk rate hold${LONG:+ long}} "
-want() { [[ "$PARTS" == *" $1 "* ]]; }
+load1() { awk '{print $1}' /proc/loadavg; }
 
-URL="http://127.0.0.1:$PORT"
-if want wrk; then
-start "$HERE/zero.toml"
-echo "== wrk (closed loop, -t1 -c64, ${DURATION}s): the target's ceiling from one core"
-taskset -c 1 wrk -t1 -c64 -d2s -s "$HERE/post.lua" "$URL/v1/chat/completions" >/dev/null
-taskset -c 1 wrk -t1 -c64 -d"${DURATION}s" --latency -s "$HERE/post.lua" "$URL/v1/chat/completions" \
-  | grep -E "Requests/sec|50%|99%"
-cleanup; PID=
+# One `rehearse load` run: part, label, rate, extra flags. Appends a row to
+# $OUT/<part>.tsv: label, load average, cpu%, user s, sys s, max RSS KB,
+# and the summary's figures.
+rehearse_run() {
+  local part=$1 label=$2 rate=$3; shift 3
+  scenario "$part-$label" "$DURATION" "$rate" 2s "${EXTRA_LOAD:-}"
+  local la; la=$(load1)
+  /usr/bin/time -o "$OUT/time.txt" -f "%P %U %S %M" $CHRT taskset -c 1 "$BIN" load "$OUT/$part-$label.toml" \
+    --target "$URL" --out "$OUT/$part-$label" --no-progress "$@" > "$OUT/$part-$label.txt" || true
+  python3 "$HERE/summary.py" "$OUT/$part-$label/summary.json" "$DURATION" \
+    --row "$label" "$la" "$(tail -1 "$OUT/time.txt")" >> "$OUT/$part.tsv"
+  tail -1 "$OUT/$part.tsv"
+  rm -f "$OUT/$part-$label/client.jsonl"
+}
+
+# One oha run: part, label, rate. Appends a row like rehearse_run's.
+oha_run() {
+  local part=$1 label=$2 rate=$3
+  local la; la=$(load1)
+  /usr/bin/time -o "$OUT/time.txt" -f "%P %U %S %M" $CHRT taskset -c 1 oha -z "${DURATION}s" -q "$rate" \
+    --latency-correction --no-tui --output-format json -m POST -T application/json \
+    -H "authorization: Bearer rehearse" -d "$BODY" "$URL/v1/chat/completions" > "$OUT/$part-$label.json" || true
+  python3 "$HERE/summary.py" "$OUT/$part-$label.json" "$DURATION" --oha \
+    --row "$label" "$la" "$(tail -1 "$OUT/time.txt")" >> "$OUT/$part.tsv"
+  tail -1 "$OUT/$part.tsv"
+}
+
+if want side; then
+  echo "== side by side: rehearse load and oha, $RATE/s for ${DURATION}s, $RUNS runs each, alternating${CHRT:+ (real-time priority)}"
+  rm -f "$OUT/side.tsv"; start
+  for i in $(seq "$RUNS"); do
+    rehearse_run side "rehearse-$i" "$RATE"
+    oha_run side "oha-$i" "$RATE"
+    if [ "$CAP" != 0 ]; then
+      EXTRA_LOAD="max_connections = $CAP" rehearse_run side "rehearse-cap$CAP-$i" "$RATE"
+    fi
+  done
+  cleanup
+  python3 "$HERE/summary.py" --medians "$OUT/side.tsv"
 fi
 
-if want rate; then
-start "$HERE/zero.toml"
-for RATE in $RATES; do
-  echo "== rehearse load: $RATE/s open loop for ${DURATION}s on one core"
-  scenario "rate$RATE" "$DURATION" "$RATE"
-  /usr/bin/time -f "   cpu %P  max rss %M KB" taskset -c 1 "$BIN" load "$OUT/rate$RATE.toml" \
-    --target "$URL" --out "$OUT/rate$RATE" --no-progress > "$OUT/rate$RATE.txt" || true
-  python3 "$HERE/summary.py" "$OUT/rate$RATE/summary.json" "$DURATION"
-  echo "== rehearse load: $RATE/s with max_connections = 1000 (as oha -c 1000)"
-  scenario "cap$RATE" "$DURATION" "$RATE" 30s "max_connections = 1000"
-  /usr/bin/time -f "   cpu %P  max rss %M KB" taskset -c 1 "$BIN" load "$OUT/cap$RATE.toml" \
-    --target "$URL" --out "$OUT/cap$RATE" --no-progress > "$OUT/cap$RATE.txt" || true
-  python3 "$HERE/summary.py" "$OUT/cap$RATE/summary.json" "$DURATION"
-  if command -v oha >/dev/null; then
-    echo "== oha: $RATE/s (-q, --latency-correction) for ${DURATION}s on one core"
-    BODY=$(sed -n "s/^wrk.body = '\(.*\)'$/\1/p" "$HERE/post.lua")
-    /usr/bin/time -f "   cpu %P  max rss %M KB" taskset -c 1 oha -z "${DURATION}s" -q "$RATE" \
-      --latency-correction -c 1000 --no-tui --output-format json -m POST -T application/json \
-      -H "authorization: Bearer rehearse" -d "$BODY" "$URL/v1/chat/completions" > "$OUT/oha$RATE.json" || true
-    python3 - "$OUT/oha$RATE.json" "$DURATION" <<'PY'
-import json, sys
-s = json.load(open(sys.argv[1]))
-d = float(sys.argv[2])
-n = sum(s.get("statusCodeDistribution", {}).values())
-lp = s.get("latencyPercentiles", {})
-print(f"oha: ok/s {n / d:.0f}  success rate {s['summary']['successRate']:.3f}  "
-      f"latency p50 {lp.get('p50', 0) * 1000:.2f} ms  p99 {lp.get('p99', 0) * 1000:.2f} ms")
-PY
-  fi
-done
-cleanup; PID=
+if want records; then
+  echo "== records: rehearse load at $RATE/s with client.jsonl and with --no-records, $RUNS runs each"
+  rm -f "$OUT/records.tsv"; start
+  for i in $(seq "$RUNS"); do
+    rehearse_run records "records-$i" "$RATE"
+    rehearse_run records "no-records-$i" "$RATE" --no-records
+  done
+  cleanup
+  python3 "$HERE/summary.py" --medians "$OUT/records.tsv"
+fi
+
+if want rate80; then
+  echo "== $RATE80/s: rehearse load and oha, $RUNS runs each"
+  rm -f "$OUT/rate80.tsv"; start
+  for i in $(seq "$RUNS"); do
+    rehearse_run rate80 "rehearse-$i" "$RATE80"
+    oha_run rate80 "oha-$i" "$RATE80"
+  done
+  cleanup
+  python3 "$HERE/summary.py" --medians "$OUT/rate80.tsv"
 fi
 
 if want hold; then
-N=${N:-10000}
-echo "== $N outstanding requests of 20 s each (loadgen on one core)"
-start "$HERE/slow.toml"
-RATE_HOLD=2000
-scenario hold "$((N / RATE_HOLD))" "$RATE_HOLD" 60s
-taskset -c 1 "$BIN" load "$OUT/hold.toml" --target "$URL" --out "$OUT/hold" --no-progress > "$OUT/hold.txt" &
-LPID=$!
-sleep 0.3
-BASE=$(awk '/VmRSS/ {print $2}' "/proc/$LPID/status")
-sleep "$((N / RATE_HOLD + 2))"
-PEAK=$(awk '/VmRSS/ {print $2}' "/proc/$LPID/status")
-OUTSTANDING=$(curl -s "$URL/_fake/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["in_flight"])')
-echo "   provider in flight $OUTSTANDING; loadgen RSS $BASE KB at start, $PEAK KB holding them:" \
-  "$(( (PEAK - BASE) * 1024 / (OUTSTANDING > 0 ? OUTSTANDING : 1) )) bytes per outstanding request"
-wait "$LPID" || true
-python3 "$HERE/summary.py" "$OUT/hold/summary.json" "$((N / RATE_HOLD))"
-cleanup; PID=
+  N=${N:-10000}
+  RATE_HOLD=2000
+  echo "== $N outstanding requests of 20 s each (fake provider: $HERE/slow.toml)"
+  start provider "$HERE/slow.toml"
+  scenario hold "$((N / RATE_HOLD))" "$RATE_HOLD" 60s
+  $CHRT taskset -c 1 "$BIN" load "$OUT/hold.toml" --target "$URL" --out "$OUT/hold" --no-progress > "$OUT/hold.txt" &
+  LPID=$!
+  sleep 0.3
+  BASE=$(awk '/VmRSS/ {print $2}' "/proc/$LPID/status")
+  sleep "$((N / RATE_HOLD + 2))"
+  PEAK=$(awk '/VmRSS/ {print $2}' "/proc/$LPID/status")
+  OUTSTANDING=$(curl -s "$URL/_fake/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["in_flight"])')
+  echo "   provider in flight $OUTSTANDING; RSS $BASE KB at start, $PEAK KB holding them:" \
+    "$(( (PEAK - BASE) * 1024 / (OUTSTANDING > 0 ? OUTSTANDING : 1) )) bytes per outstanding request"
+  wait "$LPID" || true
+  python3 "$HERE/summary.py" "$OUT/hold/summary.json" "$((N / RATE_HOLD))"
+  rm -f "$OUT/hold/client.jsonl"
+  cleanup
+fi
+
+if want callgrind; then
+  command -v valgrind >/dev/null || { echo "valgrind is needed: apt-get install valgrind" >&2; exit 2; }
+  echo "== instructions per request (callgrind, $CG_RATE/s, the 8 s run minus the 4 s run)"
+  start
+  for bin in "$BIN" ${BEFORE:-}; do
+    for d in 4 8; do
+      scenario "cg$d" "$d" "$CG_RATE"
+      taskset -c 1 valgrind --tool=callgrind --callgrind-out-file="$OUT/cg-$d.out" "$bin" load "$OUT/cg$d.toml" \
+        --target "$URL" --out "$OUT/cg$d" --no-progress > /dev/null 2> "$OUT/cg-$d.err" || true
+      rm -f "$OUT/cg$d/client.jsonl"
+    done
+    a=$(grep -o 'Collected : [0-9]*' "$OUT/cg-4.err" | awk '{s += $3} END {print s}')
+    b=$(grep -o 'Collected : [0-9]*' "$OUT/cg-8.err" | awk '{s += $3} END {print s}')
+    echo "   $bin: $(( (b - a) / (4 * CG_RATE) )) instructions per request ($a and $b in all)"
+    python3 "$HERE/summary.py" "$OUT/cg8/summary.json" 8
+  done
+  cleanup
+fi
+
+if want wrk; then
+  if command -v wrk >/dev/null; then
+    echo "== wrk (closed loop, -t1 -c64, ${DURATION}s): the target's ceiling from one core"
+    start
+    taskset -c 1 wrk -t1 -c64 -d2s -s "$HERE/post.lua" "$URL/v1/chat/completions" >/dev/null
+    taskset -c 1 wrk -t1 -c64 -d"${DURATION}s" --latency -s "$HERE/post.lua" "$URL/v1/chat/completions" \
+      | grep -E "Requests/sec|50%|99%"
+    cleanup
+  else
+    echo "wrk is not installed (apt-get install wrk): part wrk skipped" >&2
+  fi
 fi
 
 if want long; then
-  echo "== 1,000/s for 10 minutes: loadgen RSS every 30 s"
-  start "$HERE/zero.toml"
+  echo "== 1,000/s for 10 minutes: RSS every 30 s"
+  start
   scenario long 600 1000
   taskset -c 1 "$BIN" load "$OUT/long.toml" --target "$URL" --out "$OUT/long" --no-progress > "$OUT/long.txt" &
   LPID=$!
@@ -136,5 +242,5 @@ if want long; then
   done
   wait "$LPID" || true
   python3 "$HERE/summary.py" "$OUT/long/summary.json" 600
-  cleanup; PID=
+  cleanup
 fi
