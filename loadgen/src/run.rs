@@ -900,7 +900,7 @@ async fn attempt_once(
 const RECORDS_FLUSH_AT: usize = 256 * 1024;
 
 /// A backlog of records waiting for the writer past which it says, once,
-/// that the disk is slower than the run (about 13 MB of records held).
+/// that the writer is behind the run (about 13 MB of records held).
 const RECORDS_BACKLOG_WARN: usize = 100_000;
 
 /// Writes records as JSON lines and feeds the aggregates, on its own thread
@@ -972,6 +972,12 @@ fn spawn_writer(
                     if lines.len() >= RECORDS_FLUSH_AT {
                         flush(&mut lines, &mut failed);
                         backlog.saw(rx.len());
+                        // Between blocks, the core goes to whoever waits
+                        // for it: under a real-time policy (the process
+                        // run with chrt) a thread of equal priority is not
+                        // preempted, and a long backlog would hold the
+                        // core from the runtime until it was written.
+                        std::thread::yield_now();
                     }
                 }
             }
@@ -999,7 +1005,7 @@ impl Backlog {
             self.warned = true;
             warn!(
                 waiting,
-                "the record writer is behind: the disk is slower than the run, and records queue in memory until it catches up"
+                "the record writer is behind: the disk, or the share of the core it gets, is slower than the run, and records queue in memory until it catches up"
             );
         }
     }
