@@ -98,6 +98,9 @@ pub struct LoadConfig {
     pub id_prefix: String,
     /// A cap on open connections; none by default. With a cap, a request
     /// may wait for a connection, and the wait counts in its latency.
+    /// Either way, connections for the people due in the schedule's first
+    /// 5 ms (at most 256, and no more than the cap) are opened before it
+    /// starts, and wait idle for them.
     pub max_connections: Option<usize>,
     /// How long a person waits, over all their attempts, before hanging up.
     #[serde(default = "default_patience")]
