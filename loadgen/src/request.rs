@@ -269,7 +269,7 @@ impl AnswerReader {
 
 /// The parts of a stream's events that are read, as typed structs (faster
 /// than a generic JSON value; unknown fields are skipped). A whole answer
-/// is read by the scanner in `json`.
+/// is read in `json`.
 mod shapes {
     use std::borrow::Cow;
 
