@@ -27,7 +27,8 @@
 #            max_connections = CAP (50, as oha's) unless CAP=0.
 #   records  RUNS alternating runs of `rehearse load` with and without
 #            --no-records at RATE: the CPU the records cost.
-#   rate80   RUNS runs of `rehearse load` and of oha at RATE80 (80,000/s).
+#   rate80   RUNS runs of `rehearse load` (and with max_connections = CAP)
+#            and of oha at RATE80 (80,000/s).
 #   hold     10,000 requests held 20 s by the fake provider: the load
 #            generator's RSS per outstanding request.
 #   callgrind  instructions per request (valgrind --tool=callgrind) at
@@ -172,6 +173,9 @@ if want rate80; then
   for i in $(seq "$RUNS"); do
     rehearse_run rate80 "rehearse-$i" "$RATE80"
     oha_run rate80 "oha-$i" "$RATE80"
+    if [ "$CAP" != 0 ]; then
+      EXTRA_LOAD="max_connections = $CAP" rehearse_run rate80 "rehearse-cap$CAP-$i" "$RATE80"
+    fi
   done
   cleanup
   python3 "$HERE/summary.py" --medians "$OUT/rate80.tsv"
