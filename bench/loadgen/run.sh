@@ -142,18 +142,25 @@ oha_run() {
   tail -1 "$OUT/$part.tsv"
 }
 
-if want side; then
-  echo "== side by side: rehearse load and oha, $RATE/s for ${DURATION}s, $RUNS runs each, alternating${CHRT:+ (real-time priority)}"
-  rm -f "$OUT/side.tsv"; start
+# RUNS alternating runs of rehearse load, oha and (unless CAP=0) rehearse
+# with max_connections = CAP, at a rate: part, rate.
+side_by_side() {
+  local part=$1 rate=$2
+  rm -f "$OUT/$part.tsv"; start
   for i in $(seq "$RUNS"); do
-    rehearse_run side "rehearse-$i" "$RATE"
-    oha_run side "oha-$i" "$RATE"
+    rehearse_run "$part" "rehearse-$i" "$rate"
+    oha_run "$part" "oha-$i" "$rate"
     if [ "$CAP" != 0 ]; then
-      EXTRA_LOAD="max_connections = $CAP" rehearse_run side "rehearse-cap$CAP-$i" "$RATE"
+      EXTRA_LOAD="max_connections = $CAP" rehearse_run "$part" "rehearse-cap$CAP-$i" "$rate"
     fi
   done
   cleanup
-  python3 "$HERE/summary.py" --medians "$OUT/side.tsv"
+  python3 "$HERE/summary.py" --medians "$OUT/$part.tsv"
+}
+
+if want side; then
+  echo "== side by side: rehearse load and oha, $RATE/s for ${DURATION}s, $RUNS runs each, alternating${CHRT:+ (real-time priority)}"
+  side_by_side side "$RATE"
 fi
 
 if want records; then
@@ -168,17 +175,8 @@ if want records; then
 fi
 
 if want rate80; then
-  echo "== $RATE80/s: rehearse load and oha, $RUNS runs each"
-  rm -f "$OUT/rate80.tsv"; start
-  for i in $(seq "$RUNS"); do
-    rehearse_run rate80 "rehearse-$i" "$RATE80"
-    oha_run rate80 "oha-$i" "$RATE80"
-    if [ "$CAP" != 0 ]; then
-      EXTRA_LOAD="max_connections = $CAP" rehearse_run rate80 "rehearse-cap$CAP-$i" "$RATE80"
-    fi
-  done
-  cleanup
-  python3 "$HERE/summary.py" --medians "$OUT/rate80.tsv"
+  echo "== $RATE80/s: rehearse load and oha, $RUNS runs each${CHRT:+ (real-time priority)}"
+  side_by_side rate80 "$RATE80"
 fi
 
 if want hold; then
