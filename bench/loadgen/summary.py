@@ -17,7 +17,7 @@ import sys
 COLUMNS = [
     "label", "load1", "cpu_pct", "user_s", "sys_s", "rss_mb", "sent_per_s", "ok", "not_ok",
     "send_lag_p50_us", "send_lag_p99_us", "send_lag_max_us", "latency_p50_ms", "latency_p99_ms",
-    "valid",
+    "valid", "connections",
 ]
 
 
@@ -35,6 +35,8 @@ def rehearse_figures(s, seconds):
         "latency_p50_ms": ok["latency"]["p50_us"] / 1000,
         "latency_p99_ms": ok["latency"]["p99_us"] / 1000,
         "valid": s["valid"],
+        # Older summaries (before connections_opened) say nothing.
+        "connections": s.get("connections_opened", "-"),
     }
 
 
@@ -52,6 +54,7 @@ def oha_figures(s, seconds):
         "latency_p50_ms": round((lp.get("p50") or 0) * 1000, 2),
         "latency_p99_ms": round((lp.get("p99") or 0) * 1000, 2),
         "valid": "-",
+        "connections": "-",
     }
 
 
@@ -66,6 +69,8 @@ def row(figures, label, load1, time):
 
 def medians(path):
     rows = [dict(zip(COLUMNS, line.rstrip("\n").split("\t"))) for line in open(path) if line.strip()]
+    for r in rows:
+        r.setdefault("connections", "-")
     kinds = {}
     for r in rows:
         kinds.setdefault(r["label"].rsplit("-", 1)[0], []).append(r)
@@ -76,7 +81,7 @@ def medians(path):
 
     shown = ["load1", "cpu_pct", "user_s", "sys_s", "rss_mb", "sent_per_s", "not_ok",
              "send_lag_p50_us", "send_lag_p99_us", "send_lag_max_us", "latency_p50_ms",
-             "latency_p99_ms"]
+             "latency_p99_ms", "connections"]
     print("   medians | " + " | ".join(shown) + " | valid runs")
     out = {}
     for kind, rs in kinds.items():
@@ -114,7 +119,7 @@ def main(argv):
         f"people {s['people']}  sent/s {f['sent_per_s']}  ok {f['ok']}  not ok {f['not_ok']}  "
         f"latency p50 {f['latency_p50_ms']:.2f} ms  p99 {f['latency_p99_ms']:.2f} ms  "
         f"send lag p50 {f['send_lag_p50_us']} us  p99 {f['send_lag_p99_us']} us  "
-        f"max {f['send_lag_max_us']} us  valid {f['valid']}"
+        f"max {f['send_lag_max_us']} us  valid {f['valid']}  connections {f['connections']}"
     )
 
 

@@ -18,6 +18,7 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -194,6 +195,8 @@ pub(crate) struct Connector {
     slots: Option<Arc<Semaphore>>,
     /// Signalled when a connection goes back to the idle pool.
     returned: Notify,
+    /// Connections opened (connects that succeeded), pre-opened included.
+    opened: AtomicU64,
 }
 
 impl Connector {
@@ -206,7 +209,13 @@ impl Connector {
             idle: Mutex::new(Vec::new()),
             slots: cap.map(|n| Arc::new(Semaphore::new(n))),
             returned: Notify::new(),
+            opened: AtomicU64::new(0),
         }
+    }
+
+    /// How many connections it has opened so far.
+    pub(crate) fn opened(&self) -> u64 {
+        self.opened.load(Ordering::Relaxed)
     }
 
     /// The same, every connection a TLS session with `tls`.
@@ -293,6 +302,7 @@ impl Connector {
         let stream = TcpStream::connect(self.addr)
             .await
             .map_err(HttpError::Connect)?;
+        self.opened.fetch_add(1, Ordering::Relaxed);
         // Requests are written whole; don't let Nagle hold the last segment.
         let _ = stream.set_nodelay(true);
         Ok(match &self.tls {

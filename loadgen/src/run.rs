@@ -479,6 +479,7 @@ pub async fn run(
     tracker.wait().await;
     let elapsed = start.elapsed();
     let spend = shared.spend.as_ref().map(crate::SpendBudget::summary);
+    let connections_opened = shared.connector.opened();
     drop(shared);
     if let Some(p) = progress {
         p.finish().await;
@@ -496,6 +497,7 @@ pub async fn run(
         .map_err(output_error(&hlog_path))?;
     let mut report = stats.into_report(elapsed, plan.send_lag_bound);
     report.spend = spend;
+    report.connections_opened = connections_opened;
     let summary_path = options.out_dir.join(files::LOAD_SUMMARY);
     let summary = serde_json::to_vec_pretty(&report).expect("a report always serializes");
     files::write_atomic(&summary_path, &summary).map_err(output_error(&summary_path))?;

@@ -238,6 +238,7 @@ impl Stats {
             send_lag_bound_us: send_lag_bound.as_micros() as u64,
             valid: Duration::from_micros(lag_p99) <= send_lag_bound,
             records_backlog_max: self.records_backlog_max,
+            connections_opened: 0,
             timeline: self.timeline,
             spend: None,
         }
@@ -333,6 +334,13 @@ pub struct RunReport {
     /// millisecond of the rate when the disk keeps up; more means writes
     /// stalled and the records of the stall were held meanwhile.
     pub records_backlog_max: u64,
+    /// Connections the load generator opened to the target, those opened
+    /// before the schedule started included. A person opens one only when
+    /// none is idle (and, under `max_connections`, one may be opened), and
+    /// one the target closed is replaced. Far more than the rate times the
+    /// latency means answers came back late and people opened new ones
+    /// meanwhile.
+    pub connections_opened: u64,
     /// One entry per second of the run.
     pub timeline: Vec<LoadSecond>,
     /// The spending guard, when one was set.

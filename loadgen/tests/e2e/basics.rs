@@ -100,3 +100,38 @@ padding_kb = { fixed = 4 }
         r.provider[0].prompt_tokens
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_opened_are_counted_and_capped() {
+    // 50 people over a second, each answered after 200 ms: about ten at
+    // once, on connections that come back and are reused.
+    let scenario = |cap: &str| {
+        format!(
+            r#"
+[load]
+seed = 5
+send_lag_p99_max = "100ms"
+{cap}
+[[load.phases]]
+duration = "1s"
+rate = 50
+[load.request]
+max_tokens = {{ fixed = 4 }}
+"#
+        )
+    };
+    let provider = "[latency]\nttft = { fixed = \"200ms\" }\n";
+    let free = rehearse(&scenario(""), provider).await;
+    assert_eq!(free.report.people, 50);
+    let opened = free.report.connections_opened;
+    eprintln!("uncapped: {opened} connections opened");
+    assert!(
+        (8..=35).contains(&opened),
+        "uncapped: {opened} connections for about 10 at once"
+    );
+    let capped = rehearse(&scenario("max_connections = 3"), provider).await;
+    assert!(capped.client.iter().all(|c| c.outcome == ClientOutcome::Ok));
+    assert_eq!(capped.report.connections_opened, 3);
+    let summary = std::fs::read_to_string(capped.out.path().join(files::LOAD_SUMMARY)).unwrap();
+    assert!(summary.contains("\"connections_opened\": 3"), "{summary}");
+}
