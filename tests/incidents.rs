@@ -182,8 +182,15 @@ fn four_policies_against_a_slow_upstream_in_one_compare() {
     assert!(f(&unbounded["crashes"]) >= 2.0, "{unbounded}");
     assert!(f(&unbounded["lost"]) > 0.0, "{unbounded}");
     // Timeout only: never dies, and the slow minute's callers all wait
-    // the whole timeout to be told.
-    assert_eq!(f(&timeout_only["crashes"]), 0.0, "{timeout_only}");
+    // the whole timeout to be told. Its peak sits near the budget (211-213
+    // of 216 MiB on a quiet machine), so a run whose load generator fell
+    // behind (an invalid run: its requests came in bursts) can cross it;
+    // such a run proves nothing, as its own checklist says.
+    if timeout_only["checks"]["harness_valid"] == "pass" {
+        assert_eq!(f(&timeout_only["crashes"]), 0.0, "{timeout_only}");
+    } else {
+        eprintln!("timeout only: run invalid, its crash count not judged: {timeout_only}");
+    }
     let ended = slow_window(&dir, &timeout_only);
     let timeout_us = 15e6 / 18.0;
     let at_timeout = ended
