@@ -797,8 +797,9 @@ mod tests {
         assert_eq!(body_of(&conn).await.unwrap().1, b"ok");
     }
 
-    #[tokio::test]
-    async fn prewarmed_connections_wait_idle_and_are_used() {
+    /// A server that counts the connections it accepts and answers every
+    /// request on them `ok`, after `delay`.
+    async fn counting_server(delay: Duration) -> (SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -810,14 +811,24 @@ mod tests {
                 tokio::spawn(async move {
                     let mut b = [0u8; 1024];
                     while let Ok(n) = s.read(&mut b).await {
+                        if n == 0 {
+                            return;
+                        }
+                        tokio::time::sleep(delay).await;
                         let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
-                        if n == 0 || s.write_all(ok).await.is_err() {
+                        if s.write_all(ok).await.is_err() {
                             return;
                         }
                     }
                 });
             }
         });
+        (addr, accepted)
+    }
+
+    #[tokio::test]
+    async fn prewarmed_connections_wait_idle_and_are_used() {
+        let (addr, accepted) = counting_server(Duration::ZERO).await;
         let conn = Connector::new(addr, None);
         conn.prewarm(3).await;
         assert_eq!(conn.idle.lock().unwrap().len(), 3);
@@ -833,30 +844,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_cap_makes_requests_share_connections() {
-        // A server that counts connections and answers every request.
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let count = accepted.clone();
-        tokio::spawn(async move {
-            loop {
-                let (mut s, _) = listener.accept().await.unwrap();
-                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                tokio::spawn(async move {
-                    let mut b = [0u8; 1024];
-                    while let Ok(n) = s.read(&mut b).await {
-                        if n == 0 {
-                            return;
-                        }
-                        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-                        let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
-                        if s.write_all(ok).await.is_err() {
-                            return;
-                        }
-                    }
-                });
-            }
-        });
+        let (addr, accepted) = counting_server(Duration::from_millis(5)).await;
         let conn = Arc::new(Connector::new(addr, Some(2)));
         let tasks: Vec<_> = (0..10)
             .map(|_| {
