@@ -645,6 +645,9 @@ async fn person(shared: Arc<Shared>, index: u64, offset_us: u64, source: Source)
     let first_intended = shared.start + Duration::from_micros(offset_us);
     let give_up = first_intended + patience;
     if !shared.affordable(&drawn) {
+        // Never sent, so never counted done by a record: no longer
+        // outstanding either (the dispatcher counted it in).
+        shared.live.outstanding.fetch_sub(1, Ordering::Relaxed);
         return;
     }
     shared.budget.first_attempt();
