@@ -8,14 +8,14 @@ use std::collections::{BTreeSet, HashMap};
 
 use wire::{ClientOutcome, ClientRecord, ProviderOutcome, ProviderRecord, RefusalClass, RssSample};
 
-use crate::checks::Tally;
 use crate::expect::{Expectations, Thresholds};
+use crate::judgement::{conclude, Distribution, Judgement, Measured, Pass};
+use crate::tally::Tally;
 use crate::timeline::{
     histogram, ms_percentiles, quantile, record, row_us, Counts, Drain, FirstShed, GatewayPeaks,
     Harness, Latencies, Percentiles, ProviderCounts, RefusalLine, Second, Summary, Timeline,
     MAX_SECONDS, US,
 };
-use crate::{conclude, Distribution, Judgement, Measured, Pass};
 
 /// Judges a run as today's judge did, all in memory.
 pub(crate) fn judge(
@@ -817,7 +817,7 @@ mod tests {
                 });
                 let (a, c, r, e) = (&s.attempts, &s.calls, &s.rss, &s.expect);
                 let want = judge_at(a, c, r, e, &t, k as f64);
-                let got = crate::judge_at(a, c, r, e, &t, k as f64);
+                let got = crate::judge::judge_at(a, c, r, e, &t, k as f64);
                 assert_same(&got, &want, &format!("{name} at {k}x"));
                 assert_eq!(got.pass.out_of_order, 0, "{name} at {k}x");
             }

@@ -75,14 +75,95 @@ use hdrhistogram::Histogram;
 use wire::{ClientOutcome, ClientRecord, ProviderOutcome, ProviderRecord, RefusalClass, RssSample};
 
 use crate::calendar::Calendar;
-use crate::checks::{self, Previous, Retry, Tally};
 use crate::expect::{Expectations, Thresholds};
+use crate::external::External;
+use crate::judgement::{conclude, Distribution, Judgement, Measured, Pass};
 use crate::sweep::{empty_second, Level, Rows, Sweep};
+use crate::tally::{self, Previous, Retry, Tally};
 use crate::timeline::{
-    histogram, ms_percentiles, percentiles, quantile, record, Counts, Deaths, GatewayPeaks,
-    Harness, Latencies, ProviderCounts, RefusalLine, Summary, Timeline, MAX_SECONDS, US,
+    histogram, ms_percentiles, percentiles, quantile, record, row_us, Counts, Deaths, Drain,
+    GatewayPeaks, Harness, Latencies, ProviderCounts, RefusalLine, Second, Summary, Timeline,
+    MAX_SECONDS, US,
 };
-use crate::{conclude, Distribution, Judgement, Measured, Pass};
+
+/// Judges a run held in memory: feeds a [`Judge`] the records in the
+/// order a run directory holds them (each side by its end time, the two
+/// merged) and finishes it. For a run on disk, feed a [`Judge`] line by
+/// line instead.
+///
+/// ```
+/// use assertions::{judge, Expectations, Status, Thresholds};
+///
+/// let expect = Expectations {
+///     start_us: 0,
+///     load_end_us: 10_000_000,
+///     overload: None,
+///     capacity_per_s: 10.0,
+///     patience_s: 25.0,
+///     service_s: 1.0,
+///     queue_bound: 240.0,
+///     in_flight_at_provider: 10.0,
+///     gateway_wait_s: 0.0, knee: None,
+///     memory_ceiling_bytes: None,
+///     send_lag_bound_ms: 10.0,
+///     send_lag_p99_ms: 1.0,
+/// };
+/// // No records: nothing was rehearsed, so the run is invalid.
+/// let j = judge(&[], &[], &[], &expect, &Thresholds::default());
+/// assert_eq!(j.overall, Status::Invalid);
+/// assert_eq!(j.verdicts.len(), 11);
+/// ```
+pub fn judge(
+    attempts: &[ClientRecord],
+    calls: &[ProviderRecord],
+    rss: &[RssSample],
+    expect: &Expectations,
+    thresholds: &Thresholds,
+) -> Judgement {
+    judge_at(attempts, calls, rss, expect, thresholds, 1.0)
+}
+
+/// [`judge()`] of a run made at `time_scale` (see
+/// [`Judge::with_time_scale`]).
+pub(crate) fn judge_at(
+    attempts: &[ClientRecord],
+    calls: &[ProviderRecord],
+    rss: &[RssSample],
+    expect: &Expectations,
+    thresholds: &Thresholds,
+    time_scale: f64,
+) -> Judgement {
+    let mut judge = Judge::with_time_scale(expect, thresholds, time_scale);
+    for sample in rss {
+        judge.rss(*sample);
+    }
+    // (end, index), each side in end order (stable: file order at ties).
+    let mut a: Vec<(u64, usize)> = (0..attempts.len())
+        .map(|i| (attempts[i].done_us, i))
+        .collect();
+    a.sort_unstable();
+    let mut c: Vec<(u64, usize)> = (0..calls.len())
+        .map(|i| (call_end_us(&calls[i]), i))
+        .collect();
+    c.sort_unstable();
+    let (mut a, mut c) = (a.into_iter().peekable(), c.into_iter().peekable());
+    loop {
+        let call_first = match (a.peek(), c.peek()) {
+            (Some(&(done, _)), Some(&(end, _))) => end < done,
+            (None, Some(_)) => true,
+            (Some(_), None) => false,
+            (None, None) => break,
+        };
+        if call_first {
+            let (_, k) = c.next().unwrap_or_default();
+            judge.feed_call(calls[k].clone(), k as u64);
+        } else {
+            let (_, i) = a.next().unwrap_or_default();
+            judge.feed_attempt(attempts[i].clone(), i as u64);
+        }
+    }
+    judge.finish()
+}
 
 /// M: the margin for writers' reordering (and a little more).
 const MARGIN_US: u64 = 5 * US;
@@ -463,7 +544,7 @@ pub struct Judge {
     /// The gateway's deaths, and the attempts lost to them.
     deaths: Deaths,
     /// A run whose provider the harness did not see: what it is judged by.
-    external: Option<crate::external::External>,
+    external: Option<External>,
     lost: u64,
 }
 
@@ -512,7 +593,7 @@ impl Judge {
             values: Values::default(),
             rows: Rows {
                 start_us: expect.start_us,
-                bin_us: crate::timeline::row_us(time_scale),
+                bin_us: row_us(time_scale),
                 rows: Vec::new(),
             },
             sweep: Sweep::new(),
@@ -621,7 +702,7 @@ impl Judge {
         allow_unjudged: Vec<String>,
     ) {
         samples.sort_by_key(|s| s.t_us);
-        self.external = Some(crate::external::External {
+        self.external = Some(External {
             samples,
             period_s,
             allow_unjudged,
@@ -1088,7 +1169,7 @@ impl Judge {
     }
 
     /// Counts a person's retries that honoured a Retry-After (see
-    /// [`checks::honoured`]); of duplicate attempt numbers, the last in
+    /// [`tally::honoured`]); of duplicate attempt numbers, the last in
     /// the file counts, as in a map built from the file.
     fn count_honoured(&mut self, attempts: &[Attempt]) {
         if attempts.len() < 2 {
@@ -1123,7 +1204,7 @@ impl Judge {
             };
             let first_intended = by_number.get(&1).map(|f| f.intended_us);
             if let Some(admitted) =
-                checks::honoured(&self.expect, &retry, prev.as_ref(), first_intended)
+                tally::honoured(&self.expect, &retry, prev.as_ref(), first_intended)
             {
                 self.tally.honouring += 1;
                 self.tally.honoured_admitted += u64::from(admitted);
@@ -1177,9 +1258,9 @@ impl Judge {
         self.measured(drain)
     }
 
-    fn measured(mut self, drain: crate::timeline::Drain) -> Judgement {
+    fn measured(mut self, drain: Drain) -> Judgement {
         let seconds = std::mem::take(&mut self.rows.rows);
-        let peak = |f: fn(&crate::Second) -> u64| seconds.iter().map(f).max().unwrap_or(0);
+        let peak = |f: fn(&Second) -> u64| seconds.iter().map(f).max().unwrap_or(0);
         let name = |i: Option<u16>| self.names.get(i).map(str::to_owned);
         let tenants = self
             .tenant_counts
@@ -1411,7 +1492,7 @@ mod tests {
         // Three kinds share "503 without a reason": not legible.
         assert_eq!(
             j.verdict("refusals_legible").unwrap().status,
-            crate::Status::Fail
+            crate::verdict::Status::Fail
         );
         let batch = crate::batch::judge(
             &s.attempts,

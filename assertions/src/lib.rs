@@ -26,13 +26,24 @@
 //!   [`Summary`];
 //! - `judge`: the one pass: [`Judge`] reorders the records within its
 //!   window, joins attempts and calls by request id, and keeps figures;
+//!   [`judge()`] for records in memory;
 //! - `sweep`: the run's instants in time order: per-second levels, the
 //!   drain time, the first shed; the drain after the overload at the end;
 //! - `calendar`: the queue both keep their window in, by time;
-//! - `checks`: the checks, in [`CHECKS`] order (`legible`: `refusals_legible`;
-//!   `knee`: `concurrency_below_knee`);
+//! - `tally`: what the judge keeps for the checks beyond the summary, and
+//!   the rule of a retry that honoured a Retry-After;
+//! - `external`: a run whose provider the harness did not see, judged from
+//!   the gateway's gauges;
+//! - `judgement`: [`Judgement`], and the conclusion: every check, in
+//!   [`CHECKS`] order, on what the pass measured;
+//! - `checks`: the checks, each a function of what was measured
+//!   (`legible`: `refusals_legible`; `knee`: `concurrency_below_knee`);
 //! - `verdict`: [`Verdict`], [`Status`] and the wording of the sentences a
 //!   person reads (numbers as `wire::number` prints them).
+//!
+//! The imports go one way: `judge` → `judgement` → `checks`, `legible`,
+//! `knee`, `external` → `sweep`, `tally` → `timeline` → `expect`; the
+//! root only declares and re-exports.
 
 // No function over 120 lines outside tests (the threshold is in clippy.toml).
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
@@ -44,17 +55,15 @@ mod checks;
 mod expect;
 mod external;
 mod judge;
+mod judgement;
 mod knee;
 mod legible;
 #[cfg(test)]
 mod stories;
 mod sweep;
+mod tally;
 mod timeline;
 mod verdict;
-
-use hdrhistogram::Histogram;
-use serde::Serialize;
-use wire::{ClientRecord, ProviderRecord, RssSample};
 
 pub use expect::{
     ConcurrencyBelowKneeThreshold, DrainThreshold, Expectations, GoodputThreshold,
@@ -63,308 +72,10 @@ pub use expect::{
     Thresholds,
 };
 pub use external::MUST_JUDGE;
-pub use judge::{call_end_us, Held, Judge};
+pub use judge::{call_end_us, judge, Held, Judge};
+pub use judgement::{Distribution, Judgement, Pass, CHECKS};
 pub use timeline::{
     inside_at_death, Counts, FirstShed, GatewayPeaks, Harness, Latencies, Percentiles,
     ProviderCounts, RefusalLine, Second, Summary, Timeline,
 };
 pub use verdict::{Status, Verdict};
-
-use checks::{Evidence, Tally};
-use timeline::{Drain, DrainOutcome};
-
-/// The ids of the checks, in the order [`judge()`] returns their verdicts.
-pub const CHECKS: [&str; 11] = [
-    "shed_onset",
-    "retry_after",
-    "memory_ceiling",
-    "drain",
-    "stale_dispatch",
-    "served_latency",
-    "goodput",
-    "no_silent_loss",
-    "refusals_legible",
-    "concurrency_below_knee",
-    "harness_valid",
-];
-
-/// A judged run: the checklist, the overall verdict, and the measurements
-/// behind them.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Judgement {
-    /// One verdict per check, in [`CHECKS`] order.
-    pub verdicts: Vec<Verdict>,
-    /// `invalid` if the harness was invalid, else `fail` if any check
-    /// failed, else `pass`.
-    pub overall: Status,
-    /// The run second by second.
-    pub timeline: Timeline,
-    /// The run's numbers, in `report.json`'s shape.
-    pub summary: Summary,
-    /// The gateway's first shed, if it shed.
-    pub first_shed: Option<FirstShed>,
-    /// End-to-end latency per attempt, for the percentile chart (not in
-    /// `report.json`).
-    #[serde(skip)]
-    pub distribution: Distribution,
-    /// How the one pass went (not in `report.json`).
-    #[serde(skip)]
-    pub pass: Pass,
-}
-
-/// End-to-end latency per attempt (intended send to done, at least 1 µs),
-/// as HDR histograms of 3 significant figures: a chart's input, whatever
-/// the run's length.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Distribution {
-    /// Of answered attempts.
-    pub served: Histogram<u64>,
-    /// Of all attempts.
-    pub all: Histogram<u64>,
-}
-
-impl Distribution {
-    pub(crate) fn new() -> Self {
-        Distribution {
-            served: timeline::histogram(),
-            all: timeline::histogram(),
-        }
-    }
-
-    /// Counts one attempt.
-    pub(crate) fn add(&mut self, a: &ClientRecord) {
-        let us = a.done_us.saturating_sub(a.intended_us).max(1);
-        let _ = self.all.record(us);
-        if a.outcome == wire::ClientOutcome::Ok {
-            let _ = self.served.record(us);
-        }
-    }
-}
-
-impl Default for Distribution {
-    fn default() -> Self {
-        Distribution::new()
-    }
-}
-
-/// How the one pass went: the window it judged in, and what fell outside
-/// it (see [`Judge`]). Both counts are 0 for records written in about the
-/// order they ended.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Pass {
-    /// The window at the end of the run, in seconds.
-    pub window_s: f64,
-    /// Records (or parts of them) that came more than a window out of
-    /// order, judged from the instant the pass had reached.
-    pub out_of_order: u64,
-    /// Provider calls received for an attempt that had left more than its
-    /// settling time before with no call: counted as dispatched (stale,
-    /// late, queue wait) but not in the gateway's depth or drain time.
-    pub settled_before_dispatch: u64,
-    /// The most entries the judge held at once, records, people, attempts,
-    /// pending events and per-second values (the compact entries of
-    /// unanswered attempts not included).
-    pub peak_held: usize,
-    /// Compact entries held at the end (unanswered attempts).
-    pub compact: usize,
-}
-
-impl Judgement {
-    /// The verdict of the check `id` (one of [`CHECKS`]), if there is one.
-    ///
-    /// ```
-    /// # let expect = assertions::Expectations {
-    /// #     start_us: 0, load_end_us: 0, overload: None, capacity_per_s: 1.0,
-    /// #     patience_s: 2.0, service_s: 1.0, queue_bound: 1.0,
-    /// #     in_flight_at_provider: 1.0, gateway_wait_s: 0.0, knee: None, memory_ceiling_bytes: None,
-    /// #     send_lag_bound_ms: 1.0, send_lag_p99_ms: 0.0,
-    /// # };
-    /// let j = assertions::judge(&[], &[], &[], &expect, &Default::default());
-    /// let v = j.verdict("harness_valid").unwrap();
-    /// assert_eq!(v.detail, "no data: the load generator recorded no attempts");
-    /// ```
-    pub fn verdict(&self, id: &str) -> Option<&Verdict> {
-        self.verdicts.iter().find(|v| v.id == id)
-    }
-}
-
-/// Judges a run held in memory: feeds a [`Judge`] the records in the
-/// order a run directory holds them (each side by its end time, the two
-/// merged) and finishes it. For a run on disk, feed a [`Judge`] line by
-/// line instead.
-///
-/// ```
-/// use assertions::{judge, Expectations, Status, Thresholds};
-///
-/// let expect = Expectations {
-///     start_us: 0,
-///     load_end_us: 10_000_000,
-///     overload: None,
-///     capacity_per_s: 10.0,
-///     patience_s: 25.0,
-///     service_s: 1.0,
-///     queue_bound: 240.0,
-///     in_flight_at_provider: 10.0,
-///     gateway_wait_s: 0.0, knee: None,
-///     memory_ceiling_bytes: None,
-///     send_lag_bound_ms: 10.0,
-///     send_lag_p99_ms: 1.0,
-/// };
-/// // No records: nothing was rehearsed, so the run is invalid.
-/// let j = judge(&[], &[], &[], &expect, &Thresholds::default());
-/// assert_eq!(j.overall, Status::Invalid);
-/// assert_eq!(j.verdicts.len(), 11);
-/// ```
-pub fn judge(
-    attempts: &[ClientRecord],
-    calls: &[ProviderRecord],
-    rss: &[RssSample],
-    expect: &Expectations,
-    thresholds: &Thresholds,
-) -> Judgement {
-    judge_at(attempts, calls, rss, expect, thresholds, 1.0)
-}
-
-/// [`judge()`] of a run made at `time_scale` (see
-/// [`Judge::with_time_scale`]).
-pub(crate) fn judge_at(
-    attempts: &[ClientRecord],
-    calls: &[ProviderRecord],
-    rss: &[RssSample],
-    expect: &Expectations,
-    thresholds: &Thresholds,
-    time_scale: f64,
-) -> Judgement {
-    let mut judge = Judge::with_time_scale(expect, thresholds, time_scale);
-    for sample in rss {
-        judge.rss(*sample);
-    }
-    // (end, index), each side in end order (stable: file order at ties).
-    let mut a: Vec<(u64, usize)> = (0..attempts.len())
-        .map(|i| (attempts[i].done_us, i))
-        .collect();
-    a.sort_unstable();
-    let mut c: Vec<(u64, usize)> = (0..calls.len())
-        .map(|i| (call_end_us(&calls[i]), i))
-        .collect();
-    c.sort_unstable();
-    let (mut a, mut c) = (a.into_iter().peekable(), c.into_iter().peekable());
-    loop {
-        let call_first = match (a.peek(), c.peek()) {
-            (Some(&(done, _)), Some(&(end, _))) => end < done,
-            (None, Some(_)) => true,
-            (Some(_), None) => false,
-            (None, None) => break,
-        };
-        if call_first {
-            let (_, k) = c.next().unwrap_or_default();
-            judge.feed_call(calls[k].clone(), k as u64);
-        } else {
-            let (_, i) = a.next().unwrap_or_default();
-            judge.feed_attempt(attempts[i].clone(), i as u64);
-        }
-    }
-    judge.finish()
-}
-
-/// What a pass (or, in tests, the batch judge) measured, before the checks.
-pub(crate) struct Measured {
-    pub(crate) timeline: Timeline,
-    pub(crate) summary: Summary,
-    pub(crate) drain: Drain,
-    pub(crate) first_shed: Option<FirstShed>,
-    pub(crate) tally: Tally,
-    pub(crate) distribution: Distribution,
-    pub(crate) pass: Pass,
-}
-
-/// Runs every check on what was measured, and concludes.
-pub(crate) fn conclude(
-    m: Measured,
-    expect: &Expectations,
-    thresholds: &Thresholds,
-    external: Option<&external::External>,
-) -> Judgement {
-    let Measured {
-        timeline,
-        mut summary,
-        drain,
-        first_shed,
-        tally,
-        distribution,
-        pass,
-    } = m;
-    match drain.outcome {
-        DrainOutcome::Drained { drain_s } => summary.drain_s = Some(drain_s),
-        // Nothing to drain: back at once.
-        DrainOutcome::NothingWaited { .. } => summary.drain_s = Some(0.0),
-        _ => {}
-    }
-    let harness = checks::harness_valid(tally.attempts, expect, &thresholds.harness_valid);
-    let harness_alone = harness.clone();
-    summary.harness = Harness {
-        send_lag_p99_ms: expect.send_lag_p99_ms,
-        valid: harness.status != Status::Invalid,
-    };
-    let ev = Evidence {
-        expect,
-        summary: &summary,
-        drain,
-        first_shed,
-        tally: &tally,
-    };
-    let verdicts = vec![
-        checks::shed_onset(&ev, &thresholds.shed_onset),
-        checks::retry_after(&ev, &thresholds.retry_after),
-        checks::memory_ceiling(&ev, &thresholds.memory_ceiling),
-        checks::drain(&ev, &thresholds.drain),
-        checks::stale_dispatch(&ev, &thresholds.stale_dispatch),
-        checks::served_latency(&ev, &thresholds.served_latency),
-        checks::goodput(&ev, &thresholds.goodput),
-        checks::no_silent_loss(&ev, &thresholds.no_silent_loss),
-        legible::refusals_legible(&summary.refusals, &thresholds.refusals_legible),
-        knee::concurrency_below_knee(
-            &timeline.seconds,
-            expect.knee,
-            &thresholds.concurrency_below_knee,
-        ),
-        checks::upstream_seen(&ev).unwrap_or(harness),
-    ];
-    let verdicts: Vec<Verdict> = match external {
-        // No provider records by design: the client's side and the
-        // gateway's gauges stand in for them.
-        Some(e) => e.finish(
-            verdicts
-                .into_iter()
-                .map(|v| match v.id {
-                    "stale_dispatch" => e.stale_dispatch(&summary, &thresholds.stale_dispatch),
-                    "harness_valid" => harness_alone.clone(),
-                    _ => v,
-                })
-                .collect(),
-        ),
-        None => {
-            let (calls, answered) = (summary.provider.calls, summary.counts.ok);
-            verdicts
-                .into_iter()
-                .map(|v| checks::without_provider_calls(v, calls, answered))
-                .collect()
-        }
-    };
-    let overall = if verdicts.iter().any(|v| v.status == Status::Invalid) {
-        Status::Invalid
-    } else if verdicts.iter().any(|v| v.status == Status::Fail) {
-        Status::Fail
-    } else {
-        Status::Pass
-    };
-    Judgement {
-        verdicts,
-        overall,
-        timeline,
-        summary,
-        first_shed,
-        distribution,
-        pass,
-    }
-}

@@ -6,7 +6,8 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use crate::expect::Expectations;
+use crate::expect::{Expectations, Thresholds};
+use crate::timeline::Timeline;
 use wire::{ClientOutcome, ClientRecord, Dialect, ProviderOutcome, ProviderRecord, RssSample};
 
 /// The run's start: a real epoch, so nothing relies on small numbers.
@@ -105,6 +106,31 @@ pub(crate) fn expect(
 }
 
 pub(crate) const MIB: u64 = 1024 * 1024;
+
+/// The per-second timeline the judge makes of these records, for a run
+/// started at [`T0`] that predicted nothing (no patience, no overload).
+pub(crate) fn timeline(
+    attempts: &[ClientRecord],
+    calls: &[ProviderRecord],
+    rss: &[RssSample],
+) -> Timeline {
+    let nothing = Expectations {
+        start_us: T0,
+        load_end_us: T0,
+        overload: None,
+        capacity_per_s: 0.0,
+        patience_s: 0.0,
+        service_s: 0.0,
+        queue_bound: 0.0,
+        in_flight_at_provider: 0.0,
+        gateway_wait_s: 0.0,
+        knee: None,
+        memory_ceiling_bytes: None,
+        send_lag_bound_ms: 0.0,
+        send_lag_p99_ms: 0.0,
+    };
+    crate::judge(attempts, calls, rss, &nothing, &Thresholds::default()).timeline
+}
 
 /// A whole run.
 pub(crate) struct Story {

@@ -92,8 +92,8 @@
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::expect::{Expectations, Thresholds};
-use wire::{ClientOutcome, ClientRecord, ProviderRecord, RefusalClass, RssSample};
+use crate::expect::Expectations;
+use wire::{ClientOutcome, ClientRecord, RefusalClass};
 
 pub(crate) const US: u64 = 1_000_000;
 
@@ -177,41 +177,11 @@ pub struct Timeline {
 }
 
 impl Timeline {
-    /// Builds the per-second timeline of a run that started at `start_us`.
-    ///
-    /// ```
-    /// let t = assertions::Timeline::build(&[], &[], &[], 0);
-    /// assert!(t.seconds.is_empty());
-    /// ```
-    pub fn build(
-        attempts: &[ClientRecord],
-        calls: &[ProviderRecord],
-        rss: &[RssSample],
-        start_us: u64,
-    ) -> Self {
-        let expect = Expectations {
-            start_us,
-            load_end_us: start_us,
-            overload: None,
-            capacity_per_s: 0.0,
-            patience_s: 0.0,
-            service_s: 0.0,
-            queue_bound: 0.0,
-            in_flight_at_provider: 0.0,
-            gateway_wait_s: 0.0,
-            knee: None,
-            memory_ceiling_bytes: None,
-            send_lag_bound_ms: 0.0,
-            send_lag_p99_ms: 0.0,
-        };
-        crate::judge(attempts, calls, rss, &expect, &Thresholds::default()).timeline
-    }
-
     /// The timeline as CSV: a header row and one row per second; an absent
     /// value is an empty field.
     ///
     /// ```
-    /// let t = assertions::Timeline::build(&[], &[], &[], 0);
+    /// let t = assertions::Timeline { start_us: 0, seconds: Vec::new() };
     /// assert!(t.to_csv().starts_with("t,offered,sent,ok,"));
     /// ```
     pub fn to_csv(&self) -> String {
@@ -728,7 +698,7 @@ mod tests {
     use super::*;
     use crate::batch::Joined;
     use crate::stories::{self, at, attempt, call, T0};
-    use wire::ClientOutcome;
+    use wire::{ClientOutcome, ProviderRecord, RssSample};
 
     /// A backlog that drops at the overload's end, then a Poisson-like
     /// excursion minutes later: drained at once, not after the excursion;
@@ -863,7 +833,7 @@ mod tests {
                 rss_bytes: 20,
             },
         ];
-        let t = Timeline::build(&attempts, &calls, &rss, T0);
+        let t = stories::timeline(&attempts, &calls, &rss);
         let col = |f: fn(&Second) -> u64| t.seconds.iter().map(f).collect::<Vec<_>>();
         assert_eq!(t.seconds.len(), 4);
         assert_eq!(col(|s| s.offered), vec![3, 0, 0, 0]);
@@ -955,7 +925,7 @@ mod tests {
     #[test]
     fn csv_has_a_header_and_a_row_per_second() {
         let (attempts, calls) = one_slot();
-        let csv = Timeline::build(&attempts, &calls, &[], T0).to_csv();
+        let csv = stories::timeline(&attempts, &calls, &[]).to_csv();
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(lines.len(), 5);
         assert!(lines.iter().all(|l| l.split(',').count() == 25));

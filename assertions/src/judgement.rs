@@ -1,0 +1,236 @@
+//! A judged run: the verdicts, the figures behind them, and how the one
+//! pass went ([`Judgement`]); and [`conclude`], which runs every check, in
+//! [`CHECKS`] order, on what a pass measured ([`Measured`]).
+//!
+//! Both judges end here: the one pass (`judge`) and, in tests, the oracle
+//! it is checked against. The checks read what was measured, never the
+//! records.
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use wire::ClientRecord;
+
+use crate::checks::{self, Evidence};
+use crate::expect::{Expectations, Thresholds};
+use crate::external::External;
+use crate::tally::Tally;
+use crate::timeline::{histogram, Drain, DrainOutcome, FirstShed, Harness, Summary, Timeline};
+use crate::verdict::{Status, Verdict};
+use crate::{knee, legible};
+
+/// The ids of the checks, in the order [`judge()`] returns their verdicts.
+pub const CHECKS: [&str; 11] = [
+    "shed_onset",
+    "retry_after",
+    "memory_ceiling",
+    "drain",
+    "stale_dispatch",
+    "served_latency",
+    "goodput",
+    "no_silent_loss",
+    "refusals_legible",
+    "concurrency_below_knee",
+    "harness_valid",
+];
+
+/// A judged run: the checklist, the overall verdict, and the measurements
+/// behind them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Judgement {
+    /// One verdict per check, in [`CHECKS`] order.
+    pub verdicts: Vec<Verdict>,
+    /// `invalid` if the harness was invalid, else `fail` if any check
+    /// failed, else `pass`.
+    pub overall: Status,
+    /// The run second by second.
+    pub timeline: Timeline,
+    /// The run's numbers, in `report.json`'s shape.
+    pub summary: Summary,
+    /// The gateway's first shed, if it shed.
+    pub first_shed: Option<FirstShed>,
+    /// End-to-end latency per attempt, for the percentile chart (not in
+    /// `report.json`).
+    #[serde(skip)]
+    pub distribution: Distribution,
+    /// How the one pass went (not in `report.json`).
+    #[serde(skip)]
+    pub pass: Pass,
+}
+
+/// End-to-end latency per attempt (intended send to done, at least 1 µs),
+/// as HDR histograms of 3 significant figures: a chart's input, whatever
+/// the run's length.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Distribution {
+    /// Of answered attempts.
+    pub served: Histogram<u64>,
+    /// Of all attempts.
+    pub all: Histogram<u64>,
+}
+
+impl Distribution {
+    pub(crate) fn new() -> Self {
+        Distribution {
+            served: histogram(),
+            all: histogram(),
+        }
+    }
+
+    /// Counts one attempt.
+    pub(crate) fn add(&mut self, a: &ClientRecord) {
+        let us = a.done_us.saturating_sub(a.intended_us).max(1);
+        let _ = self.all.record(us);
+        if a.outcome == wire::ClientOutcome::Ok {
+            let _ = self.served.record(us);
+        }
+    }
+}
+
+impl Default for Distribution {
+    fn default() -> Self {
+        Distribution::new()
+    }
+}
+
+/// How the one pass went: the window it judged in, and what fell outside
+/// it (see [`Judge`]). Both counts are 0 for records written in about the
+/// order they ended.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Pass {
+    /// The window at the end of the run, in seconds.
+    pub window_s: f64,
+    /// Records (or parts of them) that came more than a window out of
+    /// order, judged from the instant the pass had reached.
+    pub out_of_order: u64,
+    /// Provider calls received for an attempt that had left more than its
+    /// settling time before with no call: counted as dispatched (stale,
+    /// late, queue wait) but not in the gateway's depth or drain time.
+    pub settled_before_dispatch: u64,
+    /// The most entries the judge held at once, records, people, attempts,
+    /// pending events and per-second values (the compact entries of
+    /// unanswered attempts not included).
+    pub peak_held: usize,
+    /// Compact entries held at the end (unanswered attempts).
+    pub compact: usize,
+}
+
+impl Judgement {
+    /// The verdict of the check `id` (one of [`CHECKS`]), if there is one.
+    ///
+    /// ```
+    /// # let expect = assertions::Expectations {
+    /// #     start_us: 0, load_end_us: 0, overload: None, capacity_per_s: 1.0,
+    /// #     patience_s: 2.0, service_s: 1.0, queue_bound: 1.0,
+    /// #     in_flight_at_provider: 1.0, gateway_wait_s: 0.0, knee: None, memory_ceiling_bytes: None,
+    /// #     send_lag_bound_ms: 1.0, send_lag_p99_ms: 0.0,
+    /// # };
+    /// let j = assertions::judge(&[], &[], &[], &expect, &Default::default());
+    /// let v = j.verdict("harness_valid").unwrap();
+    /// assert_eq!(v.detail, "no data: the load generator recorded no attempts");
+    /// ```
+    pub fn verdict(&self, id: &str) -> Option<&Verdict> {
+        self.verdicts.iter().find(|v| v.id == id)
+    }
+}
+
+/// What a pass (or, in tests, the oracle) measured, before the checks.
+pub(crate) struct Measured {
+    pub(crate) timeline: Timeline,
+    pub(crate) summary: Summary,
+    pub(crate) drain: Drain,
+    pub(crate) first_shed: Option<FirstShed>,
+    pub(crate) tally: Tally,
+    pub(crate) distribution: Distribution,
+    pub(crate) pass: Pass,
+}
+
+/// Runs every check on what was measured, and concludes.
+pub(crate) fn conclude(
+    m: Measured,
+    expect: &Expectations,
+    thresholds: &Thresholds,
+    external: Option<&External>,
+) -> Judgement {
+    let Measured {
+        timeline,
+        mut summary,
+        drain,
+        first_shed,
+        tally,
+        distribution,
+        pass,
+    } = m;
+    match drain.outcome {
+        DrainOutcome::Drained { drain_s } => summary.drain_s = Some(drain_s),
+        // Nothing to drain: back at once.
+        DrainOutcome::NothingWaited { .. } => summary.drain_s = Some(0.0),
+        _ => {}
+    }
+    let harness = checks::harness_valid(tally.attempts, expect, &thresholds.harness_valid);
+    let harness_alone = harness.clone();
+    summary.harness = Harness {
+        send_lag_p99_ms: expect.send_lag_p99_ms,
+        valid: harness.status != Status::Invalid,
+    };
+    let ev = Evidence {
+        expect,
+        summary: &summary,
+        drain,
+        first_shed,
+        tally: &tally,
+    };
+    let verdicts = vec![
+        checks::shed_onset(&ev, &thresholds.shed_onset),
+        checks::retry_after(&ev, &thresholds.retry_after),
+        checks::memory_ceiling(&ev, &thresholds.memory_ceiling),
+        checks::drain(&ev, &thresholds.drain),
+        checks::stale_dispatch(&ev, &thresholds.stale_dispatch),
+        checks::served_latency(&ev, &thresholds.served_latency),
+        checks::goodput(&ev, &thresholds.goodput),
+        checks::no_silent_loss(&ev, &thresholds.no_silent_loss),
+        legible::refusals_legible(&summary.refusals, &thresholds.refusals_legible),
+        knee::concurrency_below_knee(
+            &timeline.seconds,
+            expect.knee,
+            &thresholds.concurrency_below_knee,
+        ),
+        checks::upstream_seen(&ev).unwrap_or(harness),
+    ];
+    let verdicts: Vec<Verdict> = match external {
+        // No provider records by design: the client's side and the
+        // gateway's gauges stand in for them.
+        Some(e) => e.finish(
+            verdicts
+                .into_iter()
+                .map(|v| match v.id {
+                    "stale_dispatch" => e.stale_dispatch(&summary, &thresholds.stale_dispatch),
+                    "harness_valid" => harness_alone.clone(),
+                    _ => v,
+                })
+                .collect(),
+        ),
+        None => {
+            let (calls, answered) = (summary.provider.calls, summary.counts.ok);
+            verdicts
+                .into_iter()
+                .map(|v| checks::without_provider_calls(v, calls, answered))
+                .collect()
+        }
+    };
+    let overall = if verdicts.iter().any(|v| v.status == Status::Invalid) {
+        Status::Invalid
+    } else if verdicts.iter().any(|v| v.status == Status::Fail) {
+        Status::Fail
+    } else {
+        Status::Pass
+    };
+    Judgement {
+        verdicts,
+        overall,
+        timeline,
+        summary,
+        first_shed,
+        distribution,
+        pass,
+    }
+}

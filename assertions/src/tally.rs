@@ -1,0 +1,154 @@
+//! What the judge keeps for the checks beyond the [`Summary`]: a
+//! [`Tally`] of counts, a set of Retry-After values and one histogram,
+//! filled as the records go by (by the one pass, `judge`, and in tests by
+//! the oracle), whatever the run's length; and the rule of a retry that
+//! honoured a Retry-After ([`honoured`]), applied as each person is done.
+//!
+//! [`Summary`]: crate::Summary
+
+use std::collections::BTreeSet;
+
+use hdrhistogram::Histogram;
+use wire::{ClientOutcome, RssSample};
+
+use crate::expect::Expectations;
+use crate::timeline::histogram;
+
+const US: f64 = 1_000_000.0;
+
+/// The figures the checks need beyond the [`Summary`]: counts, a set of
+/// Retry-After values and one HDR histogram, whatever the run's length.
+#[derive(Debug, Clone)]
+pub(crate) struct Tally {
+    /// Attempts.
+    pub(crate) attempts: u64,
+    /// People: distinct ids among the attempts.
+    pub(crate) people: u64,
+    /// People served (an answer to any of their attempts).
+    pub(crate) served: u64,
+    /// Attempts that ended in a timeout, a reset, a connection error and a
+    /// malformed answer, in that order.
+    pub(crate) lost: [u64; 4],
+    /// Attempts answered inside the overload window.
+    pub(crate) answered_in_overload: u64,
+    /// Provider calls answered (ok, not hung up) that finished inside the
+    /// overload window.
+    pub(crate) calls_answered_in_overload: u64,
+    /// Sheds by the gateway itself.
+    pub(crate) sheds: u64,
+    /// Those of them without a Retry-After.
+    pub(crate) sheds_without_retry_after: u64,
+    /// The distinct Retry-After values they gave, in milliseconds.
+    pub(crate) retry_after_values: BTreeSet<u64>,
+    /// Relative errors of their Retry-After against the backlog drain time
+    /// at the shed, in thousandths.
+    pub(crate) retry_after_errors: Histogram<u64>,
+    /// Retries that honoured a Retry-After after the overload, and how many
+    /// of them were admitted (see [`honoured`]).
+    pub(crate) honouring: u64,
+    pub(crate) honoured_admitted: u64,
+    /// The largest memory sample (the last of equal ones).
+    pub(crate) peak_rss: Option<RssSample>,
+    /// Times the gateway was killed by its memory limit.
+    pub(crate) oom_kills: u64,
+}
+
+impl Tally {
+    pub(crate) fn new() -> Self {
+        Tally {
+            attempts: 0,
+            people: 0,
+            served: 0,
+            lost: [0; 4],
+            answered_in_overload: 0,
+            calls_answered_in_overload: 0,
+            sheds: 0,
+            sheds_without_retry_after: 0,
+            retry_after_values: BTreeSet::new(),
+            retry_after_errors: histogram(),
+            honouring: 0,
+            honoured_admitted: 0,
+            peak_rss: None,
+            oom_kills: 0,
+        }
+    }
+
+    /// μ as measured at the provider: answered calls finished inside the
+    /// overload window, per second (`None` without a window).
+    pub(crate) fn measured_capacity(&self, expect: &Expectations) -> Option<f64> {
+        let (from, to) = expect.overload?;
+        (to > from).then(|| self.calls_answered_in_overload as f64 / ((to - from) as f64 / US))
+    }
+
+    /// The index in [`Tally::lost`] of a silent loss, `None` for any other
+    /// outcome.
+    pub(crate) fn lost_kind(outcome: ClientOutcome) -> Option<usize> {
+        LOST.iter().position(|(o, _, _)| *o == outcome)
+    }
+}
+
+/// The silent losses, in [`Tally::lost`] order, with their nouns.
+pub(crate) const LOST: [(ClientOutcome, &str, &str); 4] = [
+    (ClientOutcome::Timeout, "timeout", "timeouts"),
+    (ClientOutcome::Reset, "reset", "resets"),
+    (
+        ClientOutcome::ConnectError,
+        "connection error",
+        "connection errors",
+    ),
+    (
+        ClientOutcome::Malformed,
+        "malformed answer",
+        "malformed answers",
+    ),
+];
+
+/// One retry, as [`honoured`] judges it: `None` if it says nothing about
+/// the Retry-After (a first attempt, before the overload's end, after no
+/// Retry-After, or without patience left for a call), else whether it
+/// honoured the Retry-After and whether it was admitted.
+pub(crate) struct Retry {
+    /// The retry's number, send time, patience and outcome.
+    pub(crate) attempt: u32,
+    pub(crate) intended_us: u64,
+    pub(crate) sent_us: u64,
+    pub(crate) patience_ms: u64,
+    pub(crate) outcome: ClientOutcome,
+}
+
+/// The attempt before it: its end and Retry-After.
+pub(crate) struct Previous {
+    pub(crate) done_us: u64,
+    pub(crate) retry_after_ms: Option<u64>,
+}
+
+/// Retries sent after the overload (or, without one, at any time) no
+/// earlier than the previous attempt's done plus its Retry-After, by people
+/// with patience left for a call (at least twice the service time S):
+/// `Some(admitted)` for such a retry (admitted: not shed), `None` for any
+/// other attempt. A retry whose caller has less patience left than a call
+/// takes is rightly shed by a deadline-aware gateway, so it says nothing
+/// about the Retry-After. `first_intended` is the person's first attempt's
+/// due time, if known.
+pub(crate) fn honoured(
+    expect: &Expectations,
+    a: &Retry,
+    prev: Option<&Previous>,
+    first_intended: Option<u64>,
+) -> Option<bool> {
+    let after = expect.overload.map_or(expect.start_us, |(_, to)| to);
+    if a.attempt <= 1 || a.sent_us < after {
+        return None;
+    }
+    let prev = prev?;
+    let ra = prev.retry_after_ms?;
+    let used_us = a
+        .sent_us
+        .saturating_sub(first_intended.unwrap_or(a.intended_us));
+    let left_us = a.patience_ms.saturating_mul(1000).saturating_sub(used_us);
+    if (left_us as f64) < 2.0 * expect.service_s * 1e6 {
+        return None;
+    }
+    (a.sent_us >= prev.done_us.saturating_add(ra.saturating_mul(1000)))
+        .then_some(a.outcome != ClientOutcome::Shed)
+}
