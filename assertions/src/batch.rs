@@ -456,35 +456,7 @@ impl<'a> Joined<'a> {
 
     pub(crate) fn timeline(&self) -> Timeline {
         let n = self.n_seconds();
-        let mut rows: Vec<Second> = (0..n)
-            .map(|t| Second {
-                t: t as u64,
-                offered: 0,
-                sent: 0,
-                ok: 0,
-                shed: 0,
-                stale: 0,
-                tenant_limited: 0,
-                upstream_refused: 0,
-                gateway_timeout: 0,
-                timeout: 0,
-                errors: 0,
-                client_outstanding: 0,
-                provider_in_flight: 0,
-                provider_in_service: 0,
-                gateway_depth: 0,
-                backlog: 0,
-                e2e_p50_ms: None,
-                e2e_p99_ms: None,
-                queue_wait_p50_ms: None,
-                queue_wait_p99_ms: None,
-                provider_p50_ms: None,
-                provider_p99_ms: None,
-                rss_bytes: None,
-                retry_after_ms: None,
-                drain_s: 0.0,
-            })
-            .collect();
+        let mut rows: Vec<Second> = (0..n).map(|t| Second::empty(t as u64)).collect();
         if n == 0 {
             return Timeline {
                 start_us: self.start_us,

@@ -78,7 +78,7 @@ use crate::calendar::Calendar;
 use crate::expect::{Expectations, Thresholds};
 use crate::external::External;
 use crate::judgement::{conclude, Distribution, Judgement, Measured, Pass};
-use crate::sweep::{empty_second, Level, Rows, Sweep};
+use crate::sweep::{Level, Rows, Sweep};
 use crate::tally::{self, Previous, Retry, Tally};
 use crate::timeline::{
     histogram, ms_percentiles, percentiles, quantile, record, row_us, Counts, Deaths, Drain,
@@ -1237,7 +1237,7 @@ impl Judge {
         let from = self.rows.rows.len();
         self.rows
             .rows
-            .extend((from..n).map(|t| empty_second(t as u64)));
+            .extend((from..n).map(|t| Second::empty(t as u64)));
         self.rows.rows.truncate(n);
         let external = self.external.clone();
         let drain = self.sweep.finish(

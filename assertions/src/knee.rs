@@ -79,7 +79,7 @@ mod tests {
             .map(|(t, &n)| Second {
                 provider_in_service: n,
                 sent: 1,
-                ..crate::sweep::empty_second(t as u64)
+                ..Second::empty(t as u64)
             })
             .collect()
     }

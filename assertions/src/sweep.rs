@@ -82,40 +82,10 @@ impl Rows {
     pub(crate) fn row(&mut self, s: usize) -> &mut Second {
         if self.rows.len() <= s {
             let from = self.rows.len();
-            self.rows.extend((from..=s).map(|t| empty_second(t as u64)));
+            self.rows
+                .extend((from..=s).map(|t| Second::empty(t as u64)));
         }
         &mut self.rows[s]
-    }
-}
-
-/// A row with nothing in it.
-pub(crate) fn empty_second(t: u64) -> Second {
-    Second {
-        t,
-        offered: 0,
-        sent: 0,
-        ok: 0,
-        shed: 0,
-        stale: 0,
-        tenant_limited: 0,
-        upstream_refused: 0,
-        gateway_timeout: 0,
-        timeout: 0,
-        errors: 0,
-        client_outstanding: 0,
-        provider_in_flight: 0,
-        provider_in_service: 0,
-        gateway_depth: 0,
-        backlog: 0,
-        e2e_p50_ms: None,
-        e2e_p99_ms: None,
-        queue_wait_p50_ms: None,
-        queue_wait_p99_ms: None,
-        provider_p50_ms: None,
-        provider_p99_ms: None,
-        rss_bytes: None,
-        retry_after_ms: None,
-        drain_s: 0.0,
     }
 }
 

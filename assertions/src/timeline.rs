@@ -109,7 +109,7 @@ pub(crate) const MAX_SECONDS: u64 = 100_000;
 /// levels (outstanding, in flight, depth, backlog) are the most seen at any
 /// instant of the second; percentiles are of the events in the second,
 /// `None` if there were none; durations are as measured in the rehearsal.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct Second {
     /// Scenario seconds since the run started: the row covers `[t, t + 1)`.
     pub t: u64,
@@ -177,58 +177,102 @@ pub struct Timeline {
 }
 
 impl Timeline {
-    /// The timeline as CSV: a header row and one row per second; an absent
-    /// value is an empty field.
+    /// The timeline as CSV (`timeline.csv`): a header row and one row per
+    /// second; an absent value is an empty field.
     ///
     /// ```
     /// let t = assertions::Timeline { start_us: 0, seconds: Vec::new() };
     /// assert!(t.to_csv().starts_with("t,offered,sent,ok,"));
     /// ```
     pub fn to_csv(&self) -> String {
-        fn ms(x: Option<f64>) -> String {
-            x.map(|v| format!("{v:.3}")).unwrap_or_default()
+        // A writer given no row writes no header either: without seconds,
+        // the header is the first line of an empty second's CSV.
+        let empty = [Second::empty(0)];
+        let rows = if self.seconds.is_empty() {
+            &empty[..]
+        } else {
+            &self.seconds
+        };
+        let mut writer = csv::Writer::from_writer(Vec::new());
+        for s in rows {
+            // Into memory, of strings and integers: nothing can fail.
+            writer
+                .serialize(CsvRow::from(s))
+                .expect("a row of strings and integers serializes");
         }
-        fn int(x: Option<u64>) -> String {
-            x.map(|v| v.to_string()).unwrap_or_default()
+        let mut bytes = writer.into_inner().expect("a Vec takes every byte");
+        if self.seconds.is_empty() {
+            let header = bytes.iter().position(|&b| b == b'\n').map_or(0, |i| i + 1);
+            bytes.truncate(header);
         }
-        let mut out = String::from(
-            "t,offered,sent,ok,shed,stale,tenant_limited,upstream_refused,gateway_timeout,\
-             timeout,errors,client_outstanding,provider_in_flight,\
-             provider_in_service,gateway_depth,backlog,e2e_p50_ms,e2e_p99_ms,\
-             queue_wait_p50_ms,queue_wait_p99_ms,provider_p50_ms,provider_p99_ms,\
-             rss_bytes,retry_after_ms,drain_s\n",
-        );
-        for s in &self.seconds {
-            out.push_str(&format!(
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3}\n",
-                s.t,
-                s.offered,
-                s.sent,
-                s.ok,
-                s.shed,
-                s.stale,
-                s.tenant_limited,
-                s.upstream_refused,
-                s.gateway_timeout,
-                s.timeout,
-                s.errors,
-                s.client_outstanding,
-                s.provider_in_flight,
-                s.provider_in_service,
-                s.gateway_depth,
-                s.backlog,
-                ms(s.e2e_p50_ms),
-                ms(s.e2e_p99_ms),
-                ms(s.queue_wait_p50_ms),
-                ms(s.queue_wait_p99_ms),
-                ms(s.provider_p50_ms),
-                ms(s.provider_p99_ms),
-                int(s.rss_bytes),
-                int(s.retry_after_ms),
-                s.drain_s,
-            ));
+        String::from_utf8(bytes).expect("digits, points and column names are ASCII")
+    }
+}
+
+/// One line of `timeline.csv`: a [`Second`] with each field formatted as
+/// the file writes it (milliseconds and the drain time to the microsecond,
+/// three decimals; an absent value empty). Its fields, in order, are the
+/// file's columns: their one list.
+#[derive(Serialize)]
+struct CsvRow {
+    t: u64,
+    offered: u64,
+    sent: u64,
+    ok: u64,
+    shed: u64,
+    stale: u64,
+    tenant_limited: u64,
+    upstream_refused: u64,
+    gateway_timeout: u64,
+    timeout: u64,
+    errors: u64,
+    client_outstanding: u64,
+    provider_in_flight: u64,
+    provider_in_service: u64,
+    gateway_depth: u64,
+    backlog: u64,
+    e2e_p50_ms: String,
+    e2e_p99_ms: String,
+    queue_wait_p50_ms: String,
+    queue_wait_p99_ms: String,
+    provider_p50_ms: String,
+    provider_p99_ms: String,
+    rss_bytes: String,
+    retry_after_ms: String,
+    drain_s: String,
+}
+
+impl From<&Second> for CsvRow {
+    fn from(s: &Second) -> Self {
+        let ms = |x: Option<f64>| x.map(|v| format!("{v:.3}")).unwrap_or_default();
+        let int = |x: Option<u64>| x.map(|v| v.to_string()).unwrap_or_default();
+        CsvRow {
+            t: s.t,
+            offered: s.offered,
+            sent: s.sent,
+            ok: s.ok,
+            shed: s.shed,
+            stale: s.stale,
+            tenant_limited: s.tenant_limited,
+            upstream_refused: s.upstream_refused,
+            gateway_timeout: s.gateway_timeout,
+            timeout: s.timeout,
+            errors: s.errors,
+            client_outstanding: s.client_outstanding,
+            provider_in_flight: s.provider_in_flight,
+            provider_in_service: s.provider_in_service,
+            gateway_depth: s.gateway_depth,
+            backlog: s.backlog,
+            e2e_p50_ms: ms(s.e2e_p50_ms),
+            e2e_p99_ms: ms(s.e2e_p99_ms),
+            queue_wait_p50_ms: ms(s.queue_wait_p50_ms),
+            queue_wait_p99_ms: ms(s.queue_wait_p99_ms),
+            provider_p50_ms: ms(s.provider_p50_ms),
+            provider_p99_ms: ms(s.provider_p99_ms),
+            rss_bytes: int(s.rss_bytes),
+            retry_after_ms: int(s.retry_after_ms),
+            drain_s: format!("{:.3}", s.drain_s),
         }
-        out
     }
 }
 
@@ -317,6 +361,14 @@ impl Counts {
 }
 
 impl Second {
+    /// Second `t`, with nothing in it.
+    pub(crate) fn empty(t: u64) -> Second {
+        Second {
+            t,
+            ..Second::default()
+        }
+    }
+
     /// Counts an attempt that ended in this second, so.
     pub(crate) fn ended(&mut self, outcome: ClientOutcome) {
         // The same columns as the run's counts (`errors` here is `error`
@@ -935,6 +987,17 @@ mod tests {
             "{}",
             lines[1]
         );
+        // Three decimals, empty when absent, one line per second.
+        assert_eq!(
+            lines[2],
+            "1,0,0,1,0,0,0,0,0,0,0,2,1,1,1,1,1000.000,1000.000,900.000,900.000,1000.000,1000.000,,,1.000"
+        );
+        // Without a second, the header alone.
+        let empty = Timeline {
+            start_us: T0,
+            seconds: Vec::new(),
+        };
+        assert_eq!(empty.to_csv(), format!("{}\n", lines[0]));
     }
 
     #[test]
