@@ -47,44 +47,66 @@
 //! # What is held
 //!
 //! Per request, within the window: its record while it waits to be
-//! released (about 110 bytes, a call's the same); then, for an attempt,
-//! 64 bytes in its person's entry (about 80 bytes more per person) until
-//! the person is done (the later of their last attempt's settling time and
-//! their patience plus M after each of their attempts was due: no attempt
-//! or call of theirs can still come); and 16 bytes per pending sweep item, about ten
-//! per request. That is the request rate times a few windows, whatever the
-//! run's length ([`Judge::held`] counts the entries).
+//! released (120 bytes, an attempt's or a call's: an 88-byte slot and a
+//! 32-byte key in the calendar); then, for an attempt, 80 bytes in its
+//! person's list until the person is done (the later of their last
+//! attempt's settling time and their patience plus M after each of their
+//! attempts was due: no attempt or call of theirs can still come), and 24
+//! bytes in each of the two queues of unsettled attempts until it settles;
+//! per person, 40 bytes in the table (47 to 94 with its control byte and
+//! its slack: 7/8 full at most, 7/16 just after growing), 16 in the queue
+//! of people by when they are done, and their list's room for four
+//! attempts from the first on (320 bytes); and 16 bytes per pending sweep
+//! item, about ten per request. That is the request rate times a few
+//! windows, whatever the run's length ([`Judge::held`] counts the entries;
+//! a unit test checks these sizes).
 //!
 //! What outlives the window, to the end of the run: the per-second
-//! [`crate::Timeline`] (one row per second of the run, 232 bytes),
+//! [`crate::Timeline`] (one row per second of the run, 264 bytes),
 //! the histograms and counts, the set of distinct Retry-After values, and
 //! one compact entry per person whose last attempt ended without an answer
-//! (a timeout, a reset, a shed not retried): 24 bytes (a 64-bit hash of the
-//! id, the attempt's send and end times; 28 to 57 bytes in the hash
+//! (a timeout, a reset, a shed not retried): 32 bytes (a 64-bit hash of the
+//! id, the attempt's send and end times, whether a call joined it and
+//! whether a late answer to it was counted; 38 to 75 bytes in the hash
 //! table), because a naive gateway can reach the provider for them
 //! minutes later, a stale dispatch and often an answer to a closed socket.
 //! A call for a person who was answered, received after the person is
 //! done, joins nobody. Ids are compared by their 64-bit hash (SipHash): two
 //! ids of one run share a hash with a probability under 10⁻⁶ up to 4
 //! million people.
+//!
+//! # The judge's parts
+//!
+//! [`Judge`] is its parts: the window's clocks (`Window`: P, C, G, the
+//! latest end fed, the release point); the records waiting to be released
+//! (`records::Pending`); the people not yet done, their unsettled attempts
+//! and the compact entries (`people::People`); the per-second values
+//! waiting for their second's percentiles (`values::Values`); the
+//! timeline's rows and the sweep that writes their levels; what outlives
+//! the window (`Figures`: counts, histograms, the checks' tally); and how
+//! the pass went (`Progress`).
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hash as _, Hasher};
+mod people;
+mod records;
+mod values;
+
+use std::collections::{BTreeMap, HashMap};
 
 use hdrhistogram::Histogram;
 use wire::{ClientOutcome, ClientRecord, ProviderOutcome, ProviderRecord, RefusalClass, RssSample};
 
-use crate::calendar::Calendar;
 use crate::expect::{Expectations, Thresholds};
 use crate::external::External;
 use crate::judgement::{conclude, Distribution, Judgement, Measured, Pass};
 use crate::sweep::{Level, Rows, Sweep};
 use crate::tally::{self, Previous, Retry, Tally};
 use crate::timeline::{
-    histogram, ms_percentiles, percentiles, quantile, record, row_us, Counts, Deaths, Drain,
-    GatewayPeaks, Harness, Latencies, ProviderCounts, RefusalLine, Second, Summary, Timeline,
-    MAX_SECONDS, US,
+    histogram, percentiles, record, row_us, Counts, Deaths, Drain, GatewayPeaks, Harness,
+    Latencies, ProviderCounts, RefusalLine, Second, Summary, Timeline, MAX_SECONDS, US,
 };
+use people::{id_hash, AttemptAt, Compact, DoneAt, People};
+use records::{Attempt, Call, Names, Pending, Record, Release, Side};
+use values::{Value, Values};
 
 /// Judges a run held in memory: feeds a [`Judge`] the records in the
 /// order a run directory holds them (each side by its end time, the two
@@ -205,190 +227,9 @@ impl Held {
     }
 }
 
-/// A hasher for keys that are already hashes or counters: one multiply,
-/// so the table's control bytes still see mixed bits.
-#[derive(Default)]
-struct Mixed(u64);
-
-impl Hasher for Mixed {
-    fn finish(&self) -> u64 {
-        self.0.wrapping_mul(0x9e37_79b9_7f4a_7c15)
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
-
-type Map<V> = HashMap<u64, V, BuildHasherDefault<Mixed>>;
-
-/// A person's id as the judge knows it.
-fn id_hash(id: &str) -> u64 {
-    let mut h = std::hash::DefaultHasher::new();
-    id.hash(&mut h);
-    h.finish()
-}
-
-/// What the judge keeps of an attempt.
-#[derive(Debug, Clone)]
-struct Attempt {
-    /// Its place in `client.jsonl` (ties are broken by it, as in the file).
-    seq: u64,
-    attempt: u32,
-    outcome: ClientOutcome,
-    /// Its departure from the gateway is known and handed to the sweep.
-    settled: bool,
-    /// A call joined it as its first.
-    matched: bool,
-    /// An answer to it came after it had ended, and was counted late: a
-    /// gateway's retries of the provider's refusals give it several.
-    late: bool,
-    intended_us: u64,
-    sent_us: u64,
-    done_us: u64,
-    retry_after_ms: Option<u64>,
-    patience_ms: u64,
-    status: Option<u16>,
-    /// The gateway's reason and the tenant, as indexes into the judge's
-    /// names.
-    reason: Option<u16>,
-    tenant: Option<u16>,
-}
-
-/// The few distinct strings records repeat (reasons, tenants), each kept
-/// once; an attempt holds its index.
-#[derive(Default)]
-struct Names(Vec<String>);
-
-impl Names {
-    /// The index of `name`; past 65,535 distinct names, `None` (a reason
-    /// or tenant that many is not a label but noise).
-    fn index(&mut self, name: Option<&str>) -> Option<u16> {
-        let name = name?;
-        if let Some(i) = self.0.iter().position(|n| n == name) {
-            return u16::try_from(i).ok();
-        }
-        let i = u16::try_from(self.0.len()).ok()?;
-        self.0.push(name.to_owned());
-        Some(i)
-    }
-
-    fn get(&self, i: Option<u16>) -> Option<&str> {
-        i.and_then(|i| self.0.get(usize::from(i)))
-            .map(String::as_str)
-    }
-}
-
-/// A refusal's line in the refusal table: class, status, reason, tenant.
+/// A refusal's line in the refusal table: class, status, reason, tenant
+/// (the last two as indexes into the judge's names).
 type RefusalKey = (RefusalClass, u16, Option<u16>, Option<u16>);
-
-/// What the judge keeps of a call.
-#[derive(Debug, Clone)]
-struct Call {
-    received_us: u64,
-    admitted_us: Option<u64>,
-    finished_us: Option<u64>,
-    hung_up_us: Option<u64>,
-    tokens: u64,
-    outcome: ProviderOutcome,
-    status: u16,
-}
-
-/// A record waiting to be released, in a slab slot.
-enum Record {
-    Attempt(Attempt),
-    Call(Call),
-}
-
-/// Records waiting to be released, in start order: small keys in a
-/// calendar (the records themselves stay put in a slab).
-struct Pending {
-    /// `start << 64 | order at that instant` (attempts before calls, then
-    /// by attempt number, then file order), with the slot.
-    queue: Calendar<(u128, usize)>,
-    slots: Vec<Option<(u64, Record)>>,
-    free: Vec<usize>,
-}
-
-impl Pending {
-    fn new() -> Self {
-        Pending {
-            queue: Calendar::new(),
-            slots: Vec::new(),
-            free: Vec::new(),
-        }
-    }
-
-    fn push(&mut self, start: u64, order: u64, person: u64, record: Record) {
-        let slot = match self.free.pop() {
-            Some(i) => {
-                self.slots[i] = Some((person, record));
-                i
-            }
-            None => {
-                self.slots.push(Some((person, record)));
-                self.slots.len() - 1
-            }
-        };
-        let key = u128::from(start) << 64 | u128::from(order);
-        self.queue.push(start, (key, slot));
-    }
-
-    /// Takes the record in `slot`.
-    fn take(&mut self, slot: usize) -> Option<(u64, Record)> {
-        let taken = self.slots[slot].take();
-        self.free.push(slot);
-        taken
-    }
-
-    fn len(&self) -> usize {
-        self.queue.len()
-    }
-}
-
-/// The order of an attempt among records starting at one instant: before
-/// calls, by attempt number, then by its place in the file.
-fn attempt_order(attempt: u32, seq: u64) -> u64 {
-    u64::from(attempt.min((1 << 23) - 1)) << 40 | seq.min((1 << 40) - 1)
-}
-
-/// The order of a call among records starting at one instant: after
-/// attempts, by its place in the file.
-fn call_order(seq: u64) -> u64 {
-    1 << 63 | seq.min((1 << 40) - 1)
-}
-
-/// A person whose attempts may still come or still be joined.
-#[derive(Debug, Default)]
-struct Person {
-    /// Released attempts, in send order; the last one's window is open.
-    attempts: Vec<Attempt>,
-    /// When the person is done: no attempt and no call for them can still
-    /// be released.
-    done_at: u64,
-}
-
-/// A person done, whose last attempt ended without an answer: kept to the
-/// end of the run for a call a gateway may still make for them. 24 bytes
-/// with its key (the id's hash): 16 here, 8 in the key; in the hash table,
-/// with its control byte and its slack (7/8 full at most, 7/16 just after
-/// growing), 28 to 57 bytes per unanswered person.
-#[derive(Debug, Clone, Copy)]
-struct Compact {
-    /// The top bit: a call joined it already.
-    sent_us: u64,
-    /// The top bit: a late answer to it was counted already.
-    done_us: u64,
-}
-
-const MATCHED_BIT: u64 = 1 << 63;
-const LATE_BIT: u64 = 1 << 63;
 
 /// A call joined as an attempt's first: when it was received, and when it
 /// left the provider's queue (admitted, else finished).
@@ -396,74 +237,6 @@ const LATE_BIT: u64 = 1 << 63;
 struct Match {
     received_us: u64,
     left_queue_us: Option<u64>,
-}
-
-/// Per-second values whose second is not over yet: each second's exact
-/// percentiles come from its own values, sorted once.
-#[derive(Default)]
-struct Values {
-    /// The first second not yet taken.
-    first: usize,
-    seconds: VecDeque<SecondValues>,
-    held: usize,
-}
-
-#[derive(Default)]
-struct SecondValues {
-    e2e: Vec<u64>,
-    waits: Vec<u64>,
-    provider: Vec<u64>,
-    retry_after: Vec<u64>,
-}
-
-#[derive(Clone, Copy)]
-enum Value {
-    E2e,
-    Wait,
-    Provider,
-    RetryAfter,
-}
-
-impl Values {
-    /// Adds `v` to second `s`; false if that second was taken already.
-    fn add(&mut self, s: usize, what: Value, v: u64) -> bool {
-        if s < self.first {
-            return false;
-        }
-        let i = s - self.first;
-        if self.seconds.len() <= i {
-            self.seconds.resize_with(i + 1, SecondValues::default);
-        }
-        let sv = &mut self.seconds[i];
-        match what {
-            Value::E2e => sv.e2e.push(v),
-            Value::Wait => sv.waits.push(v),
-            Value::Provider => sv.provider.push(v),
-            Value::RetryAfter => sv.retry_after.push(v),
-        }
-        self.held += 1;
-        true
-    }
-
-    /// Takes every second before `upto` into its row.
-    fn take(&mut self, upto: usize, rows: &mut Rows) {
-        while self.first < upto {
-            let Some(mut sv) = self.seconds.pop_front() else {
-                self.first = upto;
-                return;
-            };
-            self.held -= sv.e2e.len() + sv.waits.len() + sv.provider.len() + sv.retry_after.len();
-            if sv.e2e.len() + sv.waits.len() + sv.provider.len() + sv.retry_after.len() > 0 {
-                let row = rows.row(self.first);
-                (row.e2e_p50_ms, row.e2e_p99_ms) = ms_percentiles(&mut sv.e2e);
-                (row.queue_wait_p50_ms, row.queue_wait_p99_ms) = ms_percentiles(&mut sv.waits);
-                (row.provider_p50_ms, row.provider_p99_ms) = ms_percentiles(&mut sv.provider);
-                sv.retry_after.sort_unstable();
-                row.retry_after_ms = quantile(&sv.retry_after, 0.5);
-            }
-            self.first += 1;
-        }
-    }
 }
 
 /// The latencies kept whole-run, as HDR histograms.
@@ -474,6 +247,160 @@ struct Latency {
     queue_wait: Histogram<u64>,
     /// Received to finished, of calls answered.
     provider: Histogram<u64>,
+}
+
+/// The window's clocks (see the module docs): P, C and G as seen so far,
+/// the latest end time fed, and how far the release has gone.
+struct Window {
+    /// P: the longest patience.
+    patience_us: u64,
+    /// C: the longest provider call.
+    longest_call_us: u64,
+    /// G: how long an orphan may still wait inside the gateway.
+    gateway_wait_us: u64,
+    /// The latest end time fed.
+    stream_us: u64,
+    /// Every record that starts before this instant has been released.
+    released_to: u64,
+}
+
+impl Window {
+    fn new(expect: &Expectations) -> Self {
+        let capped = |s: f64| {
+            if s.is_finite() && s > 0.0 {
+                ((s * US as f64) as u64).min(MAX_WINDOW_US)
+            } else {
+                0
+            }
+        };
+        Window {
+            patience_us: capped(expect.patience_s),
+            longest_call_us: 0,
+            gateway_wait_us: capped(expect.gateway_wait_s),
+            stream_us: 0,
+            released_to: 0,
+        }
+    }
+
+    /// The window now, in microseconds: P + C + M, capped.
+    fn window_us(&self) -> u64 {
+        (self.patience_us + self.longest_call_us + MARGIN_US).min(MAX_WINDOW_US)
+    }
+
+    /// How long after it ended an attempt without a call settles: P + G
+    /// + M (G: [`Expectations::gateway_wait_s`], capped with the window).
+    fn settling_us(&self) -> u64 {
+        self.patience_us + self.gateway_wait_us + MARGIN_US
+    }
+
+    /// An attempt fed: how long it lasted and its patience stretch P.
+    fn saw_attempt(&mut self, a: &ClientRecord) {
+        self.patience_us = self
+            .patience_us
+            .max(a.done_us.saturating_sub(a.sent_us))
+            .max(a.patience_ms.saturating_mul(1000))
+            .min(MAX_WINDOW_US);
+        self.stream_us = self.stream_us.max(a.done_us);
+    }
+
+    /// A call fed, received at `received_us` and ended at `end_us`: it
+    /// stretches C.
+    fn saw_call(&mut self, received_us: u64, end_us: u64) {
+        self.longest_call_us = self
+            .longest_call_us
+            .max(end_us - received_us)
+            .min(MAX_WINDOW_US);
+        self.stream_us = self.stream_us.max(end_us);
+    }
+
+    /// Records that start before this instant may be released: a window
+    /// behind the latest end fed.
+    fn release_bound(&self) -> u64 {
+        self.stream_us.saturating_sub(self.window_us())
+    }
+}
+
+/// What outlives the window, to the end of the run: the run's counts,
+/// histograms and the checks' tally.
+struct Figures {
+    tally: Tally,
+    counts: Counts,
+    /// Counts per tenant, by the tenant's index into `names`.
+    tenants: BTreeMap<u16, Counts>,
+    refusals: BTreeMap<RefusalKey, u64>,
+    /// The reasons and tenants the records name, each once.
+    names: Names,
+    provider: ProviderCounts,
+    latency: Latency,
+    distribution: Distribution,
+    /// The gateway's deaths, and the attempts lost to them.
+    deaths: Deaths,
+    lost: u64,
+}
+
+impl Figures {
+    fn new() -> Self {
+        Figures {
+            tally: Tally::new(),
+            counts: Counts::default(),
+            tenants: BTreeMap::new(),
+            refusals: BTreeMap::new(),
+            names: Names::default(),
+            provider: ProviderCounts::default(),
+            latency: Latency {
+                served: histogram(),
+                queue_wait: histogram(),
+                provider: histogram(),
+            },
+            distribution: Distribution::new(),
+            deaths: Deaths::default(),
+            lost: 0,
+        }
+    }
+
+    /// Counts an attempt that ended at `done_us` so: for the run, its
+    /// second and its tenant.
+    fn ended(
+        &mut self,
+        rows: &mut Rows,
+        done_us: u64,
+        tenant: Option<&str>,
+        outcome: ClientOutcome,
+    ) {
+        self.counts.ended(outcome);
+        let s = rows.second_of(done_us);
+        rows.row(s).ended(outcome);
+        if let Some(t) = tenant {
+            let t = self.names.index(Some(t)).unwrap_or(u16::MAX);
+            self.tenants.entry(t).or_default().ended(outcome);
+        }
+    }
+}
+
+/// How the pass went so far.
+#[derive(Default)]
+struct Progress {
+    /// Records fed from each file: the next one's place in it.
+    attempts_fed: u64,
+    calls_fed: u64,
+    /// The last instant in any record (the run's start without any), and
+    /// whether there was any.
+    end_us: u64,
+    any: bool,
+    /// Records, or parts of them, that came after their window.
+    out_of_order: u64,
+    /// Calls received after their attempt settled without one.
+    settled_before_dispatch: u64,
+    /// The most entries held at once ([`Held::windowed`]).
+    peak_held: usize,
+}
+
+impl Progress {
+    /// Some record or sample reached `t_us`.
+    fn reached(&mut self, t_us: u64) {
+        self.any = true;
+        self.end_us = self.end_us.max(t_us);
+    }
 }
 
 /// The streaming judge: feed it a run's records ([`Judge::attempt`],
@@ -501,51 +428,24 @@ struct Latency {
 /// assert_eq!(j.verdict("no_silent_loss").unwrap().status, Status::Pass);
 /// ```
 pub struct Judge {
+    /// What the run predicted, and the checklist (at the run's scale).
     expect: Expectations,
     thresholds: Thresholds,
-    /// P, C and the latest end time fed.
-    patience_us: u64,
-    longest_call_us: u64,
-    /// G: how long an orphan may still wait inside the gateway.
-    gateway_wait_us: u64,
-    stream_us: u64,
-    /// Every record that starts before this instant has been released.
-    released_to: u64,
-    pending: Pending,
-    fed_attempts: u64,
-    fed_calls: u64,
-    people: Map<Person>,
-    live_attempts: usize,
-    /// Unsettled attempts as (sent, person, index), in send order (some
-    /// settled ones not yet dropped from the front).
-    unsettled: VecDeque<(u64, u64, usize)>,
-    /// When unsettled attempts settle without a call, and people are done.
-    settle_at: Calendar<(u64, u64, usize)>,
-    done_at: Calendar<(u64, u64)>,
-    compact: Map<Compact>,
-    values: Values,
-    rows: Rows,
-    sweep: Sweep,
-    tally: Tally,
-    counts: Counts,
-    tenant_counts: BTreeMap<u16, Counts>,
-    refusals: BTreeMap<RefusalKey, u64>,
-    names: Names,
-    provider: ProviderCounts,
-    latency: Latency,
-    distribution: Distribution,
-    /// The last instant in any record (the run's start without any), and
-    /// whether there was any.
-    end_us: u64,
-    any: bool,
-    out_of_order: u64,
-    settled_before_dispatch: u64,
-    peak_held: usize,
-    /// The gateway's deaths, and the attempts lost to them.
-    deaths: Deaths,
     /// A run whose provider the harness did not see: what it is judged by.
     external: Option<External>,
-    lost: u64,
+    window: Window,
+    /// Records waiting to be released in start order.
+    pending: Pending,
+    /// People not yet done, and the compact entries of those done
+    /// unanswered.
+    people: People,
+    /// Per-second values waiting for their second's percentiles.
+    values: Values,
+    /// The timeline's rows, and the sweep that writes their levels.
+    rows: Rows,
+    sweep: Sweep,
+    figures: Figures,
+    progress: Progress,
 }
 
 impl Judge {
@@ -564,32 +464,13 @@ impl Judge {
         thresholds: &Thresholds,
         time_scale: f64,
     ) -> Judge {
-        let patience_us = if expect.patience_s.is_finite() && expect.patience_s > 0.0 {
-            ((expect.patience_s * US as f64) as u64).min(MAX_WINDOW_US)
-        } else {
-            0
-        };
         Judge {
             expect: expect.clone(),
             thresholds: thresholds.clone(),
-            patience_us,
-            longest_call_us: 0,
-            gateway_wait_us: if expect.gateway_wait_s.is_finite() && expect.gateway_wait_s > 0.0 {
-                ((expect.gateway_wait_s * US as f64) as u64).min(MAX_WINDOW_US)
-            } else {
-                0
-            },
-            stream_us: 0,
-            released_to: 0,
+            external: None,
+            window: Window::new(expect),
             pending: Pending::new(),
-            fed_attempts: 0,
-            fed_calls: 0,
-            people: Map::default(),
-            live_attempts: 0,
-            unsettled: VecDeque::new(),
-            settle_at: Calendar::new(),
-            done_at: Calendar::new(),
-            compact: Map::default(),
+            people: People::new(),
             values: Values::default(),
             rows: Rows {
                 start_us: expect.start_us,
@@ -597,81 +478,48 @@ impl Judge {
                 rows: Vec::new(),
             },
             sweep: Sweep::new(),
-            tally: Tally::new(),
-            counts: Counts::default(),
-            tenant_counts: BTreeMap::new(),
-            refusals: BTreeMap::new(),
-            names: Names::default(),
-            provider: ProviderCounts::default(),
-            latency: Latency {
-                served: histogram(),
-                queue_wait: histogram(),
-                provider: histogram(),
-            },
-            distribution: Distribution::new(),
-            end_us: 0,
-            any: false,
-            out_of_order: 0,
-            settled_before_dispatch: 0,
-            peak_held: 0,
-            deaths: Deaths::default(),
-            external: None,
-            lost: 0,
+            figures: Figures::new(),
+            progress: Progress::default(),
         }
-    }
-
-    /// The window now, in microseconds: P + C + M, capped.
-    fn window_us(&self) -> u64 {
-        (self.patience_us + self.longest_call_us + MARGIN_US).min(MAX_WINDOW_US)
-    }
-
-    /// How long after it ended an attempt without a call settles: P + G
-    /// + M (G: [`Expectations::gateway_wait_s`], capped with the window).
-    fn settling_us(&self) -> u64 {
-        self.patience_us + self.gateway_wait_us + MARGIN_US
     }
 
     /// What the judge holds now.
     pub fn held(&self) -> Held {
         Held {
             records: self.pending.len(),
-            attempts: self.live_attempts,
-            people: self.people.len(),
+            attempts: self.people.attempts,
+            people: self.people.open.len(),
             events: self.sweep.pending(),
             values: self.values.held,
-            compact: self.compact.len(),
+            compact: self.people.compact.len(),
         }
     }
 
     /// The most it held at once, as [`Held::windowed`].
     pub fn peak_held(&self) -> usize {
-        self.peak_held
+        self.progress.peak_held
     }
 
     /// Feeds one attempt's record (`client.jsonl`'s next line).
     pub fn attempt(&mut self, a: ClientRecord) {
-        self.feed_attempt(a, self.fed_attempts);
+        self.feed_attempt(a, self.progress.attempts_fed);
     }
 
     /// Feeds one call's record (`provider.jsonl`'s next line).
     pub fn call(&mut self, c: ProviderRecord) {
-        self.feed_call(c, self.fed_calls);
+        self.feed_call(c, self.progress.calls_fed);
     }
 
     /// Feeds one memory sample (`rss.jsonl`'s next line), at any time.
     pub fn rss(&mut self, s: RssSample) {
-        self.any = true;
-        self.end_us = self.end_us.max(s.t_us);
+        self.progress.reached(s.t_us);
         let second = self.rows.second_of(s.t_us);
         let row = self.rows.row(second);
         row.rss_bytes = Some(row.rss_bytes.unwrap_or(0).max(s.rss_bytes));
         // The last of equal peaks, as the samples come.
-        if self
-            .tally
-            .peak_rss
-            .is_none_or(|p| s.rss_bytes >= p.rss_bytes)
-        {
-            self.tally.peak_rss = Some(s);
+        let tally = &mut self.figures.tally;
+        if tally.peak_rss.is_none_or(|p| s.rss_bytes >= p.rss_bytes) {
+            tally.peak_rss = Some(s);
         }
     }
 
@@ -680,14 +528,14 @@ impl Judge {
     /// `lost` attempts (see [`crate::Timeline`]'s module docs). Give every
     /// death before the first record: an attempt is counted as it is fed.
     pub fn gateway_died(&mut self, died_us: u64, back_us: Option<u64>) {
-        self.deaths.0.push((died_us, back_us));
+        self.figures.deaths.0.push((died_us, back_us));
     }
 
     /// Tells the judge one of the gateway's deaths was its memory limit's
     /// kill: `memory_ceiling` fails then, whatever the samples before it
     /// showed.
     pub fn gateway_oom_killed(&mut self) {
-        self.tally.oom_kills += 1;
+        self.figures.tally.oom_kills += 1;
     }
 
     /// Judges the run as one whose provider the harness did not see
@@ -711,17 +559,13 @@ impl Judge {
 
     /// Feeds the attempt that is `seq`th in its file.
     pub(crate) fn feed_attempt(&mut self, a: ClientRecord, seq: u64) {
-        self.fed_attempts += 1;
+        self.progress.attempts_fed += 1;
         self.count_attempt(&a);
-        self.patience_us = self
-            .patience_us
-            .max(a.done_us.saturating_sub(a.sent_us))
-            .max(a.patience_ms.saturating_mul(1000))
-            .min(MAX_WINDOW_US);
-        self.stream_us = self.stream_us.max(a.done_us);
-        if a.sent_us < self.released_to {
-            self.out_of_order += 1;
+        self.window.saw_attempt(&a);
+        if a.sent_us < self.window.released_to {
+            self.progress.out_of_order += 1;
         }
+        let names = &mut self.figures.names;
         let attempt = Attempt {
             seq,
             attempt: a.attempt,
@@ -735,34 +579,32 @@ impl Judge {
             retry_after_ms: a.retry_after_ms,
             patience_ms: a.patience_ms,
             status: a.status,
-            reason: self.names.index(a.reason.as_deref()),
-            tenant: self.names.index(a.tenant.as_deref()),
+            reason: names.index(a.reason.as_deref()),
+            tenant: names.index(a.tenant.as_deref()),
         };
-        self.pending.push(
-            a.sent_us,
-            attempt_order(a.attempt, seq),
-            id_hash(&a.id),
-            Record::Attempt(attempt),
-        );
+        let release = Release {
+            start_us: a.sent_us,
+            side: Side::Attempt { number: a.attempt },
+            seq,
+        };
+        self.pending
+            .push(release, id_hash(&a.id), Record::Attempt(attempt));
         self.fed();
     }
 
     /// Feeds the call that is `seq`th in its file.
     pub(crate) fn feed_call(&mut self, c: ProviderRecord, seq: u64) {
-        self.fed_calls += 1;
-        self.any = true;
+        self.progress.calls_fed += 1;
         let last = call_end_us(&c);
-        self.end_us = [c.admitted_us, c.finished_us, c.hung_up_us]
+        // Its end as far as the records go (a first byte is no end).
+        let end = [c.admitted_us, c.finished_us, c.hung_up_us]
             .into_iter()
             .flatten()
-            .fold(self.end_us.max(c.received_us), u64::max);
-        self.longest_call_us = self
-            .longest_call_us
-            .max(last - c.received_us)
-            .min(MAX_WINDOW_US);
-        self.stream_us = self.stream_us.max(last);
-        if c.received_us < self.released_to {
-            self.out_of_order += 1;
+            .fold(c.received_us, u64::max);
+        self.progress.reached(end);
+        self.window.saw_call(c.received_us, last);
+        if c.received_us < self.window.released_to {
+            self.progress.out_of_order += 1;
         }
         let call = Call {
             received_us: c.received_us,
@@ -773,24 +615,26 @@ impl Judge {
             outcome: c.outcome,
             status: c.status,
         };
-        self.pending.push(
-            c.received_us,
-            call_order(seq),
-            id_hash(&c.id),
-            Record::Call(call),
-        );
+        let release = Release {
+            start_us: c.received_us,
+            side: Side::Call,
+            seq,
+        };
+        self.pending
+            .push(release, id_hash(&c.id), Record::Call(call));
         self.fed();
     }
 
     /// The counts an attempt adds wherever it falls: per second (offered,
     /// sent, how it ended) and for the run.
     fn count_attempt(&mut self, a: &ClientRecord) {
-        self.any = true;
-        self.end_us = self.end_us.max(a.done_us).max(a.sent_us).max(a.intended_us);
-        self.tally.attempts += 1;
-        self.counts.sent += 1;
+        self.progress
+            .reached(a.done_us.max(a.sent_us).max(a.intended_us));
+        let f = &mut self.figures;
+        f.tally.attempts += 1;
+        f.counts.sent += 1;
         if a.attempt <= 1 {
-            self.counts.offered += 1;
+            f.counts.offered += 1;
             let s = self.rows.second_of(a.intended_us);
             self.rows.row(s).offered += 1;
         }
@@ -799,103 +643,98 @@ impl Judge {
         if a.outcome == ClientOutcome::Ok {
             if let Some((from, to)) = self.expect.overload {
                 if from <= a.done_us && a.done_us < to {
-                    self.tally.answered_in_overload += 1;
+                    f.tally.answered_in_overload += 1;
                 }
             }
         }
         if let Some(t) = a.tenant.as_deref() {
-            let t = self.names.index(Some(t));
-            let c = self.tenant_counts.entry(t.unwrap_or(u16::MAX)).or_default();
+            let t = f.names.index(Some(t));
+            let c = f.tenants.entry(t.unwrap_or(u16::MAX)).or_default();
             c.sent += 1;
             c.offered += u64::from(a.attempt <= 1);
         }
         // A refusal is counted when its class is known (at its settling).
         if !a.outcome.is_refusal() {
-            self.ended(a.done_us, a.tenant.as_deref(), a.outcome);
+            f.ended(&mut self.rows, a.done_us, a.tenant.as_deref(), a.outcome);
         }
         if let Some(k) = Tally::lost_kind(a.outcome) {
-            self.tally.lost[k] += 1;
+            f.tally.lost[k] += 1;
         }
-        if self.deaths.lost(a) {
-            self.lost += 1;
+        if f.deaths.lost(a) {
+            f.lost += 1;
         }
-        self.distribution.add(a);
-    }
-
-    /// Counts an attempt that ended at `done_us` so: for the run, its
-    /// second and its tenant.
-    fn ended(&mut self, done_us: u64, tenant: Option<&str>, outcome: ClientOutcome) {
-        self.counts.ended(outcome);
-        let s = self.rows.second_of(done_us);
-        self.rows.row(s).ended(outcome);
-        if let Some(t) = tenant {
-            let t = self.names.index(Some(t)).unwrap_or(u16::MAX);
-            self.tenant_counts.entry(t).or_default().ended(outcome);
-        }
+        f.distribution.add(a);
     }
 
     /// After each record: release what the window allows, note the peak.
     fn fed(&mut self) {
-        let bound = self.stream_us.saturating_sub(self.window_us());
-        if bound > self.released_to {
+        let bound = self.window.release_bound();
+        if bound > self.window.released_to {
             self.advance(bound);
         }
-        self.peak_held = self.peak_held.max(self.held().windowed());
+        self.progress.peak_held = self.progress.peak_held.max(self.held().windowed());
     }
 
     /// Releases every record that starts before `bound`, in start order,
     /// and sweeps as far as everything is known.
     fn advance(&mut self, bound: u64) {
-        while let Some(bucket) = self.pending.queue.next_before(bound) {
-            for &(key, slot) in &bucket {
+        while let Some(bucket) = self.pending.next_before(bound) {
+            for &(release, slot) in &bucket {
                 let Some((person, record)) = self.pending.take(slot) else {
                     continue;
                 };
-                self.pass_time((key >> 64) as u64);
+                self.pass_time(release.start_us);
                 match record {
                     Record::Attempt(a) => self.release_attempt(person, a),
                     Record::Call(c) => self.release_call(person, &c),
                 }
             }
-            self.pending.queue.recycle(bucket);
+            self.pending.recycle(bucket);
         }
-        self.pass_time(self.pending.queue.taken_before());
-        while let Some(&(_, person, i)) = self.unsettled.front() {
-            match self.people.get(&person) {
-                Some(p) if !p.attempts[i].settled => break,
+        self.pass_time(self.pending.taken_before());
+        while let Some(&front) = self.people.unsettled.front() {
+            match self.people.attempt_mut(front.person, front.index) {
+                Some(a) if !a.settled => break,
                 _ => {
-                    self.unsettled.pop_front();
+                    self.people.unsettled.pop_front();
                 }
             }
         }
+        let released_to = self.window.released_to;
         let until = self
+            .people
             .unsettled
             .front()
-            .map_or(self.released_to, |&(sent, _, _)| sent.min(self.released_to));
-        self.sweep.run(until, self.end_us, &mut self.rows);
+            .map_or(released_to, |u| u.at_us.min(released_to));
+        self.sweep.run(until, self.progress.end_us, &mut self.rows);
     }
 
     /// Everything that starts before `x` is released: attempts past their
     /// settling time settle, people past their time are done, seconds
     /// wholly before `x` take their percentiles.
     fn pass_time(&mut self, x: u64) {
-        if x <= self.released_to {
+        if x <= self.window.released_to {
             return;
         }
-        self.released_to = x;
-        while let Some(bucket) = self.settle_at.next_before(x) {
-            for &(_, person, i) in &bucket {
-                self.settle(person, i, None);
+        self.window.released_to = x;
+        while let Some(bucket) = self.people.settle_at.next_before(x) {
+            for a in &bucket {
+                self.settle(a.person, a.index, None);
             }
-            self.settle_at.recycle(bucket);
+            self.people.settle_at.recycle(bucket);
         }
-        while let Some(bucket) = self.done_at.next_before(x) {
-            for &(at, person) in &bucket {
-                if self.people.get(&person).is_some_and(|p| p.done_at == at) {
-                    self.person_done(person);
+        while let Some(bucket) = self.people.done_at.next_before(x) {
+            for d in &bucket {
+                let due = self
+                    .people
+                    .open
+                    .get(&d.person)
+                    .is_some_and(|p| p.done_at == d.at_us);
+                if due {
+                    self.person_done(d.person);
                 }
             }
-            self.done_at.recycle(bucket);
+            self.people.done_at.recycle(bucket);
         }
         let upto = if x < self.rows.start_us {
             0
@@ -908,34 +747,51 @@ impl Judge {
     fn add_value(&mut self, t_us: u64, what: Value, v: u64) {
         let s = self.rows.second_of(t_us);
         if !self.values.add(s, what, v) {
-            self.out_of_order += 1;
+            self.progress.out_of_order += 1;
         }
     }
 
     /// An attempt, released at its send: it closes its person's previous
     /// attempt's window and opens its own.
     fn release_attempt(&mut self, person: u64, a: Attempt) {
-        let settle_at = a.done_us.saturating_add(self.settling_us());
+        let settle_at = a.done_us.saturating_add(self.window.settling_us());
         let done_at = settle_at.max(
             a.intended_us
                 .saturating_add(a.patience_ms.saturating_mul(1000))
                 .saturating_add(MARGIN_US),
         );
-        let p = self.people.entry(person).or_default();
+        let p = self.people.open.entry(person).or_default();
         let previous = p.attempts.len().checked_sub(1);
-        let i = p.attempts.len();
+        let index = p.attempts.len();
         p.attempts.push(a.clone());
         let later = done_at > p.done_at;
         p.done_at = p.done_at.max(done_at);
         if later {
-            self.done_at.push(done_at, (done_at, person));
+            self.people.done_at.push(
+                done_at,
+                DoneAt {
+                    at_us: done_at,
+                    person,
+                },
+            );
         }
         if let Some(prev) = previous {
             self.settle(person, prev, None);
         }
-        self.live_attempts += 1;
-        self.unsettled.push_back((a.sent_us, person, i));
-        self.settle_at.push(settle_at, (settle_at, person, i));
+        self.people.attempts += 1;
+        self.people.unsettled.push_back(AttemptAt {
+            at_us: a.sent_us,
+            person,
+            index,
+        });
+        self.people.settle_at.push(
+            settle_at,
+            AttemptAt {
+                at_us: settle_at,
+                person,
+                index,
+            },
+        );
         self.sweep
             .interval(Level::Outstanding, a.sent_us, a.done_us);
         if a.outcome == ClientOutcome::Ok {
@@ -953,11 +809,7 @@ impl Judge {
     /// Attempt `i` of `person` left the gateway: when its first call was
     /// received (`m`), else when it ended. Nothing if it was settled.
     fn settle(&mut self, person: u64, i: usize, m: Option<Match>) {
-        let Some(a) = self
-            .people
-            .get_mut(&person)
-            .and_then(|p| p.attempts.get_mut(i))
-        else {
+        let Some(a) = self.people.attempt_mut(person, i) else {
             return;
         };
         if a.settled {
@@ -975,7 +827,8 @@ impl Judge {
             .interval(Level::Backlog, a.sent_us, backlog_leave);
         self.sweep.fold(a.sent_us, leave);
         let provider_saw = m.is_some_and(|m| m.received_us <= a.done_us);
-        let reason = self.names.get(a.reason);
+        let f = &mut self.figures;
+        let reason = f.names.get(a.reason);
         let Some(class) = RefusalClass::of(
             a.outcome,
             reason,
@@ -984,14 +837,14 @@ impl Judge {
         ) else {
             return;
         };
-        let tenant = self.names.get(a.tenant).map(str::to_owned);
-        self.ended(
+        let tenant = f.names.get(a.tenant).map(str::to_owned);
+        f.ended(
+            &mut self.rows,
             a.done_us,
             tenant.as_deref(),
             ClientOutcome::of_class(class, a.status),
         );
-        *self
-            .refusals
+        *f.refusals
             .entry((class, a.status.unwrap_or(0), a.reason, a.tenant))
             .or_default() += 1;
         let gateway_shed =
@@ -999,13 +852,13 @@ impl Judge {
         if !gateway_shed {
             return;
         }
-        self.tally.sheds += 1;
+        f.tally.sheds += 1;
         match a.retry_after_ms {
             Some(ra) => {
-                self.tally.retry_after_values.insert(ra);
+                f.tally.retry_after_values.insert(ra);
                 self.sweep.query(a.done_us, ra);
             }
-            None => self.tally.sheds_without_retry_after += 1,
+            None => f.tally.sheds_without_retry_after += 1,
         }
         if !self.sweep.found_first_shed() {
             self.sweep.probe(
@@ -1020,7 +873,7 @@ impl Judge {
     /// A call, released at its receipt: its levels, its provider time, and
     /// its join to the latest attempt of its person.
     fn release_call(&mut self, person: u64, c: &Call) {
-        self.provider.calls += 1;
+        self.figures.provider.calls += 1;
         match c.finished_us.or(c.hung_up_us) {
             Some(end) => {
                 self.sweep.interval(Level::InFlight, c.received_us, end);
@@ -1038,10 +891,10 @@ impl Judge {
         if let (ProviderOutcome::Ok, Some(f), None) = (c.outcome, c.finished_us, c.hung_up_us) {
             let took = f.saturating_sub(c.received_us);
             self.add_value(f, Value::Provider, took);
-            record(&mut self.latency.provider, took);
+            record(&mut self.figures.latency.provider, took);
             if let Some((from, to)) = self.expect.overload {
                 if from <= f && f < to {
-                    self.tally.calls_answered_in_overload += 1;
+                    self.figures.tally.calls_answered_in_overload += 1;
                 }
             }
         }
@@ -1052,40 +905,25 @@ impl Judge {
     /// answered late; true the first time, so that an attempt counts once
     /// however many calls the gateway made for it.
     fn first_late(&mut self, person: u64, alive: Option<usize>) -> bool {
-        match alive {
-            Some(i) => self
-                .people
-                .get_mut(&person)
-                .and_then(|p| p.attempts.get_mut(i))
-                .is_some_and(|a| !std::mem::replace(&mut a.late, true)),
-            None => self.compact.get_mut(&person).is_some_and(|e| {
-                let first = e.done_us & LATE_BIT == 0;
-                e.done_us |= LATE_BIT;
-                first
-            }),
-        }
+        let late = match alive {
+            Some(i) => self.people.attempt_mut(person, i).map(|a| &mut a.late),
+            None => self.people.compact.get_mut(&person).map(|e| &mut e.late),
+        };
+        late.is_some_and(|late| !std::mem::replace(late, true))
     }
 
     /// Joins call `c` to its caller: the latest attempt of `person`, alive
     /// or compact.
     fn join(&mut self, person: u64, c: &Call) {
         // (sent, done, first call for it, still unsettled, index if alive)
-        let caller = if let Some(p) = self.people.get_mut(&person) {
+        let caller = if let Some(p) = self.people.open.get_mut(&person) {
             let i = p.attempts.len() - 1;
             let a = &mut p.attempts[i];
-            let first = !a.matched;
-            a.matched = true;
+            let first = !std::mem::replace(&mut a.matched, true);
             Some((a.sent_us, a.done_us, first, !a.settled, Some(i)))
-        } else if let Some(e) = self.compact.get_mut(&person) {
-            let first = e.sent_us & MATCHED_BIT == 0;
-            e.sent_us |= MATCHED_BIT;
-            Some((
-                e.sent_us & !MATCHED_BIT,
-                e.done_us & !LATE_BIT,
-                first,
-                false,
-                None,
-            ))
+        } else if let Some(e) = self.people.compact.get_mut(&person) {
+            let first = !std::mem::replace(&mut e.matched, true);
+            Some((e.sent_us, e.done_us, first, false, None))
         } else {
             None
         };
@@ -1093,22 +931,22 @@ impl Judge {
             return;
         };
         if done < c.admitted_us.unwrap_or(c.received_us) {
-            self.provider.stale_dispatch += 1;
-            self.provider.wasted_tokens += c.tokens;
+            self.figures.provider.stale_dispatch += 1;
+            self.figures.provider.wasted_tokens += c.tokens;
         }
         if c.hung_up_us.is_none()
             && c.status != 0
             && c.finished_us.is_some_and(|f| f > done)
             && self.first_late(person, alive)
         {
-            self.counts.late += 1;
+            self.figures.counts.late += 1;
         }
         if !first {
             return;
         }
         let wait = c.received_us.saturating_sub(sent);
         self.add_value(c.received_us, Value::Wait, wait);
-        record(&mut self.latency.queue_wait, wait);
+        record(&mut self.figures.latency.queue_wait, wait);
         match alive {
             Some(i) if unsettled => self.settle(
                 person,
@@ -1118,7 +956,7 @@ impl Judge {
                     left_queue_us: c.admitted_us.or(c.finished_us),
                 }),
             ),
-            _ => self.settled_before_dispatch += 1,
+            _ => self.progress.settled_before_dispatch += 1,
         }
     }
 
@@ -1126,15 +964,20 @@ impl Judge {
     /// released. Their latency served and their retries are counted; if
     /// their last attempt went unanswered, a compact entry stays.
     fn person_done(&mut self, person: u64) {
-        let len = self.people.get(&person).map_or(0, |p| p.attempts.len());
+        let len = self
+            .people
+            .open
+            .get(&person)
+            .map_or(0, |p| p.attempts.len());
         for i in 0..len {
             self.settle(person, i, None);
         }
-        let Some(p) = self.people.remove(&person) else {
+        let Some(p) = self.people.open.remove(&person) else {
             return;
         };
-        self.live_attempts -= p.attempts.len();
-        self.tally.people += 1;
+        self.people.attempts -= p.attempts.len();
+        let f = &mut self.figures;
+        f.tally.people += 1;
         let first = p
             .attempts
             .iter()
@@ -1146,22 +989,22 @@ impl Judge {
             .map(|a| a.done_us)
             .min();
         if let (Some(first), Some(done)) = (first, answered) {
-            self.tally.served += 1;
+            f.tally.served += 1;
             record(
-                &mut self.latency.served,
+                &mut f.latency.served,
                 done.saturating_sub(first.intended_us),
             );
         }
         self.count_honoured(&p.attempts);
         if let Some(last) = p.attempts.last() {
             if last.outcome != ClientOutcome::Ok {
-                let matched = if last.matched { MATCHED_BIT } else { 0 };
-                let late = if last.late { LATE_BIT } else { 0 };
-                self.compact.insert(
+                self.people.compact.insert(
                     person,
                     Compact {
-                        sent_us: last.sent_us | matched,
-                        done_us: last.done_us | late,
+                        sent_us: last.sent_us,
+                        done_us: last.done_us,
+                        matched: last.matched,
+                        late: last.late,
                     },
                 );
             }
@@ -1186,6 +1029,7 @@ impl Judge {
                 })
                 .or_insert(a);
         }
+        let tally = &mut self.figures.tally;
         for a in attempts {
             let prev = a
                 .attempt
@@ -1206,8 +1050,8 @@ impl Judge {
             if let Some(admitted) =
                 tally::honoured(&self.expect, &retry, prev.as_ref(), first_intended)
             {
-                self.tally.honouring += 1;
-                self.tally.honoured_admitted += u64::from(admitted);
+                tally.honouring += 1;
+                tally.honoured_admitted += u64::from(admitted);
             }
         }
     }
@@ -1216,21 +1060,22 @@ impl Judge {
     /// and judges.
     pub fn finish(mut self) -> Judgement {
         self.advance(u64::MAX);
-        for (_, person, i) in self.settle_at.drain() {
-            self.settle(person, i, None);
+        for a in self.people.settle_at.drain() {
+            self.settle(a.person, a.index, None);
         }
-        for (_, person) in self.done_at.drain() {
-            if self.people.contains_key(&person) {
-                self.person_done(person);
+        for d in self.people.done_at.drain() {
+            if self.people.open.contains_key(&d.person) {
+                self.person_done(d.person);
             }
         }
         self.values.take(MAX_SECONDS as usize, &mut self.rows);
-        if !self.any {
-            self.end_us = self.rows.start_us;
+        if !self.progress.any {
+            self.progress.end_us = self.rows.start_us;
         }
-        let n = if self.any {
+        let end_us = self.progress.end_us;
+        let n = if self.progress.any {
             let bin = self.rows.bin_us;
-            ((self.end_us.saturating_sub(self.rows.start_us) / bin + 1).min(MAX_SECONDS)) as usize
+            ((end_us.saturating_sub(self.rows.start_us) / bin + 1).min(MAX_SECONDS)) as usize
         } else {
             0
         };
@@ -1242,9 +1087,9 @@ impl Judge {
         let external = self.external.clone();
         let drain = self.sweep.finish(
             &self.expect,
-            self.end_us,
+            end_us,
             n,
-            self.tally.attempts,
+            self.figures.tally.attempts,
             &mut self.rows,
             |rows| {
                 if let Some(e) = &external {
@@ -1261,13 +1106,14 @@ impl Judge {
     fn measured(mut self, drain: Drain) -> Judgement {
         let seconds = std::mem::take(&mut self.rows.rows);
         let peak = |f: fn(&Second) -> u64| seconds.iter().map(f).max().unwrap_or(0);
-        let name = |i: Option<u16>| self.names.get(i).map(str::to_owned);
-        let tenants = self
-            .tenant_counts
+        let f = self.figures;
+        let name = |i: Option<u16>| f.names.get(i).map(str::to_owned);
+        let tenants = f
+            .tenants
             .iter()
             .map(|(&t, c)| (name(Some(t)).unwrap_or_else(|| "?".into()), *c))
             .collect();
-        let mut refusals: Vec<RefusalLine> = self
+        let mut refusals: Vec<RefusalLine> = f
             .refusals
             .iter()
             .map(|(&(class, status, reason, tenant), &count)| RefusalLine {
@@ -1281,14 +1127,14 @@ impl Judge {
         // In the order of the names, not of their first appearance.
         refusals.sort();
         let summary = Summary {
-            counts: self.counts,
+            counts: f.counts,
             tenants,
             refusals,
-            provider: self.provider,
+            provider: f.provider,
             latency_ms: Latencies {
-                e2e: percentiles(&self.latency.served),
-                queue_wait: percentiles(&self.latency.queue_wait),
-                provider: percentiles(&self.latency.provider),
+                e2e: percentiles(&f.latency.served),
+                queue_wait: percentiles(&f.latency.queue_wait),
+                provider: percentiles(&f.latency.provider),
             },
             gateway: GatewayPeaks {
                 // The rows hold each second's largest level, so their
@@ -1296,21 +1142,22 @@ impl Judge {
                 peak_depth: peak(|s| s.gateway_depth),
                 peak_backlog: peak(|s| s.backlog),
                 peak_in_flight: peak(|s| s.client_outstanding),
-                peak_rss_bytes: self.tally.peak_rss.map(|r| r.rss_bytes),
-                crashes: self.deaths.count(),
-                lost: self.lost,
+                peak_rss_bytes: f.tally.peak_rss.map(|r| r.rss_bytes),
+                crashes: f.deaths.count(),
+                lost: f.lost,
             },
             drain_s: None,
             harness: Harness::default(),
         };
-        self.tally.retry_after_errors =
+        let mut tally = f.tally;
+        tally.retry_after_errors =
             std::mem::replace(&mut self.sweep.retry_after_errors, histogram());
         let pass = Pass {
-            window_s: self.window_us() as f64 / US as f64,
-            out_of_order: self.out_of_order + self.sweep.late,
-            settled_before_dispatch: self.settled_before_dispatch,
-            peak_held: self.peak_held,
-            compact: self.compact.len(),
+            window_s: self.window.window_us() as f64 / US as f64,
+            out_of_order: self.progress.out_of_order + self.sweep.late,
+            settled_before_dispatch: self.progress.settled_before_dispatch,
+            peak_held: self.progress.peak_held,
+            compact: self.people.compact.len(),
         };
         let measured = Measured {
             timeline: Timeline {
@@ -1320,8 +1167,8 @@ impl Judge {
             summary,
             drain,
             first_shed: self.sweep.first_shed,
-            tally: self.tally,
-            distribution: self.distribution,
+            tally,
+            distribution: f.distribution,
             pass,
         };
         conclude(
@@ -1618,5 +1465,46 @@ mod tests {
         );
         assert_eq!((j.summary.gateway.crashes, j.summary.gateway.lost), (0, 0));
         assert_eq!(j.summary.gateway, batch.summary.gateway);
+    }
+
+    /// The byte figures of the module docs, as this build lays them out.
+    #[test]
+    fn what_each_entry_costs_is_what_the_module_docs_say() {
+        use std::mem::size_of;
+        // A record waiting to be released: its slot and its key.
+        assert_eq!(size_of::<Option<(u64, Record)>>(), 88);
+        assert_eq!(size_of::<(Release, usize)>(), 32);
+        // An attempt in its person's list, which has room for four from
+        // the first on; its entries in the two queues of unsettled ones.
+        assert_eq!(size_of::<Attempt>(), 80);
+        let first = Attempt {
+            seq: 0,
+            attempt: 1,
+            outcome: ClientOutcome::Ok,
+            settled: false,
+            matched: false,
+            late: false,
+            intended_us: 0,
+            sent_us: 0,
+            done_us: 0,
+            retry_after_ms: None,
+            patience_ms: 0,
+            status: None,
+            reason: None,
+            tenant: None,
+        };
+        // As `release_attempt` makes a person and pushes their first.
+        let mut person = people::Person::default();
+        person.attempts.push(first);
+        assert_eq!(person.attempts.capacity(), 4);
+        assert_eq!(size_of::<AttemptAt>(), 24);
+        // A person in the table with its key, and in the queue of people
+        // by when they are done.
+        assert_eq!(size_of::<(u64, people::Person)>(), 40);
+        assert_eq!(size_of::<DoneAt>(), 16);
+        // A compact entry with its key: two times and two flags.
+        assert_eq!(size_of::<(u64, Compact)>(), 32);
+        // A row of the timeline.
+        assert_eq!(size_of::<Second>(), 264);
     }
 }

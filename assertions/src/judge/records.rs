@@ -1,0 +1,154 @@
+//! What the judge keeps of each record ([`Attempt`], [`Call`], the names
+//! they repeat), and the records waiting to be released in start order
+//! ([`Pending`]; the window is in the judge's module docs).
+
+use wire::{ClientOutcome, ProviderOutcome};
+
+use crate::calendar::Calendar;
+
+/// What the judge keeps of an attempt.
+#[derive(Debug, Clone)]
+pub(super) struct Attempt {
+    /// Its place in `client.jsonl` (ties are broken by it, as in the file).
+    pub(super) seq: u64,
+    pub(super) attempt: u32,
+    pub(super) outcome: ClientOutcome,
+    /// Its departure from the gateway is known and handed to the sweep.
+    pub(super) settled: bool,
+    /// A call joined it as its first.
+    pub(super) matched: bool,
+    /// An answer to it came after it had ended, and was counted late: a
+    /// gateway's retries of the provider's refusals give it several.
+    pub(super) late: bool,
+    pub(super) intended_us: u64,
+    pub(super) sent_us: u64,
+    pub(super) done_us: u64,
+    pub(super) retry_after_ms: Option<u64>,
+    pub(super) patience_ms: u64,
+    pub(super) status: Option<u16>,
+    /// The gateway's reason and the tenant, as indexes into the judge's
+    /// [`Names`].
+    pub(super) reason: Option<u16>,
+    pub(super) tenant: Option<u16>,
+}
+
+/// What the judge keeps of a call.
+#[derive(Debug, Clone)]
+pub(super) struct Call {
+    pub(super) received_us: u64,
+    pub(super) admitted_us: Option<u64>,
+    pub(super) finished_us: Option<u64>,
+    pub(super) hung_up_us: Option<u64>,
+    pub(super) tokens: u64,
+    pub(super) outcome: ProviderOutcome,
+    pub(super) status: u16,
+}
+
+/// The few distinct strings records repeat (reasons, tenants), each kept
+/// once; an attempt holds its index.
+#[derive(Default)]
+pub(super) struct Names(Vec<String>);
+
+impl Names {
+    /// The index of `name`; past 65,535 distinct names, `None` (a reason
+    /// or tenant that many is not a label but noise).
+    pub(super) fn index(&mut self, name: Option<&str>) -> Option<u16> {
+        let name = name?;
+        if let Some(i) = self.0.iter().position(|n| n == name) {
+            return u16::try_from(i).ok();
+        }
+        let i = u16::try_from(self.0.len()).ok()?;
+        self.0.push(name.to_owned());
+        Some(i)
+    }
+
+    pub(super) fn get(&self, i: Option<u16>) -> Option<&str> {
+        i.and_then(|i| self.0.get(usize::from(i)))
+            .map(String::as_str)
+    }
+}
+
+/// A record waiting to be released, in a slab slot.
+pub(super) enum Record {
+    Attempt(Attempt),
+    Call(Call),
+}
+
+/// Where a record comes in the release order: by its start (an attempt's
+/// send, a call's receipt); at one instant attempts before calls, attempts
+/// by their number; then by the record's place in its file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct Release {
+    pub(super) start_us: u64,
+    pub(super) side: Side,
+    pub(super) seq: u64,
+}
+
+/// Which file a record comes from, in the order records of one instant are
+/// released.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Side {
+    Attempt { number: u32 },
+    Call,
+}
+
+/// Records waiting to be released, in start order: small keys in a
+/// calendar (the records themselves stay put in a slab).
+pub(super) struct Pending {
+    /// Each record's place in the release order, with its slot.
+    queue: Calendar<(Release, usize)>,
+    /// The records, with their person (the id's hash).
+    slots: Vec<Option<(u64, Record)>>,
+    free: Vec<usize>,
+}
+
+impl Pending {
+    pub(super) fn new() -> Self {
+        Pending {
+            queue: Calendar::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+
+    pub(super) fn push(&mut self, release: Release, person: u64, record: Record) {
+        let slot = match self.free.pop() {
+            Some(i) => {
+                self.slots[i] = Some((person, record));
+                i
+            }
+            None => {
+                self.slots.push(Some((person, record)));
+                self.slots.len() - 1
+            }
+        };
+        self.queue.push(release.start_us, (release, slot));
+    }
+
+    /// The next bucket of keys wholly before `until`, in release order
+    /// (see [`Calendar::next_before`]).
+    pub(super) fn next_before(&mut self, until: u64) -> Option<Vec<(Release, usize)>> {
+        self.queue.next_before(until)
+    }
+
+    /// Hands back a bucket's storage.
+    pub(super) fn recycle(&mut self, bucket: Vec<(Release, usize)>) {
+        self.queue.recycle(bucket);
+    }
+
+    /// Every record that starts before this instant has been taken.
+    pub(super) fn taken_before(&self) -> u64 {
+        self.queue.taken_before()
+    }
+
+    /// Takes the record in `slot`, with its person.
+    pub(super) fn take(&mut self, slot: usize) -> Option<(u64, Record)> {
+        let taken = self.slots[slot].take();
+        self.free.push(slot);
+        taken
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.queue.len()
+    }
+}
