@@ -7,6 +7,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use crate::expect::{Expectations, Thresholds};
+use crate::judgement::Judgement;
 use crate::timeline::Timeline;
 use wire::{ClientOutcome, ClientRecord, Dialect, ProviderOutcome, ProviderRecord, RssSample};
 
@@ -107,13 +108,26 @@ pub(crate) fn expect(
 
 pub(crate) const MIB: u64 = 1024 * 1024;
 
-/// The per-second timeline the judge makes of these records, for a run
-/// started at [`T0`] that predicted nothing (no patience, no overload).
+/// The per-second timeline the judge makes of these records: [`judged`]
+/// in rows of a second.
 pub(crate) fn timeline(
     attempts: &[ClientRecord],
     calls: &[ProviderRecord],
     rss: &[RssSample],
 ) -> Timeline {
+    judged(attempts, calls, rss, 1.0).timeline
+}
+
+/// These records judged in one pass, for a run started at [`T0`] that
+/// predicted nothing (no patience, no overload), in rows of `1 s ÷
+/// time_scale` (finer rows show when each attempt left the gateway and
+/// the backlog).
+pub(crate) fn judged(
+    attempts: &[ClientRecord],
+    calls: &[ProviderRecord],
+    rss: &[RssSample],
+    time_scale: f64,
+) -> Judgement {
     let nothing = Expectations {
         start_us: T0,
         load_end_us: T0,
@@ -129,7 +143,8 @@ pub(crate) fn timeline(
         send_lag_bound_ms: 0.0,
         send_lag_p99_ms: 0.0,
     };
-    crate::judge(attempts, calls, rss, &nothing, &Thresholds::default()).timeline
+    let t = Thresholds::default();
+    crate::judge::judge_at(attempts, calls, rss, &nothing, &t, time_scale)
 }
 
 /// A whole run.

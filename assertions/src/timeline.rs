@@ -748,7 +748,7 @@ pub(crate) fn percentiles(h: &Histogram<u64>) -> Percentiles {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::Joined;
+    use crate::expect::Thresholds;
     use crate::stories::{self, at, attempt, call, T0};
     use wire::{ClientOutcome, ProviderRecord, RssSample};
 
@@ -789,6 +789,16 @@ mod tests {
         }
     }
 
+    /// A column of the timeline, row by row.
+    fn column(t: &Timeline, f: fn(&Second) -> u64) -> Vec<u64> {
+        t.seconds.iter().map(f).collect()
+    }
+
+    /// Rows `from..to` (of `1 s ÷ time_scale`) of a column.
+    fn rows(t: &Timeline, f: fn(&Second) -> u64, from: usize, to: usize) -> Vec<u64> {
+        column(t, f)[from..to].to_vec()
+    }
+
     #[test]
     fn calls_join_the_attempt_whose_window_they_arrive_in() {
         let attempts = vec![
@@ -799,8 +809,8 @@ mod tests {
         let calls = vec![
             // Before a's first attempt: joins nothing.
             call("a", 500, 500, 600),
-            // During a's first attempt: the provider saw it, so that shed
-            // was the provider's, not the gateway's.
+            // During a's first attempt: its matched call. The provider saw
+            // it, so that shed was the provider's, not the gateway's.
             call("a", 1_100, 1_100, 1_200),
             // Between the attempts: still the first attempt's, and stale.
             call("a", 1_800, 1_800, 1_900),
@@ -810,30 +820,35 @@ mod tests {
             call("b", 1_300, 1_300, 2_300),
             call("nobody", 1_000, 1_000, 2_000),
         ];
-        let j = Joined::new(&attempts, &calls, &[], T0);
-        assert_eq!(j.matched, vec![Some(1), Some(3), Some(4)]);
-        assert_eq!(
-            j.caller,
-            vec![None, Some(0), Some(0), Some(1), Some(2), None]
-        );
-        assert!(!j.is_gateway_shed(0));
-        let stale: Vec<usize> = (0..calls.len()).filter(|&c| j.is_stale(c)).collect();
-        assert_eq!(stale, vec![2, 4]);
-        let late: Vec<usize> = (0..calls.len()).filter(|&c| j.is_late(c)).collect();
-        assert_eq!(late, vec![2, 4]);
-        // b left the gateway when its call was received (after it gave up),
-        // but the backlog when it gave up.
-        assert_eq!(j.gateway_leave[2], at(1_300));
-        assert_eq!(j.backlog_leave[2], at(1_200));
-        assert_eq!(j.backlog_leave[1], at(2_200));
-        assert_eq!(j.served_us, vec![3_000_000]);
-        assert_eq!(j.people, 2);
-        let s = j.summary(&j.timeline());
+        // Rows of 100 ms.
+        let j = stories::judged(&attempts, &calls, &[], 10.0);
+        let s = &j.summary;
+        assert_eq!((s.counts.offered, s.counts.sent), (2, 3));
+        // a's first attempt was refused after its call: not a gateway shed.
+        assert_eq!((s.counts.shed, s.counts.upstream_refused), (0, 1));
+        assert_eq!(j.first_shed, None);
+        assert_eq!(s.provider.calls, 6);
         assert_eq!(s.provider.stale_dispatch, 2);
         assert_eq!(s.provider.wasted_tokens, 300);
+        // One late answer each to a's first attempt and to b.
         assert_eq!(s.counts.late, 2);
-        assert_eq!(s.counts.offered, 2);
-        assert_eq!(s.counts.sent, 3);
+        // Matched: a's first at 1.1 s, b's at 1.3 s, the retry's at 2.1 s.
+        let t = &j.timeline;
+        assert_eq!(t.seconds[11].queue_wait_p50_ms, Some(100.0));
+        assert_eq!(t.seconds[13].queue_wait_p50_ms, Some(300.0));
+        assert_eq!(t.seconds[21].queue_wait_p50_ms, Some(100.0));
+        // b left the gateway when its call was received, after it gave up
+        // at 1.2 s; but the backlog when it gave up. a's first attempt left
+        // both at 1.1 s, the retry the gateway at 2.1 s and the provider's
+        // queue at 2.2 s.
+        assert_eq!(rows(t, |s| s.gateway_depth, 10, 14), [2, 1, 1, 0]);
+        assert_eq!(rows(t, |s| s.backlog, 10, 13), [2, 1, 0]);
+        assert_eq!(rows(t, |s| s.gateway_depth, 20, 22), [1, 0]);
+        assert_eq!(rows(t, |s| s.backlog, 20, 23), [1, 1, 0]);
+        assert_eq!(t.seconds[10].drain_s, 0.3);
+        // a was served 3 s after its first attempt was due.
+        let e2e = s.latency_ms.e2e.p50.unwrap();
+        assert!((3_000.0..3_003.0).contains(&e2e), "{e2e}");
     }
 
     #[test]
@@ -843,12 +858,20 @@ mod tests {
             attempt("b", 1, 100, 101, ClientOutcome::Shed, Some(900)),
         ];
         let calls = vec![call("a", 1, 1, 9), call("b", 500, 500, 600)];
-        let j = Joined::new(&attempts, &calls, &[], T0);
-        // b's call came after b was shed: a shed by the gateway, then a
-        // stale dispatch.
-        assert!(j.is_gateway_shed(1));
-        assert!(j.is_stale(1));
-        assert!(!j.is_gateway_shed(0));
+        let j = stories::judged(&attempts, &calls, &[], 1.0);
+        // b's call came after b was shed: a shed by the gateway (the first,
+        // with nobody else waiting then), then a stale dispatch.
+        assert_eq!(j.summary.counts.shed, 1);
+        assert_eq!(
+            j.first_shed,
+            Some(FirstShed {
+                at_us: at(100),
+                depth: 0,
+                backlog: 0
+            })
+        );
+        assert_eq!(j.summary.provider.stale_dispatch, 1);
+        assert_eq!(j.summary.counts.ok, 1);
     }
 
     /// Three people in a gateway with one upstream slot and no provider
@@ -886,15 +909,14 @@ mod tests {
             },
         ];
         let t = stories::timeline(&attempts, &calls, &rss);
-        let col = |f: fn(&Second) -> u64| t.seconds.iter().map(f).collect::<Vec<_>>();
         assert_eq!(t.seconds.len(), 4);
-        assert_eq!(col(|s| s.offered), vec![3, 0, 0, 0]);
-        assert_eq!(col(|s| s.ok), vec![0, 1, 1, 1]);
-        assert_eq!(col(|s| s.gateway_depth), vec![2, 1, 0, 0]);
-        assert_eq!(col(|s| s.backlog), vec![2, 1, 0, 0]);
-        assert_eq!(col(|s| s.client_outstanding), vec![3, 2, 1, 0]);
-        assert_eq!(col(|s| s.provider_in_flight), vec![1, 1, 1, 0]);
-        assert_eq!(col(|s| s.provider_in_service), vec![1, 1, 1, 0]);
+        assert_eq!(column(&t, |s| s.offered), [3, 0, 0, 0]);
+        assert_eq!(column(&t, |s| s.ok), [0, 1, 1, 1]);
+        assert_eq!(column(&t, |s| s.gateway_depth), [2, 1, 0, 0]);
+        assert_eq!(column(&t, |s| s.backlog), [2, 1, 0, 0]);
+        assert_eq!(column(&t, |s| s.client_outstanding), [3, 2, 1, 0]);
+        assert_eq!(column(&t, |s| s.provider_in_flight), [1, 1, 1, 0]);
+        assert_eq!(column(&t, |s| s.provider_in_service), [1, 1, 1, 0]);
         let peaks: Vec<_> = t.seconds.iter().map(|s| s.rss_bytes).collect();
         assert_eq!(peaks, vec![Some(30), Some(20), None, None]);
         // At 1 s, c (inside since 0.2 s) leaves the gateway at 2 s.
@@ -905,73 +927,96 @@ mod tests {
         assert_eq!(t.seconds[2].queue_wait_p99_ms, Some(1_800.0));
         assert_eq!(t.seconds[3].e2e_p50_ms, Some(2_800.0));
         assert_eq!(t.seconds[1].provider_p99_ms, Some(1_000.0));
-        let j = Joined::new(&attempts, &calls, &rss, T0);
-        // At 0.15 s b is inside until 1 s; at 0.25 s c is too, until 2 s.
-        assert_eq!(j.drain_at_us(at(150)), 850_000);
-        assert_eq!(j.drain_at_us(at(250)), 1_750_000);
-        assert_eq!(j.drain_at_us(at(2_500)), 0);
-        assert_eq!(j.drain_at_us(T0 - 1), 0);
+        // In rows of 50 ms: at 0.15 s b is inside until 1 s; at 0.25 s c
+        // is too, until 2 s; at 2.5 s nobody is.
+        let fine = stories::judged(&attempts, &calls, &rss, 20.0).timeline;
+        assert_eq!(fine.seconds[3].drain_s, 0.85);
+        assert_eq!(fine.seconds[5].drain_s, 1.75);
+        assert_eq!(fine.seconds[50].drain_s, 0.0);
+    }
+
+    /// Each attempt's matched call by the join's definition, brute force:
+    /// the first call of its id received no earlier than its send and
+    /// before its person's next attempt was sent.
+    fn matched<'a>(
+        attempts: &[ClientRecord],
+        calls: &'a [ProviderRecord],
+    ) -> Vec<Option<&'a ProviderRecord>> {
+        attempts
+            .iter()
+            .map(|a| {
+                let next = attempts
+                    .iter()
+                    .filter(|n| n.id == a.id && (n.sent_us, n.attempt) > (a.sent_us, a.attempt))
+                    .map(|n| n.sent_us)
+                    .min()
+                    .unwrap_or(u64::MAX);
+                calls
+                    .iter()
+                    .filter(|c| c.id == a.id && a.sent_us <= c.received_us && c.received_us < next)
+                    .min_by_key(|c| c.received_us)
+            })
+            .collect()
     }
 
     #[test]
     fn per_second_levels_match_a_brute_force_count() {
         let s = stories::naive();
-        let j = Joined::new(&s.attempts, &s.calls, &s.rss, T0);
-        let t = j.timeline();
+        let j = crate::judge(
+            &s.attempts,
+            &s.calls,
+            &s.rss,
+            &s.expect,
+            &Thresholds::default(),
+        );
+        // Every call came in time to count in the depth.
+        assert_eq!(j.pass.settled_before_dispatch, 0);
+        let t = &j.timeline;
+        let n = t.seconds.len();
+        let second_of = |p: u64| (((p - T0) / US) as usize).min(n - 1);
         // The most open intervals at any instant of each second: it is
         // enough to look at each second's start and each interval's start.
         let brute = |iv: &[(u64, u64)]| {
-            let mut max = vec![0u64; t.seconds.len()];
+            let mut max = vec![0u64; n];
             let starts = iv
                 .iter()
                 .map(|&(a, _)| a)
-                .chain((0..t.seconds.len() as u64).map(|s| T0 + s * US));
+                .chain((0..n as u64).map(|s| T0 + s * US));
             for p in starts {
                 let open = iv.iter().filter(|&&(a, b)| a <= p && p < b).count() as u64;
-                let s = j.second_of(p, max.len());
+                let s = second_of(p);
                 max[s] = max[s].max(open);
             }
             max
         };
-        let backlog: Vec<_> = s
-            .attempts
-            .iter()
-            .zip(&j.backlog_leave)
-            .map(|(a, &l)| (a.sent_us, l))
-            .collect();
+        let m = matched(&s.attempts, &s.calls);
         let depth: Vec<_> = s
             .attempts
             .iter()
-            .zip(&j.gateway_leave)
-            .map(|(a, &l)| (a.sent_us, l))
+            .zip(&m)
+            .map(|(a, c)| (a.sent_us, c.map_or(a.done_us, |c| c.received_us)))
+            .collect();
+        let backlog: Vec<_> = s
+            .attempts
+            .iter()
+            .zip(&m)
+            .map(|(a, c)| {
+                let left = c.and_then(|c| c.admitted_us.or(c.finished_us));
+                (a.sent_us, left.unwrap_or(a.done_us).min(a.done_us))
+            })
             .collect();
         let service: Vec<_> = s
             .calls
             .iter()
             .map(|c| (c.admitted_us.unwrap(), c.finished_us.unwrap()))
             .collect();
-        assert_eq!(
-            brute(&backlog),
-            t.seconds.iter().map(|s| s.backlog).collect::<Vec<_>>()
-        );
-        assert_eq!(
-            brute(&depth),
-            t.seconds
-                .iter()
-                .map(|s| s.gateway_depth)
-                .collect::<Vec<_>>()
-        );
-        assert_eq!(
-            brute(&service),
-            t.seconds
-                .iter()
-                .map(|s| s.provider_in_service)
-                .collect::<Vec<_>>()
-        );
-        assert_eq!(t.seconds.iter().map(|s| s.backlog).max(), Some(320));
+        assert_eq!(brute(&backlog), column(t, |s| s.backlog));
+        assert_eq!(brute(&depth), column(t, |s| s.gateway_depth));
+        assert_eq!(brute(&service), column(t, |s| s.provider_in_service));
+        assert_eq!(column(t, |s| s.backlog).iter().max(), Some(&320));
         // A naive gateway in front of a queueing provider: small depth,
         // huge backlog.
-        assert_eq!(t.seconds.iter().map(|s| s.gateway_depth).max(), Some(1));
+        assert_eq!(column(t, |s| s.gateway_depth).iter().max(), Some(&1));
     }
 
     #[test]
@@ -1003,8 +1048,8 @@ mod tests {
     #[test]
     fn summary_serializes_in_the_report_shape() {
         let (attempts, calls) = one_slot();
-        let j = Joined::new(&attempts, &calls, &[], T0);
-        let v = serde_json::to_value(j.summary(&j.timeline())).unwrap();
+        let j = stories::judged(&attempts, &calls, &[], 1.0);
+        let v = serde_json::to_value(&j.summary).unwrap();
         let keys = |v: &serde_json::Value| {
             let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
             k.sort();

@@ -1262,8 +1262,7 @@ mod tests {
     /// Refusals by kind: a reason decides; without one the join does (the
     /// provider saw it: after dispatch; answered at once: at admission;
     /// later: at dequeue). Counted apart for the run, per second and per
-    /// tenant, listed by class, status and reason, equal to the batch
-    /// judge's.
+    /// tenant, listed by class, status and reason, equal to the oracle's.
     #[test]
     fn refusals_are_classed_by_reason_then_by_the_join() {
         use wire::RefusalClass as K;
@@ -1341,16 +1340,16 @@ mod tests {
             j.verdict("refusals_legible").unwrap().status,
             crate::verdict::Status::Fail
         );
-        let batch = crate::batch::judge(
+        let oracle = crate::oracle::judge(
             &s.attempts,
             &s.calls,
             &s.rss,
             &s.expect,
             &Thresholds::default(),
         );
-        assert_eq!(j.summary.counts, batch.summary.counts);
-        assert_eq!(j.summary.tenants, batch.summary.tenants);
-        assert_eq!(j.summary.refusals, batch.summary.refusals);
+        assert_eq!(j.summary.counts, oracle.summary.counts);
+        assert_eq!(j.summary.tenants, oracle.summary.tenants);
+        assert_eq!(j.summary.refusals, oracle.summary.refusals);
     }
 
     /// A caller who gave up, and their call dispatched five minutes later,
@@ -1372,9 +1371,9 @@ mod tests {
         let t = Thresholds::default();
         let (plain, _) = stream(&stories::soak(2_000, 4, 1_500, 5));
         let (j, _) = stream(&s);
-        let batch = crate::batch::judge(&s.attempts, &s.calls, &s.rss, &s.expect, &t);
+        let oracle = crate::oracle::judge(&s.attempts, &s.calls, &s.rss, &s.expect, &t);
         assert_eq!(j.summary.counts.late, plain.summary.counts.late + 1);
-        assert_eq!(j.summary.counts, batch.summary.counts);
+        assert_eq!(j.summary.counts, oracle.summary.counts);
     }
 
     #[test]
@@ -1386,18 +1385,18 @@ mod tests {
         s.calls.push(call("late", 301_000, 301_000, 301_500));
         let t = Thresholds::default();
         let (j, _) = stream(&s);
-        let batch = crate::batch::judge(&s.attempts, &s.calls, &s.rss, &s.expect, &t);
+        let oracle = crate::oracle::judge(&s.attempts, &s.calls, &s.rss, &s.expect, &t);
         assert_eq!(j.pass.settled_before_dispatch, 1);
-        assert_eq!(j.summary.provider, batch.summary.provider);
-        assert_eq!(j.summary.counts, batch.summary.counts);
+        assert_eq!(j.summary.provider, oracle.summary.provider);
+        assert_eq!(j.summary.counts, oracle.summary.counts);
         assert_eq!(
             j.summary.latency_ms.queue_wait,
-            batch.summary.latency_ms.queue_wait
+            oracle.summary.latency_ms.queue_wait
         );
         // Its 300 s in the gateway are not in the depth: the one
         // difference, and the harness notes it.
         let row = |j: &Judgement, ms: u64| j.timeline.seconds[(ms / 1000) as usize].gateway_depth;
-        assert_eq!(row(&batch, 150_000), row(&j, 150_000) + 1);
+        assert_eq!(row(&oracle, 150_000), row(&j, 150_000) + 1);
         assert_eq!(at(0), s.expect.start_us);
     }
 
@@ -1453,10 +1452,9 @@ mod tests {
         assert_eq!(g.lost, 6);
         // b, c, d and e open from 4.6 s (and b, c, d and i at 4.9 s).
         assert_eq!(g.peak_in_flight, 4);
-        // Without deaths, nothing is lost; the batch judge agrees on the
-        // peak.
+        // Without deaths, nothing is lost; the oracle agrees on the peak.
         let (j, _) = stream(&s);
-        let batch = crate::batch::judge(
+        let oracle = crate::oracle::judge(
             &s.attempts,
             &s.calls,
             &s.rss,
@@ -1464,7 +1462,7 @@ mod tests {
             &Thresholds::default(),
         );
         assert_eq!((j.summary.gateway.crashes, j.summary.gateway.lost), (0, 0));
-        assert_eq!(j.summary.gateway, batch.summary.gateway);
+        assert_eq!(j.summary.gateway, oracle.summary.gateway);
     }
 
     /// The byte figures of the module docs, as this build lays them out.

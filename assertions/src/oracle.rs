@@ -1,8 +1,12 @@
-//! Today's judge as it was before the one pass: every record in memory,
-//! joined by request id in one go, every level from sorted events. Kept,
-//! in tests only, as the oracle the one pass ([`crate::Judge`]) must agree
-//! with exactly: on the stories, on streams shuffled within the window,
-//! and through the same checks.
+//! The one pass's test oracle (tests only): the judge as it was before the
+//! one pass, every record in memory, joined by request id in one go,
+//! every level from sorted events. The one pass ([`crate::Judge`]) must
+//! agree with it exactly on the stories (random ones among them), at
+//! several time scales, on streams shuffled within the window, and
+//! through the same checks; its tests below are those differential tests,
+//! and the judge's own tests compare a few figures of edge cases with it.
+//! It is no test of the join's meaning: `timeline`'s tests are, on the one
+//! pass.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -37,7 +41,7 @@ pub(crate) fn judge_at(
     thresholds: &Thresholds,
     time_scale: f64,
 ) -> Judgement {
-    let joined = Joined::new(attempts, calls, rss, expect.start_us).binned(row_us(time_scale));
+    let joined = Joined::new(attempts, calls, rss, expect.start_us, row_us(time_scale));
     let timeline = joined.timeline();
     let backlog: Vec<u64> = timeline.seconds.iter().map(|s| s.backlog).collect();
     let drain = joined.drain(expect, &backlog);
@@ -66,7 +70,7 @@ pub(crate) fn judge_at(
 
 impl Joined<'_> {
     /// The figures the checks read, counted from the joined records.
-    pub(crate) fn tally(&self, expect: &Expectations) -> Tally {
+    fn tally(&self, expect: &Expectations) -> Tally {
         let mut t = Tally::new();
         t.attempts = self.attempts.len() as u64;
         t.people = self.people;
@@ -152,39 +156,42 @@ impl Joined<'_> {
 }
 
 /// The two sides joined: what every check reads.
-pub(crate) struct Joined<'a> {
-    pub(crate) attempts: &'a [ClientRecord],
-    pub(crate) calls: &'a [ProviderRecord],
-    pub(crate) rss: &'a [RssSample],
-    pub(crate) start_us: u64,
+struct Joined<'a> {
+    attempts: &'a [ClientRecord],
+    calls: &'a [ProviderRecord],
+    rss: &'a [RssSample],
+    start_us: u64,
     /// A row's length: a scenario second, in microseconds of the run.
-    pub(crate) bin_us: u64,
+    bin_us: u64,
     /// The last instant in any record.
-    pub(crate) end_us: u64,
+    end_us: u64,
     /// Per attempt: its matched call.
-    pub(crate) matched: Vec<Option<usize>>,
+    matched: Vec<Option<usize>>,
     /// Per call: the attempt whose window it was received in.
-    pub(crate) caller: Vec<Option<usize>>,
+    caller: Vec<Option<usize>>,
     /// Per attempt: when it left the gateway.
-    pub(crate) gateway_leave: Vec<u64>,
+    gateway_leave: Vec<u64>,
     /// Per attempt: when it left the backlog.
-    pub(crate) backlog_leave: Vec<u64>,
+    backlog_leave: Vec<u64>,
     /// Send times, ascending, and the running max of `gateway_leave` in
     /// that order.
-    pub(crate) sent_sorted: Vec<u64>,
-    pub(crate) leave_prefix_max: Vec<u64>,
+    sent_sorted: Vec<u64>,
+    leave_prefix_max: Vec<u64>,
     /// Per served person: first intended send to the answer, in µs.
-    pub(crate) served_us: Vec<u64>,
+    served_us: Vec<u64>,
     /// People: distinct ids.
-    pub(crate) people: u64,
+    people: u64,
 }
 
 impl<'a> Joined<'a> {
-    pub(crate) fn new(
+    /// The records joined, for a timeline from `start_us` in rows of
+    /// `bin_us` (a scenario second).
+    fn new(
         attempts: &'a [ClientRecord],
         calls: &'a [ProviderRecord],
         rss: &'a [RssSample],
         start_us: u64,
+        bin_us: u64,
     ) -> Self {
         let mut by_id: HashMap<&str, (Vec<usize>, Vec<usize>)> = HashMap::new();
         for (i, a) in attempts.iter().enumerate() {
@@ -277,7 +284,7 @@ impl<'a> Joined<'a> {
             calls,
             rss,
             start_us,
-            bin_us: US,
+            bin_us: bin_us.max(1),
             end_us,
             matched,
             caller,
@@ -290,14 +297,8 @@ impl<'a> Joined<'a> {
         }
     }
 
-    /// The same, with rows of `bin_us` (a scenario second) instead of 1 s.
-    pub(crate) fn binned(mut self, bin_us: u64) -> Self {
-        self.bin_us = bin_us.max(1);
-        self
-    }
-
     /// The number of seconds the timeline covers.
-    pub(crate) fn n_seconds(&self) -> usize {
+    fn n_seconds(&self) -> usize {
         if self.attempts.is_empty() && self.calls.is_empty() && self.rss.is_empty() {
             return 0;
         }
@@ -305,18 +306,18 @@ impl<'a> Joined<'a> {
     }
 
     /// The second `t_us` falls in, clamped to the timeline.
-    pub(crate) fn second_of(&self, t_us: u64, n: usize) -> usize {
+    fn second_of(&self, t_us: u64, n: usize) -> usize {
         ((t_us.saturating_sub(self.start_us) / self.bin_us) as usize).min(n.saturating_sub(1))
     }
 
     /// When second `k` starts.
-    pub(crate) fn bin_start(&self, k: usize) -> u64 {
+    fn bin_start(&self, k: usize) -> u64 {
         self.start_us + k as u64 * self.bin_us
     }
 
     /// The backlog drain time at `t_us`, in microseconds: when the last
     /// attempt inside the gateway at `t_us` left it, minus `t_us`.
-    pub(crate) fn drain_at_us(&self, t_us: u64) -> u64 {
+    fn drain_at_us(&self, t_us: u64) -> u64 {
         let k = self.sent_sorted.partition_point(|&s| s <= t_us);
         if k == 0 {
             0
@@ -333,7 +334,7 @@ impl<'a> Joined<'a> {
     }
 
     /// The class of attempt `i`'s refusal, if it was one.
-    pub(crate) fn refusal_class(&self, i: usize) -> Option<RefusalClass> {
+    fn refusal_class(&self, i: usize) -> Option<RefusalClass> {
         let a = &self.attempts[i];
         RefusalClass::of(
             a.outcome,
@@ -344,7 +345,7 @@ impl<'a> Joined<'a> {
     }
 
     /// How attempt `i` is counted: a refusal by its class.
-    pub(crate) fn counted_as(&self, i: usize) -> ClientOutcome {
+    fn counted_as(&self, i: usize) -> ClientOutcome {
         let a = &self.attempts[i];
         self.refusal_class(i)
             .map_or(a.outcome, |c| ClientOutcome::of_class(c, a.status))
@@ -353,7 +354,7 @@ impl<'a> Joined<'a> {
     /// Returns true if and only if attempt `i` was shed by the gateway
     /// itself: refused at admission or at dequeue, and no call for it
     /// reached the provider while it was open.
-    pub(crate) fn is_gateway_shed(&self, i: usize) -> bool {
+    fn is_gateway_shed(&self, i: usize) -> bool {
         matches!(
             self.refusal_class(i),
             Some(RefusalClass::AtAdmission | RefusalClass::AtDequeue)
@@ -362,7 +363,7 @@ impl<'a> Joined<'a> {
 
     /// Returns true if and only if call `j` was admitted (or, never
     /// admitted, received) after its caller had left.
-    pub(crate) fn is_stale(&self, j: usize) -> bool {
+    fn is_stale(&self, j: usize) -> bool {
         let c = &self.calls[j];
         self.caller[j]
             .is_some_and(|i| self.attempts[i].done_us < c.admitted_us.unwrap_or(c.received_us))
@@ -370,7 +371,7 @@ impl<'a> Joined<'a> {
 
     /// Returns true if and only if call `j` answered (it has a status) and
     /// finished after its caller had left, without the gateway hanging up.
-    pub(crate) fn is_late(&self, j: usize) -> bool {
+    fn is_late(&self, j: usize) -> bool {
         let c = &self.calls[j];
         c.hung_up_us.is_none()
             && c.status != 0
@@ -381,13 +382,13 @@ impl<'a> Joined<'a> {
     }
 
     /// When call `j` stopped occupying the provider.
-    pub(crate) fn call_end(&self, c: &ProviderRecord) -> u64 {
+    fn call_end(&self, c: &ProviderRecord) -> u64 {
         c.finished_us.or(c.hung_up_us).unwrap_or(self.end_us)
     }
 
     /// The first gateway shed, by send time, with the depth and backlog
     /// others made at that instant.
-    pub(crate) fn first_shed(&self) -> Option<FirstShed> {
+    fn first_shed(&self) -> Option<FirstShed> {
         let i = (0..self.attempts.len())
             .filter(|&i| self.is_gateway_shed(i))
             .min_by_key(|&i| self.attempts[i].sent_us)?;
@@ -407,7 +408,7 @@ impl<'a> Joined<'a> {
     }
 
     /// Per-second maxima of the number of open intervals.
-    pub(crate) fn levels(&self, intervals: impl Iterator<Item = (u64, u64)>, n: usize) -> Vec<u64> {
+    fn levels(&self, intervals: impl Iterator<Item = (u64, u64)>, n: usize) -> Vec<u64> {
         let mut max = vec![0u64; n];
         if n == 0 {
             return max;
@@ -432,7 +433,7 @@ impl<'a> Joined<'a> {
 
     /// Calls answered normally: their provider time is the provider's
     /// service, not a hang-up or a refusal.
-    pub(crate) fn answered_calls(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+    fn answered_calls(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.calls
             .iter()
             .filter_map(|c| match (c.outcome, c.finished_us, c.hung_up_us) {
@@ -442,7 +443,7 @@ impl<'a> Joined<'a> {
     }
 
     /// Queue waits: (matched call received, received − sent).
-    pub(crate) fn queue_waits(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+    fn queue_waits(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.attempts
             .iter()
             .zip(&self.matched)
@@ -454,7 +455,7 @@ impl<'a> Joined<'a> {
             })
     }
 
-    pub(crate) fn timeline(&self) -> Timeline {
+    fn timeline(&self) -> Timeline {
         let n = self.n_seconds();
         let mut rows: Vec<Second> = (0..n).map(|t| Second::empty(t as u64)).collect();
         if n == 0 {
@@ -524,14 +525,14 @@ impl<'a> Joined<'a> {
         }
     }
 
-    pub(crate) fn gateway_intervals(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+    fn gateway_intervals(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.attempts
             .iter()
             .zip(&self.gateway_leave)
             .map(|(a, &l)| (a.sent_us, l))
     }
 
-    pub(crate) fn backlog_intervals(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+    fn backlog_intervals(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.attempts
             .iter()
             .zip(&self.backlog_leave)
@@ -539,7 +540,7 @@ impl<'a> Joined<'a> {
     }
 
     /// The run's summary; `drain_s` and `harness` are filled by the judge.
-    pub(crate) fn summary(&self, timeline: &Timeline) -> Summary {
+    fn summary(&self, timeline: &Timeline) -> Summary {
         let mut counts = Counts::default();
         let mut tenants: std::collections::BTreeMap<String, Counts> = Default::default();
         let mut refusals: std::collections::BTreeMap<_, u64> = Default::default();
@@ -636,7 +637,7 @@ impl<'a> Joined<'a> {
     /// Measures how the backlog came back after the overload (or, without
     /// one, after the load) ended, by the rule in `timeline`'s docs, from
     /// the backlog's rows and the longest any attempt stayed in it.
-    pub(crate) fn drain(&self, expect: &Expectations, backlog_per_s: &[u64]) -> Drain {
+    fn drain(&self, expect: &Expectations, backlog_per_s: &[u64]) -> Drain {
         let longest_stay = self
             .backlog_intervals()
             .map(|(from, to)| to.saturating_sub(from))
@@ -670,7 +671,7 @@ fn intervals_to_events(intervals: impl Iterator<Item = (u64, u64)>) -> Vec<(u64,
 
 /// The median and 99th percentile, in milliseconds, of a whole run's
 /// microsecond values, through an HDR histogram (3 significant digits).
-pub(crate) fn hdr_percentiles(values: impl Iterator<Item = u64>) -> Percentiles {
+fn hdr_percentiles(values: impl Iterator<Item = u64>) -> Percentiles {
     let mut h = histogram();
     for v in values {
         record(&mut h, v);
