@@ -1,9 +1,10 @@
 //! The checks of the checklist (all but `refusals_legible`, in
 //! `legible.rs`, and `concurrency_below_knee`, in `knee.rs`), each a pure
 //! function from the figures the judge kept ([`Evidence`]: the summary,
-//! the drain, the first shed and a [`Tally`]) to a [`Verdict`]; they never
-//! see a record. A new check is one more such function, called in
-//! `judgement::conclude`.
+//! the timeline's rows, the drain, the first shed and a [`Tally`]) and its
+//! threshold to a [`Verdict`]; none sees a record. A new check is one more
+//! such function, called in `judgement::conclude` (`harness_valid` alone
+//! comes first: the summary says whether the run was valid).
 //!
 //! A check says `skipped` only when it is disabled or has nothing to judge
 //! (no overload to shed in, no memory ceiling, no attempts at all); when
@@ -19,7 +20,9 @@ use crate::expect::{
     StaleDispatchThreshold,
 };
 use crate::tally::{Tally, LOST};
-use crate::timeline::{Drain, DrainOutcome, FirstShed, Summary, BASELINE_SAMPLES, DRAIN_WINDOW};
+use crate::timeline::{
+    Drain, DrainOutcome, FirstShed, Second, Summary, BASELINE_SAMPLES, DRAIN_WINDOW,
+};
 use crate::verdict::{count, mib, num, percent, plural, round, secs, Status, Verdict};
 
 const US: f64 = 1_000_000.0;
@@ -35,6 +38,8 @@ const SHEDS_BEFORE_VARYING: usize = 5;
 pub(crate) struct Evidence<'a> {
     pub(crate) expect: &'a Expectations,
     pub(crate) summary: &'a Summary,
+    /// The timeline's rows.
+    pub(crate) seconds: &'a [Second],
     pub(crate) drain: Drain,
     pub(crate) first_shed: Option<FirstShed>,
     pub(crate) tally: &'a Tally,

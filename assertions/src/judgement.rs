@@ -175,6 +175,7 @@ pub(crate) fn conclude(
     let ev = Evidence {
         expect,
         summary: &summary,
+        seconds: &timeline.seconds,
         drain,
         first_shed,
         tally: &tally,
@@ -188,12 +189,8 @@ pub(crate) fn conclude(
         checks::served_latency(&ev, &thresholds.served_latency),
         checks::goodput(&ev, &thresholds.goodput),
         checks::no_silent_loss(&ev, &thresholds.no_silent_loss),
-        legible::refusals_legible(&summary.refusals, &thresholds.refusals_legible),
-        knee::concurrency_below_knee(
-            &timeline.seconds,
-            expect.knee,
-            &thresholds.concurrency_below_knee,
-        ),
+        legible::refusals_legible(&ev, &thresholds.refusals_legible),
+        knee::concurrency_below_knee(&ev, &thresholds.concurrency_below_knee),
         checks::upstream_seen(&ev).unwrap_or(harness),
     ];
     let verdicts: Vec<Verdict> = match external {

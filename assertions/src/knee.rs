@@ -4,6 +4,7 @@
 //! seconds, each counted by its most calls in service at the provider: the
 //! check's quantile of them (p99 by default) must be at or below the knee.
 
+use crate::checks::Evidence;
 use crate::expect::ConcurrencyBelowKneeThreshold;
 use crate::timeline::Second;
 use crate::verdict::{Status, Verdict};
@@ -11,9 +12,14 @@ use wire::number::num;
 
 const ID: &str = "concurrency_below_knee";
 
-/// Judges the seconds of a run against the provider's `knee` (at the run's
-/// scale; `None`: the scenario names none, and the check is skipped).
-pub(crate) fn concurrency_below_knee(
+/// Judges the run's seconds against the provider's knee.
+pub(crate) fn concurrency_below_knee(ev: &Evidence, th: &ConcurrencyBelowKneeThreshold) -> Verdict {
+    of_seconds(ev.seconds, ev.expect.knee, th)
+}
+
+/// Judges `seconds` against the provider's `knee` (at the run's scale;
+/// `None`: the scenario names none, and the check is skipped).
+fn of_seconds(
     seconds: &[Second],
     knee: Option<f64>,
     th: &ConcurrencyBelowKneeThreshold,
@@ -90,12 +96,12 @@ mod tests {
         // 100 seconds at 30 and one burst second at 40: p99 is 30.
         let mut levels = vec![30; 100];
         levels.push(40);
-        let v = concurrency_below_knee(&seconds(&levels), Some(32.0), &th);
+        let v = of_seconds(&seconds(&levels), Some(32.0), &th);
         assert_eq!(v.status, Status::Pass, "{v:?}");
-        let v = concurrency_below_knee(&seconds(&[40; 50]), Some(32.0), &th);
+        let v = of_seconds(&seconds(&[40; 50]), Some(32.0), &th);
         assert_eq!(v.status, Status::Fail, "{v:?}");
         assert!(v.detail.contains("past its knee of 32"), "{}", v.detail);
-        let v = concurrency_below_knee(&seconds(&[40; 50]), None, &th);
+        let v = of_seconds(&seconds(&[40; 50]), None, &th);
         assert_eq!(v.status, Status::Skipped);
     }
 }

@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 
 use wire::RefusalClass;
 
+use crate::checks::Evidence;
 use crate::expect::RefusalsLegibleThreshold;
 use crate::timeline::RefusalLine;
 use crate::verdict::{count, percent, plural, Status, Verdict};
@@ -40,8 +41,13 @@ fn class_text(c: RefusalClass) -> &'static str {
     }
 }
 
-/// Judges the refusal table (every tenant's lines together).
-pub(crate) fn refusals_legible(lines: &[RefusalLine], th: &RefusalsLegibleThreshold) -> Verdict {
+/// Judges the run's refusal table.
+pub(crate) fn refusals_legible(ev: &Evidence, th: &RefusalsLegibleThreshold) -> Verdict {
+    of_lines(&ev.summary.refusals, th)
+}
+
+/// Judges refusal `lines` (every tenant's lines together).
+fn of_lines(lines: &[RefusalLine], th: &RefusalsLegibleThreshold) -> Verdict {
     if !th.enabled {
         return Verdict::skipped(ID, "disabled", "disabled in [checklist]");
     }
@@ -134,7 +140,7 @@ mod tests {
             line(RefusalClass::AtDequeue, 503, Some("wait_expired"), 7),
             line(RefusalClass::TenantLimited, 429, Some("tenant_limited"), 12),
         ];
-        let v = refusals_legible(&labelled, &th);
+        let v = of_lines(&labelled, &th);
         assert_eq!(v.status, Status::Pass, "{}", v.detail);
         assert_eq!(v.observed, "59 refusals in 3 distinct answers");
 
@@ -148,7 +154,7 @@ mod tests {
                 3,
             ),
         ];
-        let v = refusals_legible(&bare, &th);
+        let v = of_lines(&bare, &th);
         assert_eq!(v.status, Status::Fail);
         assert!(
             v.detail.contains(
@@ -162,7 +168,7 @@ mod tests {
     #[test]
     fn a_stray_slow_refusal_does_not_make_a_second_kind() {
         let th = RefusalsLegibleThreshold::default();
-        let v = refusals_legible(
+        let v = of_lines(
             &[
                 line(RefusalClass::AtAdmission, 503, None, 1_000),
                 line(RefusalClass::AtDequeue, 503, None, 3),
@@ -174,7 +180,7 @@ mod tests {
 
     #[test]
     fn nothing_refused_is_skipped_with_the_reason() {
-        let v = refusals_legible(&[], &RefusalsLegibleThreshold::default());
+        let v = of_lines(&[], &RefusalsLegibleThreshold::default());
         assert_eq!(v.status, Status::Skipped);
         assert_eq!(v.detail, "no data: no request was refused");
     }
