@@ -43,9 +43,10 @@
 //! - in tests only, `stories` (hand-made runs) and `oracle` (the judge as
 //!   it was before the one pass, which the one pass must agree with).
 //!
-//! The imports go one way: `judge` → `judgement` → `checks`, `legible`,
-//! `knee`, `external` → `sweep`, `tally` → `timeline` → `expect`; the
-//! root only declares and re-exports.
+//! The imports go one way: `judge` → `judgement` → `legible`, `knee` →
+//! `checks` → `tally` → `timeline` → `expect`, and `judge`, `judgement` →
+//! `external` → `sweep` → `timeline`; the root only declares and
+//! re-exports (`tests/architecture.rs` checks there is no circle).
 
 // No function over 120 lines outside tests (the threshold is in clippy.toml).
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
