@@ -1077,6 +1077,138 @@ concurrency = { ceiling = 4 }
         assert_eq!((err.line, err.field.as_str()), (3, "quota.window"), "{err}");
     }
 
+    /// FNV-1a over the values a call uses: a draw's nanoseconds or count.
+    fn fnv(values: &[u64]) -> u64 {
+        values.iter().fold(0xcbf2_9ce4_8422_2325, |h, v| {
+            v.to_le_bytes()
+                .iter()
+                .fold(h, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
+        })
+    }
+
+    /// 1,000 draws from one seeded stream, then the stream's next value (a
+    /// shape that draws nothing must still draw nothing), hashed.
+    fn draws(seed: u64, mut draw: impl FnMut(&mut ChaCha8Rng) -> u64) -> u64 {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut values: Vec<u64> = (0..1000).map(|_| draw(&mut rng)).collect();
+        values.push(rng.gen());
+        fnv(&values)
+    }
+
+    /// The seeded draws of every shape the provider reads, and of every
+    /// distribution of the shipped scenarios, at full scale and compressed
+    /// ten times. The hashes were recorded from the provider's own `Dist`
+    /// before it became `wire::Dist`: a change of these numbers changes
+    /// the latencies and lengths of every seeded rehearsal.
+    #[test]
+    fn seeded_draws_keep_their_values() {
+        // (ttft, hash at full scale, hash at time scale 10)
+        let durations: [(&str, u64, u64); 12] = [
+            (
+                r#"{ fixed = "620ms" }"#,
+                0x6c116ae6f24b72c5,
+                0x78b62e2285eb9145,
+            ),
+            (
+                r#"{ fixed = "0ms" }"#,
+                0x2c75609dd537093a,
+                0x2c75609dd537093a,
+            ),
+            (
+                r#"{ fixed = "20ms" }"#,
+                0xc99fba463bb33d0b,
+                0x3f9261ee6d4a172b,
+            ),
+            (
+                r#"{ uniform = { min = "1s", max = "3s" } }"#,
+                0x9cb23174445679d4,
+                0xdd016034e21bc6c4,
+            ),
+            (
+                r#"{ uniform = { min = "5ms", max = "35ms" } }"#,
+                0x5f4b1b797fa09e06,
+                0x6a51680d1670a03,
+            ),
+            (
+                r#"{ uniform = { min = "2s", max = "2s" } }"#,
+                0xbfb4b3fd2e486337,
+                0x3ece0c18be2055f7,
+            ),
+            (
+                r#"{ lognormal = { median = "900ms", p99 = "2s" } }"#,
+                0xd8744e0153c1bb8d,
+                0x19dfb75cd4165f9a,
+            ),
+            (
+                r#"{ lognormal = { median = "620ms", p99 = "1.5s" } }"#,
+                0x90a2ac841736a823,
+                0xeeb1de0d7394d43b,
+            ),
+            (
+                r#"{ lognormal = { median = "3.7s", p99 = "5.5s" } }"#,
+                0x398bd96c6b311ead,
+                0x9d165c4bba19c55b,
+            ),
+            (
+                r#"{ lognormal = { median = "640ms", p99 = "1.5s" } }"#,
+                0xc55a176f1da2b7f7,
+                0xfd809814c4f1b2e9,
+            ),
+            (
+                r#"{ lognormal = { median = "300ms", p99 = "1.2s" } }"#,
+                0x6e1347a0b0f45e66,
+                0xcc44bf368f536dd9,
+            ),
+            (
+                r#"{ lognormal = { median = "500ms", p99 = "500ms" } }"#,
+                0x58a814848ecd747,
+                0x8270d2b4ba32e007,
+            ),
+        ];
+        // (completion_tokens, hash)
+        let counts: [(&str, u64); 5] = [
+            ("{ fixed = 16 }", 0x3fb5ff3e86e11a09),
+            ("{ uniform = { min = 50, max = 400 } }", 0x431d27a2fce4b766),
+            ("{ uniform = { min = 7, max = 7 } }", 0x7a5d285d24d88832),
+            (
+                "{ lognormal = { median = 200, p99 = 900 } }",
+                0x715a3ae277270b91,
+            ),
+            (
+                "{ lognormal = { median = 1500, p99 = 6000 } }",
+                0x6b134630ac7308f4,
+            ),
+        ];
+        let mut wrong = Vec::new();
+        for (i, (dist, full, tenfold)) in durations.iter().enumerate() {
+            let cfg = ProviderConfig::from_toml(&format!("[latency]\nttft = {dist}\n"), "p.toml")
+                .unwrap();
+            let scaled = cfg.scaled(wire::Scale {
+                time: 10.0,
+                quota: 1.0,
+            });
+            for (time, c, want) in [(1, &cfg, full), (10, &scaled, tenfold)] {
+                let got = draws(7 + i as u64, |rng| {
+                    c.latency.ttft.sample(rng).as_nanos() as u64
+                });
+                if got != *want {
+                    wrong.push(format!("{dist} at time scale {time}: {got:#x}"));
+                }
+            }
+        }
+        for (i, (dist, want)) in counts.iter().enumerate() {
+            let cfg = ProviderConfig::from_toml(&format!("completion_tokens = {dist}\n"), "p.toml")
+                .unwrap();
+            let got = draws(70 + i as u64, |rng| {
+                u64::from(cfg.completion_tokens.sample(rng))
+            });
+            if got != *want {
+                wrong.push(format!("{dist}: {got:#x}"));
+            }
+        }
+        assert!(wrong.is_empty(), "draws changed:\n{}", wrong.join("\n"));
+    }
+
     #[test]
     fn uniform_and_fixed_counts() {
         let mut rng = ChaCha8Rng::seed_from_u64(1);

@@ -1057,6 +1057,77 @@ mod tests {
         assert_eq!(p.send_lag_bound(), Duration::from_millis(5));
     }
 
+    /// FNV-1a over the values a person uses: counts, and patience in
+    /// nanoseconds.
+    fn fnv(values: &[u64]) -> u64 {
+        values.iter().fold(0xcbf2_9ce4_8422_2325, |h, v| {
+            v.to_le_bytes()
+                .iter()
+                .fold(h, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
+        })
+    }
+
+    /// The seeded draws of every shape the load reads, and of every
+    /// distribution of the shipped scenarios: 1,000 people's request
+    /// shape (prompt, padding, max_tokens, stream) and patience from one
+    /// seeded stream, then the stream's next value (a shape that draws
+    /// nothing must still draw nothing), at full scale and compressed ten
+    /// times. The hashes were recorded from the load generator's own
+    /// distributions before they became `wire::Dist`: a change of these
+    /// numbers changes the requests of every seeded rehearsal.
+    #[test]
+    fn seeded_draws_keep_their_values() {
+        use rand::{Rng, SeedableRng};
+        // (prompt_tokens, padding_kb and max_tokens; patience; hash at
+        // full scale; hash at time scale 10)
+        let cases: [(&str, &str, u64, u64); 10] = [
+            ("{ fixed = 64 }", r#"{ fixed = "30s" }"#, 0x36ef8f14d7b5829e, 0x5ebfc04095255176),
+            ("{ fixed = 2.5 }", r#"{ fixed = "1500ms" }"#, 0x844b241c66d5b324, 0xf97a720e32b25704),
+            ("{ uniform = { min = 10, max = 20 } }", r#"{ fixed = "620ms" }"#, 0xd69a82aa5899bb1, 0x63f678848811c485),
+            ("{ uniform = { min = 1.5, max = 7.5 } }", r#"{ uniform = { min = "1s", max = "1500ms" } }"#, 0x55e79426b4c5e8bc, 0xb439bd1011eee7d6),
+            ("{ uniform = { min = 3, max = 3 } }", r#"{ lognormal = { median = "20s", p99 = "60s" } }"#, 0x4b8ba35970dbeed6, 0xcfd1053eb0bd7b49),
+            ("{ lognormal = { median = 1500, p99 = 6000 } }", r#"{ exponential = { mean = "10s" } }"#, 0xf1dee58fed4797a1, 0x83a6836264d301d2),
+            ("{ lognormal = { median = 100, p99 = 1000 } }", r#"{ mix = [ { value = "5s", weight = 1 }, { value = "30s", weight = 3 } ] }"#, 0x22a157f9225b9111, 0x5fb428c5c7770f21),
+            ("{ exponential = { mean = 200 } }", r#"{ fixed = "25s" }"#, 0x31efa80fd443f489, 0x28c1d096a5ff43a5),
+            ("{ mix = [ { value = 0, weight = 0.8 }, { value = 40, weight = 0.2 } ] }", r#"{ fixed = "12s" }"#, 0x7e05866725bc7171, 0xed3c6cf675ecd281),
+            ("{ mix = [ { value = 1, weight = 1 }, { value = 2, weight = 0 }, { value = 3, weight = 2 } ] }", r#"{ fixed = "15s" }"#, 0x909d3d65bdbd44f0, 0x577de7bbfbd5fbe0),
+        ];
+        let mut wrong = Vec::new();
+        for (i, (count, patience, full, tenfold)) in cases.iter().enumerate() {
+            let text = format!(
+                "[load]\npatience = {patience}\n[[load.phases]]\nduration = \"1s\"\nrate = 1\n\
+                 [load.request]\nprompt_tokens = {count}\npadding_kb = {count}\nmax_tokens = {count}\nstream = 0.3\n"
+            );
+            let plan = plan(&text).unwrap();
+            let scaled = plan.clone().scaled(Scale {
+                time: 10.0,
+                quota: 1.0,
+            });
+            for (time, p, want) in [(1, &plan, full), (10, &scaled, tenfold)] {
+                let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11 + i as u64);
+                let mut values = Vec::new();
+                for _ in 0..1000 {
+                    let d = p.shape(None).draw(&mut rng, None);
+                    values.extend([
+                        u64::from(d.prompt_tokens),
+                        u64::from(d.padding_kb),
+                        u64::from(d.max_tokens),
+                        u64::from(d.stream),
+                        p.draw_patience(&mut rng).as_nanos() as u64,
+                    ]);
+                }
+                values.push(rng.gen());
+                let got = fnv(&values);
+                if got != *want {
+                    wrong.push(format!(
+                        "{count}, {patience} at time scale {time}: {got:#x}"
+                    ));
+                }
+            }
+        }
+        assert!(wrong.is_empty(), "draws changed:\n{}", wrong.join("\n"));
+    }
+
     #[test]
     fn retry_and_patience_header() {
         let p = plan(
