@@ -51,143 +51,22 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use rand::Rng;
-use rand_distr::{Distribution as _, LogNormal};
 use serde::{Deserialize, Serialize};
 pub use toml_located::ConfigError;
+/// A value drawn per call (latencies, answer lengths), and a duration as
+/// TOML writes it: the one distribution type of a rehearsal, shared with
+/// the load generator and the plan.
+pub use wire::{Dist, Dur};
 
-/// A duration written as a humantime string ("250ms", "2m", "1h30m").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct Dur(#[serde(with = "humantime_serde")] pub Duration);
-
-/// A value drawn per call: fixed, uniform between two bounds, or lognormal
-/// given its median and 99th percentile.
-///
-/// Written in TOML as `{ fixed = V }`, `{ uniform = { min = A, max = B } }`
-/// or `{ lognormal = { median = M, p99 = P } }`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase", deny_unknown_fields)]
-pub enum Dist<T> {
-    /// Always this value.
-    Fixed(T),
-    /// Uniform in `[min, max]`.
-    Uniform {
-        /// Lower bound.
-        min: T,
-        /// Upper bound.
-        max: T,
-    },
-    /// Lognormal with this median and 99th percentile.
-    Lognormal {
-        /// The median.
-        median: T,
-        /// The 99th percentile; must be at least the median.
-        p99: T,
-    },
-}
-
-impl<T: Copy + Into<f64>> Dist<T> {
-    fn sample_f64(&self, rng: &mut impl Rng) -> f64 {
-        match *self {
-            Dist::Fixed(v) => v.into(),
-            Dist::Uniform { min, max } => {
-                let (a, b) = (min.into(), max.into());
-                if b > a {
-                    rng.gen_range(a..=b)
-                } else {
-                    a
-                }
-            }
-            Dist::Lognormal { median, p99 } => {
-                let (m, p) = (median.into(), p99.into());
-                if m <= 0.0 {
-                    return 0.0;
-                }
-                let mu = m.ln();
-                let sigma = ((p.max(m)).ln() - mu) / wire::number::Z_P99;
-                if sigma <= 0.0 {
-                    return m;
-                }
-                // LogNormal::new fails only for a negative or NaN sigma,
-                // excluded just above.
-                LogNormal::new(mu, sigma).map_or(m, |d| d.sample(rng))
-            }
-        }
-    }
-
-    /// The distribution's mean.
-    pub fn mean_f64(&self) -> f64 {
-        match *self {
-            Dist::Fixed(v) => v.into(),
-            Dist::Uniform { min, max } => (min.into() + max.into()) / 2.0,
-            Dist::Lognormal { median, p99 } => {
-                let (m, p) = (median.into(), p99.into());
-                if m <= 0.0 {
-                    return 0.0;
-                }
-                let sigma = ((p.max(m)).ln() - m.ln()) / wire::number::Z_P99;
-                m * (sigma * sigma / 2.0).exp()
-            }
-        }
-    }
-
-    fn check(&self, src: &toml_located::Source<'_>, path: &str) -> Result<(), ConfigError> {
-        match *self {
-            Dist::Uniform { min, max } if max.into() < min.into() => {
-                Err(src.error(&format!("{path}.uniform.max"), "must be at least `min`"))
-            }
-            Dist::Lognormal { median, p99 } if p99.into() < median.into() => Err(src.error(
-                &format!("{path}.lognormal.p99"),
-                "must be at least the median",
-            )),
-            _ => Ok(()),
-        }
-    }
-}
-
-/// Durations convert to milliseconds for sampling.
-impl From<Dur> for f64 {
-    fn from(d: Dur) -> f64 {
-        d.0.as_secs_f64() * 1000.0
-    }
-}
-
-impl Dist<Dur> {
-    /// Draws one duration.
-    pub fn sample(&self, rng: &mut impl Rng) -> Duration {
-        Duration::from_secs_f64(self.sample_f64(rng).max(0.0) / 1000.0)
-    }
-
-    /// The mean duration.
-    pub fn mean(&self) -> Duration {
-        Duration::from_secs_f64(self.mean_f64().max(0.0) / 1000.0)
-    }
-}
-
-impl Dist<Dur> {
-    /// Every duration divided by `by`.
-    pub fn compressed(&self, scale: wire::Scale) -> Self {
-        let f = |d: Dur| Dur(scale.duration(d.0));
-        match *self {
-            Dist::Fixed(v) => Dist::Fixed(f(v)),
-            Dist::Uniform { min, max } => Dist::Uniform {
-                min: f(min),
-                max: f(max),
-            },
-            Dist::Lognormal { median, p99 } => Dist::Lognormal {
-                median: f(median),
-                p99: f(p99),
-            },
-        }
-    }
-}
-
-impl Dist<u32> {
-    /// Draws one count, rounded to the nearest integer.
-    pub fn sample(&self, rng: &mut impl Rng) -> u32 {
-        self.sample_f64(rng).round().clamp(0.0, u32::MAX as f64) as u32
-    }
+/// A distribution's value is checked where serde cannot check it
+/// ([`Dist::check`]), located at `path`.
+fn check_dist<T: wire::Quantity>(
+    dist: &Dist<T>,
+    src: &toml_located::Source<'_>,
+    path: &str,
+) -> Result<(), ConfigError> {
+    dist.check()
+        .map_err(|e| src.error(&format!("{path}.{}", e.field), e.message))
 }
 
 /// Latency settings. A non-streamed answer takes `ttft + n * per_token`,
@@ -556,7 +435,7 @@ impl ProviderConfig {
                 knee_exponent: Some(self.latency.knee_exponent),
             },
         )?;
-        self.completion_tokens.check(src, &p("completion_tokens"))?;
+        check_dist(&self.completion_tokens, src, &p("completion_tokens"))?;
         if self.concurrency.ceiling == Some(0) {
             return Err(src.error(
                 &p("concurrency.ceiling"),
@@ -639,7 +518,7 @@ impl ProviderConfig {
     /// let r = cfg.scaled(wire::Scale { time: 10.0, quota: 10.0 });
     /// assert_eq!(r.quota.tokens_per_minute, Some(500000));
     /// assert_eq!(r.quota.window, std::time::Duration::from_secs(6));
-    /// assert_eq!(r.latency.ttft.mean(), std::time::Duration::from_millis(400));
+    /// assert_eq!(r.latency.ttft.mean(), 0.4);
     /// ```
     pub fn scaled(&self, scale: wire::Scale) -> ProviderConfig {
         // A quota is at least one a minute: zero would be no quota at all.
@@ -647,15 +526,15 @@ impl ProviderConfig {
         let count = |v: Option<u32>| v.map(|v| scale.count(u64::from(v).max(1)) as u32);
         let dur = |d: Dur| Dur(scale.duration(d.0));
         let latency = |l: &LatencyPatch| LatencyPatch {
-            ttft: l.ttft.as_ref().map(|d| d.compressed(scale)),
-            per_token: l.per_token.as_ref().map(|d| d.compressed(scale)),
+            ttft: l.ttft.as_ref().map(|d| d.scaled(scale)),
+            per_token: l.per_token.as_ref().map(|d| d.scaled(scale)),
             multiplier: l.multiplier,
             knee: count(l.knee),
             knee_exponent: l.knee_exponent,
         };
         let mut out = self.clone();
-        out.latency.ttft = self.latency.ttft.compressed(scale);
-        out.latency.per_token = self.latency.per_token.compressed(scale);
+        out.latency.ttft = self.latency.ttft.scaled(scale);
+        out.latency.per_token = self.latency.per_token.scaled(scale);
         out.latency.knee = count(self.latency.knee);
         out.concurrency.ceiling = count(self.concurrency.ceiling);
         out.concurrency.queue_limit = count(self.concurrency.queue_limit);
@@ -706,7 +585,7 @@ impl Overrides {
             check_latency_patch(src, &format!("{at}.latency"), l)?;
         }
         if let Some(c) = &self.completion_tokens {
-            c.check(src, &format!("{at}.completion_tokens"))?;
+            check_dist(c, src, &format!("{at}.completion_tokens"))?;
         }
         if let Some(c) = &self.concurrency {
             if c.ceiling == Some(0) {
@@ -746,10 +625,10 @@ fn check_latency_patch(
     l: &LatencyPatch,
 ) -> Result<(), ConfigError> {
     if let Some(t) = &l.ttft {
-        t.check(src, &format!("{at}.ttft"))?;
+        check_dist(t, src, &format!("{at}.ttft"))?;
     }
     if let Some(t) = &l.per_token {
-        t.check(src, &format!("{at}.per_token"))?;
+        check_dist(t, src, &format!("{at}.per_token"))?;
     }
     if let Some(m) = l.multiplier {
         if !(m.is_finite() && m > 0.0) {
@@ -916,7 +795,7 @@ impl Effective {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand::SeedableRng;
+    use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
 
     #[test]
@@ -1023,7 +902,7 @@ concurrency = { ceiling = 4 }
         assert!((median - 0.620).abs() < 0.01, "median {median}");
         assert!((p99 - 2.0).abs() < 0.06, "p99 {p99}");
         let mean = v.iter().sum::<f64>() / v.len() as f64;
-        assert!((mean - d.mean().as_secs_f64()).abs() < 0.01, "mean {mean}");
+        assert!((mean - d.mean()).abs() < 0.01, "mean {mean}");
     }
 
     #[test]
@@ -1034,7 +913,7 @@ concurrency = { ceiling = 4 }
             time: 10.0,
             quota: 1.0,
         });
-        assert_eq!(t.latency.ttft.mean(), Duration::from_millis(200));
+        assert_eq!(t.latency.ttft.mean(), 0.2);
         assert_eq!(t.concurrency.ceiling, Some(12), "a count is not a rate");
         assert_eq!(t.quota.requests_per_minute, Some(20_000));
         assert_eq!(t.timeline[0].from, Dur(Duration::from_secs(12)));
@@ -1218,6 +1097,6 @@ concurrency = { ceiling = 4 }
             assert!((10..=20).contains(&x));
         }
         assert_eq!(Dist::Fixed(5u32).sample(&mut rng), 5);
-        assert_eq!(u.mean_f64(), 15.0);
+        assert_eq!(u.mean(), 15.0);
     }
 }

@@ -68,9 +68,8 @@ use std::time::Duration;
 use http::HeaderName;
 use serde::Deserialize;
 use toml_located::{ConfigError, Source};
-use wire::{Dialect, Scale};
+use wire::{Dialect, Dist, DistError, Dur, Scale};
 
-use crate::dist::{CountDist, DistError, DurationDist, Sampler};
 use crate::replay::{self, ReplayFormat, ReplayRow, TimestampUnit};
 use crate::schedule::{Arrivals, Phase, PhaseArrivals};
 
@@ -104,7 +103,7 @@ pub struct LoadConfig {
     pub max_connections: Option<usize>,
     /// How long a person waits, over all their attempts, before hanging up.
     #[serde(default = "default_patience")]
-    pub patience: DurationDist,
+    pub patience: Dist<Dur>,
     /// Whether to send the remaining patience in a header.
     #[serde(default)]
     pub send_patience: bool,
@@ -154,11 +153,11 @@ pub struct LoadTenantRequest {
     /// The model name sent.
     pub model: Option<String>,
     /// Prompt size in tokens.
-    pub prompt_tokens: Option<CountDist>,
+    pub prompt_tokens: Option<Dist<f64>>,
     /// Extra context in KiB.
-    pub padding_kb: Option<CountDist>,
+    pub padding_kb: Option<Dist<f64>>,
     /// `max_tokens` of the request.
-    pub max_tokens: Option<CountDist>,
+    pub max_tokens: Option<Dist<f64>>,
     /// Share of streamed requests.
     pub stream: Option<f64>,
 }
@@ -169,8 +168,8 @@ fn default_send_lag() -> Duration {
 fn default_id_prefix() -> String {
     "r".into()
 }
-fn default_patience() -> DurationDist {
-    DurationDist::Fixed(Duration::from_secs(30))
+fn default_patience() -> Dist<Dur> {
+    Dist::Fixed(Dur(Duration::from_secs(30)))
 }
 fn default_patience_header() -> String {
     "x-request-timeout-ms".into()
@@ -255,13 +254,13 @@ pub struct RequestConfig {
     pub model: String,
     /// Prompt size in tokens (about 4 characters each).
     #[serde(default = "default_prompt_tokens")]
-    pub prompt_tokens: CountDist,
+    pub prompt_tokens: Dist<f64>,
     /// Extra context in KiB, modelling retrieved documents.
     #[serde(default = "zero_count")]
-    pub padding_kb: CountDist,
+    pub padding_kb: Dist<f64>,
     /// `max_tokens` of the request.
     #[serde(default = "default_max_tokens")]
-    pub max_tokens: CountDist,
+    pub max_tokens: Dist<f64>,
     /// Share of streamed requests, 0 to 1.
     #[serde(default)]
     pub stream: f64,
@@ -287,14 +286,14 @@ impl Default for RequestConfig {
 fn default_model() -> String {
     "gpt-4o-mini".into()
 }
-fn default_prompt_tokens() -> CountDist {
-    CountDist::Fixed(64.0)
+fn default_prompt_tokens() -> Dist<f64> {
+    Dist::Fixed(64.0)
 }
-fn zero_count() -> CountDist {
-    CountDist::Fixed(0.0)
+fn zero_count() -> Dist<f64> {
+    Dist::Fixed(0.0)
 }
-fn default_max_tokens() -> CountDist {
-    CountDist::Fixed(64.0)
+fn default_max_tokens() -> Dist<f64> {
+    Dist::Fixed(64.0)
 }
 fn default_api_key() -> String {
     "rehearse".into()
@@ -388,9 +387,9 @@ pub enum LoadError {
 pub struct RequestShape {
     pub(crate) dialect: Dialect,
     pub(crate) model: String,
-    pub(crate) prompt_tokens: Sampler,
-    pub(crate) padding_kb: Sampler,
-    pub(crate) max_tokens: Sampler,
+    pub(crate) prompt_tokens: Dist<f64>,
+    pub(crate) padding_kb: Dist<f64>,
+    pub(crate) max_tokens: Dist<f64>,
     pub(crate) stream_share: f64,
     pub(crate) api_key: String,
 }
@@ -439,7 +438,7 @@ pub struct LoadPlan {
     pub(crate) request: RequestShape,
     /// The tenants; empty for one tenant with `request`.
     pub(crate) tenants: Vec<TenantPlan>,
-    pub(crate) patience: Sampler,
+    pub(crate) patience: Dist<Dur>,
     pub(crate) patience_header: Option<HeaderName>,
     pub(crate) retry: RetryPolicy,
     pub(crate) send_lag_bound: Duration,
@@ -577,7 +576,7 @@ impl LoadPlan {
 
     /// Draws one person's patience.
     pub(crate) fn draw_patience<R: rand::Rng + ?Sized>(&self, rng: &mut R) -> Duration {
-        Duration::from_secs_f64(self.patience.sample(rng) / self.time_scale)
+        Duration::from_secs_f64(self.patience.sample_f64(rng) / self.time_scale)
     }
 }
 
@@ -591,10 +590,10 @@ fn dist_error(source: &Source<'_>, path: &str, e: DistError) -> ConfigError {
 fn validate(cfg: &LoadConfig, source: &Source<'_>, base_dir: &Path) -> Result<LoadPlan, LoadError> {
     let arrivals = arrivals(cfg, source, base_dir)?;
     let request = request_shape(&cfg.request, source)?;
-    let patience = cfg
-        .patience
-        .sampler()
+    cfg.patience
+        .check()
         .map_err(|e| dist_error(source, "load.patience", e))?;
+    let patience = cfg.patience.clone();
     let patience_header = patience_header(cfg, source)?;
     if cfg.max_connections == Some(0) {
         return Err(source.error("load.max_connections", "must be >= 1").into());
@@ -716,8 +715,11 @@ fn replay_arrivals(
 /// The shape of requests: its distributions turned into samplers, and the
 /// model and API key checked (the key must fit in a header).
 fn request_shape(rq: &RequestConfig, source: &Source<'_>) -> Result<RequestShape, ConfigError> {
-    let sampler =
-        |dist: &CountDist, path: &str| dist.sampler().map_err(|e| dist_error(source, path, e));
+    let sampler = |dist: &Dist<f64>, path: &str| {
+        dist.check()
+            .map(|()| dist.clone())
+            .map_err(|e| dist_error(source, path, e))
+    };
     let prompt_tokens = sampler(&rq.prompt_tokens, "load.request.prompt_tokens")?;
     let padding_kb = sampler(&rq.padding_kb, "load.request.padding_kb")?;
     let max_tokens = sampler(&rq.max_tokens, "load.request.max_tokens")?;
