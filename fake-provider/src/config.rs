@@ -2,51 +2,16 @@
 //! merge of timeline phases and admin overrides into the settings in force.
 //!
 //! The same schema is used for a file of its own (`rehearse provider
-//! --config FILE`) and for the `[provider]` section of a scenario.
+//! --config FILE`) and for the `[provider]` section of a scenario (its
+//! tables below it: `[provider.latency]`). Every field at its default, each
+//! with what it means ([`ProviderConfig::TEMPLATE`], which `rehearse init`
+//! writes); a field with no default is commented out with an example, and
+//! so is a table there is none of by default. A distribution (`ttft`,
+//! `per_token`, `completion_tokens`) is a [`Dist`]: `{ fixed = X }`,
+//! `{ uniform = { min, max } }`, `{ lognormal = { median, p99 } }`,
+//! `{ exponential = { mean } }` or `{ mix = [ { value, weight }, ... ] }`.
 //!
-//! ```toml
-//! seed = 7
-//! models = ["gpt-4o-mini", "claude-3-5-haiku-latest"]
-//! max_body_bytes = 8388608      # larger request bodies get 413
-//! header_read_timeout = "10s"    # a connection whose request head takes longer is closed
-//! body_read_timeout = "30s"      # a request body that takes longer gets 408
-//! default_max_tokens = 1024     # reserved when a request names no max_tokens
-//! # admin_token = "s3cret"      # every admin call needs it (prefer REHEARSE_ADMIN_TOKEN
-//!                               # or --admin-token-file, which take precedence)
-//!
-//! [latency]
-//! ttft = { lognormal = { median = "300ms", p99 = "1.2s" } }
-//! per_token = { fixed = "10ms" }
-//! multiplier = 1.0
-//! knee = 32             # past 32 calls in service each call slows: x (in service / 32)
-//! knee_exponent = 1.0   # ^1: throughput flat past the knee (see the `curve` module)
-//!
-//! [completion_tokens]
-//! uniform = { min = 50, max = 400 }    # or fixed = 100, or lognormal = { median = 200, p99 = 900 }
-//!
-//! [concurrency]
-//! ceiling = 12          # at most this many calls in service; omit for no ceiling
-//! overflow = "queue"    # or "reject" (429 OpenAI, 529 Anthropic)
-//! queue_limit = 100     # omit for an unbounded queue
-//!
-//! [quota]
-//! requests_per_minute = 500
-//! tokens_per_minute = 500000
-//! window = "1m"         # each bucket holds this span of its refill (the burst)
-//!
-//! [faults]              # each a rate in 0..=1, drawn per call
-//! errors = { "500" = 0.01, "529" = 0.005 }
-//! reset = 0.0
-//! hang = 0.0
-//! stream_cut = 0.0
-//! malformed = 0.0
-//!
-//! [[timeline]]          # overrides any of the above while from <= t < until
-//! name = "brownout"
-//! from = "2m"
-//! until = "14m"
-//! latency = { multiplier = 7.0 }
-//! ```
+#![doc = concat!("```toml\n", include_str!("config.toml"), "```")]
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -389,6 +354,13 @@ impl Default for ProviderConfig {
             timeline: Vec::new(),
         }
     }
+}
+
+impl ProviderConfig {
+    /// The provider's template: every field at its default (or, with none,
+    /// an example commented out) with a line on what it means; the
+    /// module's documentation shows it, `rehearse init` writes it.
+    pub const TEMPLATE: &'static str = include_str!("config.toml");
 }
 
 /// The most phases a timeline may hold (the active set is a 64-bit mask).
@@ -843,6 +815,12 @@ concurrency = { ceiling = 4 }
         assert_eq!(eff.concurrency.ceiling, Some(4));
         assert_eq!(eff.concurrency.overflow, Overflow::Reject);
         assert_eq!(eff.quota.tokens_per_minute, Some(500_000));
+    }
+
+    #[test]
+    fn the_template_reads_as_the_defaults() {
+        let written = ProviderConfig::from_toml(ProviderConfig::TEMPLATE, "config.toml").unwrap();
+        assert_eq!(written, ProviderConfig::default());
     }
 
     #[test]

@@ -1,72 +1,23 @@
 //! The `[load]` table of a scenario: its schema, and its validation into a
 //! [`LoadPlan`].
 //!
-//! ```toml
-//! [load]
-//! seed = 7                      # every draw (arrivals, shapes, jitter) follows it
-//! send_lag_p99_max = "5ms"      # the run is invalid past this send lag p99
-//! id_prefix = "r"               # request ids are r000000, r000001, ...
-//! max_connections = 1000        # optional cap on open connections (none by
-//!                               # default: an open loop never waits for one)
-//! patience = { fixed = "25s" }  # or uniform / lognormal / exponential / mix
-//! send_patience = false         # send the remaining patience in a header...
-//! patience_header = "x-request-timeout-ms"  # ...named so, in milliseconds
+//! Every field at its default, each with what it means
+//! ([`LoadConfig::TEMPLATE`], which `rehearse init` writes). A field with
+//! no default (none, or a value to give) is commented out with an example;
+//! a table there is none of by default is commented out whole. Its tables are below `[load]` in a scenario (`[[phases]]` is
+//! `[[load.phases]]`); give either phases or a replay, not both. A
+//! distribution (`patience`, the request's counts) is a `wire::Dist`:
+//! `{ fixed = X }`, `{ uniform = { min, max } }`, `{ lognormal = { median,
+//! p99 } }`, `{ exponential = { mean } }` or `{ mix = [ { value, weight },
+//! ... ] }`.
 //!
-//! # Either phases...
-//! [[load.phases]]
-//! name = "promo"                # optional
-//! duration = "40m"
-//! rate = 200                    # arrivals per `per` (second by default)
-//! per = "minute"                # "second" | "minute"
-//! ramp_to = 2000                # optional: linear ramp from `rate` to this
-//! arrivals = "poisson"          # "constant" (default) | "poisson"
-//!
-//! # ...or a replayed log (not both).
-//! [load.replay]
-//! file = "traffic.csv"          # relative to the scenario file
-//! format = "csv"                # "csv" | "jsonl"; default from the extension
-//! timestamp = "timestamp"       # column: seconds (number) or RFC 3339 text
-//! unit = "s"                    # for numeric timestamps: "s" | "ms" | "us"
-//! speedup = 10.0                # log time / run time
-//! multiply = 2.5                # 2 copies + a third for half the rows
-//! jitter = "1s"                 # copies move by up to +/- this (log time)
-//!
-//! [load.request]
-//! dialect = "openai"            # "openai" | "anthropic"
-//! model = "gpt-4o-mini"
-//! prompt_tokens = { lognormal = { median = 1500, p99 = 6000 } }
-//! padding_kb = { mix = [ { value = 0, weight = 0.8 }, { value = 40, weight = 0.2 } ] }
-//! max_tokens = { fixed = 256 }
-//! stream = 0.3                  # share of streamed requests
-//! api_key = "rehearse"          # sent as a bearer token / x-api-key
-//!
-//! # Several tenants (API keys) share the arrivals; the `[load.request]`
-//! # api_key is then unused. Without tenants, one tenant sends all.
-//! [[load.tenants]]
-//! name = "shop"                 # in every record and in the report
-//! api_key = "key-shop"
-//! share = 0.8                   # share of arrivals (weights, per phase)
-//! phases = { "promo" = 0.95 }   # optional: its share in a named phase
-//! request = { max_tokens = { fixed = 64 } }  # optional: its own shape
-//!                               # (model, prompt_tokens, padding_kb,
-//!                               # max_tokens, stream; the rest from
-//!                               # [load.request])
-//!
-//! [load.retry]
-//! policy = "retry_after"        # "none" | "immediate" | "retry_after"
-//! max_attempts = 3              # attempts per person, the first included
-//! cap = "60s"                   # a Retry-After above this is not honoured
-//! jitter = 1.0                  # retry at Retry-After x (1 + U(0, jitter))
-//! backoff_initial = "500ms"     # without Retry-After: U(0, min(backoff_max,
-//! backoff_max = "8s"            #   backoff_initial x 2^(attempt-1)))
-//! budget = 0.2                  # optional: retries <= 20% of first attempts
-//! ```
+#![doc = concat!("```toml\n", include_str!("config.toml"), "```")]
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use http::HeaderName;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use toml_located::{ConfigError, Source};
 use wire::{Dialect, Dist, DistError, Dur, Scale};
 
@@ -83,7 +34,7 @@ struct ScenarioFile {
 }
 
 /// The `[load]` table, as written (see the module documentation).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LoadConfig {
     /// Seed of every random draw.
@@ -126,8 +77,15 @@ pub struct LoadConfig {
     pub tenants: Vec<LoadTenant>,
 }
 
+impl LoadConfig {
+    /// The `[load]` table's template: every field at its default (or, with
+    /// none, an example commented out) with a line on what it means; the
+    /// module's documentation shows it, `rehearse init` writes it.
+    pub const TEMPLATE: &'static str = include_str!("config.toml");
+}
+
 /// One `[[load.tenants]]` entry: an API key with its share of arrivals.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LoadTenant {
     /// Its name in records and reports.
@@ -147,7 +105,7 @@ pub struct LoadTenant {
 
 /// A tenant's own request shape: each field given replaces
 /// `[load.request]`'s.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LoadTenantRequest {
     /// The model name sent.
@@ -176,7 +134,7 @@ fn default_patience_header() -> String {
 }
 
 /// The unit of a phase's `rate`.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum RateUnit {
     /// Arrivals per second.
@@ -187,7 +145,7 @@ pub enum RateUnit {
 }
 
 /// One `[[load.phases]]` entry.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PhaseConfig {
     /// A name for reports.
@@ -208,7 +166,7 @@ pub struct PhaseConfig {
 }
 
 /// The `[load.replay]` table.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReplayConfig {
     /// The log file, relative to the scenario file.
@@ -243,7 +201,7 @@ fn default_jitter() -> Duration {
 }
 
 /// The `[load.request]` table.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RequestConfig {
     /// OpenAI or Anthropic (`"openai"`, `"anthropic"`).
@@ -300,7 +258,7 @@ fn default_api_key() -> String {
 }
 
 /// The kind of retry policy.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum RetryKind {
     /// Never retry.
@@ -313,7 +271,7 @@ pub enum RetryKind {
 }
 
 /// The `[load.retry]` table.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RetryConfig {
     /// none, immediate or retry_after.
@@ -1128,6 +1086,13 @@ mod tests {
             }
         }
         assert!(wrong.is_empty(), "draws changed:\n{}", wrong.join("\n"));
+    }
+
+    #[test]
+    fn the_template_reads_as_the_defaults() {
+        let written: LoadConfig = toml::from_str(LoadConfig::TEMPLATE).unwrap();
+        let left_out: LoadConfig = toml::from_str("").unwrap();
+        assert_eq!(written, left_out);
     }
 
     #[test]
