@@ -565,7 +565,7 @@ fn deadline_rate(
         config.deadline.tokens_per_minute = tpm as f64;
         return Ok(Some(format!(
             "the deadline gateway paces its calls to the provider's quota, {} tokens/min at full scale ({FIELD} not set)",
-            thousands(tpm)
+            wire::number::count(tpm)
         )));
     }
     let at = if text_has(text, "gateway.reference", "deadline") {
@@ -581,19 +581,6 @@ fn deadline_rate(
     );
     err.field = FIELD.to_string();
     Err(err)
-}
-
-/// `n` with thousands separators: 500000 as `500,000`.
-fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// The reference gateway's policy, checked where serde cannot: its values
@@ -905,15 +892,6 @@ mod tests {
         );
         let with_quota = deadline("mode = \"deadline\"", QUOTA);
         check_gateway(&with_quota, "saved.toml").unwrap();
-    }
-
-    #[test]
-    fn thousands_are_separated() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1000), "1,000");
-        assert_eq!(thousands(500_000), "500,000");
-        assert_eq!(thousands(35_450_000), "35,450,000");
     }
 
     #[test]
