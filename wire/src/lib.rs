@@ -19,7 +19,8 @@
 //!   and the plan alike;
 //! - `clock`: [`Clock`], Unix microseconds from a monotonic clock;
 //! - `request_id`: the `[rehearse:id=…]` prompt marker ([`marker`],
-//!   [`marker_id`], [`is_request_id`]);
+//!   [`marker_id`], [`is_request_id`]) and a call's id, header first
+//!   ([`request_id`]);
 //! - [`headers`]: every header name the parts read or write;
 //! - `retry_after`: [`retry_after_values`] and [`parse_retry_after`];
 //! - `go_duration`: Go's duration text ([`go_duration`],
@@ -77,7 +78,7 @@ pub use record::{
     RssSample, AT_ONCE_US,
 };
 pub use request_id::{
-    is_request_id, marker, marker_id, Marker, MARKER_CLOSE, MARKER_OPEN, MAX_ID_LEN,
+    is_request_id, marker, marker_id, request_id, Marker, MARKER_CLOSE, MARKER_OPEN, MAX_ID_LEN,
 };
 pub use retry_after::{parse_retry_after, retry_after_values};
 pub use scale::Scale;
