@@ -52,6 +52,10 @@ pub struct Expectations {
 /// The `[checklist]` table of a scenario: one threshold table per check.
 ///
 /// Every table and every field has a default; unknown names are errors.
+/// Each at its default, with what it means ([`Thresholds::TEMPLATE`],
+/// which `rehearse init` writes below `[checklist]`):
+///
+#[doc = concat!("```toml\n", include_str!("thresholds.toml"), "```")]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Thresholds {
@@ -80,6 +84,11 @@ pub struct Thresholds {
 }
 
 impl Thresholds {
+    /// Every check's table at its defaults, with a line on what each field
+    /// means: the template the type's documentation shows and `rehearse
+    /// init` writes.
+    pub const TEMPLATE: &'static str = include_str!("thresholds.toml");
+
     /// The thresholds at a run's scale ([`wire::Scale`]): every duration
     /// (`drain.within`, `served_latency.p99_ms`) divided by the time scale.
     /// Shares, counts and tolerances are unchanged. A time scale that is
@@ -339,6 +348,12 @@ mod tests {
             serde_json::from_str::<Thresholds>("{}").unwrap(),
             Thresholds::default()
         );
+    }
+
+    #[test]
+    fn the_template_reads_as_the_defaults() {
+        let written: Thresholds = toml::from_str(Thresholds::TEMPLATE).unwrap();
+        assert_eq!(written, Thresholds::default());
     }
 
     #[test]

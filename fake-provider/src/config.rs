@@ -2,192 +2,36 @@
 //! merge of timeline phases and admin overrides into the settings in force.
 //!
 //! The same schema is used for a file of its own (`rehearse provider
-//! --config FILE`) and for the `[provider]` section of a scenario.
+//! --config FILE`) and for the `[provider]` section of a scenario (its
+//! tables below it: `[provider.latency]`). Every field at its default, each
+//! with what it means ([`ProviderConfig::TEMPLATE`], which `rehearse init`
+//! writes); a field with no default is commented out with an example, and
+//! so is a table there is none of by default. A distribution (`ttft`,
+//! `per_token`, `completion_tokens`) is a [`Dist`]: `{ fixed = X }`,
+//! `{ uniform = { min, max } }`, `{ lognormal = { median, p99 } }`,
+//! `{ exponential = { mean } }` or `{ mix = [ { value, weight }, ... ] }`.
 //!
-//! ```toml
-//! seed = 7
-//! models = ["gpt-4o-mini", "claude-3-5-haiku-latest"]
-//! max_body_bytes = 8388608      # larger request bodies get 413
-//! header_read_timeout = "10s"    # a connection whose request head takes longer is closed
-//! body_read_timeout = "30s"      # a request body that takes longer gets 408
-//! default_max_tokens = 1024     # reserved when a request names no max_tokens
-//! # admin_token = "s3cret"      # every admin call needs it (prefer REHEARSE_ADMIN_TOKEN
-//!                               # or --admin-token-file, which take precedence)
-//!
-//! [latency]
-//! ttft = { lognormal = { median = "300ms", p99 = "1.2s" } }
-//! per_token = { fixed = "10ms" }
-//! multiplier = 1.0
-//! knee = 32             # past 32 calls in service each call slows: x (in service / 32)
-//! knee_exponent = 1.0   # ^1: throughput flat past the knee (see the `curve` module)
-//!
-//! [completion_tokens]
-//! uniform = { min = 50, max = 400 }    # or fixed = 100, or lognormal = { median = 200, p99 = 900 }
-//!
-//! [concurrency]
-//! ceiling = 12          # at most this many calls in service; omit for no ceiling
-//! overflow = "queue"    # or "reject" (429 OpenAI, 529 Anthropic)
-//! queue_limit = 100     # omit for an unbounded queue
-//!
-//! [quota]
-//! requests_per_minute = 500
-//! tokens_per_minute = 500000
-//! window = "1m"         # each bucket holds this span of its refill (the burst)
-//!
-//! [faults]              # each a rate in 0..=1, drawn per call
-//! errors = { "500" = 0.01, "529" = 0.005 }
-//! reset = 0.0
-//! hang = 0.0
-//! stream_cut = 0.0
-//! malformed = 0.0
-//!
-//! [[timeline]]          # overrides any of the above while from <= t < until
-//! name = "brownout"
-//! from = "2m"
-//! until = "14m"
-//! latency = { multiplier = 7.0 }
-//! ```
+#![doc = concat!("```toml\n", include_str!("config.toml"), "```")]
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use rand::Rng;
-use rand_distr::{Distribution as _, LogNormal};
 use serde::{Deserialize, Serialize};
 pub use toml_located::ConfigError;
+/// A value drawn per call (latencies, answer lengths), and a duration as
+/// TOML writes it: the one distribution type of a rehearsal, shared with
+/// the load generator and the plan.
+pub use wire::{Dist, Dur};
 
-/// A duration written as a humantime string ("250ms", "2m", "1h30m").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct Dur(#[serde(with = "humantime_serde")] pub Duration);
-
-/// A value drawn per call: fixed, uniform between two bounds, or lognormal
-/// given its median and 99th percentile.
-///
-/// Written in TOML as `{ fixed = V }`, `{ uniform = { min = A, max = B } }`
-/// or `{ lognormal = { median = M, p99 = P } }`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase", deny_unknown_fields)]
-pub enum Dist<T> {
-    /// Always this value.
-    Fixed(T),
-    /// Uniform in `[min, max]`.
-    Uniform {
-        /// Lower bound.
-        min: T,
-        /// Upper bound.
-        max: T,
-    },
-    /// Lognormal with this median and 99th percentile.
-    Lognormal {
-        /// The median.
-        median: T,
-        /// The 99th percentile; must be at least the median.
-        p99: T,
-    },
-}
-
-impl<T: Copy + Into<f64>> Dist<T> {
-    fn sample_f64(&self, rng: &mut impl Rng) -> f64 {
-        match *self {
-            Dist::Fixed(v) => v.into(),
-            Dist::Uniform { min, max } => {
-                let (a, b) = (min.into(), max.into());
-                if b > a {
-                    rng.gen_range(a..=b)
-                } else {
-                    a
-                }
-            }
-            Dist::Lognormal { median, p99 } => {
-                let (m, p) = (median.into(), p99.into());
-                if m <= 0.0 {
-                    return 0.0;
-                }
-                let mu = m.ln();
-                let sigma = ((p.max(m)).ln() - mu) / wire::number::Z_P99;
-                if sigma <= 0.0 {
-                    return m;
-                }
-                // LogNormal::new fails only for a negative or NaN sigma,
-                // excluded just above.
-                LogNormal::new(mu, sigma).map_or(m, |d| d.sample(rng))
-            }
-        }
-    }
-
-    /// The distribution's mean.
-    pub fn mean_f64(&self) -> f64 {
-        match *self {
-            Dist::Fixed(v) => v.into(),
-            Dist::Uniform { min, max } => (min.into() + max.into()) / 2.0,
-            Dist::Lognormal { median, p99 } => {
-                let (m, p) = (median.into(), p99.into());
-                if m <= 0.0 {
-                    return 0.0;
-                }
-                let sigma = ((p.max(m)).ln() - m.ln()) / wire::number::Z_P99;
-                m * (sigma * sigma / 2.0).exp()
-            }
-        }
-    }
-
-    fn check(&self, src: &toml_located::Source<'_>, path: &str) -> Result<(), ConfigError> {
-        match *self {
-            Dist::Uniform { min, max } if max.into() < min.into() => {
-                Err(src.error(&format!("{path}.uniform.max"), "must be at least `min`"))
-            }
-            Dist::Lognormal { median, p99 } if p99.into() < median.into() => Err(src.error(
-                &format!("{path}.lognormal.p99"),
-                "must be at least the median",
-            )),
-            _ => Ok(()),
-        }
-    }
-}
-
-/// Durations convert to milliseconds for sampling.
-impl From<Dur> for f64 {
-    fn from(d: Dur) -> f64 {
-        d.0.as_secs_f64() * 1000.0
-    }
-}
-
-impl Dist<Dur> {
-    /// Draws one duration.
-    pub fn sample(&self, rng: &mut impl Rng) -> Duration {
-        Duration::from_secs_f64(self.sample_f64(rng).max(0.0) / 1000.0)
-    }
-
-    /// The mean duration.
-    pub fn mean(&self) -> Duration {
-        Duration::from_secs_f64(self.mean_f64().max(0.0) / 1000.0)
-    }
-}
-
-impl Dist<Dur> {
-    /// Every duration divided by `by`.
-    pub fn compressed(&self, scale: wire::Scale) -> Self {
-        let f = |d: Dur| Dur(scale.duration(d.0));
-        match *self {
-            Dist::Fixed(v) => Dist::Fixed(f(v)),
-            Dist::Uniform { min, max } => Dist::Uniform {
-                min: f(min),
-                max: f(max),
-            },
-            Dist::Lognormal { median, p99 } => Dist::Lognormal {
-                median: f(median),
-                p99: f(p99),
-            },
-        }
-    }
-}
-
-impl Dist<u32> {
-    /// Draws one count, rounded to the nearest integer.
-    pub fn sample(&self, rng: &mut impl Rng) -> u32 {
-        self.sample_f64(rng).round().clamp(0.0, u32::MAX as f64) as u32
-    }
+/// A distribution's value is checked where serde cannot check it
+/// ([`Dist::check`]), located at `path`.
+fn check_dist<T: wire::Quantity>(
+    dist: &Dist<T>,
+    src: &toml_located::Source<'_>,
+    path: &str,
+) -> Result<(), ConfigError> {
+    dist.check()
+        .map_err(|e| src.error(&format!("{path}.{}", e.field), e.message))
 }
 
 /// Latency settings. A non-streamed answer takes `ttft + n * per_token`,
@@ -512,6 +356,13 @@ impl Default for ProviderConfig {
     }
 }
 
+impl ProviderConfig {
+    /// The provider's template: every field at its default (or, with none,
+    /// an example commented out) with a line on what it means; the
+    /// module's documentation shows it, `rehearse init` writes it.
+    pub const TEMPLATE: &'static str = include_str!("config.toml");
+}
+
 /// The most phases a timeline may hold (the active set is a 64-bit mask).
 pub const MAX_PHASES: usize = 64;
 
@@ -556,7 +407,7 @@ impl ProviderConfig {
                 knee_exponent: Some(self.latency.knee_exponent),
             },
         )?;
-        self.completion_tokens.check(src, &p("completion_tokens"))?;
+        check_dist(&self.completion_tokens, src, &p("completion_tokens"))?;
         if self.concurrency.ceiling == Some(0) {
             return Err(src.error(
                 &p("concurrency.ceiling"),
@@ -639,7 +490,7 @@ impl ProviderConfig {
     /// let r = cfg.scaled(wire::Scale { time: 10.0, quota: 10.0 });
     /// assert_eq!(r.quota.tokens_per_minute, Some(500000));
     /// assert_eq!(r.quota.window, std::time::Duration::from_secs(6));
-    /// assert_eq!(r.latency.ttft.mean(), std::time::Duration::from_millis(400));
+    /// assert_eq!(r.latency.ttft.mean(), 0.4);
     /// ```
     pub fn scaled(&self, scale: wire::Scale) -> ProviderConfig {
         // A quota is at least one a minute: zero would be no quota at all.
@@ -647,15 +498,15 @@ impl ProviderConfig {
         let count = |v: Option<u32>| v.map(|v| scale.count(u64::from(v).max(1)) as u32);
         let dur = |d: Dur| Dur(scale.duration(d.0));
         let latency = |l: &LatencyPatch| LatencyPatch {
-            ttft: l.ttft.as_ref().map(|d| d.compressed(scale)),
-            per_token: l.per_token.as_ref().map(|d| d.compressed(scale)),
+            ttft: l.ttft.as_ref().map(|d| d.scaled(scale)),
+            per_token: l.per_token.as_ref().map(|d| d.scaled(scale)),
             multiplier: l.multiplier,
             knee: count(l.knee),
             knee_exponent: l.knee_exponent,
         };
         let mut out = self.clone();
-        out.latency.ttft = self.latency.ttft.compressed(scale);
-        out.latency.per_token = self.latency.per_token.compressed(scale);
+        out.latency.ttft = self.latency.ttft.scaled(scale);
+        out.latency.per_token = self.latency.per_token.scaled(scale);
         out.latency.knee = count(self.latency.knee);
         out.concurrency.ceiling = count(self.concurrency.ceiling);
         out.concurrency.queue_limit = count(self.concurrency.queue_limit);
@@ -706,7 +557,7 @@ impl Overrides {
             check_latency_patch(src, &format!("{at}.latency"), l)?;
         }
         if let Some(c) = &self.completion_tokens {
-            c.check(src, &format!("{at}.completion_tokens"))?;
+            check_dist(c, src, &format!("{at}.completion_tokens"))?;
         }
         if let Some(c) = &self.concurrency {
             if c.ceiling == Some(0) {
@@ -746,10 +597,10 @@ fn check_latency_patch(
     l: &LatencyPatch,
 ) -> Result<(), ConfigError> {
     if let Some(t) = &l.ttft {
-        t.check(src, &format!("{at}.ttft"))?;
+        check_dist(t, src, &format!("{at}.ttft"))?;
     }
     if let Some(t) = &l.per_token {
-        t.check(src, &format!("{at}.per_token"))?;
+        check_dist(t, src, &format!("{at}.per_token"))?;
     }
     if let Some(m) = l.multiplier {
         if !(m.is_finite() && m > 0.0) {
@@ -916,7 +767,7 @@ impl Effective {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand::SeedableRng;
+    use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
 
     #[test]
@@ -964,6 +815,12 @@ concurrency = { ceiling = 4 }
         assert_eq!(eff.concurrency.ceiling, Some(4));
         assert_eq!(eff.concurrency.overflow, Overflow::Reject);
         assert_eq!(eff.quota.tokens_per_minute, Some(500_000));
+    }
+
+    #[test]
+    fn the_template_reads_as_the_defaults() {
+        let written = ProviderConfig::from_toml(ProviderConfig::TEMPLATE, "config.toml").unwrap();
+        assert_eq!(written, ProviderConfig::default());
     }
 
     #[test]
@@ -1023,7 +880,7 @@ concurrency = { ceiling = 4 }
         assert!((median - 0.620).abs() < 0.01, "median {median}");
         assert!((p99 - 2.0).abs() < 0.06, "p99 {p99}");
         let mean = v.iter().sum::<f64>() / v.len() as f64;
-        assert!((mean - d.mean().as_secs_f64()).abs() < 0.01, "mean {mean}");
+        assert!((mean - d.mean()).abs() < 0.01, "mean {mean}");
     }
 
     #[test]
@@ -1034,7 +891,7 @@ concurrency = { ceiling = 4 }
             time: 10.0,
             quota: 1.0,
         });
-        assert_eq!(t.latency.ttft.mean(), Duration::from_millis(200));
+        assert_eq!(t.latency.ttft.mean(), 0.2);
         assert_eq!(t.concurrency.ceiling, Some(12), "a count is not a rate");
         assert_eq!(t.quota.requests_per_minute, Some(20_000));
         assert_eq!(t.timeline[0].from, Dur(Duration::from_secs(12)));
@@ -1077,6 +934,138 @@ concurrency = { ceiling = 4 }
         assert_eq!((err.line, err.field.as_str()), (3, "quota.window"), "{err}");
     }
 
+    /// FNV-1a over the values a call uses: a draw's nanoseconds or count.
+    fn fnv(values: &[u64]) -> u64 {
+        values.iter().fold(0xcbf2_9ce4_8422_2325, |h, v| {
+            v.to_le_bytes()
+                .iter()
+                .fold(h, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
+        })
+    }
+
+    /// 1,000 draws from one seeded stream, then the stream's next value (a
+    /// shape that draws nothing must still draw nothing), hashed.
+    fn draws(seed: u64, mut draw: impl FnMut(&mut ChaCha8Rng) -> u64) -> u64 {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut values: Vec<u64> = (0..1000).map(|_| draw(&mut rng)).collect();
+        values.push(rng.gen());
+        fnv(&values)
+    }
+
+    /// The seeded draws of every shape the provider reads, and of every
+    /// distribution of the shipped scenarios, at full scale and compressed
+    /// ten times. The hashes were recorded from the provider's own `Dist`
+    /// before it became `wire::Dist`: a change of these numbers changes
+    /// the latencies and lengths of every seeded rehearsal.
+    #[test]
+    fn seeded_draws_keep_their_values() {
+        // (ttft, hash at full scale, hash at time scale 10)
+        let durations: [(&str, u64, u64); 12] = [
+            (
+                r#"{ fixed = "620ms" }"#,
+                0x6c116ae6f24b72c5,
+                0x78b62e2285eb9145,
+            ),
+            (
+                r#"{ fixed = "0ms" }"#,
+                0x2c75609dd537093a,
+                0x2c75609dd537093a,
+            ),
+            (
+                r#"{ fixed = "20ms" }"#,
+                0xc99fba463bb33d0b,
+                0x3f9261ee6d4a172b,
+            ),
+            (
+                r#"{ uniform = { min = "1s", max = "3s" } }"#,
+                0x9cb23174445679d4,
+                0xdd016034e21bc6c4,
+            ),
+            (
+                r#"{ uniform = { min = "5ms", max = "35ms" } }"#,
+                0x5f4b1b797fa09e06,
+                0x6a51680d1670a03,
+            ),
+            (
+                r#"{ uniform = { min = "2s", max = "2s" } }"#,
+                0xbfb4b3fd2e486337,
+                0x3ece0c18be2055f7,
+            ),
+            (
+                r#"{ lognormal = { median = "900ms", p99 = "2s" } }"#,
+                0xd8744e0153c1bb8d,
+                0x19dfb75cd4165f9a,
+            ),
+            (
+                r#"{ lognormal = { median = "620ms", p99 = "1.5s" } }"#,
+                0x90a2ac841736a823,
+                0xeeb1de0d7394d43b,
+            ),
+            (
+                r#"{ lognormal = { median = "3.7s", p99 = "5.5s" } }"#,
+                0x398bd96c6b311ead,
+                0x9d165c4bba19c55b,
+            ),
+            (
+                r#"{ lognormal = { median = "640ms", p99 = "1.5s" } }"#,
+                0xc55a176f1da2b7f7,
+                0xfd809814c4f1b2e9,
+            ),
+            (
+                r#"{ lognormal = { median = "300ms", p99 = "1.2s" } }"#,
+                0x6e1347a0b0f45e66,
+                0xcc44bf368f536dd9,
+            ),
+            (
+                r#"{ lognormal = { median = "500ms", p99 = "500ms" } }"#,
+                0x58a814848ecd747,
+                0x8270d2b4ba32e007,
+            ),
+        ];
+        // (completion_tokens, hash)
+        let counts: [(&str, u64); 5] = [
+            ("{ fixed = 16 }", 0x3fb5ff3e86e11a09),
+            ("{ uniform = { min = 50, max = 400 } }", 0x431d27a2fce4b766),
+            ("{ uniform = { min = 7, max = 7 } }", 0x7a5d285d24d88832),
+            (
+                "{ lognormal = { median = 200, p99 = 900 } }",
+                0x715a3ae277270b91,
+            ),
+            (
+                "{ lognormal = { median = 1500, p99 = 6000 } }",
+                0x6b134630ac7308f4,
+            ),
+        ];
+        let mut wrong = Vec::new();
+        for (i, (dist, full, tenfold)) in durations.iter().enumerate() {
+            let cfg = ProviderConfig::from_toml(&format!("[latency]\nttft = {dist}\n"), "p.toml")
+                .unwrap();
+            let scaled = cfg.scaled(wire::Scale {
+                time: 10.0,
+                quota: 1.0,
+            });
+            for (time, c, want) in [(1, &cfg, full), (10, &scaled, tenfold)] {
+                let got = draws(7 + i as u64, |rng| {
+                    c.latency.ttft.sample(rng).as_nanos() as u64
+                });
+                if got != *want {
+                    wrong.push(format!("{dist} at time scale {time}: {got:#x}"));
+                }
+            }
+        }
+        for (i, (dist, want)) in counts.iter().enumerate() {
+            let cfg = ProviderConfig::from_toml(&format!("completion_tokens = {dist}\n"), "p.toml")
+                .unwrap();
+            let got = draws(70 + i as u64, |rng| {
+                u64::from(cfg.completion_tokens.sample(rng))
+            });
+            if got != *want {
+                wrong.push(format!("{dist}: {got:#x}"));
+            }
+        }
+        assert!(wrong.is_empty(), "draws changed:\n{}", wrong.join("\n"));
+    }
+
     #[test]
     fn uniform_and_fixed_counts() {
         let mut rng = ChaCha8Rng::seed_from_u64(1);
@@ -1086,6 +1075,6 @@ concurrency = { ceiling = 4 }
             assert!((10..=20).contains(&x));
         }
         assert_eq!(Dist::Fixed(5u32).sample(&mut rng), 5);
-        assert_eq!(u.mean_f64(), 15.0);
+        assert_eq!(u.mean(), 15.0);
     }
 }

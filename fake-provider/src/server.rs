@@ -25,7 +25,7 @@ use wire::headers::{
     ANTHROPIC_REQUEST_ID, ANTHROPIC_VERSION, REQUEST_ID, RETRY_AFTER, RETRY_AFTER_MS, X_API_KEY,
 };
 use wire::{
-    go_duration, marker_id, ratelimit_headers, retry_after_values, Clock, Dialect, ProviderOutcome,
+    go_duration, ratelimit_headers, retry_after_values, Clock, Dialect, ProviderOutcome,
     ProviderRecord, QuotaLimit, QuotaRefusal, QuotaSnapshot,
 };
 
@@ -397,14 +397,10 @@ fn models(shared: &Shared, headers: &HeaderMap) -> Response<Body> {
     json_response(StatusCode::OK, body.to_string())
 }
 
+/// The call's id by the one rule ([`wire::request_id`]), else `fake-N`.
 fn request_id(headers: &HeaderMap, body: &[u8], seq: u64) -> String {
-    if let Some(v) = headers.get(REQUEST_ID).and_then(|v| v.to_str().ok()) {
-        let v = v.trim();
-        if !v.is_empty() && v.len() <= 128 {
-            return v.to_string();
-        }
-    }
-    marker_id(body).map_or_else(|| format!("fake-{seq}"), str::to_string)
+    let header = headers.get(REQUEST_ID).map(HeaderValue::as_bytes);
+    wire::request_id(header, body).map_or_else(|| format!("fake-{seq}"), str::to_string)
 }
 
 /// Everything a call holds while it lives. Whatever way the call ends,

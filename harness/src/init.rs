@@ -8,9 +8,10 @@
 //! given (placeholders, marked so), and every other field at its default,
 //! so that reading the file gives what leaving those fields out would. A
 //! field whose default is "none" (a ceiling, a budget) is written
-//! commented out, with an example. Every table's keys come from the types'
-//! own serde field lists ([`scenario_keys`]), so a field added to a config
-//! and not to this file is caught by its tests.
+//! commented out, with an example. The fields, their defaults and their
+//! comments are each config's template (see the `template` module), kept
+//! beside its type; this module only sets the figures. The tests hold
+//! every template to its type's serde fields and defaults.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -21,6 +22,7 @@ use wire::Dialect;
 
 use crate::error::RunError;
 use crate::scenario::{apply_sets, Scenario, ScenarioError};
+use crate::template::{Block, Template};
 
 /// The scenario rehearsed when none is named: the CI smoke rehearsal
 /// (`scenarios/ci-smoke.toml`), shipped in the binary so that a fresh
@@ -157,51 +159,28 @@ fn parse_dialect(text: &str) -> Result<Dialect, String> {
     }
 }
 
-/// One key of a table as `init` writes it.
-struct Key {
-    name: &'static str,
-    /// One line saying what it is.
-    says: &'static str,
-    /// The default as TOML, for a table with no serialised default (the
-    /// load's); `None` with `absent`: none by default.
-    default: Option<&'static str>,
-    /// An example written commented out when the field has no default
-    /// value (an `Option` left out).
-    absent: Option<&'static str>,
+/// How `init` writes a field of a template.
+enum Set {
+    /// This value, given as a flag (`from --peak-rate`) or the shape's
+    /// placeholder (`placeholder`).
+    Given { value: String, why: String },
+    /// This value (the default), with a note after what it is.
+    Note { value: String, note: String },
+    /// Commented out: in a scenario it has no default of its own (the
+    /// deadline gateway's rate is then the provider's quota).
+    LeftOut,
+    /// Not written: the harness sets it (the reference gateway's
+    /// `upstream` and `listen`).
+    Omitted,
 }
 
-const fn key(name: &'static str, says: &'static str) -> Key {
-    Key {
-        name,
-        says,
-        default: None,
-        absent: None,
-    }
-}
+/// The fields of one table as `init` sets them, by key; the others are
+/// written as the template has them.
+type Sets = BTreeMap<&'static str, Set>;
 
-const fn val(name: &'static str, default: &'static str, says: &'static str) -> Key {
-    Key {
-        name,
-        says,
-        default: Some(default),
-        absent: None,
-    }
-}
-
-const fn none(name: &'static str, example: &'static str, says: &'static str) -> Key {
-    Key {
-        name,
-        says,
-        default: None,
-        absent: Some(example),
-    }
-}
-
-/// A value set by `init`, and why: a flag, or the shape's placeholder.
-struct Set {
-    value: String,
-    why: String,
-}
+/// One writing of a template's table: its fields as set, and whether the
+/// whole table is written as comments.
+type Rendition = (Sets, bool);
 
 /// The text being written, and whether default lines are left out (the
 /// minimal twin the tests compare with).
@@ -216,263 +195,82 @@ impl Writer {
         self.out.push('\n');
     }
 
-    /// A table: its header, then each key: set, else its default (from
-    /// `table`, the serialised default, or the key's own), else commented
-    /// out. `commented`: the whole table as comments.
-    fn table(
-        &mut self,
-        header: &str,
-        says: &str,
-        keys: &[Key],
-        table: Option<&toml::Table>,
-        set: &BTreeMap<&str, Set>,
-        commented: bool,
-    ) {
-        let hash = if commented { "# " } else { "" };
+    /// A table: its header at `path` with what it `says`, then each key:
+    /// as `set`, else as the template has it (at its default, or
+    /// commented out with an example). `commented`: the whole table as
+    /// comments.
+    fn table(&mut self, path: &str, block: &Block<'_>, says: &str, (set, commented): &Rendition) {
+        let hash = if *commented { "# " } else { "" };
+        let array = block.header.as_ref().is_some_and(|h| h.array);
+        let header = if array {
+            format!("[[{path}]]")
+        } else {
+            format!("[{path}]")
+        };
         self.line("");
         self.line(&format!("{hash}{header}  # {says}"));
-        self.keys(keys, table, set, commented);
+        for k in &block.keys {
+            let (name, says) = (k.name, k.says);
+            let line = match set.get(name) {
+                Some(Set::Omitted) => continue,
+                Some(Set::LeftOut) => format!("# {name} = {}  # {says}", k.value),
+                Some(Set::Given { value, why }) => {
+                    format!("{hash}{name} = {value}  # {why}: {says}")
+                }
+                Some(Set::Note { value, note }) => {
+                    format!("{hash}{name} = {value}  # {says}; {note}")
+                }
+                None if k.commented => format!("# {name} = {}  # {says}", k.value),
+                None if self.minimal => continue,
+                None => format!("{hash}{name} = {}  # {says}", k.value),
+            };
+            self.line(&line);
+        }
     }
 
-    /// A table's keys, as [`Writer::table`] writes them.
-    fn keys(
+    /// A config's template below `prefix` (`provider`): its root as
+    /// `[prefix]` with what it `says`, then each of its tables, each
+    /// written as often as `renditions` says for it (once, as the template
+    /// has it, unless it says otherwise; the load's phases three times).
+    fn config(
         &mut self,
-        keys: &[Key],
-        table: Option<&toml::Table>,
-        set: &BTreeMap<&str, Set>,
-        commented: bool,
+        prefix: &str,
+        says: &str,
+        template: &str,
+        mut renditions: impl FnMut(&Block<'_>) -> Vec<Rendition>,
     ) {
-        let hash = if commented { "# " } else { "" };
-        for k in keys {
-            let default = table
-                .and_then(|t| t.get(k.name))
-                .map(|v| v.to_string())
-                .or(k.default.map(str::to_string));
-            let (value, says, is_default) = match (set.get(k.name), default) {
-                (Some(s), _) => (s.value.clone(), format!("{}: {}", s.why, k.says), false),
-                (None, Some(d)) => (d, k.says.to_string(), true),
-                (None, None) => {
-                    let example = k.absent.unwrap_or("...");
-                    self.line(&format!("# {} = {example}  # {}", k.name, k.says));
-                    continue;
-                }
+        for block in &parsed(template).blocks {
+            let (path, says) = match &block.header {
+                None => (prefix.to_string(), says),
+                Some(h) => (format!("{prefix}.{}", h.path), h.says),
             };
-            if self.minimal && is_default {
-                continue;
+            for rendition in renditions(block) {
+                self.table(&path, block, says, &rendition);
             }
-            self.line(&format!("{hash}{} = {value}  # {says}", k.name));
         }
     }
 }
 
-#[rustfmt::skip]
-const PROVIDER: &[Key] = &[
-    key("seed", "every draw (latency, tokens, faults) follows it"),
-    key("models", "the models GET /v1/models lists"),
-    key("max_body_bytes", "a larger request body is answered 413"),
-    key("default_max_tokens", "reserved from the quota when a request names no max_tokens"),
-    key("header_read_timeout", "a connection whose request head takes longer is closed"),
-    key("body_read_timeout", "a request body that takes longer gets 408"),
-    none("admin_token", "\"s3cret\"", "admin calls need it (prefer REHEARSE_ADMIN_TOKEN)"),
-    key("completion_tokens", "tokens an answer has: fixed, uniform or lognormal"),
-];
-#[rustfmt::skip]
-const LATENCY: &[Key] = &[
-    key("ttft", "time to first token, drawn per call"),
-    key("per_token", "time per token after the first"),
-    key("multiplier", "both draws times this (a brownout is 7.0)"),
-    none("knee", "32", "past this many calls in service each call slows down"),
-    key("knee_exponent", "how fast past the knee (1: throughput flat)"),
-];
-#[rustfmt::skip]
-const CONCURRENCY: &[Key] = &[
-    none("ceiling", "12", "at most this many calls in service (none: no ceiling)"),
-    key("overflow", "beyond the ceiling: \"queue\", or \"reject\" (429 / 529)"),
-    none("queue_limit", "100", "the longest queue (none: unbounded)"),
-];
-#[rustfmt::skip]
-const QUOTA: &[Key] = &[
-    none("requests_per_minute", "500", "the account's requests per minute (none: unlimited)"),
-    none("tokens_per_minute", "500000", "the account's tokens per minute (none: unlimited)"),
-    key("window", "each bucket holds this span of its refill (the burst)"),
-];
-#[rustfmt::skip]
-const FAULTS: &[Key] = &[
-    key("errors", "status -> rate per call, e.g. { \"500\" = 0.01, \"529\" = 0.005 }"),
-    key("reset", "rate of connections reset before answering"),
-    key("hang", "rate of calls that never answer"),
-    key("stream_cut", "rate of streams cut mid-way"),
-    key("malformed", "rate of malformed bodies"),
-];
-#[rustfmt::skip]
-const TIMELINE: &[Key] = &[
-    none("name", "\"brownout\"", "a phase overriding any of the above"),
-    none("from", "\"2m\"", "from this long after the load starts"),
-    none("until", "\"14m\"", "until then (none: to the end)"),
-    none("latency", "{ multiplier = 7.0 }", "the [provider.latency] fields it changes"),
-    none("completion_tokens", "{ fixed = 100 }", "answers' tokens meanwhile"),
-    none("concurrency", "{ ceiling = 4 }", "the [provider.concurrency] fields it changes"),
-    none("quota", "{ tokens_per_minute = 100000 }", "the [provider.quota] fields it changes"),
-    none("faults", "{ errors = { \"529\" = 0.05 } }", "the [provider.faults] fields it changes"),
-];
-#[rustfmt::skip]
-const GATEWAY: &[Key] = &[
-    none("memory_ceiling", "\"512MiB\"", "memory_ceiling fails past this peak RSS"),
-    none("metrics_url", "\"http://gw:9090/metrics\"", "a gateway not spawned: its RSS from here"),
-    none("rss_metric", "\"process_resident_memory_bytes\"", "the metric there (with metrics_url)"),
-    none("queue_depth_metric", "\"gateway_queue_depth\"", "the gateway's own queue depth there"),
-    none("in_flight_metric", "\"gateway_in_flight\"", "its calls in flight upstream there"),
-    none("stale_drops_metric", "\"gateway_stale_drops_total\"", "its stale drops there"),
-    val("metrics_period", "\"1s\"", "those gauges are read this often"),
-    none("ready_path", "\"/healthz\"", "ready once it answers below 500 (none: a TCP connect)"),
-    val("ready_timeout", "\"10s\"", "how long to wait for it to be ready"),
-    none("memory_limit", "\"400MiB\"", "run a spawned gateway under this limit (cgroup)"),
-    val("restart", "false", "restart a spawned gateway when it dies"),
-    val("restart_delay", "\"2s\"", "that long after its death (÷ the time scale)"),
-    val("scale_memory", "false", "memory_limit and the ceiling stand for requests held"),
-    val("memory_floor", "\"32MiB\"", "the gateway's memory at rest, never scaled"),
-];
-#[rustfmt::skip]
-const REFERENCE: &[Key] = &[
-    key("mode", "\"naive\", \"bounded\", \"deadline\", \"aimd\" or \"timeout\""),
-    key("max_body_bytes", "a larger request body is answered 413"),
-    key("connect_timeout", "connecting to the provider gives up after this (502)"),
-    key("drain_window", "the span the drain rate behind Retry-After is read over"),
-    key("shutdown_grace", "on shutdown, connections get this long"),
-    key("header_read_timeout", "a caller's request head must come within this"),
-    key("body_read_timeout", "a caller's body must come within this (else 408)"),
-    key("queue_full_status", "the status of a queue_full refusal: 429 or 503"),
-    none("upstream_timeout", "\"15s\"", "cancel a provider call this long after dispatch (504)"),
-    key("tenant_window", "each tenant's bucket holds this span of its refill"),
-    none("pool_max_connections", "100", "at most this many provider calls at once (a pool)"),
-    val("split_pool_wait", "false", "meter the pool's wait apart from provider latency"),
-    key("upstream_retries", "retry a provider's 429/503/529 this many times"),
-    key("upstream_retry_backoff", "the first wait between those retries"),
-];
-#[rustfmt::skip]
-const BOUNDED: &[Key] = &[
-    key("concurrency", "provider calls at once"),
-    key("queue", "jobs allowed to wait; one more is refused 429"),
-    key("wait_budget", "a job that waited longer is dropped unsent (503)"),
-];
-#[rustfmt::skip]
-const DEADLINE: &[Key] = &[
-    none("tokens_per_minute", "500000", "the rate it paces calls to (none: the provider's quota)"),
-    key("default_deadline", "a caller's patience when the request carries none"),
-    key("expected_service", "a provider call's time, counted at its tail"),
-    key("order", "\"fifo\" or \"lifo\""),
-    key("patience_header", "the header carrying a caller's remaining patience (ms)"),
-    key("default_max_tokens", "max_tokens assumed when a request names none"),
-];
-#[rustfmt::skip]
-const AIMD: &[Key] = &[
-    key("initial", "the limit at start"),
-    key("floor", "the lowest limit"),
-    key("ceiling", "the highest limit"),
-    key("latency_target", "a call slower than this cuts the limit x0.9"),
-    key("queue", "jobs allowed to wait (0: none)"),
-    key("wait_budget", "a job that waited longer is dropped unsent (503)"),
-];
-#[rustfmt::skip]
-const LOAD: &[Key] = &[
-    val("seed", "0", "every draw (arrivals, shapes, jitter) follows it"),
-    val("send_lag_p99_max", "\"5ms\"", "the run is invalid past this send lag p99"),
-    val("id_prefix", "\"r\"", "request ids are r000000, r000001, ..."),
-    none("max_connections", "1000", "a cap on open connections (none: an open loop)"),
-    val("patience", "{ fixed = \"30s\" }", "how long a caller waits, all attempts"),
-    val("send_patience", "false", "send the remaining patience in a header..."),
-    val("patience_header", "\"x-request-timeout-ms\"", "...named so, in milliseconds"),
-];
-#[rustfmt::skip]
-const PHASE: &[Key] = &[
-    key("name", "a name for reports"),
-    key("duration", "how long the phase lasts"),
-    key("rate", "arrivals per `per`"),
-    key("per", "\"second\" or \"minute\""),
-    none("ramp_to", "2000", "a linear ramp from `rate` to this over the phase"),
-    key("arrivals", "\"constant\" or \"poisson\""),
-];
-#[rustfmt::skip]
-const REPLAY: &[Key] = &[
-    none("file", "\"traffic.csv\"", "a log to replay instead of phases (not both)"),
-    none("format", "\"csv\"", "\"csv\" or \"jsonl\" (none: from the extension)"),
-    val("timestamp", "\"timestamp\"", "the column: seconds, or RFC 3339 text"),
-    val("unit", "\"s\"", "numeric timestamps in \"s\", \"ms\" or \"us\""),
-    val("speedup", "1.0", "log time / run time"),
-    val("multiply", "1.0", "each row played this many times on average"),
-    val("jitter", "\"1s\"", "added copies move by up to this (log time)"),
-];
-#[rustfmt::skip]
-const REQUEST: &[Key] = &[
-    val("dialect", "\"openai\"", "\"openai\" or \"anthropic\""),
-    val("model", "\"gpt-4o-mini\"", "the model name sent"),
-    val("prompt_tokens", "{ fixed = 64 }", "prompt size in tokens (about 4 characters each)"),
-    val("padding_kb", "{ fixed = 0 }", "extra context in KiB (retrieved documents)"),
-    val("max_tokens", "{ fixed = 64 }", "the request's max_tokens"),
-    val("stream", "0.0", "share of streamed requests"),
-    val("api_key", "\"rehearse\"", "sent as a bearer token / x-api-key"),
-];
-#[rustfmt::skip]
-const RETRY: &[Key] = &[
-    val("policy", "\"none\"", "\"none\", \"immediate\" or \"retry_after\""),
-    val("max_attempts", "3", "attempts per caller, the first included"),
-    val("cap", "\"60s\"", "a Retry-After above this is not honoured"),
-    val("jitter", "1.0", "retry at Retry-After x (1 + U(0, jitter))"),
-    val("backoff_initial", "\"500ms\"", "without a Retry-After: the first backoff"),
-    val("backoff_max", "\"8s\"", "the longest backoff"),
-    none("budget", "0.2", "retries at most this share of first attempts"),
-];
-#[rustfmt::skip]
-const TENANT: &[Key] = &[
-    none("name", "\"shop\"", "a tenant (API key) sharing the arrivals"),
-    none("api_key", "\"key-shop\"", "the key its requests carry"),
-    none("share", "0.8", "its weight among the tenants"),
-    none("phases", "{ \"promotion\" = 0.95 }", "its weight in the phases named"),
-    none("request", "{ max_tokens = { fixed = 64 } }", "its own request shape"),
-];
-/// Each check's table and what its keys mean.
-#[rustfmt::skip]
-const CHECKS: &[(&str, &str, &[Key])] = &[
-    ("shed_onset", "the gateway sheds by the predicted depth Q*", &[
-        key("enabled", "whether the check runs"),
-        key("tolerance", "the depth at the first shed may exceed Q* by this share"),
-    ]),
-    ("retry_after", "sheds carry a Retry-After tracking the drain", &[
-        key("enabled", "whether the check runs"),
-        key("tolerance", "the median error allowed against the drain time"),
-        key("min_distinct", "distinct values required (from 5 sheds)"),
-    ]),
-    ("memory_ceiling", "peak RSS under [gateway] memory_ceiling", &[
-        key("enabled", "whether the check runs"),
-    ]),
-    ("drain", "the backlog back to its baseline after the overload", &[
-        key("enabled", "whether the check runs"),
-        key("within", "the drain time allowed"),
-    ]),
-    ("stale_dispatch", "few calls made for callers who left", &[
-        key("enabled", "whether the check runs"),
-        key("max_share", "stale calls / all provider calls allowed"),
-    ]),
-    ("served_latency", "the served requests' p99", &[
-        key("enabled", "whether the check runs"),
-        key("p99_ms", "the SLO, in milliseconds"),
-    ]),
-    ("goodput", "answers during the overload against capacity", &[
-        key("enabled", "whether the check runs"),
-        key("min_share", "answers per second needed, as a share of capacity"),
-    ]),
-    ("no_silent_loss", "no attempt ends unanswered and unrefused", &[
-        key("enabled", "whether the check runs"),
-        key("max_lost", "attempts allowed to time out, reset or break"),
-    ]),
-    ("harness_valid", "the load generator kept its schedule", &[
-        key("enabled", "whether the check runs"),
-    ]),
-    ("refusals_legible", "one (status, reason) per kind of refusal", &[
-        key("enabled", "whether the check runs"),
-        key("min_share", "a second kind counts from this share of a pair"),
-    ]),
-];
+/// A template shipped in the binary, read.
+fn parsed(template: &str) -> Template<'_> {
+    // Every template is a constant of the binary, and the tests read each
+    // (`every_template_holds_to_its_type`): it cannot fail here.
+    Template::parse(template).expect("a shipped template reads (tested)")
+}
+
+/// A table as the template has it.
+fn as_written(block: &Block<'_>) -> Vec<Rendition> {
+    vec![(Sets::new(), block.commented())]
+}
+
+/// A table written once with these fields set.
+fn with(block: &Block<'_>, sets: impl IntoIterator<Item = (&'static str, Set)>) -> Vec<Rendition> {
+    vec![(sets.into_iter().collect(), block.commented())]
+}
+
+/// The `[scenario]` and `[gateway]` tables' template, and the places of
+/// the other configs in a scenario (`[provider]`, `[load]`, ...).
+const SCENARIO_TEMPLATE: &str = include_str!("scenario.toml");
 
 /// The flash-promotion shape's figures.
 const NORMAL: Rate = Rate {
@@ -505,8 +303,9 @@ fn given<T>(flag: Option<T>, shape: T, name: &str) -> (T, String) {
     }
 }
 
+/// A value given, and why (`from --patience`, `placeholder`).
 fn set(value: impl Into<String>, why: impl Into<String>) -> Set {
-    Set {
+    Set::Given {
         value: value.into(),
         why: why.into(),
     }
@@ -529,11 +328,41 @@ impl InitOptions {
             out: String::new(),
             minimal,
         };
-        shape.scenario(&mut w);
-        shape.provider(&mut w);
-        shape.gateway(&mut w);
-        shape.load(&mut w);
-        shape.checklist(&mut w);
+        let scenario = parsed(SCENARIO_TEMPLATE);
+        let says = |path: &str| {
+            scenario
+                .block(path)
+                .and_then(|b| b.header.as_ref())
+                .map_or("", |h| h.says)
+        };
+        shape.intro(&mut w);
+        if let Some(block) = scenario.block("scenario") {
+            w.table("scenario", block, says("scenario"), &shape.scenario());
+        }
+        w.config(
+            "provider",
+            says("provider"),
+            fake_provider::ProviderConfig::TEMPLATE,
+            |b| shape.provider(b),
+        );
+        if let Some(block) = scenario.block("gateway") {
+            w.table("gateway", block, says("gateway"), &shape.gateway());
+        }
+        w.config(
+            "gateway.reference",
+            says("gateway.reference"),
+            reference_gateway::GatewayConfig::TEMPLATE,
+            |b| shape.reference(b),
+        );
+        w.config("load", says("load"), loadgen::LoadConfig::TEMPLATE, |b| {
+            shape.load(b)
+        });
+        w.config(
+            "checklist",
+            says("checklist"),
+            assertions::Thresholds::TEMPLATE,
+            |b| shape.checklist(b),
+        );
         Ok(w.out)
     }
 }
@@ -557,7 +386,6 @@ struct Shape {
     why_tokens: String,
     patience: Duration,
     why_patience: String,
-    dialect: Dialect,
     completion: u64,
     prompt: u64,
     flagless: bool,
@@ -604,7 +432,6 @@ impl Shape {
             why_tokens,
             patience,
             why_patience,
-            dialect: o.dialect.unwrap_or_default(),
             completion,
             prompt: tokens.saturating_sub(completion).max(1),
             flagless,
@@ -617,20 +444,8 @@ impl Shape {
         })
     }
 
-    /// The header comment and `[scenario]`.
-    fn scenario(&self, w: &mut Writer) {
-        let Shape {
-            spawned_here,
-            normal,
-            peak,
-            peak_for,
-            quota,
-            tokens,
-            patience,
-            time_scale,
-            quota_scale,
-            ..
-        } = self.clone();
+    /// The header comment.
+    fn intro(&self, w: &mut Writer) {
         let _ = writeln!(
             w.out,
             "# A rehearsal written by `rehearse init`: {} normally, {} for {} at the\n\
@@ -639,386 +454,235 @@ impl Shape {
              # shape's: replace them with your figures. Every other field is written at\n\
              # its default; one commented out has none (an example is given).\n\
              # `rehearse plan FILE` shows the arithmetic, `rehearse run FILE` rehearses it.",
-            rate_text(normal),
-            rate_text(peak),
-            humantime::format_duration(peak_for),
-            report::thousands(quota as f64),
-            tokens,
-            humantime::format_duration(patience),
-        );
-        w.line("");
-        w.line("[scenario]  # the rehearsal: its name, seed and scale");
-        w.line("name = \"my-gateway\"  # placeholder: its name in reports and run directories");
-        w.line(&format!(
-            "description = \"{} then {} for {}\"  # placeholder: one line on what is rehearsed",
-            rate_text(normal),
-            rate_text(peak),
-            humantime::format_duration(peak_for)
-        ));
-        w.line("# seed = 42  # the provider's and the load's seed, unless they set their own");
-        w.line(&format!(
-            "quota_scale = {quota_scale}.0  # {}divides every quota, rate and count (1: full scale)",
-            if quota_scale == 1 { "" } else { "placeholder: " }
-        ));
-        w.line(&format!(
-            "time_scale = {time_scale}.0  # {}divides every duration, multiplies every rate{}",
-            if time_scale == 1 { "" } else { "placeholder: " },
-            if spawned_here {
-                ""
-            } else {
-                " (1: a gateway the harness does not configure is not compressed)"
-            }
-        ));
-        w.line("# prompt_bytes = \"6KB\"  # held per waiting request, for the plan (none: the prompt's size)");
-    }
-
-    /// `[provider]` and its tables.
-    fn provider(&self, w: &mut Writer) {
-        let Shape {
-            quota,
-            why_quota,
-            why_tokens,
-            completion,
-            flagless,
-            ..
-        } = self.clone();
-        // [provider]
-        let provider = table_of(&fake_provider::ProviderConfig::default());
-        let mut s = BTreeMap::new();
-        s.insert(
-            "completion_tokens",
-            set(format!("{{ fixed = {completion} }}"), why_tokens.clone()),
-        );
-        w.table(
-            "[provider]",
-            "the fake LLM provider",
-            PROVIDER,
-            Some(&provider),
-            &s,
-            false,
-        );
-        let sub = |name: &str| provider.get(name).and_then(toml::Value::as_table).cloned();
-        let mut s = BTreeMap::new();
-        s.insert(
-            "ttft",
-            set(
-                r#"{ lognormal = { median = "900ms", p99 = "2s" } }"#,
-                "placeholder",
-            ),
-        );
-        s.insert("per_token", set(r#"{ fixed = "20ms" }"#, "placeholder"));
-        w.table(
-            "[provider.latency]",
-            "how long a call takes",
-            LATENCY,
-            sub("latency").as_ref(),
-            &s,
-            false,
-        );
-        w.table(
-            "[provider.concurrency]",
-            "calls in service at once",
-            CONCURRENCY,
-            sub("concurrency").as_ref(),
-            &BTreeMap::new(),
-            false,
-        );
-        let mut s = BTreeMap::new();
-        s.insert(
-            "tokens_per_minute",
-            set(quota.to_string(), why_quota.clone()),
-        );
-        if flagless {
-            s.insert("requests_per_minute", set("10000", "placeholder"));
-        }
-        w.table(
-            "[provider.quota]",
-            "the account's quota",
-            QUOTA,
-            sub("quota").as_ref(),
-            &s,
-            false,
-        );
-        w.table(
-            "[provider.faults]",
-            "faults, each a rate per call in 0..=1",
-            FAULTS,
-            sub("faults").as_ref(),
-            &BTreeMap::new(),
-            false,
-        );
-        w.table(
-            "[[provider.timeline]]",
-            "phases of the provider (none by default)",
-            TIMELINE,
-            None,
-            &BTreeMap::new(),
-            true,
+            rate_text(self.normal),
+            rate_text(self.peak),
+            humantime::format_duration(self.peak_for),
+            wire::number::count(self.quota),
+            self.tokens,
+            humantime::format_duration(self.patience),
         );
     }
 
-    /// `[gateway]` and `[gateway.reference]`, commented out unless it is the gateway.
-    fn gateway(&self, w: &mut Writer) {
-        let Shape {
-            command,
-            target,
-            spawned_here,
-            patience,
-            why_patience,
-            completion,
-            ..
-        } = self.clone();
-        // [gateway]
-        let mut s = BTreeMap::new();
-        s.insert("memory_ceiling", set("\"512MiB\"", "placeholder"));
-        w.line("");
-        w.line("[gateway]  # the gateway under test: exactly one of reference, command or url");
-        match (&target, &command) {
-            (Some(url), _) => {
-                w.line(&format!(
-                    "url = \"{url}\"  # from --target: a gateway already running"
-                ));
-                w.line("# command = [\"my-gateway\", \"--listen\", \"{listen}\"]  # or one the harness spawns");
-            }
-            (None, Some(argv)) => {
-                let argv =
-                    toml::Value::Array(argv.iter().cloned().map(toml::Value::String).collect());
-                w.line(&format!(
-                    "command = {argv}  # from --gateway-command: {{provider_url}} and {{listen}} are replaced"
-                ));
-                w.line("# url = \"http://127.0.0.1:9000\"  # or a gateway already running");
-            }
-            (None, None) => {
-                w.line("# command = [\"my-gateway\", \"--upstream\", \"{provider_url}\", \"--listen\", \"{listen}\"]  # your own");
-                w.line("# url = \"http://127.0.0.1:9000\"  # or a gateway already running");
-            }
-        }
-        w.keys(GATEWAY, None, &s, false);
-        let reference = table_of(&reference_gateway::GatewayConfig::new(
-            reference_gateway::Mode::Deadline,
-            "",
-        ));
-        let rsub = |name: &str| reference.get(name).and_then(toml::Value::as_table).cloned();
-        let commented = !spawned_here;
-        let mut s = BTreeMap::new();
-        s.insert("mode", set("\"deadline\"", "placeholder"));
-        w.table(
-            "[gateway.reference]",
-            "the built-in gateway (upstream and listen: the harness's)",
-            REFERENCE,
-            Some(&reference),
-            &s,
-            commented,
+    /// `[scenario]`: a name and a description, and the scale (the
+    /// reference gateway is compressed with the rest; a gateway the
+    /// harness does not configure is not, unless it scales itself).
+    fn scenario(&self) -> Rendition {
+        let mut s = Sets::new();
+        s.insert("name", set("\"my-gateway\"", "placeholder"));
+        let description = format!(
+            "\"{} then {} for {}\"",
+            rate_text(self.normal),
+            rate_text(self.peak),
+            humantime::format_duration(self.peak_for)
         );
-        w.table(
-            "[gateway.reference.bounded]",
-            "bounded: a semaphore, a queue, a wait budget",
-            BOUNDED,
-            rsub("bounded").as_ref(),
-            &BTreeMap::new(),
-            commented,
-        );
-        let mut s = BTreeMap::new();
-        s.insert("default_deadline", set(dur(patience), why_patience.clone()));
-        s.insert(
-            "expected_service",
-            set(
-                dur(expected_service(completion)),
-                "placeholder (the provider's p99 TTFT + tokens x per_token, +25%)",
-            ),
-        );
-        let mut deadline = rsub("deadline").unwrap_or_default();
-        // Left out, it paces to the provider's quota: said commented out.
-        deadline.remove("tokens_per_minute");
-        w.table(
-            "[gateway.reference.deadline]",
-            "deadline: admits what can still be served in time",
-            DEADLINE,
-            Some(&deadline),
-            &s,
-            commented,
-        );
-        w.table(
-            "[gateway.reference.aimd]",
-            "aimd: an adaptive concurrency limit",
-            AIMD,
-            rsub("aimd").as_ref(),
-            &BTreeMap::new(),
-            commented,
-        );
-        w.line("# [gateway.reference.tenants]  # API keys' entitlements (none by default)");
-        w.line("# \"key-a\" = { tokens_per_minute = 60000, requests_per_minute = 60 }");
-    }
-
-    /// `[load]` and its tables.
-    fn load(&self, w: &mut Writer) {
-        let Shape {
-            spawned_here,
-            normal,
-            why_normal,
-            peak,
-            why_peak,
-            peak_for,
-            why_for,
-            why_tokens,
-            patience,
-            why_patience,
-            dialect,
-            completion,
-            prompt,
-            chosen_dialect,
-            ..
-        } = self.clone();
-        // [load]
-        let mut s = BTreeMap::new();
-        s.insert(
-            "patience",
-            set(
-                format!("{{ fixed = {} }}", dur(patience)),
-                why_patience.clone(),
-            ),
-        );
-        if spawned_here {
+        s.insert("description", set(description, "placeholder"));
+        if self.quota_scale != 1 {
             s.insert(
-                "send_patience",
-                set("true", "placeholder (the deadline gateway reads it)"),
+                "quota_scale",
+                set(format!("{}.0", self.quota_scale), "placeholder"),
             );
         }
-        w.table("[load]", "the callers", LOAD, None, &s, false);
-        for (name, rate, why_rate, lasts, why_lasts) in [
+        if self.time_scale != 1 {
+            s.insert(
+                "time_scale",
+                set(format!("{}.0", self.time_scale), "placeholder"),
+            );
+        } else if !self.spawned_here {
+            let note = "a gateway the harness does not configure is not compressed";
+            s.insert(
+                "time_scale",
+                Set::Note {
+                    value: "1.0".into(),
+                    note: note.into(),
+                },
+            );
+        }
+        (s, false)
+    }
+
+    /// `[provider]` and its tables: the answers' length, the latency and
+    /// the quota.
+    fn provider(&self, block: &Block<'_>) -> Vec<Rendition> {
+        match block.path() {
+            "" => with(
+                block,
+                [(
+                    "completion_tokens",
+                    set(
+                        format!("{{ fixed = {} }}", self.completion),
+                        &self.why_tokens,
+                    ),
+                )],
+            ),
+            "latency" => with(
+                block,
+                [
+                    (
+                        "ttft",
+                        set(
+                            r#"{ lognormal = { median = "900ms", p99 = "2s" } }"#,
+                            "placeholder",
+                        ),
+                    ),
+                    ("per_token", set(r#"{ fixed = "20ms" }"#, "placeholder")),
+                ],
+            ),
+            "quota" => {
+                let mut s = Sets::new();
+                s.insert(
+                    "tokens_per_minute",
+                    set(self.quota.to_string(), &self.why_quota),
+                );
+                if self.flagless {
+                    s.insert("requests_per_minute", set("10000", "placeholder"));
+                }
+                vec![(s, false)]
+            }
+            _ => as_written(block),
+        }
+    }
+
+    /// `[gateway]`: the gateway given (a URL or a command), else the
+    /// reference gateway's table below.
+    fn gateway(&self) -> Rendition {
+        let mut s = Sets::new();
+        if let Some(url) = &self.target {
+            s.insert("url", set(format!("\"{url}\""), "from --target"));
+        } else if let Some(argv) = &self.command {
+            let argv = toml::Value::Array(argv.iter().cloned().map(toml::Value::String).collect());
+            s.insert("command", set(argv.to_string(), "from --gateway-command"));
+        }
+        s.insert("memory_ceiling", set("\"512MiB\"", "placeholder"));
+        (s, false)
+    }
+
+    /// `[gateway.reference]` and its tables, commented out unless it is
+    /// the gateway: the deadline mode, admitting by the callers' patience.
+    fn reference(&self, block: &Block<'_>) -> Vec<Rendition> {
+        let commented = !self.spawned_here || block.commented();
+        let mut s = Sets::new();
+        match block.path() {
+            "" => {
+                s.insert("mode", set("\"deadline\"", "placeholder"));
+                s.insert("upstream", Set::Omitted);
+                s.insert("listen", Set::Omitted);
+            }
+            "deadline" => {
+                // Left out, it paces to the provider's quota.
+                s.insert("tokens_per_minute", Set::LeftOut);
+                s.insert(
+                    "default_deadline",
+                    set(dur(self.patience), &self.why_patience),
+                );
+                s.insert(
+                    "expected_service",
+                    set(
+                        dur(expected_service(self.completion)),
+                        "placeholder (the provider's p99 TTFT + tokens x per_token, +25%)",
+                    ),
+                );
+            }
+            _ => {}
+        }
+        vec![(s, commented)]
+    }
+
+    /// `[load]` and its tables: the patience, three phases (before, the
+    /// peak, after), the request's shape, retries after a Retry-After.
+    fn load(&self, block: &Block<'_>) -> Vec<Rendition> {
+        match block.path() {
+            "" => {
+                let mut s = Sets::new();
+                s.insert(
+                    "patience",
+                    set(
+                        format!("{{ fixed = {} }}", dur(self.patience)),
+                        &self.why_patience,
+                    ),
+                );
+                if self.spawned_here {
+                    s.insert(
+                        "send_patience",
+                        set("true", "placeholder (the deadline gateway reads it)"),
+                    );
+                }
+                vec![(s, false)]
+            }
+            "phases" => self.phases(),
+            "request" => {
+                let mut s = Sets::new();
+                if let Some(d) = self.chosen_dialect {
+                    s.insert(
+                        "dialect",
+                        set(format!("\"{}\"", d.as_str()), "from --dialect"),
+                    );
+                    if d == Dialect::Anthropic {
+                        s.insert(
+                            "model",
+                            set("\"claude-3-5-haiku-latest\"", "from --dialect"),
+                        );
+                    }
+                }
+                let fixed = |n: u64| format!("{{ fixed = {n} }}");
+                s.insert("prompt_tokens", set(fixed(self.prompt), &self.why_tokens));
+                s.insert("max_tokens", set(fixed(self.completion), &self.why_tokens));
+                s.insert("stream", set("0.3", "placeholder"));
+                vec![(s, false)]
+            }
+            "retry" => with(block, [("policy", set("\"retry_after\"", "placeholder"))]),
+            _ => as_written(block),
+        }
+    }
+
+    /// The three `[[load.phases]]`: the normal rate for 2 minutes, the
+    /// peak, the normal rate for 5 minutes.
+    fn phases(&self) -> Vec<Rendition> {
+        let before = Duration::from_secs(120);
+        let after = Duration::from_secs(300);
+        [
             (
                 "before",
-                normal,
-                &why_normal,
-                Duration::from_secs(120),
+                self.normal,
+                &self.why_normal,
+                before,
                 "placeholder",
             ),
-            ("peak", peak, &why_peak, peak_for, why_for.as_str()),
             (
-                "after",
-                normal,
-                &why_normal,
-                Duration::from_secs(300),
-                "placeholder",
+                "peak",
+                self.peak,
+                &self.why_peak,
+                self.peak_for,
+                self.why_for.as_str(),
             ),
-        ] {
+            ("after", self.normal, &self.why_normal, after, "placeholder"),
+        ]
+        .into_iter()
+        .map(|(name, rate, why_rate, lasts, why_lasts)| {
             let (value, per) = rate.toml();
-            let mut s = BTreeMap::new();
+            let mut s = Sets::new();
             s.insert("name", set(format!("\"{name}\""), "placeholder"));
             s.insert("duration", set(dur(lasts), why_lasts));
             s.insert("rate", set(value, why_rate.as_str()));
             s.insert("per", set(per, why_rate.as_str()));
             s.insert("arrivals", set("\"poisson\"", "placeholder"));
-            w.table("[[load.phases]]", "played in order", PHASE, None, &s, false);
-        }
-        w.table(
-            "[load.replay]",
-            "a recorded log instead of phases (none by default)",
-            REPLAY,
-            None,
-            &BTreeMap::new(),
-            true,
-        );
-        let mut s = BTreeMap::new();
-        if let Some(d) = chosen_dialect {
-            s.insert(
-                "dialect",
-                set(format!("\"{}\"", dialect.as_str()), "from --dialect"),
-            );
-            if d == Dialect::Anthropic {
-                s.insert(
-                    "model",
-                    set("\"claude-3-5-haiku-latest\"", "from --dialect"),
-                );
-            }
-        }
-        s.insert(
-            "prompt_tokens",
-            set(format!("{{ fixed = {prompt} }}"), why_tokens.clone()),
-        );
-        s.insert(
-            "max_tokens",
-            set(format!("{{ fixed = {completion} }}"), why_tokens.clone()),
-        );
-        s.insert("stream", set("0.3", "placeholder"));
-        w.table(
-            "[load.request]",
-            "each request's shape",
-            REQUEST,
-            None,
-            &s,
-            false,
-        );
-        let mut s = BTreeMap::new();
-        s.insert("policy", set("\"retry_after\"", "placeholder"));
-        w.table(
-            "[load.retry]",
-            "what a caller does after a refusal",
-            RETRY,
-            None,
-            &s,
-            false,
-        );
-        w.table(
-            "[[load.tenants]]",
-            "API keys sharing the arrivals (none: one)",
-            TENANT,
-            None,
-            &BTreeMap::new(),
-            true,
-        );
+            (s, false)
+        })
+        .collect()
     }
 
-    /// `[checklist]`: every check's table.
-    fn checklist(&self, w: &mut Writer) {
-        let Shape {
-            patience,
-            why_patience,
-            ..
-        } = self.clone();
-        // [checklist]
-        let checklist = table_of(&assertions::Thresholds::default());
-        w.line("");
-        w.line("[checklist]  # each check's thresholds (thresholds in time ÷ the time scale)");
-        for (id, says, keys) in CHECKS {
-            let mut s = BTreeMap::new();
-            match *id {
-                "served_latency" => {
-                    s.insert(
-                        "p99_ms",
-                        set(patience.as_millis().to_string(), why_patience.clone()),
-                    );
-                }
-                "goodput" => {
-                    s.insert("min_share", set("0.7", "placeholder"));
-                }
-                _ => {}
-            }
-            let sub = checklist.get(*id).and_then(toml::Value::as_table);
-            w.table(&format!("[checklist.{id}]"), says, keys, sub, &s, false);
-        }
-        // A check this file has no words for yet: its defaults, said plainly.
-        for (id, table) in &checklist {
-            let Some(table) = table
-                .as_table()
-                .filter(|_| !CHECKS.iter().any(|c| c.0 == id))
-            else {
-                continue;
-            };
-            w.line("");
-            w.line(&format!(
-                "[checklist.{id}]  # see the checklist's table in the README"
-            ));
-            for (key, value) in table {
-                let says = if key == "enabled" {
-                    "whether the check runs"
-                } else {
-                    "its threshold"
-                };
-                if !w.minimal {
-                    w.line(&format!("{key} = {value}  # {says}"));
-                }
-            }
+    /// `[checklist]`: the SLO from the patience, and a goodput a gateway
+    /// that sheds can meet.
+    fn checklist(&self, block: &Block<'_>) -> Vec<Rendition> {
+        match block.path() {
+            "served_latency" => with(
+                block,
+                [(
+                    "p99_ms",
+                    set(self.patience.as_millis().to_string(), &self.why_patience),
+                )],
+            ),
+            "goodput" => with(block, [("min_share", set("0.7", "placeholder"))]),
+            _ => as_written(block),
         }
     }
 }
@@ -1270,6 +934,34 @@ mod tests {
         for k in scenario_keys() {
             assert!(written.contains(&k), "{k} is not written:\n{text}");
         }
+    }
+
+    /// The `[scenario]` and `[gateway]` tables of [`SCENARIO_TEMPLATE`].
+    #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct ScenarioTables {
+        scenario: crate::scenario::Meta,
+        gateway: crate::scenario::GatewayRaw,
+    }
+
+    #[test]
+    fn every_template_holds_to_its_type() {
+        use crate::template::tests::check;
+        check::<fake_provider::ProviderConfig>(
+            "provider",
+            fake_provider::ProviderConfig::TEMPLATE,
+            &[],
+        );
+        check::<loadgen::LoadConfig>("load", loadgen::LoadConfig::TEMPLATE, &[]);
+        // Serde gives `upstream` an empty default that validation refuses:
+        // it is a value to give, written commented out.
+        check::<reference_gateway::GatewayConfig>(
+            "gateway",
+            reference_gateway::GatewayConfig::TEMPLATE,
+            &["upstream"],
+        );
+        check::<assertions::Thresholds>("checklist", assertions::Thresholds::TEMPLATE, &[]);
+        check::<ScenarioTables>("scenario", SCENARIO_TEMPLATE, &[]);
     }
 
     #[test]

@@ -19,6 +19,8 @@
 //! - `fds`: predicting and securing the open files a run needs;
 //! - `rundir`: the run directory's files, written whole or read by line;
 //! - `init`: scenarios to start from (the built-in one, `rehearse init`'s);
+//! - `template`: reading a config's template (its fields, defaults and
+//!   what they mean, kept beside each config's type), which `init` writes;
 //! - `judge`: a run directory judged from its files alone;
 //! - `variants`: a scenario's `[[variants]]` (and `--each`), each
 //!   validated whole;
@@ -51,6 +53,7 @@ mod rundir;
 mod scenario;
 mod sizing;
 mod supervise;
+mod template;
 mod variants;
 
 pub use calibrate::{calibrate, knee_of, sweep_levels, CalibrateOptions, SweepEnd, SweepLimits};

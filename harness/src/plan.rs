@@ -21,66 +21,11 @@
 //! provider's timeline change, and each is integrated in steps of at most
 //! one second (ramps change λ within a segment).
 
-use fake_provider::config::{Dist, Dur};
-use loadgen::{CountDist, DurationDist, LoadConfig, RateUnit};
+use loadgen::{LoadConfig, RateUnit};
 use report::{Figures, Overload, Plan, Segment};
 use wire::Scale;
 
 use crate::scenario::Scenario;
-
-/// Mean of a loadgen count distribution.
-pub fn count_mean(d: &CountDist) -> f64 {
-    match d {
-        CountDist::Fixed(v) => *v,
-        CountDist::Uniform { min, max } => (min + max) / 2.0,
-        CountDist::Lognormal { median, p99 } => lognormal_mean(*median, *p99),
-        CountDist::Exponential { mean } => *mean,
-        CountDist::Mix(entries) => {
-            let w: f64 = entries.iter().map(|e| e.weight).sum();
-            if w > 0.0 {
-                entries.iter().map(|e| e.value * e.weight).sum::<f64>() / w
-            } else {
-                0.0
-            }
-        }
-    }
-}
-
-/// Mean of a loadgen duration distribution, seconds.
-pub fn duration_mean(d: &DurationDist) -> f64 {
-    match d {
-        DurationDist::Fixed(v) => v.as_secs_f64(),
-        DurationDist::Uniform { min, max } => (min.as_secs_f64() + max.as_secs_f64()) / 2.0,
-        DurationDist::Lognormal { median, p99 } => {
-            lognormal_mean(median.as_secs_f64(), p99.as_secs_f64())
-        }
-        DurationDist::Exponential { mean } => mean.as_secs_f64(),
-        DurationDist::Mix(entries) => {
-            let w: f64 = entries.iter().map(|e| e.weight).sum();
-            if w > 0.0 {
-                entries
-                    .iter()
-                    .map(|e| e.value.0.as_secs_f64() * e.weight)
-                    .sum::<f64>()
-                    / w
-            } else {
-                0.0
-            }
-        }
-    }
-}
-
-fn lognormal_mean(median: f64, p99: f64) -> f64 {
-    if median <= 0.0 {
-        return 0.0;
-    }
-    let sigma = (p99.max(median).ln() - median.ln()) / 2.326_347_874_040_841;
-    median * (sigma * sigma / 2.0).exp()
-}
-
-fn dur_mean(d: &Dist<Dur>) -> f64 {
-    d.mean_f64() / 1000.0
-}
 
 /// A load phase as rates per second.
 struct LoadPhase {
@@ -147,8 +92,8 @@ fn provider_at(s: &Scenario, t: f64, tokens_per_request: f64, max_tokens_mean: f
         .collect();
     let overrides: Vec<_> = active.iter().map(|p| p.overrides()).collect();
     let eff = cfg.effective(overrides.iter(), None);
-    let completion = eff.completion_tokens.mean_f64().min(max_tokens_mean);
-    let service_s = (dur_mean(&eff.latency.ttft) + completion * dur_mean(&eff.latency.per_token))
+    let completion = eff.completion_tokens.mean().min(max_tokens_mean);
+    let service_s = (eff.latency.ttft.mean() + completion * eff.latency.per_token.mean())
         * eff.latency.multiplier;
     let mut caps = Vec::new();
     if let Some(tpm) = eff.quota.tokens_per_minute {
@@ -214,17 +159,17 @@ struct PerRequest {
 
 fn per_request(s: &Scenario) -> PerRequest {
     let load = &s.load;
-    let prompt_tokens = count_mean(&load.request.prompt_tokens);
-    let padding_bytes = count_mean(&load.request.padding_kb) * 1024.0;
-    let max_tokens = count_mean(&load.request.max_tokens);
-    let completion = s.provider.completion_tokens.mean_f64().min(max_tokens);
+    let prompt_tokens = load.request.prompt_tokens.mean();
+    let padding_bytes = load.request.padding_kb.mean() * 1024.0;
+    let max_tokens = load.request.max_tokens.mean();
+    let completion = s.provider.completion_tokens.mean().min(max_tokens);
     // The provider estimates prompt tokens at 4 characters each, padding included.
     let chars_per_token = wire::CHARS_PER_TOKEN as f64;
     PerRequest {
         tokens: prompt_tokens + padding_bytes / chars_per_token + completion,
         sent_tokens: prompt_tokens + padding_bytes / chars_per_token + max_tokens,
         max_tokens,
-        patience_s: duration_mean(&load.patience),
+        patience_s: load.patience.mean(),
         bytes: s
             .meta
             .prompt_bytes

@@ -1,33 +1,18 @@
 //! Scenario files: the TOML a team writes for a rehearsal, validated into a
 //! [`Scenario`] before any async work starts.
 //!
-//! ```toml
-//! [scenario]
-//! name = "flash-promotion"
-//! description = "..."
-//! seed = 42
-//! quota_scale = 10        # divides every quota and rate; durations kept
-//! time_scale = 10         # divides every duration; multiplies every rate
-//! prompt_bytes = "6KiB"   # held per waiting request (default: the load's prompt size)
+//! Its `[scenario]` and `[gateway]` tables, every field at its default (one
+//! with no default commented out, with an example), and the places of the
+//! other parts' configs, each with its own template:
+//! `fake_provider::ProviderConfig::TEMPLATE` below `[provider]`,
+//! `reference_gateway::GatewayConfig::TEMPLATE` below `[gateway.reference]`
+//! (but `upstream` and `listen`, which the harness sets),
+//! `loadgen::LoadConfig::TEMPLATE` below `[load]` and
+//! `assertions::Thresholds::TEMPLATE` below `[checklist]`. `rehearse init`
+//! writes them all. `[[variants]]` are `rehearse compare`'s
+//! (`crate::variants`), ignored here.
 //!
-//! [provider]              # the fake provider (fake-provider/src/config.rs)
-//! [gateway]               # one of reference / command / url, plus:
-//! memory_ceiling = "512MiB"
-//! # metrics_url = "http://staging:9090/metrics", rss_metric = "process_resident_memory_bytes"
-//! # queue_depth_metric = "gateway_queue_depth", in_flight_metric = "gateway_in_flight"
-//! # stale_drops_metric = "gateway_stale_drops_total", metrics_period = "1s"
-//! # ready_path = "/healthz", ready_timeout = "10s"
-//! # memory_limit = "400MiB"   # run a spawned gateway under this limit (cgroup, else RLIMIT_AS)
-//! # restart = true, restart_delay = "2s"   # restart it when it dies, as an orchestrator would
-//! # scale_memory = true   # memory_limit and memory_ceiling stand for requests held: what is above
-//! # memory_floor = "32MiB" # the gateway's memory at rest is ÷ the quota scale
-//! [gateway.reference]     # the built-in gateway, spawned as a child process
-//! mode = "deadline"
-//! deadline = { tokens_per_minute = 500000, expected_service = "5s" }
-//! [load]                  # the load generator (loadgen/src/config.rs)
-//! [checklist]             # thresholds of the checks (assertions crate)
-//! [[variants]]            # for `rehearse compare` (crate::variants); ignored here
-//! ```
+#![doc = concat!("```toml\n", include_str!("scenario.toml"), "```")]
 //!
 //! `--set dotted.key=value` edits the document before it is read, so an
 //! override is validated, and located, like the rest of the file.
@@ -37,12 +22,12 @@ use std::time::Duration;
 
 use fake_provider::ProviderConfig;
 use reference_gateway::GatewayConfig;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use toml_located::{ConfigError, Source};
 use wire::Scale;
 
 /// The `[scenario]` table.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Meta {
     /// Short name, used in reports.
@@ -74,7 +59,7 @@ fn one() -> f64 {
 /// `[scenario] slo = { latency = "3s", objective = 0.99, window = "28d" }`:
 /// the service level objective the event is held to; the plan says how much
 /// of its error budget the event burns.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Slo {
     /// A request answered later than this misses the objective.
@@ -129,7 +114,7 @@ pub enum GatewayKind {
 }
 
 /// The `[gateway]` table as written.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct GatewayRaw {
     reference: Option<GatewayConfig>,
@@ -580,7 +565,7 @@ fn deadline_rate(
         config.deadline.tokens_per_minute = tpm as f64;
         return Ok(Some(format!(
             "the deadline gateway paces its calls to the provider's quota, {} tokens/min at full scale ({FIELD} not set)",
-            thousands(tpm)
+            wire::number::count(tpm)
         )));
     }
     let at = if text_has(text, "gateway.reference", "deadline") {
@@ -596,19 +581,6 @@ fn deadline_rate(
     );
     err.field = FIELD.to_string();
     Err(err)
-}
-
-/// `n` with thousands separators: 500000 as `500,000`.
-fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// The reference gateway's policy, checked where serde cannot: its values
@@ -920,15 +892,6 @@ mod tests {
         );
         let with_quota = deadline("mode = \"deadline\"", QUOTA);
         check_gateway(&with_quota, "saved.toml").unwrap();
-    }
-
-    #[test]
-    fn thousands_are_separated() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1000), "1,000");
-        assert_eq!(thousands(500_000), "500,000");
-        assert_eq!(thousands(35_450_000), "35,450,000");
     }
 
     #[test]

@@ -1,76 +1,26 @@
 //! The `[load]` table of a scenario: its schema, and its validation into a
 //! [`LoadPlan`].
 //!
-//! ```toml
-//! [load]
-//! seed = 7                      # every draw (arrivals, shapes, jitter) follows it
-//! send_lag_p99_max = "5ms"      # the run is invalid past this send lag p99
-//! id_prefix = "r"               # request ids are r000000, r000001, ...
-//! max_connections = 1000        # optional cap on open connections (none by
-//!                               # default: an open loop never waits for one)
-//! patience = { fixed = "25s" }  # or uniform / lognormal / exponential / mix
-//! send_patience = false         # send the remaining patience in a header...
-//! patience_header = "x-request-timeout-ms"  # ...named so, in milliseconds
+//! Every field at its default, each with what it means
+//! ([`LoadConfig::TEMPLATE`], which `rehearse init` writes). A field with
+//! no default (none, or a value to give) is commented out with an example;
+//! a table there is none of by default is commented out whole. Its tables are below `[load]` in a scenario (`[[phases]]` is
+//! `[[load.phases]]`); give either phases or a replay, not both. A
+//! distribution (`patience`, the request's counts) is a `wire::Dist`:
+//! `{ fixed = X }`, `{ uniform = { min, max } }`, `{ lognormal = { median,
+//! p99 } }`, `{ exponential = { mean } }` or `{ mix = [ { value, weight },
+//! ... ] }`.
 //!
-//! # Either phases...
-//! [[load.phases]]
-//! name = "promo"                # optional
-//! duration = "40m"
-//! rate = 200                    # arrivals per `per` (second by default)
-//! per = "minute"                # "second" | "minute"
-//! ramp_to = 2000                # optional: linear ramp from `rate` to this
-//! arrivals = "poisson"          # "constant" (default) | "poisson"
-//!
-//! # ...or a replayed log (not both).
-//! [load.replay]
-//! file = "traffic.csv"          # relative to the scenario file
-//! format = "csv"                # "csv" | "jsonl"; default from the extension
-//! timestamp = "timestamp"       # column: seconds (number) or RFC 3339 text
-//! unit = "s"                    # for numeric timestamps: "s" | "ms" | "us"
-//! speedup = 10.0                # log time / run time
-//! multiply = 2.5                # 2 copies + a third for half the rows
-//! jitter = "1s"                 # copies move by up to +/- this (log time)
-//!
-//! [load.request]
-//! dialect = "openai"            # "openai" | "anthropic"
-//! model = "gpt-4o-mini"
-//! prompt_tokens = { lognormal = { median = 1500, p99 = 6000 } }
-//! padding_kb = { mix = [ { value = 0, weight = 0.8 }, { value = 40, weight = 0.2 } ] }
-//! max_tokens = { fixed = 256 }
-//! stream = 0.3                  # share of streamed requests
-//! api_key = "rehearse"          # sent as a bearer token / x-api-key
-//!
-//! # Several tenants (API keys) share the arrivals; the `[load.request]`
-//! # api_key is then unused. Without tenants, one tenant sends all.
-//! [[load.tenants]]
-//! name = "shop"                 # in every record and in the report
-//! api_key = "key-shop"
-//! share = 0.8                   # share of arrivals (weights, per phase)
-//! phases = { "promo" = 0.95 }   # optional: its share in a named phase
-//! request = { max_tokens = { fixed = 64 } }  # optional: its own shape
-//!                               # (model, prompt_tokens, padding_kb,
-//!                               # max_tokens, stream; the rest from
-//!                               # [load.request])
-//!
-//! [load.retry]
-//! policy = "retry_after"        # "none" | "immediate" | "retry_after"
-//! max_attempts = 3              # attempts per person, the first included
-//! cap = "60s"                   # a Retry-After above this is not honoured
-//! jitter = 1.0                  # retry at Retry-After x (1 + U(0, jitter))
-//! backoff_initial = "500ms"     # without Retry-After: U(0, min(backoff_max,
-//! backoff_max = "8s"            #   backoff_initial x 2^(attempt-1)))
-//! budget = 0.2                  # optional: retries <= 20% of first attempts
-//! ```
+#![doc = concat!("```toml\n", include_str!("config.toml"), "```")]
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use http::HeaderName;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use toml_located::{ConfigError, Source};
-use wire::{Dialect, Scale};
+use wire::{Dialect, Dist, DistError, Dur, Scale};
 
-use crate::dist::{CountDist, DistError, DurationDist, Sampler};
 use crate::replay::{self, ReplayFormat, ReplayRow, TimestampUnit};
 use crate::schedule::{Arrivals, Phase, PhaseArrivals};
 
@@ -84,7 +34,7 @@ struct ScenarioFile {
 }
 
 /// The `[load]` table, as written (see the module documentation).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LoadConfig {
     /// Seed of every random draw.
@@ -104,7 +54,7 @@ pub struct LoadConfig {
     pub max_connections: Option<usize>,
     /// How long a person waits, over all their attempts, before hanging up.
     #[serde(default = "default_patience")]
-    pub patience: DurationDist,
+    pub patience: Dist<Dur>,
     /// Whether to send the remaining patience in a header.
     #[serde(default)]
     pub send_patience: bool,
@@ -127,8 +77,15 @@ pub struct LoadConfig {
     pub tenants: Vec<LoadTenant>,
 }
 
+impl LoadConfig {
+    /// The `[load]` table's template: every field at its default (or, with
+    /// none, an example commented out) with a line on what it means; the
+    /// module's documentation shows it, `rehearse init` writes it.
+    pub const TEMPLATE: &'static str = include_str!("config.toml");
+}
+
 /// One `[[load.tenants]]` entry: an API key with its share of arrivals.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LoadTenant {
     /// Its name in records and reports.
@@ -148,17 +105,17 @@ pub struct LoadTenant {
 
 /// A tenant's own request shape: each field given replaces
 /// `[load.request]`'s.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LoadTenantRequest {
     /// The model name sent.
     pub model: Option<String>,
     /// Prompt size in tokens.
-    pub prompt_tokens: Option<CountDist>,
+    pub prompt_tokens: Option<Dist<f64>>,
     /// Extra context in KiB.
-    pub padding_kb: Option<CountDist>,
+    pub padding_kb: Option<Dist<f64>>,
     /// `max_tokens` of the request.
-    pub max_tokens: Option<CountDist>,
+    pub max_tokens: Option<Dist<f64>>,
     /// Share of streamed requests.
     pub stream: Option<f64>,
 }
@@ -169,15 +126,15 @@ fn default_send_lag() -> Duration {
 fn default_id_prefix() -> String {
     "r".into()
 }
-fn default_patience() -> DurationDist {
-    DurationDist::Fixed(Duration::from_secs(30))
+fn default_patience() -> Dist<Dur> {
+    Dist::Fixed(Dur(Duration::from_secs(30)))
 }
 fn default_patience_header() -> String {
     "x-request-timeout-ms".into()
 }
 
 /// The unit of a phase's `rate`.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum RateUnit {
     /// Arrivals per second.
@@ -188,7 +145,7 @@ pub enum RateUnit {
 }
 
 /// One `[[load.phases]]` entry.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PhaseConfig {
     /// A name for reports.
@@ -209,7 +166,7 @@ pub struct PhaseConfig {
 }
 
 /// The `[load.replay]` table.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReplayConfig {
     /// The log file, relative to the scenario file.
@@ -244,7 +201,7 @@ fn default_jitter() -> Duration {
 }
 
 /// The `[load.request]` table.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RequestConfig {
     /// OpenAI or Anthropic (`"openai"`, `"anthropic"`).
@@ -255,13 +212,13 @@ pub struct RequestConfig {
     pub model: String,
     /// Prompt size in tokens (about 4 characters each).
     #[serde(default = "default_prompt_tokens")]
-    pub prompt_tokens: CountDist,
+    pub prompt_tokens: Dist<f64>,
     /// Extra context in KiB, modelling retrieved documents.
     #[serde(default = "zero_count")]
-    pub padding_kb: CountDist,
+    pub padding_kb: Dist<f64>,
     /// `max_tokens` of the request.
     #[serde(default = "default_max_tokens")]
-    pub max_tokens: CountDist,
+    pub max_tokens: Dist<f64>,
     /// Share of streamed requests, 0 to 1.
     #[serde(default)]
     pub stream: f64,
@@ -287,21 +244,21 @@ impl Default for RequestConfig {
 fn default_model() -> String {
     "gpt-4o-mini".into()
 }
-fn default_prompt_tokens() -> CountDist {
-    CountDist::Fixed(64.0)
+fn default_prompt_tokens() -> Dist<f64> {
+    Dist::Fixed(64.0)
 }
-fn zero_count() -> CountDist {
-    CountDist::Fixed(0.0)
+fn zero_count() -> Dist<f64> {
+    Dist::Fixed(0.0)
 }
-fn default_max_tokens() -> CountDist {
-    CountDist::Fixed(64.0)
+fn default_max_tokens() -> Dist<f64> {
+    Dist::Fixed(64.0)
 }
 fn default_api_key() -> String {
     "rehearse".into()
 }
 
 /// The kind of retry policy.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum RetryKind {
     /// Never retry.
@@ -314,7 +271,7 @@ pub enum RetryKind {
 }
 
 /// The `[load.retry]` table.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RetryConfig {
     /// none, immediate or retry_after.
@@ -388,9 +345,9 @@ pub enum LoadError {
 pub struct RequestShape {
     pub(crate) dialect: Dialect,
     pub(crate) model: String,
-    pub(crate) prompt_tokens: Sampler,
-    pub(crate) padding_kb: Sampler,
-    pub(crate) max_tokens: Sampler,
+    pub(crate) prompt_tokens: Dist<f64>,
+    pub(crate) padding_kb: Dist<f64>,
+    pub(crate) max_tokens: Dist<f64>,
     pub(crate) stream_share: f64,
     pub(crate) api_key: String,
 }
@@ -439,7 +396,7 @@ pub struct LoadPlan {
     pub(crate) request: RequestShape,
     /// The tenants; empty for one tenant with `request`.
     pub(crate) tenants: Vec<TenantPlan>,
-    pub(crate) patience: Sampler,
+    pub(crate) patience: Dist<Dur>,
     pub(crate) patience_header: Option<HeaderName>,
     pub(crate) retry: RetryPolicy,
     pub(crate) send_lag_bound: Duration,
@@ -577,7 +534,7 @@ impl LoadPlan {
 
     /// Draws one person's patience.
     pub(crate) fn draw_patience<R: rand::Rng + ?Sized>(&self, rng: &mut R) -> Duration {
-        Duration::from_secs_f64(self.patience.sample(rng) / self.time_scale)
+        Duration::from_secs_f64(self.patience.sample_f64(rng) / self.time_scale)
     }
 }
 
@@ -591,10 +548,10 @@ fn dist_error(source: &Source<'_>, path: &str, e: DistError) -> ConfigError {
 fn validate(cfg: &LoadConfig, source: &Source<'_>, base_dir: &Path) -> Result<LoadPlan, LoadError> {
     let arrivals = arrivals(cfg, source, base_dir)?;
     let request = request_shape(&cfg.request, source)?;
-    let patience = cfg
-        .patience
-        .sampler()
+    cfg.patience
+        .check()
         .map_err(|e| dist_error(source, "load.patience", e))?;
+    let patience = cfg.patience.clone();
     let patience_header = patience_header(cfg, source)?;
     if cfg.max_connections == Some(0) {
         return Err(source.error("load.max_connections", "must be >= 1").into());
@@ -716,8 +673,11 @@ fn replay_arrivals(
 /// The shape of requests: its distributions turned into samplers, and the
 /// model and API key checked (the key must fit in a header).
 fn request_shape(rq: &RequestConfig, source: &Source<'_>) -> Result<RequestShape, ConfigError> {
-    let sampler =
-        |dist: &CountDist, path: &str| dist.sampler().map_err(|e| dist_error(source, path, e));
+    let sampler = |dist: &Dist<f64>, path: &str| {
+        dist.check()
+            .map(|()| dist.clone())
+            .map_err(|e| dist_error(source, path, e))
+    };
     let prompt_tokens = sampler(&rq.prompt_tokens, "load.request.prompt_tokens")?;
     let padding_kb = sampler(&rq.padding_kb, "load.request.padding_kb")?;
     let max_tokens = sampler(&rq.max_tokens, "load.request.max_tokens")?;
@@ -1055,6 +1015,84 @@ mod tests {
         assert_eq!(p.draw_patience(&mut rng), Duration::from_secs(2));
         assert_eq!(p.retry.cap, Duration::from_secs(6));
         assert_eq!(p.send_lag_bound(), Duration::from_millis(5));
+    }
+
+    /// FNV-1a over the values a person uses: counts, and patience in
+    /// nanoseconds.
+    fn fnv(values: &[u64]) -> u64 {
+        values.iter().fold(0xcbf2_9ce4_8422_2325, |h, v| {
+            v.to_le_bytes()
+                .iter()
+                .fold(h, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
+        })
+    }
+
+    /// The seeded draws of every shape the load reads, and of every
+    /// distribution of the shipped scenarios: 1,000 people's request
+    /// shape (prompt, padding, max_tokens, stream) and patience from one
+    /// seeded stream, then the stream's next value (a shape that draws
+    /// nothing must still draw nothing), at full scale and compressed ten
+    /// times. The hashes were recorded from the load generator's own
+    /// distributions before they became `wire::Dist`: a change of these
+    /// numbers changes the requests of every seeded rehearsal.
+    #[test]
+    fn seeded_draws_keep_their_values() {
+        use rand::{Rng, SeedableRng};
+        // (prompt_tokens, padding_kb and max_tokens; patience; hash at
+        // full scale; hash at time scale 10)
+        let cases: [(&str, &str, u64, u64); 10] = [
+            ("{ fixed = 64 }", r#"{ fixed = "30s" }"#, 0x36ef8f14d7b5829e, 0x5ebfc04095255176),
+            ("{ fixed = 2.5 }", r#"{ fixed = "1500ms" }"#, 0x844b241c66d5b324, 0xf97a720e32b25704),
+            ("{ uniform = { min = 10, max = 20 } }", r#"{ fixed = "620ms" }"#, 0xd69a82aa5899bb1, 0x63f678848811c485),
+            ("{ uniform = { min = 1.5, max = 7.5 } }", r#"{ uniform = { min = "1s", max = "1500ms" } }"#, 0x55e79426b4c5e8bc, 0xb439bd1011eee7d6),
+            ("{ uniform = { min = 3, max = 3 } }", r#"{ lognormal = { median = "20s", p99 = "60s" } }"#, 0x4b8ba35970dbeed6, 0xcfd1053eb0bd7b49),
+            ("{ lognormal = { median = 1500, p99 = 6000 } }", r#"{ exponential = { mean = "10s" } }"#, 0xf1dee58fed4797a1, 0x83a6836264d301d2),
+            ("{ lognormal = { median = 100, p99 = 1000 } }", r#"{ mix = [ { value = "5s", weight = 1 }, { value = "30s", weight = 3 } ] }"#, 0x22a157f9225b9111, 0x5fb428c5c7770f21),
+            ("{ exponential = { mean = 200 } }", r#"{ fixed = "25s" }"#, 0x31efa80fd443f489, 0x28c1d096a5ff43a5),
+            ("{ mix = [ { value = 0, weight = 0.8 }, { value = 40, weight = 0.2 } ] }", r#"{ fixed = "12s" }"#, 0x7e05866725bc7171, 0xed3c6cf675ecd281),
+            ("{ mix = [ { value = 1, weight = 1 }, { value = 2, weight = 0 }, { value = 3, weight = 2 } ] }", r#"{ fixed = "15s" }"#, 0x909d3d65bdbd44f0, 0x577de7bbfbd5fbe0),
+        ];
+        let mut wrong = Vec::new();
+        for (i, (count, patience, full, tenfold)) in cases.iter().enumerate() {
+            let text = format!(
+                "[load]\npatience = {patience}\n[[load.phases]]\nduration = \"1s\"\nrate = 1\n\
+                 [load.request]\nprompt_tokens = {count}\npadding_kb = {count}\nmax_tokens = {count}\nstream = 0.3\n"
+            );
+            let plan = plan(&text).unwrap();
+            let scaled = plan.clone().scaled(Scale {
+                time: 10.0,
+                quota: 1.0,
+            });
+            for (time, p, want) in [(1, &plan, full), (10, &scaled, tenfold)] {
+                let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11 + i as u64);
+                let mut values = Vec::new();
+                for _ in 0..1000 {
+                    let d = p.shape(None).draw(&mut rng, None);
+                    values.extend([
+                        u64::from(d.prompt_tokens),
+                        u64::from(d.padding_kb),
+                        u64::from(d.max_tokens),
+                        u64::from(d.stream),
+                        p.draw_patience(&mut rng).as_nanos() as u64,
+                    ]);
+                }
+                values.push(rng.gen());
+                let got = fnv(&values);
+                if got != *want {
+                    wrong.push(format!(
+                        "{count}, {patience} at time scale {time}: {got:#x}"
+                    ));
+                }
+            }
+        }
+        assert!(wrong.is_empty(), "draws changed:\n{}", wrong.join("\n"));
+    }
+
+    #[test]
+    fn the_template_reads_as_the_defaults() {
+        let written: LoadConfig = toml::from_str(LoadConfig::TEMPLATE).unwrap();
+        let left_out: LoadConfig = toml::from_str("").unwrap();
+        assert_eq!(written, left_out);
     }
 
     #[test]

@@ -67,7 +67,6 @@
 
 mod closed;
 mod config;
-mod dist;
 mod http1;
 mod progress;
 mod replay;
@@ -86,7 +85,6 @@ pub use config::{
     LoadConfig, LoadError, LoadPlan, LoadTenant, LoadTenantRequest, PhaseConfig, RateUnit,
     ReplayConfig, RequestConfig, RetryConfig, RetryKind, RetryPolicy,
 };
-pub use dist::{CountDist, DurationDist, HumanDuration, MixEntry};
 pub use progress::Live;
 pub use replay::{parse_replay_log, ReplayFormat, TimestampUnit};
 pub use resolve::{resolve, resolve_authority};

@@ -317,15 +317,15 @@ mod shapes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dist::Sampler;
+    use wire::Dist;
 
     fn shape(dialect: Dialect) -> RequestShape {
         RequestShape {
             dialect,
             model: "m\"odel".into(),
-            prompt_tokens: Sampler::Fixed(100.0),
-            padding_kb: Sampler::Fixed(2.0),
-            max_tokens: Sampler::Fixed(50.0),
+            prompt_tokens: Dist::Fixed(100.0),
+            padding_kb: Dist::Fixed(2.0),
+            max_tokens: Dist::Fixed(50.0),
             stream_share: 0.0,
             api_key: "k".into(),
         }

@@ -13,12 +13,12 @@ use std::time::Duration;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp1};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::replay::ReplayRow;
 
 /// How arrivals are spread inside a phase.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum PhaseArrivals {
     /// Evenly spaced (a deterministic schedule).

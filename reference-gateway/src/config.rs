@@ -3,9 +3,15 @@
 //! tenants' entitlements).
 //!
 //! Every flag of `rehearse gateway` has a field here, so the same settings
-//! can come from a TOML file (`[bounded]`, `[deadline]`, `[aimd]` and
-//! `[tenants]` tables, durations written the humantime way: `"2s"`,
-//! `"250ms"`).
+//! can come from a TOML file (`rehearse gateway --config FILE`), or from a
+//! scenario's `[gateway.reference]`, whose `upstream` and `listen` the
+//! harness sets. Every field at its default, each with what it means
+//! ([`GatewayConfig::TEMPLATE`], which `rehearse init` writes); a field
+//! with no default is commented out with an example, and so is a table
+//! there is none of by default. Durations are written the humantime way
+//! (`"2s"`, `"250ms"`).
+//!
+#![doc = concat!("```toml\n", include_str!("config.toml"), "```")]
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -316,6 +322,13 @@ pub struct GatewayConfig {
     /// times it, with up to a quarter of jitter; a longer Retry-After wins.
     #[serde(default = "default_upstream_retry_backoff", with = "humantime_serde")]
     pub upstream_retry_backoff: Duration,
+}
+
+impl GatewayConfig {
+    /// The gateway's template: every field at its default (or, with none,
+    /// an example commented out) with a line on what it means; the
+    /// module's documentation shows it, `rehearse init` writes it.
+    pub const TEMPLATE: &'static str = include_str!("config.toml");
 }
 
 fn default_listen() -> SocketAddr {
@@ -649,6 +662,19 @@ latency_target = "1s 500ms"
         assert_eq!(c.aimd.latency_target, Duration::from_millis(1500));
         assert_eq!(c.listen.port(), 7000);
         assert_eq!(c.bounded, BoundedConfig::default());
+    }
+
+    #[test]
+    fn the_template_reads_as_the_defaults() {
+        let text = format!(
+            "mode = \"aimd\"\nupstream = \"http://127.0.0.1:1\"\n{}",
+            GatewayConfig::TEMPLATE
+        );
+        let written = GatewayConfig::from_toml(&text, "config.toml").unwrap();
+        assert_eq!(
+            written,
+            GatewayConfig::new(Mode::Aimd, "http://127.0.0.1:1")
+        );
     }
 
     #[test]

@@ -760,14 +760,12 @@ impl Body for ChannelBody {
     }
 }
 
-/// `x-request-id`, else the `[rehearse:id=...]` marker, else `-`.
+/// The call's id by the one rule ([`wire::request_id`]: `x-request-id`
+/// trimmed and at most 128 bytes, else the `[rehearse:id=...]` marker),
+/// else `-`.
 fn request_id(headers: &HeaderMap, body: &[u8]) -> String {
-    headers
-        .get(REQUEST_ID)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string)
-        .or_else(|| wire::marker_id(body).map(str::to_string))
-        .unwrap_or_else(|| "-".to_string())
+    let header = headers.get(REQUEST_ID).map(HeaderValue::as_bytes);
+    wire::request_id(header, body).unwrap_or("-").to_string()
 }
 
 fn is_hop_by_hop(name: &HeaderName) -> bool {
@@ -1037,5 +1035,12 @@ mod tests {
         h.insert("x-request-id", HeaderValue::from_static("h-1"));
         assert_eq!(request_id(&h, b"[rehearse:id=m-1] x"), "h-1");
         assert_eq!(request_id(&HeaderMap::new(), b"{}"), "-");
+        // The provider's rule: trimmed, and a header too long is no id.
+        h.insert("x-request-id", HeaderValue::from_static("  h-2 "));
+        assert_eq!(request_id(&h, b"[rehearse:id=m-1] x"), "h-2");
+        let long = HeaderValue::from_str(&"h".repeat(129)).unwrap();
+        h.insert("x-request-id", long);
+        assert_eq!(request_id(&h, b"[rehearse:id=m-1] x"), "m-1");
+        assert_eq!(request_id(&h, b"{}"), "-");
     }
 }

@@ -15,7 +15,6 @@ use crate::{write_whole, ReportError};
 /// The refusals of a count line, each kind apart (never summed): shed and
 /// stale always, the other kinds when any happened.
 fn refusal_counts(c: &assertions::Counts) -> String {
-    let n = |v: u64| crate::plan_text::thousands(v as f64);
     let mut parts = vec![
         format!("shed {}", n(c.shed)),
         format!("stale {}", n(c.stale)),
@@ -322,7 +321,7 @@ impl Checklist {
 
 /// A count with thousands separators.
 fn n(v: u64) -> String {
-    crate::plan_text::thousands(v as f64)
+    wire::number::count(v)
 }
 
 /// One check's line: `  PASS    shed_onset        first shed at depth 8

@@ -51,7 +51,7 @@ pub use documents::{
     Overload, Plan, RunMeta, Segment, Spend,
 };
 pub use html::{write as write_html, Inputs};
-pub use plan_text::{render as plan_text, thousands};
+pub use plan_text::render as plan_text;
 pub use terminal::{columns, table, wrap, Stream, Style};
 
 /// A report file that could not be written.

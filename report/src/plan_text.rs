@@ -3,29 +3,10 @@
 
 use std::fmt::Write as _;
 
+use wire::number::thousands;
+
 use crate::documents::{Figures, Plan};
 use crate::plan_sizing::exact_duration;
-
-/// `1234567.8` as `1,234,568`.
-pub fn thousands(v: f64) -> String {
-    if !v.is_finite() {
-        return "∞".into();
-    }
-    let n = v.round() as i64;
-    let digits = n.unsigned_abs().to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    if n < 0 {
-        format!("-{out}")
-    } else {
-        out
-    }
-}
 
 /// A rate per minute, with one decimal below 100.
 fn per_min(v: Option<f64>) -> String {
@@ -171,14 +152,6 @@ fn fit(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn thousands_separators() {
-        assert_eq!(thousands(9360.0), "9,360");
-        assert_eq!(thousands(174.2), "174");
-        assert_eq!(thousands(1234567.0), "1,234,567");
-        assert_eq!(thousands(-1000.0), "-1,000");
-    }
 
     #[test]
     fn durations_are_printed_as_they_are() {

@@ -5,17 +5,22 @@
 //! provider; then the checklist reads what they left. Everything they must
 //! agree on is defined here, once: the records and their outcomes, the
 //! clock that stamps them, how a request carries its id, the header names,
-//! how Retry-After is written and read, the token estimate, and the names
-//! of a run directory's files.
+//! how Retry-After is written and read, the token estimate, how a value
+//! drawn per call is written and drawn, and the names of a run directory's
+//! files.
 //!
 //! The rooms:
 //! - `record`: [`ClientRecord`] and [`ClientOutcome`] (`client.jsonl`),
 //!   [`ProviderRecord`] and [`ProviderOutcome`] (`provider.jsonl`),
 //!   [`RssSample`] (`rss.jsonl`);
 //! - `dialect`: [`Dialect`], OpenAI or Anthropic;
+//! - `dist`: [`Dist`], a value drawn per call or per person (fixed,
+//!   uniform, lognormal, exponential, mix), for the provider, the load
+//!   and the plan alike;
 //! - `clock`: [`Clock`], Unix microseconds from a monotonic clock;
 //! - `request_id`: the `[rehearse:id=…]` prompt marker ([`marker`],
-//!   [`marker_id`], [`is_request_id`]);
+//!   [`marker_id`], [`is_request_id`]) and a call's id, header first
+//!   ([`request_id`]);
 //! - [`headers`]: every header name the parts read or write;
 //! - `retry_after`: [`retry_after_values`] and [`parse_retry_after`];
 //! - `go_duration`: Go's duration text ([`go_duration`],
@@ -46,6 +51,7 @@
 
 mod clock;
 mod dialect;
+mod dist;
 mod fd_table;
 pub mod files;
 mod go_duration;
@@ -60,6 +66,7 @@ mod tokens;
 
 pub use clock::Clock;
 pub use dialect::Dialect;
+pub use dist::{Dist, DistError, Dur, MixEntry, Quantity};
 pub use fd_table::{presize_fd_table, raise_open_files_limit, PRESIZE_MAX};
 pub use go_duration::{go_duration, parse_go_duration};
 pub use quota::{
@@ -71,7 +78,7 @@ pub use record::{
     RssSample, AT_ONCE_US,
 };
 pub use request_id::{
-    is_request_id, marker, marker_id, Marker, MARKER_CLOSE, MARKER_OPEN, MAX_ID_LEN,
+    is_request_id, marker, marker_id, request_id, Marker, MARKER_CLOSE, MARKER_OPEN, MAX_ID_LEN,
 };
 pub use retry_after::{parse_retry_after, retry_after_values};
 pub use scale::Scale;

@@ -6,7 +6,9 @@
 //! the reference gateway, for its logs) find the id there when the header is
 //! gone. One writer ([`marker`]) and one reader ([`marker_id`]), with one
 //! rule for what an id is ([`is_request_id`]), so every part reads the same
-//! id out of the same body.
+//! id out of the same body; and one rule for a call's id, header first
+//! ([`request_id`]), so the provider's records and the gateway's logs name
+//! a call alike.
 
 use std::fmt;
 
@@ -101,6 +103,29 @@ pub fn marker_id(body: &[u8]) -> Option<&str> {
     std::str::from_utf8(id).ok()
 }
 
+/// The id of a call: its `x-request-id` header, trimmed, when that is 1
+/// to [`MAX_ID_LEN`] bytes of a header's text (visible ASCII, spaces and
+/// tabs, as `http`'s `HeaderValue::to_str` reads it); else the body's
+/// marker ([`marker_id`]); else `None`, and each side names the call its
+/// own way (the fake provider `fake-N`, the reference gateway `-`).
+///
+/// ```
+/// let body = b"[rehearse:id=r-7] hi";
+/// assert_eq!(wire::request_id(Some(b" h-1 "), body), Some("h-1"));
+/// assert_eq!(wire::request_id(Some(b""), body), Some("r-7"));
+/// assert_eq!(wire::request_id(Some("x".repeat(129).as_bytes()), body), Some("r-7"));
+/// assert_eq!(wire::request_id(None, b"{}"), None);
+/// ```
+pub fn request_id<'a>(header: Option<&'a [u8]>, body: &'a [u8]) -> Option<&'a str> {
+    header
+        .filter(|h| h.iter().all(|&b| b == b'\t' || (b' '..=b'~').contains(&b)))
+        .map(<[u8]>::trim_ascii)
+        .filter(|h| !h.is_empty() && h.len() <= MAX_ID_LEN)
+        // Only ASCII passed the filter.
+        .and_then(|h| std::str::from_utf8(h).ok())
+        .or_else(|| marker_id(body))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,5 +172,45 @@ mod tests {
             assert_eq!(marker_id(text.as_bytes()), Some(id));
             assert_eq!(marker(id).len(), marker(id).to_string().len());
         }
+    }
+
+    #[test]
+    fn a_call_is_named_by_its_header_then_its_marker() {
+        let body = b"{\"content\":\"[rehearse:id=m-1] hi\"}";
+        assert_eq!(request_id(Some(b"h-1"), body), Some("h-1"));
+        assert_eq!(request_id(Some(b" \th-1  "), body), Some("h-1"), "trimmed");
+        assert_eq!(
+            request_id(Some(b"a b"), body),
+            Some("a b"),
+            "inner space kept"
+        );
+        assert_eq!(request_id(Some(b""), body), Some("m-1"), "empty");
+        assert_eq!(request_id(Some(b"   "), body), Some("m-1"), "blank");
+        assert_eq!(request_id(None, body), Some("m-1"));
+        let longest = "h".repeat(MAX_ID_LEN);
+        assert_eq!(
+            request_id(Some(longest.as_bytes()), body),
+            Some(longest.as_str())
+        );
+        let too_long = "h".repeat(MAX_ID_LEN + 1);
+        assert_eq!(
+            request_id(Some(too_long.as_bytes()), body),
+            Some("m-1"),
+            "129 bytes"
+        );
+        let padded = format!("  {longest}  ");
+        assert_eq!(
+            request_id(Some(padded.as_bytes()), body),
+            Some(longest.as_str()),
+            "measured once trimmed"
+        );
+        assert_eq!(
+            request_id(Some("é".as_bytes()), body),
+            Some("m-1"),
+            "not a header's text"
+        );
+        assert_eq!(request_id(Some(b"a\nb"), body), Some("m-1"));
+        assert_eq!(request_id(Some(b""), b"no marker"), None);
+        assert_eq!(request_id(None, b"[rehearse:id=a\"b]"), None);
     }
 }
