@@ -22,7 +22,7 @@
 //! the OS's "too many open files", each recorded as a `connect_error` with
 //! that cause, and judging marks the run invalid ([`out_of_files_note`]).
 
-use report::Plan;
+use wire::Plan;
 
 /// Files the harness holds besides the sockets: the run directory's
 /// records, the gateway's log and pipes, the runtime's own descriptors.
@@ -51,8 +51,8 @@ pub fn predicted_fds(peak_per_s: f64, patience_s: f64) -> u64 {
 /// the larger of the backlog at the phase's start and end) ÷ λ.
 ///
 /// ```
-/// let mut plan = report::Plan::default();
-/// plan.rehearsal.phases.push(report::Segment {
+/// let mut plan = wire::Plan::default();
+/// plan.rehearsal.phases.push(wire::Segment {
 ///     offered_per_min: 2_000.0 * 60.0,
 ///     service_s: 0.05,
 ///     duration_s: 60.0,
@@ -152,7 +152,7 @@ pub fn out_of_files_note(connects: u64) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use report::Segment;
+    use wire::Segment;
 
     #[test]
     fn file_descriptors_are_predicted_and_checked() {

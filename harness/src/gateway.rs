@@ -6,9 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use report::GatewayEvent;
-
-use wire::files;
+use wire::{files, GatewayEvent};
 
 use crate::clock::now_us;
 use crate::error::RunError;

@@ -5,9 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use assertions::{Status, Thresholds};
-use report::{GatewayEvent, RunMeta};
 use serde::Deserialize;
-use wire::{ClientOutcome, ClientRecord, ProviderRecord, RssSample};
+use wire::{ClientOutcome, ClientRecord, GatewayEvent, ProviderRecord, RssSample, RunMeta};
 
 use wire::{files, Scale};
 

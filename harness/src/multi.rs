@@ -21,8 +21,7 @@ use std::io::{BufRead as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use report::RunMeta;
-use wire::{files, ClientRecord};
+use wire::{files, ClientRecord, RunMeta};
 
 use crate::error::RunError;
 use crate::expectations::LoadResult;

@@ -23,8 +23,7 @@
 
 use fake_provider::config::{Dist, Dur};
 use loadgen::{CountDist, DurationDist, LoadConfig, RateUnit};
-use report::{Figures, Overload, Plan, Segment};
-use wire::Scale;
+use wire::{Figures, Overload, Plan, Scale, Segment};
 
 use crate::scenario::Scenario;
 

@@ -17,10 +17,8 @@ use std::time::{Duration, Instant};
 
 use crate::expectations::LoadResult;
 use crate::provider_side::{ProviderChoice, ProviderSide};
-use assertions::Expectations;
-use report::{GatewayEvent, Plan, RunMeta};
 use tokio_util::sync::CancellationToken;
-use wire::ClientRecord;
+use wire::{ClientRecord, Expectations, GatewayEvent, Plan, RunMeta};
 
 use wire::files;
 

@@ -12,7 +12,7 @@
 //! reached); when L requests outgrow the gateway's memory it dies, about
 //! (memory ÷ bytes per request) ÷ λ seconds into such a phase.
 
-use report::{ErrorBudget, Knobs, Segment, Spend};
+use wire::{ErrorBudget, Knobs, Segment, Spend};
 
 use crate::scenario::{GatewayKind, Scenario};
 

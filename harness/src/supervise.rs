@@ -7,9 +7,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use report::GatewayEvent;
 use tokio_util::sync::CancellationToken;
-use wire::ClientRecord;
+use wire::{ClientRecord, GatewayEvent};
 
 use crate::clock::now_us;
 use crate::https::Trusting as _;

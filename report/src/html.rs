@@ -13,8 +13,8 @@ use assertions::{Judgement, Status, Thresholds};
 use hdrhistogram::Histogram;
 
 use crate::charts::{self, count, num, Band, Chart, ChartData};
-use crate::documents::{Plan, RunMeta};
 use crate::{write_whole, ReportError};
+use wire::{Plan, RunMeta};
 
 /// Everything the page is made from.
 pub struct Inputs<'a> {
@@ -676,8 +676,8 @@ fn counts(h: &mut String, i: &Inputs) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use assertions::{judge, Expectations};
-    use wire::{ClientOutcome, ClientRecord};
+    use assertions::judge;
+    use wire::{ClientOutcome, ClientRecord, Expectations};
 
     /// run.json as `rehearse run` writes it (built from JSON, so fields
     /// added to `RunMeta` later with a default need no change here).

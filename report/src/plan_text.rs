@@ -3,8 +3,8 @@
 
 use std::fmt::Write as _;
 
-use crate::documents::{Figures, Plan};
 use crate::plan_sizing::exact_duration;
+use wire::{Figures, Plan};
 
 /// `1234567.8` as `1,234,568`.
 pub fn thousands(v: f64) -> String {
