@@ -422,7 +422,9 @@ fn level_of(t: &ClosedTally) -> CalibrationLevel {
     }
 }
 
-/// The `[load]` plan whose request shape the sweep sends.
+/// The `[load]` plan whose request shape the sweep sends: `--scenario`'s
+/// text is read here, once, for that alone (a sweep has no phases of its
+/// own to play, and no gateway or provider of the scenario's).
 fn request_plan(opts: &CalibrateOptions) -> Result<loadgen::LoadPlan, RunError> {
     const DEFAULT: &str = "[load]\n[[load.phases]]\nduration = \"1s\"\nrate = 1\n[load.request]\nprompt_tokens = { fixed = 100 }\nmax_tokens = { fixed = 16 }\n";
     let (text, origin) = opts

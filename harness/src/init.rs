@@ -1203,11 +1203,23 @@ mod tests {
         assert_eq!(full.provider, minimal.provider);
         assert_eq!(full.checklist, minimal.checklist);
         assert_eq!(full.gateway.kind, minimal.gateway.kind);
+        // `[load]` field by field as each text writes it: the validated
+        // plan would not tell a default written from one that does not
+        // matter (a patience header while none is sent).
+        let load_as_written = |minimal: bool| {
+            #[derive(serde::Deserialize)]
+            struct File {
+                load: loadgen::LoadConfig,
+            }
+            let text = opts.render(minimal).unwrap();
+            format!("{:?}", toml::from_str::<File>(&text).unwrap().load)
+        };
+        assert_eq!(load_as_written(false), load_as_written(true));
         let debug = |s: &Scenario| {
             format!(
                 "{:?}\n{:?}\n{:?}",
                 s.meta,
-                s.load,
+                s.load_shape,
                 (
                     &s.gateway.memory_ceiling,
                     s.gateway.ready_timeout,
@@ -1276,9 +1288,10 @@ mod tests {
     fn the_flags_land_where_they_say() {
         let (s, _) = scenarios(&flags());
         assert_eq!(s.provider.quota.tokens_per_minute, Some(90_000));
-        assert_eq!(s.load.request.dialect, Dialect::Anthropic);
-        assert_eq!(s.load.phases[1].rate, 30.0);
-        assert_eq!(s.load.phases[1].duration, Duration::from_secs(90));
+        assert_eq!(s.load_plan.dialect(), Dialect::Anthropic);
+        let peak = s.load_plan.phases()[1];
+        assert_eq!((peak.name, peak.from_per_sec), ("peak", 30.0));
+        assert_eq!(peak.duration, Duration::from_secs(90));
         assert_eq!(s.checklist.served_latency.p99_ms, 12_500.0);
         let (s, _) = scenarios(&InitOptions {
             gateway_command: Some("gw --listen {listen} --name 'a b'".into()),

@@ -4,30 +4,14 @@
 
 use std::path::{Path, PathBuf};
 
-use assertions::{Status, Thresholds};
-use serde::Deserialize;
+use assertions::Status;
 use wire::{ClientOutcome, ClientRecord, GatewayEvent, ProviderRecord, RssSample, RunMeta};
 
 use wire::{files, Scale};
 
 use crate::error::RunError;
 use crate::rundir::{write_atomic, Records};
-use crate::scenario;
-
-/// The `[checklist]` of a scenario text, with located errors.
-pub fn thresholds(text: &str, origin: &str) -> Result<Thresholds, RunError> {
-    #[derive(Deserialize)]
-    struct WithChecklist {
-        #[serde(default)]
-        checklist: Thresholds,
-        #[serde(flatten)]
-        _rest: toml::Table,
-    }
-    toml_located::Source::new(text, origin)
-        .parse::<WithChecklist>()
-        .map(|w| w.checklist)
-        .map_err(|e| RunError::BadInput(e.to_string()))
-}
+use crate::scenario::SavedScenario;
 
 /// A run judged: its verdict, and what to tell a person about it.
 #[derive(Debug, Clone)]
@@ -53,17 +37,11 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Ju
             RunError::BadInput(format!("{} is not a run directory: {e}", dir.display()))
         })?)
         .map_err(|e| RunError::BadInput(format!("{}: {e}", meta_path.display())))?;
-    let scenario_path = dir.join(files::SCENARIO);
-    let text = std::fs::read_to_string(&scenario_path)
-        .map_err(|e| RunError::BadInput(format!("cannot read {}: {e}", scenario_path.display())))?;
-    let text = scenario::apply_sets(&text, sets).map_err(|e| RunError::BadInput(e.to_string()))?;
-    let origin = if sets.is_empty() {
-        scenario_path.display().to_string()
-    } else {
-        format!("{} (with --set)", scenario_path.display())
-    };
-    scenario::check_gateway(&text, &origin).map_err(|e| RunError::BadInput(e.to_string()))?;
-    let thresholds = thresholds(&text, &origin)?.scaled(Scale {
+    // The run directory's scenario is a new input here (a saved run judged
+    // again, perhaps with `--set` edits to its checklist): read once.
+    let saved = SavedScenario::read(&dir.join(files::SCENARIO), sets)
+        .map_err(|e| RunError::BadInput(e.to_string()))?;
+    let thresholds = saved.checklist.scaled(Scale {
         time: meta.time_scale,
         quota: meta.quota_scale,
     });
@@ -130,7 +108,7 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Ju
     let checklist = report::Checklist::new(&meta, &j);
     checklist.write_markdown(dir)?;
     write_atomic(&dir.join(files::TIMELINE), j.timeline.to_csv().as_bytes())?;
-    let html = report::write_html(dir, &meta, &j, &thresholds, &text)?;
+    let html = report::write_html(dir, &meta, &j, &thresholds, saved.description.as_deref())?;
     Ok(Judged {
         status: report::verdict(&meta, &j),
         checklist,

@@ -69,7 +69,8 @@ pub use provider_side::ProviderChoice;
 pub use run::{run, RunOptions};
 pub use rundir::default_run_dir;
 pub use scenario::{
-    apply_sets, GatewayGauges, GatewayKind, GatewaySpec, Meta, Scenario, ScenarioError, Slo,
+    apply_sets, load_in_file, GatewayGauges, GatewayKind, GatewaySpec, LoadShape, Meta, Scenario,
+    ScenarioError, Slo,
 };
 pub use variants::Variant;
 pub use wire::Scale;

@@ -101,6 +101,8 @@ pub async fn stage(s: &crate::Scenario, opts: &StageOptions) -> Result<(), RunEr
         })
         .await
         .map_err(remote_error)?;
+    // The document as staged, not values: every shard's `rehearse load`
+    // plays this file's [load], and `rehearse report` judges from it.
     write_atomic(&opts.out.join(files::SCENARIO), scenario.text.as_bytes())?;
     let plan_json = serde_json::to_string_pretty(&plan).unwrap_or_default();
     write_atomic(&opts.out.join(files::PLAN), plan_json.as_bytes())?;

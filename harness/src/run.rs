@@ -305,6 +305,8 @@ fn peak_per_s(plan: &Plan) -> f64 {
 fn write_inputs(p: &Prepared, opts: &RunOptions) -> Result<(), RunError> {
     std::fs::create_dir_all(&opts.out)
         .map_err(|e| RunError::Invalid(format!("cannot create {}: {e}", opts.out.display())))?;
+    // The document as run (after --set), not values: `rehearse report`
+    // judges from this file, and `--shards` load processes play its [load].
     write_atomic(&opts.out.join(files::SCENARIO), p.scenario.text.as_bytes())?;
     write_atomic(
         &opts.out.join(files::PLAN),

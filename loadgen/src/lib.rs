@@ -83,8 +83,8 @@ mod tls;
 
 pub use closed::{closed_level, CallEnd, ClosedLevel, ClosedTally, SweepRequests};
 pub use config::{
-    LoadConfig, LoadError, LoadPlan, LoadTenant, LoadTenantRequest, PhaseConfig, RateUnit,
-    ReplayConfig, RequestConfig, RetryConfig, RetryKind, RetryPolicy,
+    LoadConfig, LoadError, LoadPlan, LoadTenant, LoadTenantRequest, PhaseConfig, PlannedPhase,
+    RateUnit, ReplayConfig, RequestConfig, RetryConfig, RetryKind, RetryPolicy,
 };
 pub use dist::{CountDist, DurationDist, HumanDuration, MixEntry};
 pub use progress::Live;
