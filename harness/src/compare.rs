@@ -195,8 +195,7 @@ pub async fn compare(
     opts: &CompareOptions,
     cancel: CancellationToken,
 ) -> Result<Compared, RunError> {
-    std::fs::create_dir_all(&opts.out)
-        .map_err(|e| RunError::Invalid(format!("cannot create {}: {e}", opts.out.display())))?;
+    std::fs::create_dir_all(&opts.out).map_err(RunError::create_dir(&opts.out))?;
     let mut comparison = Comparison {
         scenario: lineup.scenario.clone(),
         file: lineup.path.display().to_string(),

@@ -1042,15 +1042,17 @@ fn command(text: &str) -> Result<Vec<String>, RunError> {
     let argv = shlex::split(text)
         .filter(|a| !a.is_empty())
         .ok_or_else(|| {
-            RunError::BadInput(format!(
-                "--gateway-command `{text}`: unbalanced quotes, or empty"
-            ))
+            RunError::flag(
+                format!("--gateway-command `{text}`"),
+                "unbalanced quotes, or empty",
+            )
         })?;
     if !argv.iter().any(|a| a.contains("{listen}")) {
-        return Err(RunError::BadInput(format!(
-            "--gateway-command `{text}`: pass `{{listen}}` to the program (where it must listen), \
-             and `{{provider_url}}` where its upstream goes"
-        )));
+        return Err(RunError::flag(
+            format!("--gateway-command `{text}`"),
+            "pass `{listen}` to the program (where it must listen), \
+             and `{provider_url}` where its upstream goes",
+        ));
     }
     Ok(argv)
 }
@@ -1059,18 +1061,16 @@ fn command(text: &str) -> Result<Vec<String>, RunError> {
 /// file unless `force`) and returns it validated, read back from the file.
 pub fn write_init(path: &Path, opts: &InitOptions, force: bool) -> Result<Scenario, RunError> {
     if path.exists() && !force {
-        return Err(RunError::BadInput(format!(
-            "{} exists: give --force to overwrite it",
-            path.display()
-        )));
+        return Err(RunError::Exists {
+            path: path.to_path_buf(),
+        });
     }
     let text = opts.text()?;
     // Validated before it is written: a flag's value the scenario refuses
     // (a bad URL) leaves no file behind.
-    Scenario::from_str(&text, &path.display().to_string(), path)
-        .map_err(|e| RunError::BadInput(e.to_string()))?;
+    Scenario::from_str(&text, &path.display().to_string(), path)?;
     crate::rundir::write_atomic(path, text.as_bytes())?;
-    Scenario::load(path, &[]).map_err(|e| RunError::BadInput(e.to_string()))
+    Ok(Scenario::load(path, &[])?)
 }
 
 /// Every key the scenario tables `init` writes may hold, dotted

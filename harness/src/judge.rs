@@ -32,15 +32,18 @@ pub struct Judged {
 /// `junit` too, when given), and returns the verdict with the checklist.
 pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Judged, RunError> {
     let meta_path = dir.join(files::RUN);
+    let meta_text = std::fs::read_to_string(&meta_path).map_err(|source| RunError::NotARunDir {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
     let mut meta: RunMeta =
-        serde_json::from_str(&std::fs::read_to_string(&meta_path).map_err(|e| {
-            RunError::BadInput(format!("{} is not a run directory: {e}", dir.display()))
-        })?)
-        .map_err(|e| RunError::BadInput(format!("{}: {e}", meta_path.display())))?;
+        serde_json::from_str(&meta_text).map_err(|source| RunError::RunJson {
+            path: meta_path,
+            source,
+        })?;
     // The run directory's scenario is a new input here (a saved run judged
     // again, perhaps with `--set` edits to its checklist): read once.
-    let saved = SavedScenario::read(&dir.join(files::SCENARIO), sets)
-        .map_err(|e| RunError::BadInput(e.to_string()))?;
+    let saved = SavedScenario::read(&dir.join(files::SCENARIO), sets)?;
     let thresholds = saved.checklist.scaled(Scale {
         time: meta.time_scale,
         quota: meta.quota_scale,
