@@ -94,10 +94,12 @@ pub enum RunError {
         source: std::io::Error,
     },
     /// A remote shard's folder has no clock offset to move its records by.
-    #[error("{} has no {}: run each shard with --provider URL so its clock is measured against the provider's", dir.display(), crate::multi::SHARD_OFFSET)]
+    #[error("{} has no {file}: run each shard with --provider URL so its clock is measured against the provider's", dir.display())]
     NoShardOffset {
         /// The shard's folder.
         dir: PathBuf,
+        /// The offset's file name.
+        file: &'static str,
     },
     /// A record file of the run directory to judge exists but cannot be
     /// read.

@@ -174,6 +174,7 @@ impl Shard {
             Err(_) => {
                 return Err(RunError::NoShardOffset {
                     dir: dir.to_path_buf(),
+                    file: SHARD_OFFSET,
                 })
             }
         };
