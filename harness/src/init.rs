@@ -1058,7 +1058,7 @@ fn command(text: &str) -> Result<Vec<String>, RunError> {
 }
 
 /// Writes the scenario `opts` describe to `path` (never over an existing
-/// file unless `force`) and returns it validated, read back from the file.
+/// file unless `force`) and returns it validated, as the file reads.
 pub fn write_init(path: &Path, opts: &InitOptions, force: bool) -> Result<Scenario, RunError> {
     if path.exists() && !force {
         return Err(RunError::Exists {
@@ -1066,11 +1066,12 @@ pub fn write_init(path: &Path, opts: &InitOptions, force: bool) -> Result<Scenar
         });
     }
     let text = opts.text()?;
-    // Validated before it is written: a flag's value the scenario refuses
-    // (a bad URL) leaves no file behind.
-    Scenario::from_str(&text, &path.display().to_string(), path)?;
+    // Validated before it is written, once, as the file at `path` (its
+    // name and folder): a flag's value the scenario refuses (a bad URL)
+    // leaves no file behind.
+    let scenario = Scenario::from_str(&text, &path.display().to_string(), path)?;
     crate::rundir::write_atomic(path, text.as_bytes())?;
-    Ok(Scenario::load(path, &[])?)
+    Ok(scenario)
 }
 
 /// Every key the scenario tables `init` writes may hold, dotted
