@@ -13,7 +13,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use loadgen::{LoadOptions, LoadPlan, Target};
+use loadgen::{LoadOptions, Target};
 
 use crate::exit::{Classify as _, Ended, Error};
 
@@ -95,10 +95,7 @@ impl TlsArgs {
 /// Runs `rehearse load`: exit 0 when the run kept its schedule to the end,
 /// 3 when it did not or was interrupted, 2 for a bad scenario or target.
 pub fn main(args: Args) -> Result<Ended, Error> {
-    let scale = harness::Meta::scale_in_file(&args.scenario, args.time_scale)?;
-    let plan = LoadPlan::from_scenario_file(&args.scenario)
-        .bad_input()?
-        .scaled(scale);
+    let plan = harness::load_in_file(&args.scenario, args.time_scale)?;
     let target = Target::parse(&args.target)
         .context("--target")
         .bad_input()?;

@@ -65,9 +65,9 @@ impl Error {
 
 impl From<harness::RunError> for Error {
     fn from(e: harness::RunError) -> Self {
-        match e {
-            harness::RunError::BadInput(_) => Error::bad_input(e),
-            harness::RunError::Invalid(_) => Error::invalid(e),
+        match e.kind() {
+            harness::RunErrorKind::BadInput => Error::bad_input(e),
+            harness::RunErrorKind::Invalid => Error::invalid(e),
         }
     }
 }
@@ -146,8 +146,12 @@ mod tests {
         assert_eq!(code(Ok(Ended::Invalid)), 3);
         assert_eq!(code(Err(anyhow::anyhow!("x")).bad_input()), 2);
         assert_eq!(code(Err(anyhow::anyhow!("x")).invalid()), 3);
-        let run = harness::RunError::BadInput("x".into());
+        let run = harness::RunError::Exists {
+            path: "x.toml".into(),
+        };
         assert_eq!(code(Err(run.into())), 2);
+        let run = harness::RunError::NoFreePort(std::io::Error::other("x"));
+        assert_eq!(code(Err(run.into())), 3);
     }
 
     #[test]

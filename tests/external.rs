@@ -236,7 +236,7 @@ fn external_needs_a_target() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--provider external needs --target"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--provider external: needs --target"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

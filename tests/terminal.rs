@@ -408,8 +408,8 @@ fn init_writes_every_field_and_reads_back_as_the_defaults() {
     );
     assert_eq!(s.provider.quota.tokens_per_minute, Some(90_000));
     assert_eq!(s.provider.quota.requests_per_minute, None);
-    assert_eq!(s.load.request.dialect, wire::Dialect::Anthropic);
-    assert_eq!(s.load.phases[1].rate, 30.0);
+    assert_eq!(s.load_plan.dialect(), wire::Dialect::Anthropic);
+    assert_eq!(s.load_plan.phases()[1].from_per_sec, 30.0);
     assert_eq!(s.meta.time_scale, 1.0);
     let mut checklist = assertions::Thresholds::default();
     checklist.served_latency.p99_ms = 12_000.0;

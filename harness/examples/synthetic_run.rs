@@ -9,8 +9,8 @@
 //!
 //! DIR gets what `rehearse run` leaves for judging, from the same types:
 //! `scenario.toml` (read back as a [`harness::Scenario`]), `plan.json`
-//! ([`harness::plan`]), `run.json` ([`report::RunMeta`] with the
-//! [`assertions::Expectations`] the harness would derive from that plan),
+//! ([`harness::plan`]), `run.json` ([`wire::RunMeta`] with the
+//! [`wire::Expectations`] the harness would derive from that plan),
 //! `client.jsonl` and `provider.jsonl` ([`wire::ClientRecord`],
 //! [`wire::ProviderRecord`], each file in the order the attempts and calls
 //! ended, as the writers append them), and `rss.jsonl`.
@@ -39,8 +39,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use report::RunMeta;
-use wire::{files, ClientOutcome, ClientRecord, Dialect, ProviderOutcome, ProviderRecord};
+use wire::{files, ClientOutcome, ClientRecord, Dialect, ProviderOutcome, ProviderRecord, RunMeta};
 
 /// 2026-12-01T00:00:00Z, in microseconds: every run written starts there,
 /// so two directories made with the same flags are the same bytes.
@@ -229,7 +228,7 @@ fn write_run(args: &Args) -> Result<Counts, Error> {
     let at = |s: f64| START_US + (s * 1e6) as u64;
     let o = plan.overload.as_ref();
     // As the harness derives them from the plan (harness/src/run.rs).
-    let expectations = assertions::Expectations {
+    let expectations = wire::Expectations {
         start_us: START_US,
         load_end_us: at(rehearsal.load.schedule_length().as_secs_f64()),
         overload: o.map(|o| (at(o.from_s), at(o.until_s))),

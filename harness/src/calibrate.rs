@@ -193,7 +193,7 @@ pub async fn calibrate(
         .pool_max_idle_per_host(usize::MAX)
         .trusting(&opts.tls)
         .build()
-        .map_err(|e| RunError::Invalid(format!("cannot make an HTTP client: {e}")))?;
+        .map_err(RunError::HttpClient)?;
     let mut c = Calibration {
         target: base.clone(),
         request: requests.describe(),
@@ -422,38 +422,41 @@ fn level_of(t: &ClosedTally) -> CalibrationLevel {
     }
 }
 
-/// The `[load]` plan whose request shape the sweep sends.
+/// The `[load]` plan whose request shape the sweep sends: `--scenario`'s
+/// text is read here, once, for that alone (a sweep has no phases of its
+/// own to play, and no gateway or provider of the scenario's).
 fn request_plan(opts: &CalibrateOptions) -> Result<loadgen::LoadPlan, RunError> {
     const DEFAULT: &str = "[load]\n[[load.phases]]\nduration = \"1s\"\nrate = 1\n[load.request]\nprompt_tokens = { fixed = 100 }\nmax_tokens = { fixed = 16 }\n";
     let (text, origin) = opts
         .scenario
         .clone()
         .unwrap_or_else(|| (DEFAULT.to_string(), "the default request".to_string()));
-    loadgen::LoadPlan::from_scenario_str(&text, &origin, std::path::Path::new("."))
-        .map_err(|e| RunError::BadInput(e.to_string()))
+    Ok(loadgen::LoadPlan::from_scenario_str(
+        &text,
+        &origin,
+        std::path::Path::new("."),
+    )?)
 }
 
 /// The target's base URL, checked: a URL, on loopback unless allowed.
 fn check_target(opts: &CalibrateOptions) -> Result<String, RunError> {
     let t = opts.target.trim_end_matches('/').to_string();
-    loadgen::Target::parse(&t).map_err(|e| RunError::BadInput(e.to_string()))?;
+    loadgen::Target::parse(&t)?;
     if !crate::run::is_loopback_url(&t) && !opts.allow_remote {
-        return Err(RunError::BadInput(format!(
-            "target {t} is outside loopback: pass --allow-remote to send load there"
-        )));
+        return Err(RunError::RemoteTarget { target: t });
     }
-    opts.tls
-        .client_config()
-        .map_err(|e| RunError::BadInput(e.to_string()))?;
+    opts.tls.client_config()?;
     if opts.limits.max_concurrency == 0 || opts.limits.max_levels == 0 || opts.limits.step.is_zero()
     {
-        return Err(RunError::BadInput(
-            "--max-concurrency, --max-levels and --step-duration must be above 0".into(),
+        return Err(RunError::flag(
+            "--max-concurrency, --max-levels and --step-duration",
+            "must be above 0",
         ));
     }
     if !(opts.limits.error_threshold > 0.0 && opts.limits.error_threshold < 1.0) {
-        return Err(RunError::BadInput(
-            "--error-threshold must lie between 0 and 1".into(),
+        return Err(RunError::flag(
+            "--error-threshold",
+            "must lie between 0 and 1",
         ));
     }
     Ok(t)
@@ -535,9 +538,13 @@ mod tests {
     fn a_target_outside_loopback_needs_allow_remote() {
         let mut o = opts();
         o.target = "http://10.1.2.3:8080".into();
+        let err = check_target(&o).unwrap_err();
         assert!(
-            matches!(check_target(&o), Err(RunError::BadInput(m)) if m.contains("--allow-remote"))
+            matches!(err, RunError::RemoteTarget { .. })
+                && err.to_string().contains("--allow-remote"),
+            "{err}"
         );
+        assert_eq!(err.kind(), crate::RunErrorKind::BadInput);
         o.allow_remote = true;
         assert!(check_target(&o).is_ok());
         o.limits.max_concurrency = 0;

@@ -59,11 +59,12 @@ impl Lineup {
         sets: &[String],
         expect: &[String],
     ) -> Result<Lineup, ScenarioError> {
-        let base = Scenario::load(path, sets)?;
+        // Read once: the base scenario and each variant are edits of it.
         let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
             path: path.to_path_buf(),
             source,
         })?;
+        let base = Scenario::with_sets(&text, path, sets)?;
         let variants = match each {
             Some(arg) => Variant::each(arg)?,
             None => Variant::in_text(&text, &path.display().to_string())?,
@@ -194,8 +195,7 @@ pub async fn compare(
     opts: &CompareOptions,
     cancel: CancellationToken,
 ) -> Result<Compared, RunError> {
-    std::fs::create_dir_all(&opts.out)
-        .map_err(|e| RunError::Invalid(format!("cannot create {}: {e}", opts.out.display())))?;
+    std::fs::create_dir_all(&opts.out).map_err(RunError::create_dir(&opts.out))?;
     let mut comparison = Comparison {
         scenario: lineup.scenario.clone(),
         file: lineup.path.display().to_string(),

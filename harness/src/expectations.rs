@@ -2,8 +2,7 @@
 //! scale, placed on the run's clock (`rehearse run`, and `rehearse stage`
 //! for a run whose load comes later from its shards).
 
-use assertions::Expectations;
-use report::Plan;
+use wire::{Expectations, Plan};
 
 use crate::scenario::Scenario;
 use crate::Rehearsal;
@@ -67,7 +66,7 @@ fn lowest_knee(p: &fake_provider::ProviderConfig) -> Option<f64> {
 /// The longest a request may wait in a gateway that never sheds, in FIFO
 /// order: the peak backlog drained at the lowest capacity of the run
 /// (seconds, at the figures' scale); 0 without a backlog.
-fn longest_wait_s(figures: &report::Figures) -> f64 {
+fn longest_wait_s(figures: &wire::Figures) -> f64 {
     let lowest_per_s = figures
         .phases
         .iter()
@@ -88,18 +87,18 @@ mod tests {
 
     #[test]
     fn the_longest_wait_is_the_peak_backlog_at_the_lowest_capacity() {
-        let phase = |per_min: Option<f64>| report::Segment {
+        let phase = |per_min: Option<f64>| wire::Segment {
             capacity_per_min: per_min,
             ..Default::default()
         };
-        let figures = report::Figures {
+        let figures = wire::Figures {
             phases: vec![phase(Some(2_640.0)), phase(Some(1_600.0)), phase(None)],
             peak_backlog: 9_600.0,
             ..Default::default()
         };
         // 9,600 at 1,600 a minute: six minutes.
         assert!((longest_wait_s(&figures) - 360.0).abs() < 1e-9);
-        let calm = report::Figures {
+        let calm = wire::Figures {
             phases: vec![phase(Some(2_640.0))],
             ..Default::default()
         };

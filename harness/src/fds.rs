@@ -22,7 +22,7 @@
 //! the OS's "too many open files", each recorded as a `connect_error` with
 //! that cause, and judging marks the run invalid ([`out_of_files_note`]).
 
-use report::Plan;
+use wire::Plan;
 
 /// Files the harness holds besides the sockets: the run directory's
 /// records, the gateway's log and pipes, the runtime's own descriptors.
@@ -51,8 +51,8 @@ pub fn predicted_fds(peak_per_s: f64, patience_s: f64) -> u64 {
 /// the larger of the backlog at the phase's start and end) ÷ λ.
 ///
 /// ```
-/// let mut plan = report::Plan::default();
-/// plan.rehearsal.phases.push(report::Segment {
+/// let mut plan = wire::Plan::default();
+/// plan.rehearsal.phases.push(wire::Segment {
 ///     offered_per_min: 2_000.0 * 60.0,
 ///     service_s: 0.05,
 ///     duration_s: 60.0,
@@ -102,12 +102,15 @@ pub enum FdCheck {
 /// run's two figures against it: an error (the run is refused, with both
 /// numbers) when `expected` does not fit; a warning when only `worst` does
 /// not.
-pub fn check_fds(expected: u64, worst: u64) -> Result<FdCheck, String> {
+pub fn check_fds(expected: u64, worst: u64) -> Result<FdCheck, OpenFilesError> {
     let (limit, hard) = raised_limit()?;
     if limit < expected {
-        return Err(format!(
-            "this run expects to hold about {expected} open files at its peak (per phase and side, arrivals x provider latency, capped at the patience, x2; {worst} in the worst case, every caller held to the end of their patience) but the limit is {limit} (hard limit {hard}); raise it (ulimit -n) or lower the scenario's rate or time scale"
-        ));
+        return Err(OpenFilesError::OverLimit {
+            expected,
+            worst,
+            limit,
+            hard,
+        });
     }
     if limit < worst {
         return Ok(FdCheck::WorstCaseOver {
@@ -120,11 +123,32 @@ pub fn check_fds(expected: u64, worst: u64) -> Result<FdCheck, String> {
     Ok(FdCheck::Fits { limit })
 }
 
+/// Why a run's open files were not checked against the limit, or do not
+/// fit it.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenFilesError {
+    /// The run expects more open files than the limit, raised to the hard
+    /// one, allows: it is refused before it starts.
+    #[error("this run expects to hold about {expected} open files at its peak (per phase and side, arrivals x provider latency, capped at the patience, x2; {worst} in the worst case, every caller held to the end of their patience) but the limit is {limit} (hard limit {hard}); raise it (ulimit -n) or lower the scenario's rate or time scale")]
+    OverLimit {
+        /// Open files expected at the peak.
+        expected: u64,
+        /// Open files in the worst case.
+        worst: u64,
+        /// The soft limit, raised to the hard one where it could be.
+        limit: u64,
+        /// The hard limit.
+        hard: u64,
+    },
+    /// The limit could not be read.
+    #[error("cannot read the open-files limit: {0}")]
+    Limit(#[source] nix::Error),
+}
+
 /// The soft limit after raising it to the hard one, and the hard limit.
-fn raised_limit() -> Result<(u64, u64), String> {
+fn raised_limit() -> Result<(u64, u64), OpenFilesError> {
     use nix::sys::resource::{getrlimit, Resource};
-    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)
-        .map_err(|e| format!("cannot read the open-files limit: {e}"))?;
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).map_err(OpenFilesError::Limit)?;
     // Where the limit cannot be raised, the one in force is all there is.
     Ok((wire::raise_open_files_limit().unwrap_or(soft), hard))
 }
@@ -152,13 +176,15 @@ pub fn out_of_files_note(connects: u64) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use report::Segment;
+    use wire::Segment;
 
     #[test]
     fn file_descriptors_are_predicted_and_checked() {
         // 40 requests/s held up to 30 s, both sides, +50%, +256.
         assert_eq!(predicted_fds(40.0, 30.0), 3856);
-        let err = check_fds(u64::MAX / 2, u64::MAX / 2).unwrap_err();
+        let err = check_fds(u64::MAX / 2, u64::MAX / 2)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("open files"), "{err}");
     }
 
@@ -214,7 +240,7 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        let err = check_fds(limit + 1, limit + 2).unwrap_err();
+        let err = check_fds(limit + 1, limit + 2).unwrap_err().to_string();
         assert!(
             err.contains(&format!("about {} open files", limit + 1))
                 && err.contains(&format!("{} in the worst case", limit + 2)),

@@ -6,9 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use report::GatewayEvent;
-
-use wire::files;
+use wire::{files, GatewayEvent};
 
 use crate::clock::now_us;
 use crate::error::RunError;
@@ -51,11 +49,9 @@ impl Running {
         });
         if let Some(url) = target {
             let url = url.trim_end_matches('/').to_string();
-            let not_ready = || {
-                RunError::Invalid(format!(
-                    "the gateway at {url} was not ready within {:?}",
-                    g.ready_timeout
-                ))
+            let not_ready = || RunError::NotReady {
+                url: url.clone(),
+                waited: g.ready_timeout,
             };
             // Listening first; then, over https, a certificate this run
             // does not trust is bad input (exit 2), said at once rather
@@ -76,8 +72,7 @@ impl Running {
                 supervised: None,
             });
         }
-        let listen = process::free_port()
-            .map_err(|e| RunError::Invalid(format!("cannot find a free port: {e}")))?;
+        let listen = process::free_port().map_err(RunError::NoFreePort)?;
         let Command { argv, env, name } = match &s.gateway.kind {
             GatewayKind::Reference(_) => reference_command(r, provider_url, listen, dir)?,
             GatewayKind::Command(argv) => {
@@ -102,7 +97,7 @@ impl Running {
             restart: g.restart,
             restart_delay: r.scale.duration(g.restart_delay),
         };
-        let supervised = Supervised::start(launch).await.map_err(RunError::Invalid)?;
+        let supervised = Supervised::start(launch).await?;
         Ok(Running {
             url: format!("http://{listen}"),
             name,
@@ -129,16 +124,17 @@ impl Running {
 /// For an `https://` gateway: a TLS session can be made with it under
 /// `tls`. A refused certificate (or no TLS at all) is bad input.
 async fn check_tls(url: &str, tls: &loadgen::TlsOptions, within: Duration) -> Result<(), RunError> {
-    let target = loadgen::Target::parse(url).map_err(|e| RunError::BadInput(e.to_string()))?;
+    let target = loadgen::Target::parse(url)?;
     if !target.is_tls() {
         return Ok(());
     }
+    let url = url.to_string();
     match loadgen::probe_tls(&target, tls, within).await {
         Ok(_) => Ok(()),
-        Err(e @ (loadgen::LoadRunError::Handshake { .. } | loadgen::LoadRunError::Tls(_))) => {
-            Err(RunError::BadInput(format!("the gateway at {url}: {e}")))
+        Err(source @ (loadgen::LoadRunError::Handshake { .. } | loadgen::LoadRunError::Tls(_))) => {
+            Err(RunError::GatewayTls { url, source })
         }
-        Err(e) => Err(RunError::Invalid(format!("the gateway at {url}: {e}"))),
+        Err(source) => Err(RunError::GatewayUnreachable { url, source }),
     }
 }
 
@@ -166,11 +162,9 @@ fn reference_command(
     config.upstream = provider_url.to_string();
     config.listen = listen;
     let path = dir.join(files::GATEWAY_CONFIG);
-    let text = toml::to_string(&config)
-        .map_err(|e| RunError::Invalid(format!("cannot write the gateway's config: {e}")))?;
+    let text = toml::to_string(&config).map_err(RunError::GatewayConfig)?;
     write_atomic(&path, text.as_bytes())?;
-    let exe = std::env::current_exe()
-        .map_err(|e| RunError::Invalid(format!("cannot find the rehearse binary: {e}")))?;
+    let exe = std::env::current_exe().map_err(RunError::NoBinary)?;
     let argv = vec![
         exe.display().to_string(),
         "gateway".into(),

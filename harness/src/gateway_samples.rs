@@ -32,9 +32,7 @@ impl GaugeSampler {
         let Some(url) = &s.gateway.metrics_url else {
             return Ok(None);
         };
-        GaugeSampler::start(url, &s.gateway.gauges, tls, dir).map_err(|e| {
-            crate::RunError::Invalid(format!("cannot write the gateway's samples: {e}"))
-        })
+        GaugeSampler::start(url, &s.gateway.gauges, tls, dir).map_err(crate::RunError::GaugeSamples)
     }
 
     /// Stops `sampler`, when there is one, noting a sampling that read

@@ -706,35 +706,36 @@ fn command(text: &str) -> Result<Vec<String>, RunError> {
     let argv = shlex::split(text)
         .filter(|a| !a.is_empty())
         .ok_or_else(|| {
-            RunError::BadInput(format!(
-                "--gateway-command `{text}`: unbalanced quotes, or empty"
-            ))
+            RunError::flag(
+                format!("--gateway-command `{text}`"),
+                "unbalanced quotes, or empty",
+            )
         })?;
     if !argv.iter().any(|a| a.contains("{listen}")) {
-        return Err(RunError::BadInput(format!(
-            "--gateway-command `{text}`: pass `{{listen}}` to the program (where it must listen), \
-             and `{{provider_url}}` where its upstream goes"
-        )));
+        return Err(RunError::flag(
+            format!("--gateway-command `{text}`"),
+            "pass `{listen}` to the program (where it must listen), \
+             and `{provider_url}` where its upstream goes",
+        ));
     }
     Ok(argv)
 }
 
 /// Writes the scenario `opts` describe to `path` (never over an existing
-/// file unless `force`) and returns it validated, read back from the file.
+/// file unless `force`) and returns it validated, as the file reads.
 pub fn write_init(path: &Path, opts: &InitOptions, force: bool) -> Result<Scenario, RunError> {
     if path.exists() && !force {
-        return Err(RunError::BadInput(format!(
-            "{} exists: give --force to overwrite it",
-            path.display()
-        )));
+        return Err(RunError::Exists {
+            path: path.to_path_buf(),
+        });
     }
     let text = opts.text()?;
-    // Validated before it is written: a flag's value the scenario refuses
-    // (a bad URL) leaves no file behind.
-    Scenario::from_str(&text, &path.display().to_string(), path)
-        .map_err(|e| RunError::BadInput(e.to_string()))?;
+    // Validated before it is written, once, as the file at `path` (its
+    // name and folder): a flag's value the scenario refuses (a bad URL)
+    // leaves no file behind.
+    let scenario = Scenario::from_str(&text, &path.display().to_string(), path)?;
     crate::rundir::write_atomic(path, text.as_bytes())?;
-    Scenario::load(path, &[]).map_err(|e| RunError::BadInput(e.to_string()))
+    Ok(scenario)
 }
 
 /// Every key the scenario tables `init` writes may hold, dotted
@@ -867,11 +868,23 @@ mod tests {
         assert_eq!(full.provider, minimal.provider);
         assert_eq!(full.checklist, minimal.checklist);
         assert_eq!(full.gateway.kind, minimal.gateway.kind);
+        // `[load]` field by field as each text writes it: the validated
+        // plan would not tell a default written from one that does not
+        // matter (a patience header while none is sent).
+        let load_as_written = |minimal: bool| {
+            #[derive(serde::Deserialize)]
+            struct File {
+                load: loadgen::LoadConfig,
+            }
+            let text = opts.render(minimal).unwrap();
+            format!("{:?}", toml::from_str::<File>(&text).unwrap().load)
+        };
+        assert_eq!(load_as_written(false), load_as_written(true));
         let debug = |s: &Scenario| {
             format!(
                 "{:?}\n{:?}\n{:?}",
                 s.meta,
-                s.load,
+                s.load_shape,
                 (
                     &s.gateway.memory_ceiling,
                     s.gateway.ready_timeout,
@@ -968,9 +981,10 @@ mod tests {
     fn the_flags_land_where_they_say() {
         let (s, _) = scenarios(&flags());
         assert_eq!(s.provider.quota.tokens_per_minute, Some(90_000));
-        assert_eq!(s.load.request.dialect, Dialect::Anthropic);
-        assert_eq!(s.load.phases[1].rate, 30.0);
-        assert_eq!(s.load.phases[1].duration, Duration::from_secs(90));
+        assert_eq!(s.load_plan.dialect(), Dialect::Anthropic);
+        let peak = s.load_plan.phases()[1];
+        assert_eq!((peak.name, peak.from_per_sec), ("peak", 30.0));
+        assert_eq!(peak.duration, Duration::from_secs(90));
         assert_eq!(s.checklist.served_latency.p99_ms, 12_500.0);
         let (s, _) = scenarios(&InitOptions {
             gateway_command: Some("gw --listen {listen} --name 'a b'".into()),

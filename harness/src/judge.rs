@@ -4,31 +4,14 @@
 
 use std::path::{Path, PathBuf};
 
-use assertions::{Status, Thresholds};
-use report::{GatewayEvent, RunMeta};
-use serde::Deserialize;
-use wire::{ClientOutcome, ClientRecord, ProviderRecord, RssSample};
+use assertions::Status;
+use wire::{ClientOutcome, ClientRecord, GatewayEvent, ProviderRecord, RssSample, RunMeta};
 
 use wire::{files, Scale};
 
 use crate::error::RunError;
 use crate::rundir::{write_atomic, Records};
-use crate::scenario;
-
-/// The `[checklist]` of a scenario text, with located errors.
-pub fn thresholds(text: &str, origin: &str) -> Result<Thresholds, RunError> {
-    #[derive(Deserialize)]
-    struct WithChecklist {
-        #[serde(default)]
-        checklist: Thresholds,
-        #[serde(flatten)]
-        _rest: toml::Table,
-    }
-    toml_located::Source::new(text, origin)
-        .parse::<WithChecklist>()
-        .map(|w| w.checklist)
-        .map_err(|e| RunError::BadInput(e.to_string()))
-}
+use crate::scenario::SavedScenario;
 
 /// A run judged: its verdict, and what to tell a person about it.
 #[derive(Debug, Clone)]
@@ -49,22 +32,19 @@ pub struct Judged {
 /// `junit` too, when given), and returns the verdict with the checklist.
 pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Judged, RunError> {
     let meta_path = dir.join(files::RUN);
+    let meta_text = std::fs::read_to_string(&meta_path).map_err(|source| RunError::NotARunDir {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
     let mut meta: RunMeta =
-        serde_json::from_str(&std::fs::read_to_string(&meta_path).map_err(|e| {
-            RunError::BadInput(format!("{} is not a run directory: {e}", dir.display()))
-        })?)
-        .map_err(|e| RunError::BadInput(format!("{}: {e}", meta_path.display())))?;
-    let scenario_path = dir.join(files::SCENARIO);
-    let text = std::fs::read_to_string(&scenario_path)
-        .map_err(|e| RunError::BadInput(format!("cannot read {}: {e}", scenario_path.display())))?;
-    let text = scenario::apply_sets(&text, sets).map_err(|e| RunError::BadInput(e.to_string()))?;
-    let origin = if sets.is_empty() {
-        scenario_path.display().to_string()
-    } else {
-        format!("{} (with --set)", scenario_path.display())
-    };
-    scenario::check_gateway(&text, &origin).map_err(|e| RunError::BadInput(e.to_string()))?;
-    let thresholds = thresholds(&text, &origin)?.scaled(Scale {
+        serde_json::from_str(&meta_text).map_err(|source| RunError::RunJson {
+            path: meta_path,
+            source,
+        })?;
+    // The run directory's scenario is a new input here (a saved run judged
+    // again, perhaps with `--set` edits to its checklist): read once.
+    let saved = SavedScenario::read(&dir.join(files::SCENARIO), sets)?;
+    let thresholds = saved.checklist.scaled(Scale {
         time: meta.time_scale,
         quota: meta.quota_scale,
     });
@@ -131,7 +111,7 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Ju
     let checklist = report::Checklist::new(&meta, &j);
     checklist.write_markdown(dir)?;
     write_atomic(&dir.join(files::TIMELINE), j.timeline.to_csv().as_bytes())?;
-    let html = report::write_html(dir, &meta, &j, &thresholds, &text)?;
+    let html = report::write_html(dir, &meta, &j, &thresholds, saved.description.as_deref())?;
     Ok(Judged {
         status: report::verdict(&meta, &j),
         checklist,

@@ -8,7 +8,8 @@
 //! [`judge_dir`] judges a saved run directory again (`rehearse report`).
 //!
 //! The rooms:
-//! - `scenario`: the scenario file, its `--set` edits and validation;
+//! - `scenario`: the scenario file, its `--set` edits and validation (read
+//!   and parsed once; a run directory's saved scenario once when judged);
 //! - `plan`: capacity, backlog, drain, late answers and Q*, by phase;
 //! - `run`: the steps of a run;
 //! - `gateway`: the gateway under test during a run (spawned or reached);
@@ -24,7 +25,10 @@
 //! - `judge`: a run directory judged from its files alone;
 //! - `variants`: a scenario's `[[variants]]` (and `--each`), each
 //!   validated whole;
-//! - `compare`: one run per variant, and the comparison of their reports.
+//! - `compare`: one run per variant, and the comparison of their reports;
+//! - `error`: [`RunError`], a variant for each thing that failed with its
+//!   cause, and its [`RunErrorKind`] (bad input, or a run that could not
+//!   be made), which the binary maps to an exit code.
 
 // No function over 120 lines outside tests (the threshold is in clippy.toml).
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
@@ -58,9 +62,10 @@ mod variants;
 
 pub use calibrate::{calibrate, knee_of, sweep_levels, CalibrateOptions, SweepEnd, SweepLimits};
 pub use compare::{compare, CompareOptions, Compared, Lineup};
-pub use error::RunError;
+pub use error::{RunError, RunErrorKind};
 pub use fds::{
     check_fds, expected_fds, is_out_of_files, out_of_files_note, predicted_fds, FdCheck,
+    OpenFilesError,
 };
 pub use gateway_metrics::{histogram_quantile, provider_latency_note};
 pub use init::{scenario_keys, write_init, InitOptions, Rate, BUILTIN_SCENARIO};
@@ -72,7 +77,8 @@ pub use provider_side::ProviderChoice;
 pub use run::{run, RunOptions};
 pub use rundir::default_run_dir;
 pub use scenario::{
-    apply_sets, GatewayGauges, GatewayKind, GatewaySpec, Meta, Scenario, ScenarioError, Slo,
+    apply_sets, load_in_file, GatewayGauges, GatewayKind, GatewaySpec, LoadShape, Meta, Scenario,
+    ScenarioError, Slo,
 };
 pub use variants::Variant;
 pub use wire::Scale;

@@ -21,8 +21,7 @@ use std::io::{BufRead as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use report::RunMeta;
-use wire::{files, ClientRecord};
+use wire::{files, ClientRecord, RunMeta};
 
 use crate::error::RunError;
 use crate::expectations::LoadResult;
@@ -35,10 +34,6 @@ pub const SHARD_OFFSET: &str = "provider-offset.json";
 
 /// Round trips per offset measurement.
 const ROUNDS: usize = 8;
-
-fn remote_error(e: crate::remote::RemoteError) -> RunError {
-    RunError::Invalid(e.to_string())
-}
 
 fn unix_us(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH)
@@ -81,14 +76,10 @@ pub async fn stage(s: &crate::Scenario, opts: &StageOptions) -> Result<(), RunEr
     }
     let rehearsal = scenario.rehearsal();
     let plan = crate::plan::plan(&scenario);
-    std::fs::create_dir_all(&opts.out)
-        .map_err(|e| RunError::Invalid(format!("cannot create {}: {e}", opts.out.display())))?;
+    std::fs::create_dir_all(&opts.out).map_err(RunError::create_dir(&opts.out))?;
     let remote = RemoteProvider::new(&opts.provider);
-    let offset = remote.clock_offset(ROUNDS).await.map_err(remote_error)?;
-    let version = remote
-        .upload_config(&rehearsal.provider)
-        .await
-        .map_err(remote_error)?;
+    let offset = remote.clock_offset(ROUNDS).await?;
+    let version = remote.upload_config(&rehearsal.provider).await?;
     let start_provider_us = unix_us(opts.start_at).saturating_add_signed(offset.offset_us);
     let run_id = crate::remote::run_id_of(&opts.out);
     let lease = rehearsal.load.schedule_length() + Duration::from_secs(600);
@@ -100,8 +91,9 @@ pub async fn stage(s: &crate::Scenario, opts: &StageOptions) -> Result<(), RunEr
             force: opts.force,
             config_version: version,
         })
-        .await
-        .map_err(remote_error)?;
+        .await?;
+    // The document as staged, not values: every shard's `rehearse load`
+    // plays this file's [load], and `rehearse report` judges from it.
     write_atomic(&opts.out.join(files::SCENARIO), scenario.text.as_bytes())?;
     let plan_json = serde_json::to_string_pretty(&plan).unwrap_or_default();
     write_atomic(&opts.out.join(files::PLAN), plan_json.as_bytes())?;
@@ -144,10 +136,7 @@ pub async fn stage(s: &crate::Scenario, opts: &StageOptions) -> Result<(), RunEr
 /// `rehearse load --provider URL`: measures this machine's clock against
 /// the provider's and writes it into the shard's folder.
 pub async fn write_shard_offset(provider: &str, out: &Path) -> Result<ClockOffset, RunError> {
-    let offset = RemoteProvider::new(provider)
-        .clock_offset(ROUNDS)
-        .await
-        .map_err(remote_error)?;
+    let offset = RemoteProvider::new(provider).clock_offset(ROUNDS).await?;
     write_atomic(
         &out.join(SHARD_OFFSET),
         serde_json::to_string_pretty(&offset)
@@ -171,22 +160,22 @@ impl Shard {
     fn open(dir: &Path, same_clock: bool) -> Result<Shard, RunError> {
         let read = |name: &str| {
             let path = dir.join(name);
-            std::fs::File::open(&path)
-                .map_err(|e| RunError::Invalid(format!("cannot read {}: {e}", path.display())))
+            std::fs::File::open(&path).map_err(|source| RunError::ReadShard { path, source })
         };
         let offset = match read(SHARD_OFFSET) {
             _ if same_clock => ClockOffset {
                 offset_us: 0,
                 uncertainty_us: 0,
             },
-            Ok(f) => serde_json::from_reader(f).map_err(|e| {
-                RunError::Invalid(format!("{}: {e}", dir.join(SHARD_OFFSET).display()))
+            Ok(f) => serde_json::from_reader(f).map_err(|source| RunError::ShardOffset {
+                path: dir.join(SHARD_OFFSET),
+                source,
             })?,
             Err(_) => {
-                return Err(RunError::BadInput(format!(
-                    "{} has no {SHARD_OFFSET}: run each shard with --provider URL so its clock is measured against the provider's",
-                    dir.display()
-                )))
+                return Err(RunError::NoShardOffset {
+                    dir: dir.to_path_buf(),
+                    file: SHARD_OFFSET,
+                })
             }
         };
         let lines = std::io::BufReader::new(read(files::CLIENT_RECORDS)?).lines();
@@ -203,8 +192,10 @@ impl Shard {
     fn advance(&mut self) -> Result<(), RunError> {
         self.next = None;
         for line in self.lines.by_ref() {
-            let line =
-                line.map_err(|e| RunError::Invalid(format!("{}: {e}", self.dir.display())))?;
+            let line = line.map_err(|source| RunError::ReadShard {
+                path: self.dir.join(files::CLIENT_RECORDS),
+                source,
+            })?;
             if line.trim().is_empty() {
                 continue;
             }
@@ -228,14 +219,15 @@ impl Shard {
 /// provider's records; `rehearse report DIR` judges the result.
 pub async fn collect(dir: &Path, shards: &[PathBuf], provider: &str) -> Result<(), RunError> {
     let meta_path = dir.join(files::RUN);
+    let meta_text = std::fs::read_to_string(&meta_path).map_err(|source| RunError::NotStaged {
+        path: meta_path.clone(),
+        source,
+    })?;
     let mut meta: RunMeta =
-        serde_json::from_str(&std::fs::read_to_string(&meta_path).map_err(|e| {
-            RunError::BadInput(format!(
-                "{}: {e} (run rehearse stage first)",
-                meta_path.display()
-            ))
-        })?)
-        .map_err(|e| RunError::Invalid(format!("{}: {e}", meta_path.display())))?;
+        serde_json::from_str(&meta_text).map_err(|source| RunError::StagedRunJson {
+            path: meta_path.clone(),
+            source,
+        })?;
     let open = merge_records(dir, shards, false)?;
     merge_hlogs(dir, shards)?;
     let mut lag_p99_ms: f64 = 0.0;
@@ -268,8 +260,7 @@ pub async fn collect(dir: &Path, shards: &[PathBuf], provider: &str) -> Result<(
                 uncertainty_us: 0,
             },
         )
-        .await
-        .map_err(remote_error)?;
+        .await?;
     meta.notes
         .push(format!("{n} provider call records fetched from {provider}"));
     write_atomic(
@@ -289,8 +280,7 @@ fn merge_records(dir: &Path, shards: &[PathBuf], same_clock: bool) -> Result<Vec
         .map(|d| Shard::open(d, same_clock))
         .collect::<Result<_, _>>()?;
     let out_path = dir.join(files::CLIENT_RECORDS);
-    let werr =
-        |e: std::io::Error| RunError::Invalid(format!("cannot write {}: {e}", out_path.display()));
+    let werr = |e: std::io::Error| RunError::write(&out_path)(e);
     let mut out = std::io::BufWriter::new(std::fs::File::create(&out_path).map_err(werr)?);
     // Merged in end order, as one load generator writes them.
     while let Some(i) = (0..open.len())
@@ -327,8 +317,8 @@ pub(crate) async fn run_local_shards(
     dir: &Path,
     s: &LocalShards<'_>,
     cancel: tokio_util::sync::CancellationToken,
-) -> Result<LoadResult, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+) -> Result<LoadResult, RunError> {
+    let exe = std::env::current_exe().map_err(RunError::NoBinary)?;
     let at = s
         .start_at
         .duration_since(UNIX_EPOCH)
@@ -361,7 +351,7 @@ pub(crate) async fn run_local_shards(
         }
         children.push(
             c.spawn()
-                .map_err(|e| format!("cannot start load shard {i}: {e}"))?,
+                .map_err(|source| RunError::ShardStart { shard: i, source })?,
         );
     }
     let pids: Vec<u32> = children.iter().filter_map(|c| c.id()).collect();
@@ -376,21 +366,21 @@ pub(crate) async fn run_local_shards(
                     nix::sys::signal::Signal::SIGTERM,
                 );
             }
-            return Err("stopped: the load shards were sent SIGTERM".into());
+            return Err(RunError::ShardsStopped);
         }
     };
     for (i, o) in outputs.into_iter().enumerate() {
-        let o = o.map_err(|e| format!("load shard {i}: {e}"))?;
+        let o = o.map_err(|source| RunError::ShardWait { shard: i, source })?;
         if !o.status.success() && o.status.code() != Some(3) {
-            return Err(format!(
-                "load shard {i} failed ({}): {}",
-                o.status,
-                String::from_utf8_lossy(&o.stderr).trim()
-            ));
+            return Err(RunError::ShardFailed {
+                shard: i,
+                status: o.status,
+                stderr: String::from_utf8_lossy(&o.stderr).trim().to_string(),
+            });
         }
     }
-    merge_records(dir, &dirs, true).map_err(|e| e.to_string())?;
-    merge_hlogs(dir, &dirs).map_err(|e| e.to_string())?;
+    merge_records(dir, &dirs, true)?;
+    merge_hlogs(dir, &dirs)?;
     let mut result = LoadResult {
         start_us: u64::MAX,
         send_lag_p99_us: 0,
@@ -399,7 +389,7 @@ pub(crate) async fn run_local_shards(
         let v: serde_json::Value = std::fs::read_to_string(d.join(files::LOAD_SUMMARY))
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok())
-            .ok_or_else(|| format!("{} has no readable {}", d.display(), files::LOAD_SUMMARY))?;
+            .ok_or_else(|| RunError::ShardSummary { dir: d.clone() })?;
         result.start_us = result
             .start_us
             .min(v["start_us"].as_u64().unwrap_or(u64::MAX));
@@ -449,7 +439,6 @@ fn merge_hlogs(dir: &Path, shards: &[PathBuf]) -> Result<(), RunError> {
         }
     }
     let path = dir.join(files::CLIENT_HLOG);
-    let werr = |e: String| RunError::Invalid(format!("cannot write {}: {e}", path.display()));
     let mut out = Vec::new();
     let mut serializer = V2DeflateSerializer::new();
     let now = SystemTime::now();
@@ -461,11 +450,14 @@ fn merge_hlogs(dir: &Path, shards: &[PathBuf]) -> Result<(), RunError> {
             .with_base_time(now)
             .with_start_time(now)
             .begin_log_with(&mut out, &mut serializer)
-            .map_err(|e| werr(e.to_string()))?;
+            .map_err(RunError::write(&path))?;
         for (tag, h) in &merged {
             if let Some(tag) = Tag::new(tag) {
                 log.write_histogram(h, Duration::ZERO, longest, Some(tag))
-                    .map_err(|e| werr(format!("{e:?}")))?;
+                    .map_err(|source| RunError::Hlog {
+                        path: path.clone(),
+                        source,
+                    })?;
             }
         }
     }

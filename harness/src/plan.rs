@@ -21,9 +21,7 @@
 //! provider's timeline change, and each is integrated in steps of at most
 //! one second (ramps change λ within a segment).
 
-use loadgen::{LoadConfig, RateUnit};
-use report::{Figures, Overload, Plan, Segment};
-use wire::Scale;
+use wire::{Figures, Overload, Plan, Scale, Segment};
 
 use crate::scenario::Scenario;
 
@@ -36,42 +34,37 @@ struct LoadPhase {
     to_per_s: f64,
 }
 
-fn load_phases(load: &LoadConfig, scenario: &Scenario) -> Vec<LoadPhase> {
+/// The load's phases as validated, back to back; a replayed log is one
+/// segment at its mean rate (the log was read when the scenario was
+/// validated).
+fn load_phases(load: &loadgen::LoadPlan) -> Vec<LoadPhase> {
     let mut out = Vec::new();
     let mut t = 0.0;
-    for (i, p) in load.phases.iter().enumerate() {
-        let div = match p.per {
-            RateUnit::Second => 1.0,
-            RateUnit::Minute => 60.0,
-        };
+    for p in load.phases() {
         let d = p.duration.as_secs_f64();
         out.push(LoadPhase {
-            name: p.name.clone().unwrap_or_else(|| format!("phase{i}")),
+            name: p.name.to_string(),
             start: t,
             end: t + d,
-            from_per_s: p.rate / div,
-            to_per_s: p.ramp_to.unwrap_or(p.rate) / div,
+            from_per_s: p.from_per_sec,
+            to_per_s: p.to_per_sec,
         });
         t += d;
     }
     if out.is_empty() {
-        // A replayed log: one segment at its mean rate.
-        let base = scenario.path.parent().unwrap_or(std::path::Path::new("."));
-        if let Ok(plan) = loadgen::LoadPlan::from_scenario_str(&scenario.text, "scenario", base) {
-            let len = plan.schedule_length().as_secs_f64();
-            let rate = if len > 0.0 {
-                plan.expected_arrivals() / len
-            } else {
-                0.0
-            };
-            out.push(LoadPhase {
-                name: "replay".into(),
-                start: 0.0,
-                end: len,
-                from_per_s: rate,
-                to_per_s: rate,
-            });
-        }
+        let len = load.schedule_length().as_secs_f64();
+        let rate = if len > 0.0 {
+            load.expected_arrivals() / len
+        } else {
+            0.0
+        };
+        out.push(LoadPhase {
+            name: "replay".into(),
+            start: 0.0,
+            end: len,
+            from_per_s: rate,
+            to_per_s: rate,
+        });
     }
     out
 }
@@ -158,10 +151,10 @@ struct PerRequest {
 }
 
 fn per_request(s: &Scenario) -> PerRequest {
-    let load = &s.load;
-    let prompt_tokens = load.request.prompt_tokens.mean();
-    let padding_bytes = load.request.padding_kb.mean() * 1024.0;
-    let max_tokens = load.request.max_tokens.mean();
+    let load = &s.load_shape;
+    let prompt_tokens = load.prompt_tokens.mean();
+    let padding_bytes = load.padding_kb.mean() * 1024.0;
+    let max_tokens = load.max_tokens.mean();
     let completion = s.provider.completion_tokens.mean().min(max_tokens);
     // The provider estimates prompt tokens at 4 characters each, padding included.
     let chars_per_token = wire::CHARS_PER_TOKEN as f64;
@@ -324,7 +317,7 @@ fn overload(overloaded: &[&Segment], tight: Option<&Segment>, scale: Scale) -> O
 /// The plan of a scenario: its figures at full scale and at its own scale.
 pub fn plan(s: &Scenario) -> Plan {
     let req = per_request(s);
-    let phases = load_phases(&s.load, s);
+    let phases = load_phases(&s.load_plan);
     let mut fluid = Fluid {
         slo_s: s
             .meta
@@ -485,6 +478,42 @@ max_tokens = { fixed = 400 }
         assert!((o.from_s - 30.0).abs() < 1e-9 && (o.until_s - 270.0).abs() < 1e-9);
         assert!((o.capacity_per_s - mu / 60.0).abs() < 1e-6);
         assert!((o.service_s - 0.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_replayed_log_is_one_segment_at_its_mean_rate() {
+        // 41 rows over 20 s of log time, played twice as fast: 41 arrivals
+        // in 10 s. The log is read once, when the scenario is validated.
+        let dir = std::env::temp_dir().join(format!("rehearse-plan-replay-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let rows: String = (0..=40)
+            .map(|i| format!("{}\n", f64::from(i) / 2.0))
+            .collect();
+        std::fs::write(dir.join("log.csv"), format!("timestamp\n{rows}")).unwrap();
+        let text = r#"
+[scenario]
+name = "replayed"
+[gateway]
+url = "http://127.0.0.1:9"
+[load]
+patience = { fixed = "30s" }
+[load.replay]
+file = "log.csv"
+speedup = 2.0
+"#;
+        let path = dir.join("s.toml");
+        let s = Scenario::from_str(text, "s.toml", &path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let p = plan(&s);
+        assert_eq!(p.full.phases.len(), 1, "{:?}", p.full.phases);
+        let replay = &p.full.phases[0];
+        assert_eq!(replay.name, "replay");
+        assert!(
+            (replay.duration_s - 10.0).abs() < 1e-9,
+            "{}",
+            replay.duration_s
+        );
+        assert!((replay.offered_per_min - 41.0 / 10.0 * 60.0).abs() < 1e-6);
     }
 
     #[test]

@@ -41,9 +41,17 @@ pub enum SpawnError {
         /// Where its output went.
         log: PathBuf,
     },
-    /// Something about the run directory.
-    #[error("{0}")]
-    Io(String),
+    /// The command is empty.
+    #[error("empty gateway command")]
+    EmptyCommand,
+    /// Its output file in the run directory could not be opened.
+    #[error("cannot open {} for the gateway's output: {source}", path.display())]
+    Log {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
 }
 
 /// The process group of the gateway alive now (0: none), so that a second
@@ -98,18 +106,18 @@ impl GatewayProcess {
         listen: SocketAddr,
         limit: Option<&MemoryLimit>,
     ) -> Result<GatewayProcess, SpawnError> {
-        let (program, rest) = argv
-            .split_first()
-            .ok_or_else(|| SpawnError::Io("empty gateway command".into()))?;
+        let (program, rest) = argv.split_first().ok_or(SpawnError::EmptyCommand)?;
+        let log_error = |source| SpawnError::Log {
+            path: log.to_path_buf(),
+            source,
+        };
         // Appended to: a restarted gateway writes after its earlier life.
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(log)
-            .map_err(|e| SpawnError::Io(format!("cannot create {}: {e}", log.display())))?;
-        let err_file = file
-            .try_clone()
-            .map_err(|e| SpawnError::Io(format!("cannot share {}: {e}", log.display())))?;
+            .map_err(log_error)?;
+        let err_file = file.try_clone().map_err(log_error)?;
         let mut cmd = Command::new(program);
         // The time scale reaches a gateway only when the harness says so
         // (see wire::Scale), never by inheritance from our environment.
@@ -122,10 +130,7 @@ impl GatewayProcess {
         if let Some(limit) = limit {
             limit.apply_on_exec(&mut cmd);
         }
-        cmd.stdout(Stdio::from(
-            file.try_clone()
-                .map_err(|e| SpawnError::Io(e.to_string()))?,
-        ));
+        cmd.stdout(Stdio::from(file.try_clone().map_err(log_error)?));
         let child = cmd.spawn().map_err(|cause| SpawnError::Exec {
             program: program.clone(),
             cause,

@@ -87,18 +87,16 @@ impl ProviderSide {
                     .record_to(out.join(files::PROVIDER_RECORDS))
                     .bind(listen)
                     .await
-                    .map_err(|e| {
-                        RunError::Invalid(format!(
-                            "the fake provider cannot listen on {listen}: {e}"
-                        ))
+                    .map_err(|source| RunError::ProviderListen {
+                        listen: listen.to_string(),
+                        source,
                     })?;
                 Ok(ProviderSide::Local(handle))
             }
             ProviderChoice::Url(url) => {
                 let remote = RemoteProvider::new(url).trusting(tls);
-                let fail = |e: crate::remote::RemoteError| RunError::Invalid(e.to_string());
-                let before = remote.clock_offset(OFFSET_ROUNDS).await.map_err(fail)?;
-                let version = remote.upload_config(config).await.map_err(fail)?;
+                let before = remote.clock_offset(OFFSET_ROUNDS).await?;
+                let version = remote.upload_config(config).await?;
                 let start_at = SystemTime::now() + REMOTE_LEAD;
                 let ours_ms = start_at
                     .duration_since(UNIX_EPOCH)
@@ -111,8 +109,7 @@ impl ProviderSide {
                         force: false,
                         config_version: version,
                     })
-                    .await
-                    .map_err(fail)?;
+                    .await?;
                 Ok(ProviderSide::Remote {
                     remote,
                     before,

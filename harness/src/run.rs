@@ -17,10 +17,8 @@ use std::time::{Duration, Instant};
 
 use crate::expectations::LoadResult;
 use crate::provider_side::{ProviderChoice, ProviderSide};
-use assertions::Expectations;
-use report::{GatewayEvent, Plan, RunMeta};
 use tokio_util::sync::CancellationToken;
-use wire::ClientRecord;
+use wire::{ClientRecord, Expectations, GatewayEvent, Plan, RunMeta};
 
 use wire::files;
 
@@ -109,8 +107,7 @@ pub async fn run(
     let p = prepare(s, opts)?;
     write_inputs(&p, opts)?;
     let rss_path = opts.out.join(files::RSS_RECORDS);
-    let rss_file = std::fs::File::create(&rss_path)
-        .map_err(|e| RunError::Invalid(format!("cannot write {}: {e}", rss_path.display())))?;
+    let rss_file = std::fs::File::create(&rss_path).map_err(RunError::write(&rss_path))?;
     // The in-process provider writes each call's record into the run
     // directory as the call ends: nothing is collected at the end, nothing
     // is held. A remote one is readied (config, reset) and read at the end.
@@ -227,9 +224,7 @@ fn prepare(s: &Scenario, opts: &RunOptions) -> Result<Prepared, RunError> {
     let mut scenario = s.clone();
     if let Some(ts) = opts.time_scale {
         if !(ts.is_finite() && ts > 0.0) {
-            return Err(RunError::BadInput(
-                "--time-scale must be a positive number".into(),
-            ));
+            return Err(RunError::flag("--time-scale", "must be a positive number"));
         }
         scenario.meta.time_scale = ts;
     }
@@ -240,8 +235,9 @@ fn prepare(s: &Scenario, opts: &RunOptions) -> Result<Prepared, RunError> {
         _ => None,
     });
     if opts.provider == ProviderChoice::External && target.is_none() {
-        return Err(RunError::BadInput(
-            "--provider external needs --target: the gateway that calls the real provider (the harness starts no provider for a gateway of its own to call)".into(),
+        return Err(RunError::flag(
+            "--provider external",
+            "needs --target: the gateway that calls the real provider (the harness starts no provider for a gateway of its own to call)",
         ));
     }
     if let Some(bad) = opts
@@ -249,36 +245,31 @@ fn prepare(s: &Scenario, opts: &RunOptions) -> Result<Prepared, RunError> {
         .iter()
         .find(|id| !assertions::MUST_JUDGE.contains(&id.as_str()))
     {
-        return Err(RunError::BadInput(format!(
-            "--allow-unjudged {bad}: expected one of {}",
-            assertions::MUST_JUDGE.join(", ")
-        )));
+        return Err(RunError::flag(
+            format!("--allow-unjudged {bad}"),
+            format!("expected one of {}", assertions::MUST_JUDGE.join(", ")),
+        ));
     }
     if let Some(t) = &target {
-        loadgen::Target::parse(t).map_err(|e| RunError::BadInput(e.to_string()))?;
+        loadgen::Target::parse(t)?;
         let time = rehearsal.scale.time;
         if (time - 1.0).abs() > f64::EPSILON && !opts.allow_time_scale {
-            return Err(RunError::BadInput(format!(
-                "target {t} is a gateway the harness did not start, so it is not compressed {time}x in time as the provider and the load are: run at --time-scale 1, or pass --allow-time-scale if the gateway was configured for it (its timeouts and budgets divided by {time})"
-            )));
+            return Err(RunError::UnscaledTarget {
+                target: t.clone(),
+                time_scale: time,
+            });
         }
         if !is_loopback_url(t) && !opts.allow_remote {
-            return Err(RunError::BadInput(format!(
-                "target {t} is outside loopback: pass --allow-remote to send load there"
-            )));
+            return Err(RunError::RemoteTarget { target: t.clone() });
         }
     }
     // A CA file that cannot be read is refused before anything starts.
-    opts.tls
-        .client_config()
-        .map_err(|e| RunError::BadInput(e.to_string()))?;
+    opts.tls.client_config()?;
     let patience_s = rehearsal.scale.secs(plan.patience_s);
     let fd_warning = match check_fds(
         expected_fds(&plan, patience_s),
         predicted_fds(peak_per_s(&plan), patience_s),
-    )
-    .map_err(RunError::Invalid)?
-    {
+    )? {
         FdCheck::Fits { .. } => None,
         FdCheck::WorstCaseOver { warning, .. } => {
             eprintln!("warning: {warning}");
@@ -305,8 +296,9 @@ fn peak_per_s(plan: &Plan) -> f64 {
 
 /// Step 2: the run directory, with what the run was asked to do.
 fn write_inputs(p: &Prepared, opts: &RunOptions) -> Result<(), RunError> {
-    std::fs::create_dir_all(&opts.out)
-        .map_err(|e| RunError::Invalid(format!("cannot create {}: {e}", opts.out.display())))?;
+    std::fs::create_dir_all(&opts.out).map_err(RunError::create_dir(&opts.out))?;
+    // The document as run (after --set), not values: `rehearse report`
+    // judges from this file, and `--shards` load processes play its [load].
     write_atomic(&opts.out.join(files::SCENARIO), p.scenario.text.as_bytes())?;
     write_atomic(
         &opts.out.join(files::PLAN),

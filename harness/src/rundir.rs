@@ -11,8 +11,7 @@ use crate::error::RunError;
 /// Writes a whole file through a temporary name and a rename
 /// ([`wire::files::write_atomic`]), so a reader never sees half of it.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RunError> {
-    wire::files::write_atomic(path, bytes)
-        .map_err(|e| RunError::Invalid(format!("cannot write {}: {e}", path.display())))
+    wire::files::write_atomic(path, bytes).map_err(RunError::write(path))
 }
 
 /// One record file read line by line: yields its records, and keeps what
@@ -50,12 +49,7 @@ impl<T: serde::de::DeserializeOwned> Records<T> {
         let reader = match File::open(&path) {
             Ok(f) => Some(BufReader::with_capacity(256 * 1024, f)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => {
-                return Err(RunError::BadInput(format!(
-                    "cannot read {}: {e}",
-                    path.display()
-                )))
-            }
+            Err(source) => return Err(RunError::ReadRecords { path, source }),
         };
         Ok(Records {
             reader,

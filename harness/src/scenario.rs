@@ -217,12 +217,17 @@ struct ScenarioRaw {
 }
 
 /// A validated scenario, at full scale (see [`Scenario::rehearsal`] for the
-/// scaled figures).
+/// scaled figures): read once, every part validated; the plan, the run and
+/// the judge read these parts, never the text again.
 #[derive(Debug, Clone)]
 pub struct Scenario {
     /// Where it was read from.
     pub path: PathBuf,
-    /// The text after `--set` edits (the loadgen re-reads its section from it).
+    /// The document after `--set` edits, kept only to be written out as the
+    /// run directory's `scenario.toml` (the scenario as run): `rehearse
+    /// report DIR` judges from that file, and load shards play its `[load]`
+    /// in their own processes (`rehearse load DIR/scenario.toml`). Nothing
+    /// here parses it again for values: those are the fields below.
     pub text: String,
     /// `[scenario]`.
     pub meta: Meta,
@@ -230,12 +235,40 @@ pub struct Scenario {
     pub provider: ProviderConfig,
     /// `[gateway]`.
     pub gateway: GatewaySpec,
-    /// `[load]` as written, at full scale.
-    pub load: loadgen::LoadConfig,
-    /// `[load]` validated, at full scale.
+    /// `[load]` validated, at full scale (its phases: [`LoadPlan::phases`](loadgen::LoadPlan::phases)).
     pub load_plan: loadgen::LoadPlan,
+    /// The distributions of `[load]` the plan takes means of, validated with
+    /// `load_plan`.
+    pub load_shape: LoadShape,
     /// `[checklist]`, at full scale.
     pub checklist: assertions::Thresholds,
+}
+
+/// What the plan takes the means of in `[load]`: the request shape's and
+/// the callers' patience's distributions as written, kept beside the load
+/// plan (which holds them as samplers) once they have passed its
+/// validation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadShape {
+    /// `[load.request] prompt_tokens`.
+    pub prompt_tokens: wire::Dist<f64>,
+    /// `[load.request] padding_kb`.
+    pub padding_kb: wire::Dist<f64>,
+    /// `[load.request] max_tokens`.
+    pub max_tokens: wire::Dist<f64>,
+    /// `[load] patience`.
+    pub patience: wire::Dist<wire::Dur>,
+}
+
+impl LoadShape {
+    fn of(load: loadgen::LoadConfig) -> LoadShape {
+        LoadShape {
+            prompt_tokens: load.request.prompt_tokens,
+            padding_kb: load.request.padding_kb,
+            max_tokens: load.request.max_tokens,
+            patience: load.patience,
+        }
+    }
 }
 
 /// Why a scenario could not be used.
@@ -255,17 +288,7 @@ pub enum ScenarioError {
     /// The content is wrong; the error names file, line and field.
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// The `[scenario]` table, read alone for its scale
-    /// ([`Meta::scale_in_file`]), is not TOML of the right types.
-    #[error("{}: [scenario]", path.display())]
-    ScaleTable {
-        /// The file.
-        path: PathBuf,
-        /// The parser's error, at its line and column.
-        #[source]
-        source: Box<toml::de::Error>,
-    },
-    /// A scale read by [`Meta::scale_in_file`] is not a number above 0.
+    /// A scale read by [`load_in_file`] is not a number above 0.
     #[error("{}: time_scale and quota_scale must be numbers above 0", path.display())]
     BadScale {
         /// The file.
@@ -273,43 +296,49 @@ pub enum ScenarioError {
     },
 }
 
-impl Meta {
-    /// The scale of the scenario at `path` from its `[scenario]` table read
-    /// alone (`time_scale` and `quota_scale`, 1 when left out; the rest of
-    /// the file is the provider's, the gateway's and the load's business),
-    /// `time_scale` replacing its time part: how `rehearse load` plays a
-    /// scenario's `[load]` as `rehearse run` does.
-    pub fn scale_in_file(path: &Path, time_scale: Option<f64>) -> Result<Scale, ScenarioError> {
-        #[derive(Deserialize, Default)]
-        struct Scales {
-            time_scale: Option<f64>,
-            quota_scale: Option<f64>,
-        }
-        #[derive(Deserialize)]
-        struct File {
-            #[serde(default)]
-            scenario: Scales,
-        }
-        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let file: File = toml::from_str(&text).map_err(|e| ScenarioError::ScaleTable {
-            path: path.to_path_buf(),
-            source: Box::new(e),
-        })?;
-        let scale = Scale {
-            time: time_scale.or(file.scenario.time_scale).unwrap_or(1.0),
-            quota: file.scenario.quota_scale.unwrap_or(1.0),
-        };
-        let valid = |x: f64| x.is_finite() && x > 0.0;
-        if !(valid(scale.time) && valid(scale.quota)) {
-            return Err(ScenarioError::BadScale {
-                path: path.to_path_buf(),
-            });
-        }
-        Ok(scale)
+/// What `rehearse load` plays of the scenario at `path`: its `[load]`
+/// validated (a replay log read relative to the file) and scaled by its
+/// `[scenario]` table's `time_scale` and `quota_scale` (1 when left out;
+/// `time_scale` replaces the time part), the rest of the file being the
+/// provider's, the gateway's and the checklist's business: how `rehearse
+/// load` plays a scenario's load as `rehearse run` does. The file is read
+/// and parsed once.
+pub fn load_in_file(
+    path: &Path,
+    time_scale: Option<f64>,
+) -> Result<loadgen::LoadPlan, ScenarioError> {
+    #[derive(Deserialize, Default)]
+    struct Scales {
+        time_scale: Option<f64>,
+        quota_scale: Option<f64>,
     }
+    #[derive(Deserialize)]
+    struct File {
+        #[serde(default)]
+        scenario: Scales,
+        load: loadgen::LoadConfig,
+        #[serde(flatten)]
+        _rest: toml::Table,
+    }
+    let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let origin = path.display().to_string();
+    let src = Source::new(&text, &origin);
+    let file: File = src.parse()?;
+    let scale = Scale {
+        time: time_scale.or(file.scenario.time_scale).unwrap_or(1.0),
+        quota: file.scenario.quota_scale.unwrap_or(1.0),
+    };
+    let valid = |x: f64| x.is_finite() && x > 0.0;
+    if !(valid(scale.time) && valid(scale.quota)) {
+        return Err(ScenarioError::BadScale {
+            path: path.to_path_buf(),
+        });
+    }
+    let base = path.parent().unwrap_or(Path::new("."));
+    Ok(loadgen::LoadPlan::from_config(&file.load, &src, base)?.scaled(scale))
 }
 
 impl Scenario {
@@ -319,7 +348,16 @@ impl Scenario {
             path: path.to_path_buf(),
             source,
         })?;
-        let text = apply_sets(&text, sets)?;
+        Scenario::with_sets(&text, path, sets)
+    }
+
+    /// Validates `text`, the file at `path` as read, with `sets` applied.
+    pub(crate) fn with_sets(
+        text: &str,
+        path: &Path,
+        sets: &[String],
+    ) -> Result<Scenario, ScenarioError> {
+        let text = apply_sets(text, sets)?;
         let origin = if sets.is_empty() {
             path.display().to_string()
         } else {
@@ -356,21 +394,20 @@ impl Scenario {
             provider.seed = seed;
         }
         let gateway = gateway_spec(raw.gateway, &src, text, provider.quota.tokens_per_minute)?;
-        // The loadgen validates its own section, with its own rules.
+        // The loadgen validates its own section, with its own rules, from
+        // the table read here (a replay log is read now, relative to the
+        // scenario's folder: one that cannot be read is an error at
+        // `load.replay.file`).
         let base = path.parent().unwrap_or(Path::new("."));
-        let load_plan =
-            loadgen::LoadPlan::from_scenario_str(text, origin, base).map_err(|e| match e {
-                loadgen::LoadError::Config(c) => ScenarioError::Config(c),
-                other => ScenarioError::Config(src.error("load", other.to_string())),
-            })?;
+        let load_plan = loadgen::LoadPlan::from_config(&raw.load, &src, base)?;
         Ok(Scenario {
             path: path.to_path_buf(),
             text: text.to_string(),
             meta,
             provider,
             gateway,
-            load: raw.load,
             load_plan,
+            load_shape: LoadShape::of(raw.load),
             checklist: raw.checklist,
         })
     }
@@ -512,30 +549,74 @@ impl GatewaySpec {
     }
 }
 
-/// Validates the `[gateway]` table of a scenario text alone, as `rehearse
-/// report` reads a saved run's scenario (its `[load]` may name a replay log
-/// that lives beside the original file, not in the run directory).
-pub fn check_gateway(text: &str, origin: &str) -> Result<(), ScenarioError> {
-    #[derive(Deserialize)]
-    struct WithGateway {
-        gateway: GatewayRaw,
-        #[serde(flatten)]
-        rest: toml::Table,
-    }
-    let src = Source::new(text, origin);
-    let raw: WithGateway = src.parse()?;
-    let quota_tpm = raw
-        .rest
-        .get("provider")
-        .and_then(|p| p.get("quota"))
-        .and_then(|q| q.get("tokens_per_minute"))
-        .and_then(toml::Value::as_integer)
-        .and_then(|n| u64::try_from(n).ok());
-    gateway_spec(raw.gateway, &src, text, quota_tpm)?;
-    Ok(())
+/// What judging reads of a run directory's `scenario.toml` (`rehearse
+/// report DIR`, and the end of `rehearse run`, which judges from the
+/// directory alone): its checklist and its description, with its
+/// `[gateway]` checked as a run checks it, read in one parse. The rest is
+/// not read: the run's figures are in `run.json`, and its `[load]` may
+/// name a replay log that lives beside the original file, not in the run
+/// directory.
+#[derive(Debug, Clone)]
+pub(crate) struct SavedScenario {
+    /// `[checklist]`, at full scale.
+    pub(crate) checklist: assertions::Thresholds,
+    /// `[scenario] description`, when it is a string.
+    pub(crate) description: Option<String>,
 }
 
-/// True if and only if `table.key` is written in the text.
+impl SavedScenario {
+    /// Reads the scenario at `path` with `sets` (`dotted.key=value`, a
+    /// re-judging's edits) applied.
+    pub(crate) fn read(path: &Path, sets: &[String]) -> Result<SavedScenario, ScenarioError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let text = apply_sets(&text, sets)?;
+        let origin = if sets.is_empty() {
+            path.display().to_string()
+        } else {
+            format!("{} (with --set)", path.display())
+        };
+        SavedScenario::of_text(&text, &origin)
+    }
+
+    /// The saved scenario in `text`, read from `origin`.
+    fn of_text(text: &str, origin: &str) -> Result<SavedScenario, ScenarioError> {
+        #[derive(Deserialize)]
+        struct Saved {
+            gateway: GatewayRaw,
+            #[serde(default)]
+            checklist: assertions::Thresholds,
+            #[serde(flatten)]
+            rest: toml::Table,
+        }
+        let src = Source::new(text, origin);
+        let saved: Saved = src.parse()?;
+        let quota_tpm = saved
+            .rest
+            .get("provider")
+            .and_then(|p| p.get("quota"))
+            .and_then(|q| q.get("tokens_per_minute"))
+            .and_then(toml::Value::as_integer)
+            .and_then(|n| u64::try_from(n).ok());
+        gateway_spec(saved.gateway, &src, text, quota_tpm)?;
+        let description = saved
+            .rest
+            .get("scenario")
+            .and_then(|s| s.get("description"))
+            .and_then(toml::Value::as_str)
+            .map(str::to_string);
+        Ok(SavedScenario {
+            checklist: saved.checklist,
+            description,
+        })
+    }
+}
+
+/// True if and only if `table.key` is written in the text. The typed
+/// values cannot say it (a default fills a key left out), so the one
+/// validation asks the text's spans, as it does to place an error.
 fn text_has(text: &str, table: &str, key: &str) -> bool {
     toml_located::locate(text, &format!("{table}.{key}"))
         .is_some_and(|span| text[span].trim_start().starts_with(key))
@@ -885,13 +966,55 @@ mod tests {
         let err = parse(&text).unwrap_err().to_string();
         assert!(err.starts_with("s.toml:8:") && err.contains(field), "{err}");
         // `rehearse report` checks a saved scenario's gateway the same way.
-        let err = check_gateway(&text, "saved.toml").unwrap_err().to_string();
+        let err = SavedScenario::of_text(&text, "saved.toml")
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with("saved.toml:8:") && err.contains(field),
             "{err}"
         );
         let with_quota = deadline("mode = \"deadline\"", QUOTA);
-        check_gateway(&with_quota, "saved.toml").unwrap();
+        SavedScenario::of_text(&with_quota, "saved.toml").unwrap();
+    }
+
+    #[test]
+    fn a_replay_log_that_cannot_be_read_is_refused_at_its_field() {
+        let text = MINIMAL.replace(
+            "[[load.phases]]\nduration = \"10s\"\nrate = 5\n",
+            "[load.replay]\nfile = \"missing.csv\"\n",
+        );
+        let err = parse(&text).unwrap_err().to_string();
+        assert!(
+            err.starts_with("s.toml:14:")
+                && err.contains("field `load.replay.file`")
+                && err.contains("cannot read missing.csv"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_saved_scenario_gives_its_checklist_and_description_and_reads_no_load() {
+        let text = MINIMAL
+            .replace(
+                "name = \"t\"",
+                "name = \"t\"\ndescription = \"a flash sale\"",
+            )
+            .replace(
+                "[[load.phases]]\nduration = \"10s\"\nrate = 5\n",
+                "[load.replay]\nfile = \"beside-the-original.csv\"\n",
+            )
+            + "[checklist.drain]\nwithin = \"7s\"\n";
+        let saved = SavedScenario::of_text(&text, "saved.toml").unwrap();
+        assert_eq!(saved.description.as_deref(), Some("a flash sale"));
+        assert_eq!(saved.checklist.drain.within, Duration::from_secs(7));
+        let text = text.replace("within = \"7s\"", "within = 7");
+        let err = SavedScenario::of_text(&text, "saved.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("saved.toml:17:") && err.contains("checklist.drain.within"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -927,7 +1050,7 @@ mod tests {
     }
 
     #[test]
-    fn the_scale_is_read_from_the_scenario_table_alone() {
+    fn rehearse_load_plays_the_load_at_the_scenario_tables_scale() {
         let dir = std::env::temp_dir().join(format!("rehearse-scale-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = |name: &str, text: &str| {
@@ -935,23 +1058,47 @@ mod tests {
             std::fs::write(&path, text).unwrap();
             path
         };
+        const LOAD: &str = "[load]\n[[load.phases]]\nduration = \"60s\"\nrate = 10\n";
+        // The rest of the file is other parts' business, unread here.
         let scaled = file(
             "scaled.toml",
-            "[scenario]\ntime_scale = 4\nquota_scale = 2\n[load]\nanything = 1\n",
+            &format!("[scenario]\nname = \"s\"\ntime_scale = 4\nquota_scale = 2\n[gateway]\nanything = 1\n{LOAD}"),
         );
-        let scale = |path: &Path, t| Meta::scale_in_file(path, t).map(|s| (s.time, s.quota));
-        assert_eq!(scale(&scaled, None).unwrap(), (4.0, 2.0));
-        assert_eq!(scale(&scaled, Some(10.0)).unwrap(), (10.0, 2.0));
-        let bare = file("bare.toml", "[load]\n");
-        assert_eq!(scale(&bare, None).unwrap(), (1.0, 1.0));
-        let err = scale(&bare, Some(0.0)).unwrap_err();
+        let played = |path: &Path, t| {
+            load_in_file(path, t).map(|p| {
+                (
+                    p.schedule_length().as_secs_f64(),
+                    p.expected_arrivals().round(),
+                )
+            })
+        };
+        // 60 s ÷ 4; 10/s × 4 ÷ 2 for 15 s.
+        assert_eq!(played(&scaled, None).unwrap(), (15.0, 300.0));
+        assert_eq!(played(&scaled, Some(10.0)).unwrap(), (6.0, 300.0));
+        let bare = file("bare.toml", LOAD);
+        assert_eq!(played(&bare, None).unwrap(), (60.0, 600.0));
+        let err = played(&bare, Some(0.0)).unwrap_err();
         assert!(matches!(err, ScenarioError::BadScale { .. }), "{err}");
-        let typed = file("typed.toml", "[scenario]\ntime_scale = \"x\"\n");
-        let err = scale(&typed, None).unwrap_err();
-        let source = std::error::Error::source(&err).unwrap().to_string();
-        assert!(err.to_string().ends_with("typed.toml: [scenario]"), "{err}");
-        assert!(source.contains("line 2, column 14"), "{source}");
-        let err = scale(&dir.join("missing.toml"), None).unwrap_err();
+        let typed = file(
+            "typed.toml",
+            &format!("[scenario]\ntime_scale = \"x\"\n{LOAD}"),
+        );
+        let err = played(&typed, None).unwrap_err().to_string();
+        assert!(
+            err.contains("typed.toml:2:") && err.contains("scenario.time_scale"),
+            "{err}"
+        );
+        let typo = file(
+            "typo.toml",
+            &LOAD.replace("rate = 10", "rate = 10\nburst = 2"),
+        );
+        let err = played(&typo, None).unwrap_err().to_string();
+        assert!(
+            err.contains("typo.toml:5:") && err.contains("burst"),
+            "{err}"
+        );
+        let err = played(&dir.join("missing.toml"), None).unwrap_err();
         assert!(err.to_string().starts_with("cannot read "), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -12,7 +12,7 @@
 //! reached); when L requests outgrow the gateway's memory it dies, about
 //! (memory ÷ bytes per request) ÷ λ seconds into such a phase.
 
-use report::{ErrorBudget, Knobs, Segment, Spend};
+use wire::{ErrorBudget, Knobs, Segment, Spend};
 
 use crate::scenario::{GatewayKind, Scenario};
 
@@ -189,10 +189,7 @@ pub(crate) fn spend(s: &Scenario, segments: &[Segment], per_request: f64) -> Spe
         .collect();
     let requests: f64 = phases.iter().map(|p| p.1).sum();
     let tokens = requests * per_request;
-    let max_attempts = match s.load.retry.policy {
-        loadgen::RetryKind::None => 1,
-        _ => s.load.retry.max_attempts.max(1),
-    };
+    let max_attempts = s.load_plan.max_attempts();
     Spend {
         phases,
         tokens_per_request: per_request,

@@ -7,9 +7,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use report::GatewayEvent;
 use tokio_util::sync::CancellationToken;
-use wire::ClientRecord;
+use wire::{ClientRecord, GatewayEvent};
 
 use crate::clock::now_us;
 use crate::https::Trusting as _;
@@ -29,15 +28,14 @@ pub(crate) struct Launch {
 }
 
 impl Launch {
-    async fn spawn(&self) -> Result<GatewayProcess, String> {
+    async fn spawn(&self) -> Result<GatewayProcess, SpawnError> {
         let mut p = GatewayProcess::spawn(
             &self.argv,
             &self.env,
             &self.log,
             self.listen,
             self.limit.as_deref(),
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         let url = format!("http://{}", p.addr);
         let ready = tokio::select! {
             ready = wait_ready(&url, self.ready_path.as_deref(), self.ready_timeout, &PLAIN) => ready,
@@ -58,8 +56,7 @@ impl Launch {
                     waited: self.ready_timeout,
                     log,
                 },
-            }
-            .to_string());
+            });
         }
         Ok(p)
     }
@@ -80,7 +77,7 @@ pub(crate) struct Supervised {
 }
 
 impl Supervised {
-    pub(crate) async fn start(launch: Launch) -> Result<Supervised, String> {
+    pub(crate) async fn start(launch: Launch) -> Result<Supervised, SpawnError> {
         let p = launch.spawn().await?;
         let state = Arc::new(Mutex::new(SupState {
             process: Some(p),
@@ -168,7 +165,7 @@ async fn watch(launch: Launch, state: Arc<Mutex<SupState>>, stop: CancellationTo
                     s.events.push(GatewayEvent {
                         kind: "restart_failed".into(),
                         at_us: now_us(),
-                        detail: e,
+                        detail: e.to_string(),
                     });
                 }
                 return;

@@ -388,6 +388,22 @@ pub(crate) struct TenantPlan {
     pub(crate) weights: Vec<f64>,
 }
 
+/// A phase of a [`LoadPlan`] as validated: its name (`phase0`, `phase1`,
+/// ... when the scenario gives none), its length, and its rate in arrivals
+/// per second at its start and at its end (a ramp moves linearly between
+/// them; without one they are equal).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PlannedPhase<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// How long it lasts.
+    pub duration: Duration,
+    /// Arrivals per second at its start.
+    pub from_per_sec: f64,
+    /// Arrivals per second at its end.
+    pub to_per_sec: f64,
+}
+
 /// A validated `[load]` table: everything a run needs but the target.
 #[derive(Debug, Clone)]
 pub struct LoadPlan {
@@ -427,7 +443,53 @@ impl LoadPlan {
     ) -> Result<LoadPlan, LoadError> {
         let source = Source::new(text, origin);
         let file: ScenarioFile = source.parse()?;
-        validate(&file.load, &source, base_dir)
+        Ok(validate(&file.load, &source, base_dir)?)
+    }
+
+    /// Validates a `[load]` table its caller has already read from
+    /// `source` (a whole scenario, parsed once by the harness), locating
+    /// errors in that text; a replay log's path is taken relative to
+    /// `base_dir`, and the log is read and parsed now.
+    pub fn from_config(
+        config: &LoadConfig,
+        source: &Source<'_>,
+        base_dir: &Path,
+    ) -> Result<LoadPlan, ConfigError> {
+        validate(config, source, base_dir)
+    }
+
+    /// The phases as validated, in order (none for a replayed log).
+    ///
+    /// ```
+    /// let text = "[load]\n[[load.phases]]\nduration = \"1m\"\nrate = 120\nper = \"minute\"\nramp_to = 240\n";
+    /// let plan = loadgen::LoadPlan::from_scenario_str(text, "s.toml", std::path::Path::new("."))?;
+    /// let p = plan.phases()[0];
+    /// assert_eq!((p.name, p.from_per_sec, p.to_per_sec), ("phase0", 2.0, 4.0));
+    /// # Ok::<(), loadgen::LoadError>(())
+    /// ```
+    pub fn phases(&self) -> Vec<PlannedPhase<'_>> {
+        match &self.arrivals {
+            Arrivals::Phases(phases) => phases
+                .iter()
+                .map(|p| PlannedPhase {
+                    name: &p.name,
+                    duration: p.duration,
+                    from_per_sec: p.from_per_sec,
+                    to_per_sec: p.to_per_sec,
+                })
+                .collect(),
+            Arrivals::Replay { .. } => Vec::new(),
+        }
+    }
+
+    /// Attempts per person at most, the first included (1 without retries).
+    pub fn max_attempts(&self) -> u32 {
+        self.retry.max_attempts
+    }
+
+    /// The dialect requests are sent in.
+    pub fn dialect(&self) -> Dialect {
+        self.request.dialect
     }
 
     /// The total length of the arrival schedule.
@@ -545,7 +607,11 @@ fn dist_error(source: &Source<'_>, path: &str, e: DistError) -> ConfigError {
 /// Validates a `[load]` table into a plan, part by part (arrivals, request,
 /// patience, connections, retry, id prefix); the first failure is the error
 /// reported, located at its field.
-fn validate(cfg: &LoadConfig, source: &Source<'_>, base_dir: &Path) -> Result<LoadPlan, LoadError> {
+fn validate(
+    cfg: &LoadConfig,
+    source: &Source<'_>,
+    base_dir: &Path,
+) -> Result<LoadPlan, ConfigError> {
     let arrivals = arrivals(cfg, source, base_dir)?;
     let request = request_shape(&cfg.request, source)?;
     cfg.patience
@@ -554,7 +620,7 @@ fn validate(cfg: &LoadConfig, source: &Source<'_>, base_dir: &Path) -> Result<Lo
     let patience = cfg.patience.clone();
     let patience_header = patience_header(cfg, source)?;
     if cfg.max_connections == Some(0) {
-        return Err(source.error("load.max_connections", "must be >= 1").into());
+        return Err(source.error("load.max_connections", "must be >= 1"));
     }
     let retry = retry_policy(&cfg.retry, source)?;
     check_id_prefix(&cfg.id_prefix, source)?;

@@ -82,8 +82,8 @@ mod tls;
 
 pub use closed::{closed_level, CallEnd, ClosedLevel, ClosedTally, SweepRequests};
 pub use config::{
-    LoadConfig, LoadError, LoadPlan, LoadTenant, LoadTenantRequest, PhaseConfig, RateUnit,
-    ReplayConfig, RequestConfig, RetryConfig, RetryKind, RetryPolicy,
+    LoadConfig, LoadError, LoadPlan, LoadTenant, LoadTenantRequest, PhaseConfig, PlannedPhase,
+    RateUnit, ReplayConfig, RequestConfig, RetryConfig, RetryKind, RetryPolicy,
 };
 pub use progress::Live;
 pub use replay::{parse_replay_log, ReplayFormat, TimestampUnit};

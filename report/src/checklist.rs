@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use assertions::{Counts, Judgement, Status, Verdict};
 use serde::Serialize;
 
-use crate::documents::RunMeta;
 use crate::terminal::{columns, fit, pad, wrap, Style, MAX_WIDTH};
 use crate::{write_whole, ReportError};
+use wire::RunMeta;
 
 /// The refusals of a count line, each kind apart (never summed): shed and
 /// stale always, the other kinds when any happened.

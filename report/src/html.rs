@@ -13,8 +13,8 @@ use assertions::{Judgement, Status, Thresholds};
 use hdrhistogram::Histogram;
 
 use crate::charts::{self, count, num, Band, Chart, ChartData};
-use crate::documents::{Plan, RunMeta};
 use crate::{write_whole, ReportError};
+use wire::{Plan, RunMeta};
 
 /// Everything the page is made from.
 pub struct Inputs<'a> {
@@ -35,7 +35,8 @@ pub struct Inputs<'a> {
 }
 
 /// Writes `report.html` and the charts' PNGs into `dir` and returns the
-/// path of `report.html`. A chart that cannot be drawn or rasterised is
+/// path of `report.html`; `description` is the scenario's `[scenario]
+/// description`, if it has one. A chart that cannot be drawn or rasterised is
 /// shown as a sentence saying so; only a file that cannot be written is an
 /// error.
 pub fn write(
@@ -43,24 +44,18 @@ pub fn write(
     meta: &RunMeta,
     judgement: &Judgement,
     thresholds: &Thresholds,
-    scenario_text: &str,
+    description: Option<&str>,
 ) -> Result<PathBuf, ReportError> {
     let plan: Option<Plan> = std::fs::read_to_string(dir.join(wire::files::PLAN))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok());
-    let description = scenario_text.parse::<toml::Table>().ok().and_then(|t| {
-        t.get("scenario")
-            .and_then(|s| s.get("description"))
-            .and_then(|d| d.as_str())
-            .map(str::to_string)
-    });
     let (served, all) = latency_histograms(judgement);
     let inputs = Inputs {
         meta,
         judgement,
         thresholds,
         plan: plan.as_ref(),
-        description: description.as_deref(),
+        description,
         served,
         all,
     };
@@ -676,8 +671,8 @@ fn counts(h: &mut String, i: &Inputs) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use assertions::{judge, Expectations};
-    use wire::{ClientOutcome, ClientRecord};
+    use assertions::judge;
+    use wire::{ClientOutcome, ClientRecord, Expectations};
 
     /// run.json as `rehearse run` writes it (built from JSON, so fields
     /// added to `RunMeta` later with a default need no change here).

@@ -3,15 +3,16 @@
 //!
 //! The harness judges a run directory ([`assertions::judge`]) and hands the
 //! [`Judgement`](assertions::Judgement) here with the run's
-//! [`RunMeta`] (`run.json`) and [`Plan`] (`plan.json`). This crate turns
-//! them into files and text; it judges nothing and reads no records (the
-//! latency distribution chart draws the judge's histograms).
+//! [`RunMeta`](wire::RunMeta) (`run.json`) and [`Plan`](wire::Plan)
+//! (`plan.json`), both `wire`'s: the engine makes them, this crate only
+//! renders them. It turns them into files and text; it judges nothing and
+//! reads no records (the latency distribution chart draws the judge's
+//! histograms).
 //!
 //! The rooms:
-//! - `documents`: the schemas of `run.json` ([`RunMeta`], [`GatewayEvent`]),
-//!   `plan.json` ([`Plan`], [`Figures`], [`Segment`], [`Overload`]) and
-//!   `compare.json` ([`Comparison`], [`ComparedRun`], [`Columns`]),
-//!   written by the harness and read back here;
+//! - `documents`: the schema of `compare.json` ([`Comparison`],
+//!   [`ComparedRun`], [`Columns`]), written by the harness and read back
+//!   here;
 //! - `checklist`: `report.json`, `junit.xml`, the [`Checklist`] printed on
 //!   the terminal and written as `summary.md`, and the overall [`verdict`];
 //! - `terminal`: text laid out for a terminal ([`Style`]: its width, colour
@@ -46,10 +47,7 @@ pub use calibration::{Calibration, CalibrationLevel, CALIBRATE_HTML, CALIBRATE_J
 pub use calibration_html::write_calibration;
 pub use checklist::{junit, report_json, verdict, Checklist, Report, SUMMARY_MD};
 pub use compare::{compare_text, write_compare_html, COMPARE_HTML, COMPARE_JSON};
-pub use documents::{
-    checks_of_report, Columns, ComparedRun, Comparison, ErrorBudget, Figures, GatewayEvent, Knobs,
-    Overload, Plan, RunMeta, Segment, Spend,
-};
+pub use documents::{checks_of_report, Columns, ComparedRun, Comparison};
 pub use html::{write as write_html, Inputs};
 pub use plan_text::render as plan_text;
 pub use terminal::{columns, table, wrap, Stream, Style};

@@ -4,8 +4,8 @@
 
 use std::fmt::Write as _;
 
-use crate::documents::Plan;
 use wire::number::thousands;
+use wire::Plan;
 
 /// A duration as exactly as it is: `2.5s`, `250ms`, `1m 30s`, `28days`.
 pub(crate) fn exact_duration(secs: f64) -> String {

@@ -3,10 +3,9 @@
 
 use std::fmt::Write as _;
 
-use wire::number::thousands;
-
-use crate::documents::{Figures, Plan};
 use crate::plan_sizing::exact_duration;
+use wire::number::thousands;
+use wire::{Figures, Plan};
 
 /// A rate per minute, with one decimal below 100.
 fn per_min(v: Option<f64>) -> String {

@@ -6,8 +6,9 @@
 //! agree on is defined here, once: the records and their outcomes, the
 //! clock that stamps them, how a request carries its id, the header names,
 //! how Retry-After is written and read, the token estimate, how a value
-//! drawn per call is written and drawn, and the names of a run directory's
-//! files.
+//! drawn per call is written and drawn, the names of a run directory's
+//! files, and the documents the engine writes there for the judge and the
+//! reports (`run.json`, `plan.json`).
 //!
 //! The rooms:
 //! - `record`: [`ClientRecord`] and [`ClientOutcome`] (`client.jsonl`),
@@ -32,6 +33,11 @@
 //! - [`number`]: `9,360`-style numbers and the lognormal's p99 z-score;
 //! - `fd_table`: [`raise_open_files_limit`] and [`presize_fd_table`];
 //! - [`files`]: the run directory's file names and [`files::write_atomic`];
+//! - `run_meta`: `run.json`, [`RunMeta`] and its [`GatewayEvent`]s, with
+//!   the [`Expectations`] the checks compare against (`expectations`);
+//! - `plan`: `plan.json`, [`Plan`] and its [`Figures`], [`Segment`],
+//!   [`Overload`], [`Knobs`], [`ErrorBudget`] and [`Spend`]: the engine
+//!   computes and writes them, the reports render them;
 //! - `scale`: [`Scale`], the one rule that shrinks an event to a rehearsal.
 //!
 //! ```
@@ -52,23 +58,28 @@
 mod clock;
 mod dialect;
 mod dist;
+mod expectations;
 mod fd_table;
 pub mod files;
 mod go_duration;
 pub mod headers;
 pub mod number;
+mod plan;
 mod quota;
 mod record;
 mod request_id;
 mod retry_after;
+mod run_meta;
 mod scale;
 mod tokens;
 
 pub use clock::Clock;
 pub use dialect::Dialect;
 pub use dist::{Dist, DistError, Dur, MixEntry, Quantity};
+pub use expectations::Expectations;
 pub use fd_table::{presize_fd_table, raise_open_files_limit, PRESIZE_MAX};
 pub use go_duration::{go_duration, parse_go_duration};
+pub use plan::{ErrorBudget, Figures, Knobs, Overload, Plan, Segment, Spend};
 pub use quota::{
     ratelimit_headers, rfc3339_utc, QuotaBuckets, QuotaLimit, QuotaRefusal, QuotaSnapshot,
     TokenBucket,
@@ -81,5 +92,6 @@ pub use request_id::{
     is_request_id, marker, marker_id, request_id, Marker, MARKER_CLOSE, MARKER_OPEN, MAX_ID_LEN,
 };
 pub use retry_after::{parse_retry_after, retry_after_values};
+pub use run_meta::{GatewayEvent, RunMeta};
 pub use scale::Scale;
 pub use tokens::{estimate_tokens, CHARS_PER_TOKEN};

@@ -1,0 +1,221 @@
+//! `plan.json`: the plan's figures ([`Plan`]) at full and at rehearsal
+//! scale, by segment ([`Segment`]), with the overload window the checks
+//! are judged against ([`Overload`]), the knobs it suggests ([`Knobs`]),
+//! the error budget it burns ([`ErrorBudget`]) and what the run sends
+//! ([`Spend`]). The harness computes and writes it; the reports render it.
+//! Every field has a default when read, so a directory written by an older
+//! version still renders.
+
+use serde::{Deserialize, Serialize};
+
+use crate::Scale;
+
+/// One stretch of time with one load phase and one set of provider settings.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Segment {
+    /// Load phase name, and the provider's phase when one is active.
+    pub name: String,
+    /// Start, seconds from the start of the load.
+    pub start_s: f64,
+    /// Length in seconds.
+    pub duration_s: f64,
+    /// Mean offered rate, requests per minute.
+    pub offered_per_min: f64,
+    /// Provider capacity μ, requests per minute (`null`: unlimited).
+    pub capacity_per_min: Option<f64>,
+    /// Mean provider service time S, seconds.
+    pub service_s: f64,
+    /// Requests answered during the segment (by a gateway that never sheds).
+    pub served: f64,
+    /// Requests waiting at the segment's end.
+    pub backlog_at_end: f64,
+    /// Q* = μ·(D − S) in requests (`null` when μ is unlimited).
+    pub queue_bound_requests: Option<f64>,
+    /// L = λ·S: the calls in flight a gateway that never sheds holds at
+    /// this phase's mean rate (Little's law), however far under capacity.
+    pub in_flight: f64,
+}
+
+/// The plan at one scale.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Figures {
+    /// Per segment.
+    pub phases: Vec<Segment>,
+    /// Minutes to drain the peak backlog at the rate that follows it, if the
+    /// queue were unbounded (`null`: it never drains, the load stays above μ).
+    pub drain_minutes_unbounded: Option<f64>,
+    /// Answers that would arrive after their caller left.
+    pub late_answers: f64,
+    /// Q* in requests, in the tightest overloaded segment.
+    pub queue_bound_requests: Option<f64>,
+    /// Q* in tokens.
+    pub queue_bound_tokens: Option<f64>,
+    /// Memory the unbounded backlog (and the calls in flight) would hold at
+    /// its peak, at the scenario's prompt size.
+    pub unbounded_backlog_bytes: f64,
+    /// The peak backlog, requests.
+    pub peak_backlog: f64,
+    /// The share of the overloaded phases' arrivals over capacity: what a
+    /// gateway that sheds the excess refuses (`null` without an overload).
+    pub refused_share: Option<f64>,
+    /// The share of all arrivals answered after their caller left, by a
+    /// gateway that never sheds.
+    pub late_share: f64,
+    /// Tokens generated for callers who had left (late answers × tokens
+    /// per request).
+    pub wasted_tokens: f64,
+    /// Seconds from the first phase whose in-flight calls outgrow the
+    /// memory ceiling to the moment a gateway that never sheds reaches it
+    /// (`null`: it never does, or no ceiling).
+    pub memory_full_after_s: Option<f64>,
+    /// Requests whose answer would come later than the SLO's latency
+    /// (`null` without an SLO).
+    pub slo_misses: Option<f64>,
+}
+
+/// What the plan suggests for the gateway's own knobs (full scale).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Knobs {
+    /// A concurrency limit below where the provider's curve bends.
+    pub concurrency_limit: Option<f64>,
+    /// Where it comes from, in words.
+    pub limit_basis: String,
+    /// The wait budget the queue bounds are for, seconds.
+    pub wait_budget_s: f64,
+    /// Where that comes from, in words.
+    pub wait_budget_basis: String,
+    /// Queue bound = drain at the limit (limit ÷ S) × wait budget, with the
+    /// healthy provider's S.
+    pub queue_healthy: Option<f64>,
+    /// The same with the slowest phase's S.
+    pub queue_slowest: Option<f64>,
+    /// The bound in tokens: the token quota's rate × wait budget.
+    pub queue_tokens: Option<f64>,
+}
+
+/// What the run sends, for a budget on a real account (at the scenario's
+/// own scale: what `rehearse run` sends as written).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Spend {
+    /// Per phase (segment): its name, requests and tokens sent.
+    pub phases: Vec<(String, f64, f64)>,
+    /// Tokens each request is sent with: its prompt (4 characters a token,
+    /// padding included) plus its `max_tokens`.
+    pub tokens_per_request: f64,
+    /// Requests in all (first attempts).
+    pub requests: f64,
+    /// Tokens in all.
+    pub tokens: f64,
+    /// Attempts per person at most (`[load.retry] max_attempts`; 1 without
+    /// retries).
+    pub max_attempts: u32,
+    /// Tokens with every retry made: tokens × max_attempts.
+    pub tokens_with_retries: f64,
+}
+
+/// What the event costs of the scenario's error budget (full scale).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ErrorBudget {
+    /// The SLO's latency, seconds.
+    pub latency_s: f64,
+    /// Its objective (0.99: 99% of requests within the latency).
+    pub objective: f64,
+    /// Its window, seconds.
+    pub window_s: f64,
+    /// Requests the window holds at its mean rate.
+    pub window_requests: f64,
+    /// Misses the objective allows in the window.
+    pub allowed: f64,
+    /// The event's misses (requests later than the latency).
+    pub misses: f64,
+    /// misses ÷ allowed.
+    pub burned_share: f64,
+}
+
+/// What the checks are judged against (derived from the plan at rehearsal scale).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Overload {
+    /// Start of the first overloaded segment, seconds from the load's start.
+    pub from_s: f64,
+    /// End of the last overloaded segment.
+    pub until_s: f64,
+    /// μ in the tightest overloaded segment, requests per second.
+    pub capacity_per_s: f64,
+    /// S there.
+    pub service_s: f64,
+    /// Q* there.
+    pub queue_bound: f64,
+}
+
+/// The whole plan.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Plan {
+    /// Scenario name.
+    pub scenario: String,
+    /// Mean tokens a request settles (prompt + completion).
+    pub tokens_per_request: f64,
+    /// Callers' mean patience D, seconds (full scale).
+    pub patience_s: f64,
+    /// Bytes held per waiting request.
+    pub prompt_bytes: f64,
+    /// Divides quotas and rates.
+    pub quota_scale: f64,
+    /// Divides durations, multiplies rates.
+    pub time_scale: f64,
+    /// At full scale (top-level fields of `--json`).
+    #[serde(flatten)]
+    pub full: Figures,
+    /// At rehearsal scale.
+    pub rehearsal: Figures,
+    /// The overload window at rehearsal scale, if the scenario overloads.
+    pub overload: Option<Overload>,
+    /// The gateway's knobs the arithmetic suggests.
+    pub knobs: Knobs,
+    /// The error budget the event burns, when the scenario gives an SLO.
+    pub error_budget: Option<ErrorBudget>,
+    /// What the run sends, at its own scale.
+    pub spend: Spend,
+}
+
+impl Figures {
+    /// The figures at rehearsal scale, by the one rule of [`Scale`]:
+    /// times ÷ time; rates × time ÷ quota; requests and bytes held ÷ quota.
+    pub fn scaled(&self, scale: Scale) -> Figures {
+        Figures {
+            phases: self
+                .phases
+                .iter()
+                .map(|g| Segment {
+                    name: g.name.clone(),
+                    start_s: scale.secs(g.start_s),
+                    duration_s: scale.secs(g.duration_s),
+                    offered_per_min: scale.rate(g.offered_per_min),
+                    capacity_per_min: g.capacity_per_min.map(|c| scale.rate(c)),
+                    service_s: scale.secs(g.service_s),
+                    served: scale.depth(g.served),
+                    backlog_at_end: scale.depth(g.backlog_at_end),
+                    queue_bound_requests: g.queue_bound_requests.map(|q| scale.depth(q)),
+                    in_flight: scale.depth(g.in_flight),
+                })
+                .collect(),
+            drain_minutes_unbounded: self.drain_minutes_unbounded.map(|m| scale.secs(m)),
+            late_answers: scale.depth(self.late_answers),
+            queue_bound_requests: self.queue_bound_requests.map(|q| scale.depth(q)),
+            queue_bound_tokens: self.queue_bound_tokens.map(|q| scale.depth(q)),
+            unbounded_backlog_bytes: scale.depth(self.unbounded_backlog_bytes),
+            peak_backlog: scale.depth(self.peak_backlog),
+            refused_share: self.refused_share,
+            late_share: self.late_share,
+            wasted_tokens: scale.depth(self.wasted_tokens),
+            memory_full_after_s: self.memory_full_after_s.map(|s| scale.secs(s)),
+            slo_misses: self.slo_misses.map(|m| scale.depth(m)),
+        }
+    }
+}
