@@ -154,6 +154,12 @@ pub const ALL: [(&str, &str); 24] = [
 /// even if the process is killed or the machine loses power mid-way. On an
 /// error the temporary file is removed.
 ///
+/// A `path` that exists and is not a regular file or a directory (a
+/// device such as `/dev/null` or `/dev/stdout`, a FIFO) is written to in
+/// place: renaming over it would replace the device with a file, and a
+/// run as root given `--junit /dev/null` would leave the machine without
+/// one.
+///
 /// ```
 /// let dir = std::env::temp_dir().join(format!("wire-doc-{}", std::process::id()));
 /// std::fs::create_dir_all(&dir)?;
@@ -164,6 +170,15 @@ pub const ALL: [(&str, &str); 24] = [
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if let Ok(meta) = std::fs::metadata(path) {
+        let kind = meta.file_type();
+        if !kind.is_file() && !kind.is_dir() {
+            return std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .and_then(|mut f| f.write_all(bytes));
+        }
+    }
     let tmp = temporary(path)?;
     let written = std::fs::File::create(&tmp)
         .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_all()))
@@ -204,6 +219,28 @@ mod tests {
         let d = std::env::temp_dir().join(format!("wire-files-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    /// A FIFO stands for any special file (`/dev/null` above all): it is
+    /// written to, and stays what it was.
+    #[test]
+    fn a_special_file_is_written_in_place_not_replaced() {
+        use std::os::unix::fs::FileTypeExt as _;
+        let d = dir("fifo");
+        let p = d.join("fifo");
+        let _ = std::fs::remove_file(&p);
+        let made = std::process::Command::new("mkfifo").arg(&p).status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+        let reader = {
+            let p = p.clone();
+            std::thread::spawn(move || std::fs::read(p).unwrap())
+        };
+        write_atomic(&p, b"<testsuites/>").unwrap();
+        assert_eq!(reader.join().unwrap(), b"<testsuites/>");
+        let kind = std::fs::metadata(&p).unwrap().file_type();
+        assert!(kind.is_fifo(), "the FIFO was replaced by a {kind:?}");
+        assert!(!d.join("fifo.tmp").exists());
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
