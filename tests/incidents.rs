@@ -10,16 +10,11 @@
 
 mod common;
 
-use common::{rehearse, scratch, text};
+use common::{on_schedule, one_at_a_time, rehearse, scratch, text};
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use wire::{ClientOutcome, ClientRecord};
-
-/// One rehearsal at a time: two at once on a small machine would make the
-/// load generator miss its schedule.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn scenario(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -50,19 +45,23 @@ fn column(dir: &Path, name: &str) -> Vec<f64> {
 /// Seed 000's brownout at time scale 150 and quota scale 10 (about 25 s):
 /// a naive gateway with a pool of 100 (10 here), the provider 6x slower
 /// from minute 3 to 15, then capped at 44 requests/s by its account.
+/// Made again once if its load generator fell behind ([`on_schedule`]).
 #[test]
 fn the_brownout_backlog_sits_in_the_pool_and_outlives_the_slowdown_twice_over() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = scratch("incidents", "brownout");
-    let out = rehearse()
-        .arg("run")
-        .arg(scenario("brownout-pool.toml"))
-        .args(["--time-scale", "150", "--set", "scenario.quota_scale=10"])
-        .arg("--out")
-        .arg(&dir)
-        .arg("--no-progress")
-        .output()
-        .unwrap();
+    let _one = one_at_a_time();
+    let (out, dir) = on_schedule(|attempt| {
+        let dir = scratch("incidents", &format!("brownout-{attempt}"));
+        let out = rehearse()
+            .arg("run")
+            .arg(scenario("brownout-pool.toml"))
+            .args(["--time-scale", "150", "--set", "scenario.quota_scale=10"])
+            .arg("--out")
+            .arg(&dir)
+            .arg("--no-progress")
+            .output()
+            .unwrap();
+        ((out, dir.clone()), dir)
+    });
     // The naive gateway fails its checklist; the run itself is valid.
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let report = json(&dir.join("report.json"));
@@ -139,7 +138,7 @@ fn the_brownout_backlog_sits_in_the_pool_and_outlives_the_slowdown_twice_over() 
 /// quota scale 2 (about 45 s), the 400 MiB budget scaled with the account.
 #[test]
 fn four_policies_against_a_slow_upstream_in_one_compare() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let dir = scratch("incidents", "policies");
     let out = rehearse()
         .arg("compare")
@@ -151,7 +150,8 @@ fn four_policies_against_a_slow_upstream_in_one_compare() {
         .unwrap();
     // Every variant fails a check (callers time out in all four). A busy
     // machine can make a run invalid (its load generator behind): the
-    // mechanisms below are asserted all the same.
+    // mechanisms below are asserted all the same, on any run (so it is not
+    // made again: four variants take most of a minute).
     assert!(matches!(out.status.code(), Some(1 | 3)), "{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     for name in [
@@ -191,6 +191,9 @@ fn four_policies_against_a_slow_upstream_in_one_compare() {
     } else {
         eprintln!("timeout only: run invalid, its crash count not judged: {timeout_only}");
     }
+    // None is told before the timeout; the 25% above it (208 ms here) is
+    // room for a busy machine's late timers and record writes, where 10%
+    // (83 ms) was seen exceeded.
     let ended = slow_window(&dir, &timeout_only);
     let timeout_us = 15e6 / 18.0;
     let at_timeout = ended
@@ -198,12 +201,12 @@ fn four_policies_against_a_slow_upstream_in_one_compare() {
         .filter(|a| {
             // From the caller's arrival (its patience runs from there).
             let took = (a.done_us - a.intended_us) as f64;
-            took >= timeout_us * 0.999 && took <= timeout_us * 1.1
+            took >= timeout_us * 0.999 && took <= timeout_us * 1.25
         })
         .count();
     assert!(
         at_timeout as f64 >= 0.95 * ended.len() as f64 && ended.len() > 200,
-        "{at_timeout} of {} ended within [T, T + 10%]",
+        "{at_timeout} of {} ended within [T, T + 25%]",
         ended.len()
     );
     // Limit 50 + timeout: most of the slow minute refused at once.

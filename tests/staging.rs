@@ -6,9 +6,6 @@
 
 use std::path::Path;
 use std::process::{Child, Stdio};
-use std::sync::Mutex;
-
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 const TOKEN: &str = "staging-secret";
 
@@ -48,7 +45,7 @@ drain = { enabled = false }
 "#;
 
 mod common;
-use common::{first_attempts, first_line, json, ok, rehearse, scratch, Running};
+use common::{first_attempts, first_line, json, ok, one_at_a_time, rehearse, scratch, Running};
 
 /// A provider with its clock shifted by `shift_ms` and an admin token, and
 /// a bounded reference gateway in front of it.
@@ -94,7 +91,7 @@ fn noted_offset_ms(report: &serde_json::Value) -> f64 {
 
 #[test]
 fn a_remote_provider_is_driven_and_its_clock_corrected() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let dir = scratch("staging", "remote");
     let scenario = dir.join("scenario.toml");
     std::fs::write(&scenario, SCENARIO).unwrap();
@@ -159,7 +156,7 @@ fn a_remote_provider_is_driven_and_its_clock_corrected() {
 
 #[test]
 fn shards_staged_and_collected_equal_one_run() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let dir = scratch("staging", "shards");
     let scenario = dir.join("scenario.toml");
     std::fs::write(&scenario, SCENARIO).unwrap();
@@ -261,7 +258,7 @@ fn shards_staged_and_collected_equal_one_run() {
 /// merged: the same people and outcomes as the load in one process.
 #[test]
 fn run_with_two_local_shards_equals_one_process() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let dir = scratch("staging", "local-shards");
     let scenario = dir.join("scenario.toml");
     std::fs::write(
