@@ -42,10 +42,13 @@ fn column(dir: &Path, name: &str) -> Vec<f64> {
         .collect()
 }
 
-/// Seed 000's brownout at time scale 150 and quota scale 10 (about 25 s):
-/// a naive gateway with a pool of 100 (10 here), the provider 6x slower
-/// from minute 3 to 15, then capped at 44 requests/s by its account.
-/// Made again once if its load generator fell behind ([`on_schedule`]).
+/// Seed 000's brownout at time scale 150 and quota scale 20 (about 25 s,
+/// 300 requests/s: at quota scale 10 a debug build sending 600 a second
+/// fell behind on a busy machine): a naive gateway with a pool of 100 (5
+/// here), the provider 6x slower from minute 3 to 15, then capped at 44
+/// requests/s by its account. Made again once if its load generator fell
+/// behind ([`on_schedule`]), against a send-lag bound of 20 ms (3 scenario
+/// seconds: what is judged here spans minutes) instead of the default 5.
 #[test]
 fn the_brownout_backlog_sits_in_the_pool_and_outlives_the_slowdown_twice_over() {
     let _one = one_at_a_time();
@@ -54,7 +57,8 @@ fn the_brownout_backlog_sits_in_the_pool_and_outlives_the_slowdown_twice_over() 
         let out = rehearse()
             .arg("run")
             .arg(scenario("brownout-pool.toml"))
-            .args(["--time-scale", "150", "--set", "scenario.quota_scale=10"])
+            .args(["--time-scale", "150", "--set", "scenario.quota_scale=20"])
+            .args(["--set", "load.send_lag_p99_max=20ms"])
             .arg("--out")
             .arg(&dir)
             .arg("--no-progress")
@@ -108,16 +112,18 @@ fn the_brownout_backlog_sits_in_the_pool_and_outlives_the_slowdown_twice_over() 
         (840..=1_100).contains(&peak_at),
         "peak {peak} at {peak_at} s"
     );
-    // The plan's arithmetic: about 9,600 at full scale, 960 here.
-    assert!((600.0..1_300.0).contains(&peak), "peak {peak}");
+    // The plan's arithmetic: about 9,600 at full scale, 480 here.
+    assert!((300.0..650.0).contains(&peak), "peak {peak}");
     let last_high = depth.iter().rposition(|&d| d > peak / 10.0).unwrap();
     let drain_s = last_high as f64 - 900.0;
     assert!(
         drain_s >= 2.0 * 720.0,
         "drained {drain_s} s after the recovery"
     );
+    // (Gone 40 s before the end at quota scale 20, 60 at 10: the pool of
+    // 5 drains in coarser steps.)
     assert!(
-        last_high + 60 < depth.len(),
+        last_high + 30 < depth.len(),
         "the backlog drains before the end: {last_high} of {}",
         depth.len()
     );
@@ -135,7 +141,10 @@ fn the_brownout_backlog_sits_in_the_pool_and_outlives_the_slowdown_twice_over() 
 }
 
 /// Seed 001's four policies in one `rehearse compare` at time scale 18 and
-/// quota scale 2 (about 45 s), the 400 MiB budget scaled with the account.
+/// quota scale 4 (about 45 s), the 400 MiB budget scaled with the account.
+/// (At the scenario's quota scale 2 a debug build sends 180 requests of
+/// 0.6 MB a second, and on a busy machine fell so far behind that the
+/// unbounded gateway never held enough to die.)
 #[test]
 fn four_policies_against_a_slow_upstream_in_one_compare() {
     let _one = one_at_a_time();
@@ -143,6 +152,7 @@ fn four_policies_against_a_slow_upstream_in_one_compare() {
     let out = rehearse()
         .arg("compare")
         .arg(scenario("policies.toml"))
+        .args(["--set", "scenario.quota_scale=4"])
         .arg("--out")
         .arg(&dir)
         .arg("--no-progress")
@@ -150,8 +160,9 @@ fn four_policies_against_a_slow_upstream_in_one_compare() {
         .unwrap();
     // Every variant fails a check (callers time out in all four). A busy
     // machine can make a run invalid (its load generator behind): the
-    // mechanisms below are asserted all the same, on any run (so it is not
-    // made again: four variants take most of a minute).
+    // mechanisms below are asserted on any run, and the load generator's
+    // own timings on a valid one (so it is not made again: four variants
+    // take most of a minute).
     assert!(matches!(out.status.code(), Some(1 | 3)), "{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     for name in [
@@ -182,42 +193,53 @@ fn four_policies_against_a_slow_upstream_in_one_compare() {
     assert!(f(&unbounded["crashes"]) >= 2.0, "{unbounded}");
     assert!(f(&unbounded["lost"]) > 0.0, "{unbounded}");
     // Timeout only: never dies, and the slow minute's callers all wait
-    // the whole timeout to be told. Its peak sits near the budget (211-213
-    // of 216 MiB on a quiet machine), so a run whose load generator fell
-    // behind (an invalid run: its requests came in bursts) can cross it;
-    // such a run proves nothing, as its own checklist says.
+    // the whole timeout to be told. Its peak sits near the budget (116 of
+    // 124 MiB at quota scale 4; 211-213 of 216 at 2), so a run whose load
+    // generator fell behind (an invalid run: its requests came in bursts)
+    // can cross it; such a run proves nothing, as its own checklist says.
     if timeout_only["checks"]["harness_valid"] == "pass" {
         assert_eq!(f(&timeout_only["crashes"]), 0.0, "{timeout_only}");
     } else {
         eprintln!("timeout only: run invalid, its crash count not judged: {timeout_only}");
     }
-    // None is told before the timeout; the 25% above it (208 ms here) is
-    // room for a busy machine's late timers and record writes, where 10%
-    // (83 ms) was seen exceeded.
+    // The slow minute's callers: none is told before the timeout, on any
+    // run. How soon after it they are told, and how fast limit 50 refuses,
+    // are timings of the load generator's own: judged on a run that kept
+    // its schedule only (one that fell behind fired its callers' timers up
+    // to 50% late and read refusals tens of milliseconds late).
+    let valid = |v: &serde_json::Value| v["checks"]["harness_valid"] == "pass";
     let ended = slow_window(&dir, &timeout_only);
     let timeout_us = 15e6 / 18.0;
-    let at_timeout = ended
+    // From the caller's arrival (its patience runs from there).
+    let took = |a: &ClientRecord| (a.done_us - a.intended_us) as f64;
+    let told_early = ended
         .iter()
-        .filter(|a| {
-            // From the caller's arrival (its patience runs from there).
-            let took = (a.done_us - a.intended_us) as f64;
-            took >= timeout_us * 0.999 && took <= timeout_us * 1.25
-        })
+        .filter(|a| took(a) < timeout_us * 0.999)
         .count();
     assert!(
-        at_timeout as f64 >= 0.95 * ended.len() as f64 && ended.len() > 200,
-        "{at_timeout} of {} ended within [T, T + 25%]",
+        told_early as f64 <= 0.05 * ended.len() as f64 && ended.len() > 200,
+        "{told_early} of {} told before the timeout",
         ended.len()
     );
-    // Limit 50 + timeout: most of the slow minute refused at once.
+    if valid(&timeout_only) {
+        let late = ended.iter().filter(|a| took(a) > timeout_us * 1.1).count();
+        assert!(
+            late as f64 <= 0.05 * ended.len() as f64,
+            "{late} of {} told later than T + 10%",
+            ended.len()
+        );
+    }
+    // Limit 50 + timeout: most of the slow minute refused, at once.
     let slow = slow_window(&dir, &limit);
-    let refused_fast = slow
+    let fast_enough = |a: &&ClientRecord| !valid(&limit) || a.done_us - a.sent_us < 5_000;
+    let refused = slow
         .iter()
-        .filter(|a| a.outcome == ClientOutcome::Shed && a.done_us - a.sent_us < 5_000)
+        .filter(|a| a.outcome == ClientOutcome::Shed)
+        .filter(fast_enough)
         .count();
     assert!(
-        refused_fast as f64 >= 0.6 * slow.len() as f64,
-        "{refused_fast} of {} refused in under 5 ms",
+        refused as f64 >= 0.6 * slow.len() as f64,
+        "{refused} of {} refused (in under 5 ms, on a valid run)",
         slow.len()
     );
     // AIMD: at most half the timeouts of the fixed limit.
