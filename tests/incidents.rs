@@ -42,13 +42,15 @@ fn column(dir: &Path, name: &str) -> Vec<f64> {
         .collect()
 }
 
-/// Seed 000's brownout at time scale 150 and quota scale 20 (about 25 s,
-/// 300 requests/s: at quota scale 10 a debug build sending 600 a second
-/// fell behind on a busy machine): a naive gateway with a pool of 100 (5
-/// here), the provider 6x slower from minute 3 to 15, then capped at 44
-/// requests/s by its account. Made again once if its load generator fell
-/// behind ([`on_schedule`]), against a send-lag bound of 20 ms (3 scenario
-/// seconds: what is judged here spans minutes) instead of the default 5.
+/// Seed 000's brownout at time scale 150 and quota scale 10 (about 25 s):
+/// a naive gateway with a pool of 100 (10 here), the provider 6x slower
+/// from minute 3 to 15, then capped at 44 requests/s by its account. Made
+/// again once if its load generator fell behind ([`on_schedule`]), against
+/// a send-lag bound of 20 ms (3 scenario seconds: what is judged here spans
+/// minutes) instead of the default 5, which a debug build sending 600
+/// requests a second missed on a busy machine. (Not quota scale 20: a pool
+/// of 5 and a cap of 2.2 requests a second once put the peak at minute 33,
+/// not near the recovery.)
 #[test]
 fn the_brownout_backlog_sits_in_the_pool_and_outlives_the_slowdown_twice_over() {
     let _one = one_at_a_time();
@@ -57,7 +59,7 @@ fn the_brownout_backlog_sits_in_the_pool_and_outlives_the_slowdown_twice_over() 
         let out = rehearse()
             .arg("run")
             .arg(scenario("brownout-pool.toml"))
-            .args(["--time-scale", "150", "--set", "scenario.quota_scale=20"])
+            .args(["--time-scale", "150", "--set", "scenario.quota_scale=10"])
             .args(["--set", "load.send_lag_p99_max=20ms"])
             .arg("--out")
             .arg(&dir)
@@ -112,18 +114,16 @@ fn the_brownout_backlog_sits_in_the_pool_and_outlives_the_slowdown_twice_over() 
         (840..=1_100).contains(&peak_at),
         "peak {peak} at {peak_at} s"
     );
-    // The plan's arithmetic: about 9,600 at full scale, 480 here.
-    assert!((300.0..650.0).contains(&peak), "peak {peak}");
+    // The plan's arithmetic: about 9,600 at full scale, 960 here.
+    assert!((600.0..1_300.0).contains(&peak), "peak {peak}");
     let last_high = depth.iter().rposition(|&d| d > peak / 10.0).unwrap();
     let drain_s = last_high as f64 - 900.0;
     assert!(
         drain_s >= 2.0 * 720.0,
         "drained {drain_s} s after the recovery"
     );
-    // (Gone 40 s before the end at quota scale 20, 60 at 10: the pool of
-    // 5 drains in coarser steps.)
     assert!(
-        last_high + 30 < depth.len(),
+        last_high + 60 < depth.len(),
         "the backlog drains before the end: {last_high} of {}",
         depth.len()
     );
