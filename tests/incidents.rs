@@ -190,15 +190,22 @@ fn four_policies_against_a_slow_upstream_in_one_compare() {
         variant("limit 50 + timeout"),
         variant("aimd + timeout"),
     );
-    // Unbounded: the restart loop.
-    assert!(f(&unbounded["crashes"]) >= 2.0, "{unbounded}");
+    let valid = |v: &serde_json::Value| v["checks"]["harness_valid"] == "pass";
+    // Unbounded: it dies, losing what it held; on a run that kept its
+    // schedule, again after its restart (the loop). A load generator that
+    // fell behind sent the slow minute's requests late, and the restarted
+    // gateway once outlived it.
+    assert!(f(&unbounded["crashes"]) >= 1.0, "{unbounded}");
     assert!(f(&unbounded["lost"]) > 0.0, "{unbounded}");
+    if valid(&unbounded) {
+        assert!(f(&unbounded["crashes"]) >= 2.0, "{unbounded}");
+    }
     // Timeout only: never dies, and the slow minute's callers all wait
     // the whole timeout to be told. Its peak sits near the budget (116 of
     // 124 MiB at quota scale 4; 211-213 of 216 at 2), so a run whose load
     // generator fell behind (an invalid run: its requests came in bursts)
     // can cross it; such a run proves nothing, as its own checklist says.
-    if timeout_only["checks"]["harness_valid"] == "pass" {
+    if valid(&timeout_only) {
         assert_eq!(f(&timeout_only["crashes"]), 0.0, "{timeout_only}");
     } else {
         eprintln!("timeout only: run invalid, its crash count not judged: {timeout_only}");
@@ -208,7 +215,6 @@ fn four_policies_against_a_slow_upstream_in_one_compare() {
     // are timings of the load generator's own: judged on a run that kept
     // its schedule only (one that fell behind fired its callers' timers up
     // to 50% late and read refusals tens of milliseconds late).
-    let valid = |v: &serde_json::Value| v["checks"]["harness_valid"] == "pass";
     let ended = slow_window(&dir, &timeout_only);
     let timeout_us = 15e6 / 18.0;
     // From the caller's arrival (its patience runs from there).
