@@ -7,13 +7,8 @@ mod common;
 
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::Mutex;
 
-use common::{first_line, json, rehearse, scratch, text, Running};
-
-/// One sweep at a time: two would share the machine's cores and each
-/// other's latency.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+use common::{first_line, json, one_at_a_time, rehearse, scratch, text, Running};
 
 /// A fake provider process serving `config` (TOML), and its base URL.
 fn provider(dir: &Path, config: &str) -> (Running, String) {
@@ -69,7 +64,7 @@ fn knee_provider(knee: u32) -> String {
 
 #[test]
 fn the_knee_of_a_batching_provider_is_found_within_15_percent() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     for knee in [16u32, 40] {
         let dir = scratch("calibrate", &format!("knee-{knee}"));
         let (_p, url) = provider(&dir, &knee_provider(knee));
@@ -107,7 +102,7 @@ fn the_knee_of_a_batching_provider_is_found_within_15_percent() {
 
 #[test]
 fn a_target_that_refuses_past_20_calls_stops_the_sweep_by_24() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let dir = scratch("calibrate", "refusing");
     let (_p, url) = provider(
         &dir,
@@ -174,7 +169,7 @@ fn bad_input_and_a_dead_target() {
 /// naive one fails it.
 #[test]
 fn the_knee_check_holds_a_bounded_gateway_and_fails_a_naive_one() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let dir = scratch("calibrate", "knee-check");
     let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/provider-knee.toml");
     for (mode, want) in [("bounded", "pass"), ("naive", "fail")] {

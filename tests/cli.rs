@@ -1,5 +1,8 @@
 //! End-to-end tests of the `rehearse` binary: real processes, real sockets.
 
+mod common;
+
+use common::{on_schedule, one_at_a_time};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -252,10 +255,6 @@ mod plan {
     }
 }
 
-/// Rehearsals in this binary run one at a time: two at once on a 2-core
-/// machine would make the load generator miss its schedule.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 mod run {
     use super::*;
 
@@ -284,56 +283,68 @@ mod run {
         }
     }
 
+    /// `rehearse run SCENARIO --out DIR --no-progress EXTRA`, made again
+    /// once if its load generator fell behind ([`on_schedule`]).
     fn rehearse_run(scenario: &str, extra: &[&str]) -> Rehearsal {
-        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-        let dir = std::env::temp_dir().join(format!(
-            "rehearse-run-{}-{}-{}",
-            std::process::id(),
-            scenario.trim_end_matches(".toml").replace('/', "-"),
-            extra.join("_").replace(['/', '=', '.', ' '], "-")
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        let started = Instant::now();
-        let out = rehearse()
-            .arg("run")
-            .arg(if scenario.starts_with('/') {
-                scenario.to_string()
-            } else {
-                format!("{}/scenarios/{scenario}", env!("CARGO_MANIFEST_DIR"))
-            })
-            .arg("--out")
-            .arg(&dir)
-            .arg("--no-progress")
-            .args(extra)
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "a rehearsal in a test must take under a minute"
-        );
-        let report = std::fs::read_to_string(dir.join("report.json")).unwrap_or_else(|e| {
-            panic!("no report.json ({e})\nstdout:\n{stdout}\nstderr:\n{stderr}")
+        let _one = one_at_a_time();
+        let run = on_schedule(|attempt| {
+            let dir = std::env::temp_dir().join(format!(
+                "rehearse-run-{}-{}-{}-{attempt}",
+                std::process::id(),
+                scenario.trim_end_matches(".toml").replace('/', "-"),
+                extra.join("_").replace(['/', '=', '.', ' '], "-")
+            ));
+            let _ = std::fs::remove_dir_all(&dir);
+            let started = Instant::now();
+            let out = rehearse()
+                .arg("run")
+                .arg(if scenario.starts_with('/') {
+                    scenario.to_string()
+                } else {
+                    format!("{}/scenarios/{scenario}", env!("CARGO_MANIFEST_DIR"))
+                })
+                .arg("--out")
+                .arg(&dir)
+                .arg("--no-progress")
+                .args(extra)
+                .output()
+                .unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+            let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "a rehearsal in a test must take under a minute"
+            );
+            let report = std::fs::read_to_string(dir.join("report.json")).unwrap_or_else(|e| {
+                panic!("no report.json ({e})\nstdout:\n{stdout}\nstderr:\n{stderr}")
+            });
+            let report: serde_json::Value = serde_json::from_str(&report).unwrap();
+            let run = Rehearsal {
+                code: out.status.code(),
+                stdout,
+                report,
+                dir: dir.clone(),
+            };
+            (run, dir)
         });
-        let report: serde_json::Value = serde_json::from_str(&report).unwrap();
         assert_ne!(
-            report["harness"]["valid"], false,
-            "the load generator missed its schedule; the run proves nothing:\n{stdout}"
+            run.report["harness"]["valid"], false,
+            "the run is invalid; it proves nothing:\n{}",
+            run.stdout
         );
-        Rehearsal {
-            code: out.status.code(),
-            stdout,
-            report,
-            dir,
-        }
+        run
     }
 
     /// SCENARIOS.md 4: against `naive` the pool demo never sheds and keeps
-    /// draining long after the last arrival.
+    /// draining long after the last arrival. (At five times its speed, as
+    /// its bounded run: the counts and the verdicts are the scenario's at
+    /// any time scale, `time_scales_give_the_same_verdicts`.)
     #[test]
     fn pool_demo_fails_against_naive() {
-        let naive = rehearse_run("pool-demo.toml", &["--set", "gateway.reference.mode=naive"]);
+        let naive = rehearse_run(
+            "pool-demo.toml",
+            &["--time-scale", "5", "--set", "gateway.reference.mode=naive"],
+        );
         assert_eq!(naive.code, Some(1), "{}", naive.stdout);
         assert_eq!(naive.status("shed_onset"), "fail");
         assert!(
@@ -359,7 +370,7 @@ mod run {
     /// once, and drains at once: every check passes.
     #[test]
     fn pool_demo_passes_against_bounded() {
-        let bounded = rehearse_run("pool-demo.toml", &[]);
+        let bounded = rehearse_run("pool-demo.toml", &["--time-scale", "5"]);
         assert_eq!(bounded.code, Some(0), "{}", bounded.stdout);
         assert_eq!(bounded.report["verdict"], "pass");
         let ok = bounded.report["counts"]["ok"].as_u64().unwrap();
@@ -389,11 +400,13 @@ mod run {
 
     const MAIN_FOUR: [&str; 4] = ["shed_onset", "retry_after", "memory_ceiling", "drain"];
 
-    /// The CI smoke scenario: a deadline gateway passes the four main checks
+    /// The CI smoke scenario (at twice its speed, 15 s; at four times a
+    /// debug build's load generator falls behind with its 256 KiB requests
+    /// on a busy machine): a deadline gateway passes the four main checks
     /// (shed onset, Retry-After, memory ceiling, drain)...
     #[test]
     fn ci_smoke_passes_against_deadline() {
-        let deadline = rehearse_run("ci-smoke.toml", &[]);
+        let deadline = rehearse_run("ci-smoke.toml", &["--time-scale", "2"]);
         for id in MAIN_FOUR {
             assert_eq!(
                 deadline.status(id),
@@ -408,7 +421,10 @@ mod run {
     /// ...and naive fails all four.
     #[test]
     fn ci_smoke_fails_against_naive() {
-        let naive = rehearse_run("ci-smoke.toml", &["--set", "gateway.reference.mode=naive"]);
+        let naive = rehearse_run(
+            "ci-smoke.toml",
+            &["--time-scale", "2", "--set", "gateway.reference.mode=naive"],
+        );
         for id in MAIN_FOUR {
             assert_eq!(
                 naive.status(id),
@@ -424,18 +440,20 @@ mod run {
     /// Little's-law quantities do not change with the time scale, and the
     /// timeline's rows are seconds of scenario time at any scale, so
     /// neither do the verdicts, nor the figures once unscaled: the same
-    /// scenario at time scales 1, 10 and 40. (A scenario of its own: 10 s
+    /// scenario at time scales 2, 10 and 20. (A scenario of its own: 10 s
     /// of baseline for the drain, 8 s at twice the provider's 2/s, 8 s
-    /// after; 26 s at scale 1, and 160 requests/s at the peak at forty
-    /// times, which a loaded 2-core machine keeps.)
+    /// after; 13 s at scale 2, and 80 requests/s at the peak at twenty
+    /// times.)
     ///
     /// Tolerances, in scenario terms: counts within 10% (or 3), the most
     /// waiting within 20% (or 2), the drain time within 2 s (its rows are
-    /// whole scenario seconds, read through a 5 s window). At forty times
-    /// a scenario second is 25 ms, so a few milliseconds of scheduling
-    /// noise move an event across a row.
+    /// whole scenario seconds, read through a 5 s window). At twenty times
+    /// a scenario second is 50 ms, and the patience 300 ms: a busy
+    /// machine's scheduling noise of a few milliseconds moves an event
+    /// across a row at most, where at forty times (150 ms of patience) it
+    /// moved callers past their patience.
     #[test]
-    fn time_scales_one_ten_and_forty_give_the_same_verdicts() {
+    fn time_scales_give_the_same_verdicts() {
         let path = write_temp(
             "scaled.toml",
             r#"[scenario]
@@ -476,13 +494,13 @@ served_latency = { p99_ms = 6000 }
 "#,
         );
         let path = path.to_str().unwrap();
-        let runs: Vec<(f64, Rehearsal)> = [1.0, 10.0, 40.0]
+        let runs: Vec<(f64, Rehearsal)> = [2.0, 10.0, 20.0]
             .into_iter()
             .map(|ts| (ts, rehearse_run(path, &["--time-scale", &ts.to_string()])))
             .collect();
-        let one = &runs[0].1;
-        assert_eq!(one.report["verdict"], "pass", "{}", one.stdout);
-        let ids: Vec<String> = one.report["checks"]
+        let (base_ts, base) = (runs[0].0, &runs[0].1);
+        assert_eq!(base.report["verdict"], "pass", "{}", base.stdout);
+        let ids: Vec<String> = base.report["checks"]
             .as_array()
             .unwrap()
             .iter()
@@ -491,7 +509,7 @@ served_latency = { p99_ms = 6000 }
         let close = |what: &str, a: f64, b: f64, share: f64, floor: f64, ts: f64| {
             assert!(
                 (a - b).abs() <= (share * b.abs()).max(floor),
-                "{what} at scale {ts}: {a}, at scale 1: {b}"
+                "{what} at scale {ts}: {a}, at scale {base_ts}: {b}"
             );
         };
         for (ts, run) in &runs[1..] {
@@ -500,29 +518,31 @@ served_latency = { p99_ms = 6000 }
             for id in &ids {
                 assert_eq!(
                     run.status(id),
-                    one.status(id),
-                    "{id} at scale {ts}: {} / at scale 1: {}",
+                    base.status(id),
+                    "{id} at scale {ts}: {} / at scale {base_ts}: {}",
                     run.detail(id),
-                    one.detail(id)
+                    base.detail(id)
                 );
             }
             let f = |r: &Rehearsal, k: &str, f: &str| r.report[k][f].as_f64().unwrap_or(f64::NAN);
             assert_eq!(
-                run.report["counts"]["offered"], one.report["counts"]["offered"],
+                run.report["counts"]["offered"], base.report["counts"]["offered"],
                 "the same schedule at every scale"
             );
             for count in ["ok", "shed", "timeout"] {
-                let (a, b) = (f(run, "counts", count), f(one, "counts", count));
+                let (a, b) = (f(run, "counts", count), f(base, "counts", count));
                 close(count, a, b, 0.1, 3.0, ts);
             }
             let (a, b) = (
                 f(run, "gateway", "peak_backlog"),
-                f(one, "gateway", "peak_backlog"),
+                f(base, "gateway", "peak_backlog"),
             );
             close("peak backlog", a, b, 0.2, 2.0, ts);
             let drain = |r: &Rehearsal| r.report["drain_s"].as_f64();
-            match (drain(run), drain(one)) {
-                (Some(a), Some(b)) => close("drain time (unscaled)", a * ts, b, 0.0, 2.0, ts),
+            match (drain(run), drain(base)) {
+                (Some(a), Some(b)) => {
+                    close("drain time (unscaled)", a * ts, b * base_ts, 0.0, 2.0, ts);
+                }
                 (a, b) => assert_eq!(a, b, "drain time at scale {ts}"),
             }
         }
@@ -655,7 +675,7 @@ memory_ceiling = {{ enabled = false }}
         path: &std::path::Path,
         out: &std::path::Path,
     ) -> (Option<i32>, serde_json::Value, String) {
-        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let _one = one_at_a_time();
         let _ = std::fs::remove_dir_all(out);
         let o = rehearse()
             .arg("run")
@@ -773,7 +793,7 @@ padding_kb = { fixed = 512 }
     /// and a report marked partial is written within about 2 seconds.
     #[test]
     fn sigterm_writes_a_partial_report_quickly() {
-        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let _one = one_at_a_time();
         let out = std::env::temp_dir().join(format!("rehearse-sigterm-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&out);
         let child = rehearse()
@@ -849,7 +869,7 @@ padding_kb = { fixed = 512 }
     /// gateway's process group.
     #[test]
     fn a_second_signal_exits_at_once_and_ends_the_gateway() {
-        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let _one = one_at_a_time();
         let out = std::env::temp_dir().join(format!("rehearse-sigterm2-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&out);
         let child = rehearse()
@@ -967,6 +987,7 @@ max_tokens = { fixed = 5 }
     /// `rehearse run` of [`SQUEEZE`] under a hard limit of 400 open files,
     /// with `sets`: its exit code, stderr and run directory.
     fn squeezed(name: &str, sets: &[&str]) -> (Option<i32>, String, std::path::PathBuf) {
+        let _one = one_at_a_time();
         let scenario = write_temp(&format!("{name}.toml"), SQUEEZE);
         let out = std::env::temp_dir().join(format!("rehearse-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&out);
@@ -1019,7 +1040,12 @@ max_tokens = { fixed = 5 }
     /// panics, and the run is invalid with a note naming open files.
     #[test]
     fn running_out_of_files_makes_the_run_invalid_and_loses_no_arrival() {
-        let (code, err, out) = squeezed("fds-out", &["provider.faults.hang=1.0"]);
+        // The hung calls would hold the harness for its drain allowance
+        // (a minute by default) after the load: not what is tested here.
+        let (code, err, out) = squeezed(
+            "fds-out",
+            &["provider.faults.hang=1.0", "checklist.drain.within=1s"],
+        );
         assert!(err.contains("up to 2056"), "{err}");
         assert_eq!(code, Some(3), "{err}");
         assert!(!err.contains("panicked"), "{err}");
@@ -1116,7 +1142,7 @@ mod html_report {
         );
         // The browser too runs alone: on a small machine it would make a
         // rehearsal in another test miss its schedule.
-        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let _one = one_at_a_time();
         let started = Instant::now();
         let (dir, stdout) = short_run();
         let html = dir.join("report.html");
@@ -1404,7 +1430,7 @@ mod load {
 
     #[test]
     fn a_run_against_the_fake_provider_writes_its_records() {
-        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let _one = one_at_a_time();
         let rt = tokio::runtime::Runtime::new().unwrap();
         let provider = provider(&rt, "10ms");
         let dir = scratch("run", SMALL);
@@ -1431,7 +1457,7 @@ mod load {
     /// has passed is refused (exit 2).
     #[test]
     fn shards_split_the_scaled_schedule_at_an_agreed_start() {
-        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let _one = one_at_a_time();
         let rt = tokio::runtime::Runtime::new().unwrap();
         let provider = provider(&rt, "10ms");
         let dir = scratch(
@@ -1498,7 +1524,7 @@ mod load {
     /// is partial), every record line whole and the summary written.
     #[test]
     fn sigterm_stops_within_2s_with_whole_records_and_exit_3() {
-        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let _one = one_at_a_time();
         let rt = tokio::runtime::Runtime::new().unwrap();
         let provider = provider(&rt, "5s");
         let dir = scratch(

@@ -10,16 +10,11 @@
 
 mod common;
 
-use common::{rehearse, scratch, text};
+use common::{on_schedule, one_at_a_time, rehearse, scratch, text};
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use wire::{ClientOutcome, ClientRecord};
-
-/// One rehearsal at a time: two at once on a small machine would make the
-/// load generator miss its schedule.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn scenario(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -47,22 +42,33 @@ fn column(dir: &Path, name: &str) -> Vec<f64> {
         .collect()
 }
 
-/// Seed 000's brownout at time scale 150 and quota scale 10 (about 25 s):
-/// a naive gateway with a pool of 100 (10 here), the provider 6x slower
-/// from minute 3 to 15, then capped at 44 requests/s by its account.
+/// Seed 000's brownout at time scale 100 and quota scale 10 (about 40 s,
+/// 400 requests/s): a naive gateway with a pool of 100 (10 here), the
+/// provider 6x slower from minute 3 to 15, then capped at 44 requests/s by
+/// its account. Made again once if its load generator fell behind
+/// ([`on_schedule`]), against a send-lag bound of 20 ms (2 scenario
+/// seconds: what is judged here spans minutes) instead of the default 5.
+/// At time scale 150 a debug build sending 600 requests a second fell
+/// behind twice beside a release build (send lag p99 438 and 29 ms), and
+/// such runs put the peak at minute 35 or later; at quota scale 20 a pool
+/// of 5 and a cap of 2.2 requests a second once did so on a valid run.
 #[test]
 fn the_brownout_backlog_sits_in_the_pool_and_outlives_the_slowdown_twice_over() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = scratch("incidents", "brownout");
-    let out = rehearse()
-        .arg("run")
-        .arg(scenario("brownout-pool.toml"))
-        .args(["--time-scale", "150", "--set", "scenario.quota_scale=10"])
-        .arg("--out")
-        .arg(&dir)
-        .arg("--no-progress")
-        .output()
-        .unwrap();
+    let _one = one_at_a_time();
+    let (out, dir) = on_schedule(|attempt| {
+        let dir = scratch("incidents", &format!("brownout-{attempt}"));
+        let out = rehearse()
+            .arg("run")
+            .arg(scenario("brownout-pool.toml"))
+            .args(["--time-scale", "100", "--set", "scenario.quota_scale=10"])
+            .args(["--set", "load.send_lag_p99_max=20ms"])
+            .arg("--out")
+            .arg(&dir)
+            .arg("--no-progress")
+            .output()
+            .unwrap();
+        ((out, dir.clone()), dir)
+    });
     // The naive gateway fails its checklist; the run itself is valid.
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let report = json(&dir.join("report.json"));
@@ -117,8 +123,10 @@ fn the_brownout_backlog_sits_in_the_pool_and_outlives_the_slowdown_twice_over() 
         drain_s >= 2.0 * 720.0,
         "drained {drain_s} s after the recovery"
     );
+    // (Gone 31 s before the records end at time scale 100 beside a release
+    // build, where 150 on a quiet machine left 60: any margin shows it.)
     assert!(
-        last_high + 60 < depth.len(),
+        last_high + 15 < depth.len(),
         "the backlog drains before the end: {last_high} of {}",
         depth.len()
     );
@@ -136,14 +144,18 @@ fn the_brownout_backlog_sits_in_the_pool_and_outlives_the_slowdown_twice_over() 
 }
 
 /// Seed 001's four policies in one `rehearse compare` at time scale 18 and
-/// quota scale 2 (about 45 s), the 400 MiB budget scaled with the account.
+/// quota scale 4 (about 45 s), the 400 MiB budget scaled with the account.
+/// (At the scenario's quota scale 2 a debug build sends 180 requests of
+/// 0.6 MB a second, and on a busy machine fell so far behind that the
+/// unbounded gateway never held enough to die.)
 #[test]
 fn four_policies_against_a_slow_upstream_in_one_compare() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let dir = scratch("incidents", "policies");
     let out = rehearse()
         .arg("compare")
         .arg(scenario("policies.toml"))
+        .args(["--set", "scenario.quota_scale=4"])
         .arg("--out")
         .arg(&dir)
         .arg("--no-progress")
@@ -151,7 +163,9 @@ fn four_policies_against_a_slow_upstream_in_one_compare() {
         .unwrap();
     // Every variant fails a check (callers time out in all four). A busy
     // machine can make a run invalid (its load generator behind): the
-    // mechanisms below are asserted all the same.
+    // mechanisms below are asserted on any run, and the load generator's
+    // own timings on a valid one (so it is not made again: four variants
+    // take most of a minute).
     assert!(matches!(out.status.code(), Some(1 | 3)), "{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     for name in [
@@ -178,43 +192,63 @@ fn four_policies_against_a_slow_upstream_in_one_compare() {
         variant("limit 50 + timeout"),
         variant("aimd + timeout"),
     );
-    // Unbounded: the restart loop.
-    assert!(f(&unbounded["crashes"]) >= 2.0, "{unbounded}");
+    let valid = |v: &serde_json::Value| v["checks"]["harness_valid"] == "pass";
+    // Unbounded: it dies, losing what it held; on a run that kept its
+    // schedule, again after its restart (the loop). A load generator that
+    // fell behind sent the slow minute's requests late, and the restarted
+    // gateway once outlived it.
+    assert!(f(&unbounded["crashes"]) >= 1.0, "{unbounded}");
     assert!(f(&unbounded["lost"]) > 0.0, "{unbounded}");
+    if valid(&unbounded) {
+        assert!(f(&unbounded["crashes"]) >= 2.0, "{unbounded}");
+    }
     // Timeout only: never dies, and the slow minute's callers all wait
-    // the whole timeout to be told. Its peak sits near the budget (211-213
-    // of 216 MiB on a quiet machine), so a run whose load generator fell
-    // behind (an invalid run: its requests came in bursts) can cross it;
-    // such a run proves nothing, as its own checklist says.
-    if timeout_only["checks"]["harness_valid"] == "pass" {
+    // the whole timeout to be told. Its peak sits near the budget (116 of
+    // 124 MiB at quota scale 4; 211-213 of 216 at 2), so a run whose load
+    // generator fell behind (an invalid run: its requests came in bursts)
+    // can cross it; such a run proves nothing, as its own checklist says.
+    if valid(&timeout_only) {
         assert_eq!(f(&timeout_only["crashes"]), 0.0, "{timeout_only}");
     } else {
         eprintln!("timeout only: run invalid, its crash count not judged: {timeout_only}");
     }
+    // The slow minute's callers: none is told before the timeout, on any
+    // run. How soon after it they are told, and how fast limit 50 refuses,
+    // are timings of the load generator's own: judged on a run that kept
+    // its schedule only (one that fell behind fired its callers' timers up
+    // to 50% late and read refusals tens of milliseconds late).
     let ended = slow_window(&dir, &timeout_only);
     let timeout_us = 15e6 / 18.0;
-    let at_timeout = ended
+    // From the caller's arrival (its patience runs from there).
+    let took = |a: &ClientRecord| (a.done_us - a.intended_us) as f64;
+    let told_early = ended
         .iter()
-        .filter(|a| {
-            // From the caller's arrival (its patience runs from there).
-            let took = (a.done_us - a.intended_us) as f64;
-            took >= timeout_us * 0.999 && took <= timeout_us * 1.1
-        })
+        .filter(|a| took(a) < timeout_us * 0.999)
         .count();
     assert!(
-        at_timeout as f64 >= 0.95 * ended.len() as f64 && ended.len() > 200,
-        "{at_timeout} of {} ended within [T, T + 10%]",
+        told_early as f64 <= 0.05 * ended.len() as f64 && ended.len() > 200,
+        "{told_early} of {} told before the timeout",
         ended.len()
     );
-    // Limit 50 + timeout: most of the slow minute refused at once.
+    if valid(&timeout_only) {
+        let late = ended.iter().filter(|a| took(a) > timeout_us * 1.1).count();
+        assert!(
+            late as f64 <= 0.05 * ended.len() as f64,
+            "{late} of {} told later than T + 10%",
+            ended.len()
+        );
+    }
+    // Limit 50 + timeout: most of the slow minute refused, at once.
     let slow = slow_window(&dir, &limit);
-    let refused_fast = slow
+    let fast_enough = |a: &&ClientRecord| !valid(&limit) || a.done_us - a.sent_us < 5_000;
+    let refused = slow
         .iter()
-        .filter(|a| a.outcome == ClientOutcome::Shed && a.done_us - a.sent_us < 5_000)
+        .filter(|a| a.outcome == ClientOutcome::Shed)
+        .filter(fast_enough)
         .count();
     assert!(
-        refused_fast as f64 >= 0.6 * slow.len() as f64,
-        "{refused_fast} of {} refused in under 5 ms",
+        refused as f64 >= 0.6 * slow.len() as f64,
+        "{refused} of {} refused (in under 5 ms, on a valid run)",
         slow.len()
     );
     // AIMD: at most half the timeouts of the fixed limit.

@@ -6,9 +6,6 @@
 
 use std::path::Path;
 use std::process::{Child, Stdio};
-use std::sync::Mutex;
-
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 const TOKEN: &str = "staging-secret";
 
@@ -48,7 +45,9 @@ drain = { enabled = false }
 "#;
 
 mod common;
-use common::{first_attempts, first_line, json, ok, rehearse, scratch, Running};
+use common::{
+    first_attempts, first_line, json, ok, on_schedule, one_at_a_time, rehearse, scratch, Running,
+};
 
 /// A provider with its clock shifted by `shift_ms` and an admin token, and
 /// a bounded reference gateway in front of it.
@@ -94,7 +93,7 @@ fn noted_offset_ms(report: &serde_json::Value) -> f64 {
 
 #[test]
 fn a_remote_provider_is_driven_and_its_clock_corrected() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let dir = scratch("staging", "remote");
     let scenario = dir.join("scenario.toml");
     std::fs::write(&scenario, SCENARIO).unwrap();
@@ -124,22 +123,26 @@ fn a_remote_provider_is_driven_and_its_clock_corrected() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("401"));
 
-    let run = dir.join("run");
-    let out = rehearse()
-        .arg("run")
-        .arg(&scenario)
-        .args([
-            "--provider",
-            &provider,
-            "--target",
-            &gateway,
-            "--no-progress",
-            "--out",
-        ])
-        .arg(&run)
-        .env("REHEARSE_PROVIDER_TOKEN", TOKEN)
-        .output()
-        .unwrap();
+    // Made again once if its load generator fell behind (on_schedule).
+    let (out, run) = on_schedule(|attempt| {
+        let run = dir.join(format!("run-{attempt}"));
+        let out = rehearse()
+            .arg("run")
+            .arg(&scenario)
+            .args([
+                "--provider",
+                &provider,
+                "--target",
+                &gateway,
+                "--no-progress",
+                "--out",
+            ])
+            .arg(&run)
+            .env("REHEARSE_PROVIDER_TOKEN", TOKEN)
+            .output()
+            .unwrap();
+        ((out, run.clone()), run)
+    });
     ok(&out, "rehearse run --provider URL");
     let report = json(&run.join("report.json"));
     let offset = noted_offset_ms(&report);
@@ -159,7 +162,7 @@ fn a_remote_provider_is_driven_and_its_clock_corrected() {
 
 #[test]
 fn shards_staged_and_collected_equal_one_run() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let dir = scratch("staging", "shards");
     let scenario = dir.join("scenario.toml");
     std::fs::write(&scenario, SCENARIO).unwrap();
@@ -261,7 +264,7 @@ fn shards_staged_and_collected_equal_one_run() {
 /// merged: the same people and outcomes as the load in one process.
 #[test]
 fn run_with_two_local_shards_equals_one_process() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let dir = scratch("staging", "local-shards");
     let scenario = dir.join("scenario.toml");
     std::fs::write(
@@ -272,15 +275,19 @@ fn run_with_two_local_shards_equals_one_process() {
         ),
     )
     .unwrap();
+    // Each made again once if its load generator fell behind (on_schedule).
     let run = |name: &str, shards: &str| {
-        let out_dir = dir.join(name);
-        let out = rehearse()
-            .arg("run")
-            .arg(&scenario)
-            .args(["--shards", shards, "--no-progress", "--out"])
-            .arg(&out_dir)
-            .output()
-            .unwrap();
+        let (out, out_dir) = on_schedule(|attempt| {
+            let out_dir = dir.join(format!("{name}-{attempt}"));
+            let out = rehearse()
+                .arg("run")
+                .arg(&scenario)
+                .args(["--shards", shards, "--no-progress", "--out"])
+                .arg(&out_dir)
+                .output()
+                .unwrap();
+            ((out, out_dir.clone()), out_dir)
+        });
         ok(&out, name);
         let report = json(&out_dir.join("report.json"));
         let meta = json(&out_dir.join("run.json"));

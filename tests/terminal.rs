@@ -9,17 +9,12 @@
 
 mod common;
 
-use common::{rehearse, scratch, text};
+use common::{one_at_a_time, rehearse, scratch, text};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::Mutex;
 
 use unicode_width::UnicodeWidthStr as _;
-
-/// One rehearsal at a time: two at once on a small machine would make the
-/// load generator miss its schedule.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// The CI smoke scenario with a long description in wide characters (the
 /// banner wraps it), at a tenth of its length, and two variants whose long
@@ -124,7 +119,7 @@ fn invocations(dir: &Path, scenario: &Path) -> Vec<(Vec<String>, bool)> {
 
 #[test]
 fn every_line_of_run_report_plan_and_compare_fits_100_columns() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let dir = scratch("terminal", "fit");
     let scenario = scenario(&dir);
     for (args, json) in invocations(&dir, &scenario) {
@@ -193,7 +188,7 @@ fn every_line_of_run_report_plan_and_compare_fits_100_columns() {
 /// (its banner too) and `report`.
 #[test]
 fn json_and_quiet_print_the_document_alone() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let dir = scratch("terminal", "json");
     let scenario = scenario(&dir);
     let run = dir.join("run");

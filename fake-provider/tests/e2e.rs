@@ -341,8 +341,11 @@ mod latency {
         let last = *arrivals.last().unwrap();
         assert!(last >= Duration::from_millis(300), "{arrivals:?}");
         let r = &p.records()[0];
+        // The first byte after the TTFT, not after a token's 50 ms more
+        // (nor twice the TTFT): under 150 ms leaves a busy machine's late
+        // timers room (120 ms seen) and still catches either mistake.
         let ttfb = r.first_byte_us.unwrap() - r.admitted_us.unwrap();
-        assert!((100_000..115_000).contains(&ttfb), "ttfb {ttfb}");
+        assert!((100_000..150_000).contains(&ttfb), "ttfb {ttfb}");
         p.shutdown().await;
     }
 

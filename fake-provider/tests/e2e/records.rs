@@ -192,17 +192,20 @@ async fn after_n_gives_exactly_the_lines_after_n_and_where_to_ask_next() {
     p.shutdown().await;
 }
 
+/// Five thousand records (over a megabyte, many reads of the file) come back
+/// whole, streamed without a length. (Twenty thousand took 12 s of real
+/// calls on a shared machine and showed nothing more.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn twenty_thousand_records_are_streamed_chunked() {
+async fn five_thousand_records_are_streamed_chunked() {
     let p = start("").await;
-    calls(&p, "r", 20_000, 32).await;
+    calls(&p, "r", 5_000, 32).await;
     let resp = client()
         .get(format!("{}/_fake/records", p.base_url()))
         .send()
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
-    assert_eq!(resp.headers()[RECORDS_NEXT_HEADER], "20000");
+    assert_eq!(resp.headers()[RECORDS_NEXT_HEADER], "5000");
     assert_eq!(resp.headers()["transfer-encoding"], "chunked");
     assert!(resp.headers().get("content-length").is_none());
     let body = resp.text().await.unwrap();
@@ -212,7 +215,7 @@ async fn twenty_thousand_records_are_streamed_chunked() {
         .collect();
     ids.sort();
     ids.dedup();
-    assert_eq!(ids.len(), 20_000);
+    assert_eq!(ids.len(), 5_000);
     p.shutdown().await;
 }
 
