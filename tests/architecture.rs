@@ -760,3 +760,30 @@ fn architecture_md_lists_every_run_directory_file_with_its_writer() {
         "ARCHITECTURE.md and wire::files disagree: not listed {missing:?}, not a constant {extra:?}"
     );
 }
+
+/// The package sets `autotests = false` and its end-to-end tests are the
+/// modules of one binary, tests/main.rs: a file of tests/ it does not
+/// list would never be compiled, let alone run.
+#[test]
+fn every_test_file_is_a_module_of_the_one_test_binary() {
+    let main = std::fs::read_to_string(root().join("tests/main.rs")).unwrap();
+    let listed: BTreeSet<String> = main
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("mod "))
+        .map(|m| m.trim_end_matches(';').trim().to_string())
+        .collect();
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(root().join("tests")).unwrap().flatten() {
+        let path = entry.path();
+        let name = path.file_stem().unwrap().to_string_lossy().to_string();
+        let is_module = (path.extension().is_some_and(|x| x == "rs") && name != "main")
+            || path.join("mod.rs").is_file();
+        if is_module && !listed.contains(&name) {
+            missing.push(name);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "tests/main.rs does not list these files of tests/ (add `mod NAME;`): {missing:?}"
+    );
+}

@@ -3,7 +3,7 @@
 //! found within 15%; and a provider that refuses past 20 calls, where the
 //! sweep stops by 24 and says why.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Stdio;

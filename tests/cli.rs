@@ -1,6 +1,6 @@
 //! End-to-end tests of the `rehearse` binary: real processes, real sockets.
 
-mod common;
+use crate::common;
 
 use common::{on_schedule, one_at_a_time};
 use std::io::{BufRead, BufReader};
@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn rehearse() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_rehearse"))
+    Command::new(common::rehearse_bin())
 }
 
 fn write_temp(name: &str, text: &str) -> std::path::PathBuf {
@@ -645,7 +645,8 @@ mod faults {
     /// A scenario whose gateway is `rehearse gateway` wrapped in `timeout`,
     /// so it is killed (SIGKILL) a few seconds into the load.
     fn dying_gateway_scenario(name: &str, restart: bool) -> std::path::PathBuf {
-        let bin = env!("CARGO_BIN_EXE_rehearse");
+        let bin = common::rehearse_bin();
+        let bin = bin.display();
         write_temp(
             name,
             &format!(
@@ -933,7 +934,7 @@ padding_kb = { fixed = 512 }
         let out = std::env::temp_dir().join(format!("rehearse-fds-{}", std::process::id()));
         let o = Command::new("prlimit")
             .arg("--nofile=200:200")
-            .arg(env!("CARGO_BIN_EXE_rehearse"))
+            .arg(common::rehearse_bin())
             .arg("run")
             .arg(format!(
                 "{}/scenarios/pool-demo.toml",
@@ -993,7 +994,7 @@ max_tokens = { fixed = 5 }
         let _ = std::fs::remove_dir_all(&out);
         let mut cmd = Command::new("prlimit");
         cmd.arg("--nofile=400:400")
-            .arg(env!("CARGO_BIN_EXE_rehearse"))
+            .arg(common::rehearse_bin())
             .arg("run")
             .arg(&scenario)
             .arg("--out")

@@ -2,7 +2,7 @@
 //! the pool demonstration's bounded gateway against a naive one, run by
 //! the binary at a tenth of its length.
 
-mod common;
+use crate::common;
 
 use common::{on_schedule, one_at_a_time, rehearse, scratch, text};
 
@@ -321,7 +321,8 @@ fn a_gateway_that_dies_is_counted_in_crashes_and_lost() {
     let _one = one_at_a_time();
     let dir = scratch("compare", "dies");
     let scenario = dir.join("dies.toml");
-    let bin = env!("CARGO_BIN_EXE_rehearse");
+    let bin = common::rehearse_bin();
+    let bin = bin.display();
     std::fs::write(
         &scenario,
         format!(

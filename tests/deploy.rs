@@ -23,6 +23,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::common;
+
 /// The image `deploy/image/build.sh` builds (`IMAGE` there, `REHEARSE_IMAGE`
 /// here to test another).
 const DEFAULT_IMAGE: &str = "localhost/rehearse:latest";
@@ -397,7 +399,7 @@ fn manifest_command_lines_parse_with_this_binary() {
                 .collect();
             assert!(!argv.iter().any(|a| a.contains("$(")), "{argv:?}");
             let out = run(
-                Command::new(env!("CARGO_BIN_EXE_rehearse"))
+                Command::new(common::rehearse_bin())
                     .args(&argv)
                     .arg("--help"),
                 "the binary",
@@ -599,7 +601,7 @@ fn ci_jobs_fail_on_every_exit_code_but_0_and_say_why() {
                 ],
                 "{ci_name}"
             );
-            let mut parsed = Command::new(env!("CARGO_BIN_EXE_rehearse"));
+            let mut parsed = Command::new(common::rehearse_bin());
             let parsed = run(parsed.args(argv.lines()).arg("--help"), "the binary");
             assert!(
                 parsed.status.success(),

@@ -3,7 +3,7 @@
 //! gauges; and the same run judged again as usual, from the same client
 //! records plus the provider's own, check by check.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Stdio;

@@ -12,7 +12,7 @@
 //! delays of 20-40 ms were 1.2-2.4 scenario seconds at sixty times, enough
 //! to time out a caller the far-tail admission had rightly let in.
 
-mod common;
+use crate::common;
 
 use common::{on_schedule, one_at_a_time};
 
@@ -22,7 +22,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 fn rehearse() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_rehearse"))
+    Command::new(common::rehearse_bin())
 }
 
 fn scenario(name: &str) -> PathBuf {

@@ -8,7 +8,7 @@
 //! - scenarios/policies.toml: four policies against one slow upstream in
 //!   one `rehearse compare`.
 
-mod common;
+use crate::common;
 
 use common::{on_schedule, one_at_a_time, rehearse, scratch, text};
 

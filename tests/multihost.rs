@@ -11,7 +11,7 @@
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
-mod common;
+use crate::common;
 use common::{first_attempts, first_line, json, ok, Running};
 
 const TOKEN: &str = "multihost-secret";
@@ -113,12 +113,8 @@ impl Net {
     /// `rehearse ARGS` inside host `i`.
     fn rehearse(&self, i: usize) -> Command {
         let mut c = Command::new("ip");
-        c.args([
-            "netns",
-            "exec",
-            &self.hosts[i],
-            env!("CARGO_BIN_EXE_rehearse"),
-        ]);
+        c.args(["netns", "exec", &self.hosts[i]]);
+        c.arg(common::rehearse_bin());
         c
     }
 }
@@ -185,7 +181,7 @@ fn provider_gateway_and_two_shards_on_four_hosts() {
     let start_at = format!("{start:.3}");
     let staged: PathBuf = dir.join("staged");
     let here = || {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_rehearse"));
+        let mut c = Command::new(common::rehearse_bin());
         c.env("REHEARSE_PROVIDER_TOKEN", TOKEN);
         c
     };

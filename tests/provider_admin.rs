@@ -8,8 +8,10 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::common;
+
 fn rehearse() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_rehearse"))
+    Command::new(common::rehearse_bin())
 }
 
 fn write_temp(name: &str, text: &str) -> PathBuf {

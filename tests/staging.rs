@@ -44,7 +44,7 @@ max_tokens = { fixed = 8 }
 drain = { enabled = false }
 "#;
 
-mod common;
+use crate::common;
 use common::{
     first_attempts, first_line, json, ok, on_schedule, one_at_a_time, rehearse, scratch, Running,
 };

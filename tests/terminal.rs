@@ -7,7 +7,7 @@
 //! defaults); the bash completion script and the man page naming every
 //! subcommand.
 
-mod common;
+use crate::common;
 
 use common::{one_at_a_time, rehearse, scratch, text};
 
@@ -256,7 +256,7 @@ fn colour_only_on_a_terminal_and_never_with_no_color() {
     }
     let command = format!(
         "{} report {} --quiet",
-        env!("CARGO_BIN_EXE_rehearse"),
+        common::rehearse_bin().display(),
         copy.display()
     );
     let on_a_terminal = |no_color: Option<&str>| {

@@ -4,7 +4,7 @@
 //! without it they stop at once with exit 2, naming the certificate
 //! problem; with `--insecure` they run and say so.
 
-mod common;
+use crate::common;
 
 use common::{on_schedule, one_at_a_time};
 
@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use test_support::tls::{relay, Relay, TestCa};
 
 fn rehearse() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_rehearse"))
+    Command::new(common::rehearse_bin())
 }
 
 /// A fresh folder for one test.

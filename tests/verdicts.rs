@@ -4,7 +4,7 @@
 //! gateway talks to another provider is invalid, not green.
 //! Real processes and sockets on 127.0.0.1 only.
 
-mod common;
+use crate::common;
 
 use common::{on_schedule, one_at_a_time};
 
@@ -15,7 +15,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 fn rehearse() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_rehearse"))
+    Command::new(common::rehearse_bin())
 }
 
 fn scratch(name: &str) -> PathBuf {

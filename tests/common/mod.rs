@@ -75,9 +75,23 @@ pub fn on_schedule<T>(mut attempt: impl FnMut(u32) -> (T, PathBuf)) -> T {
     second
 }
 
-/// The `rehearse` binary under test.
+/// The `rehearse` binary under test: `REHEARSE_BIN` when it is set (a
+/// path), else the one cargo built for these tests. `.ci/run` sets it to
+/// the release binary it has just built from the same sources for the
+/// container image: a rehearsal there costs the machine about a third of
+/// the CPU a debug build's does (pool-demo at time scale 5: 0.40 against
+/// 1.04 CPU seconds), so a busy machine leaves its load generator on
+/// schedule, and the tests judge the binary users run.
+pub fn rehearse_bin() -> PathBuf {
+    match std::env::var_os("REHEARSE_BIN") {
+        Some(path) if !path.is_empty() => PathBuf::from(path),
+        _ => PathBuf::from(env!("CARGO_BIN_EXE_rehearse")),
+    }
+}
+
+/// The `rehearse` binary under test ([`rehearse_bin`]).
 pub fn rehearse() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_rehearse"))
+    Command::new(rehearse_bin())
 }
 
 /// An empty scratch directory of this test process: `test` names the

@@ -1,0 +1,24 @@
+//! The binary's end-to-end tests, one test binary (STYLE.md: one
+//! integration binary per crate, topic modules inside): one link instead
+//! of one per file, and the short tests run beside the rehearsals, which
+//! take turns ([`common::one_at_a_time`]). Each topic is a file beside
+//! this one; `tests/architecture.rs` checks that every file is listed here
+//! (the package sets `autotests = false`, so an unlisted file would never
+//! run).
+
+mod common;
+
+mod architecture;
+mod calibrate;
+mod cli;
+mod compare;
+mod deploy;
+mod external;
+mod flash;
+mod incidents;
+mod multihost;
+mod provider_admin;
+mod staging;
+mod terminal;
+mod tls;
+mod verdicts;
