@@ -123,6 +123,88 @@ mod provider {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+
+    /// SIGTERM right after N calls, nobody having read the records (they
+    /// may all still be in the serving threads' lanes, waiting for the
+    /// writer's period): the file holds N whole records, one per call.
+    #[test]
+    fn sigterm_after_n_calls_leaves_n_records() {
+        const N: usize = 400;
+        let path = write_temp("n.toml", "completion_tokens = { fixed = 2 }\n");
+        let records = write_temp("n-provider.jsonl", "");
+        let mut child = rehearse()
+            .args(["provider", "--config"])
+            .arg(&path)
+            .args(["--listen", "127.0.0.1:0", "--threads", "2", "--records"])
+            .arg(&records)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut running = Running(child);
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        let base = line
+            .trim()
+            .strip_prefix("fake provider listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_string();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let client = reqwest::Client::new();
+            let mut tasks = tokio::task::JoinSet::new();
+            for w in 0..8 {
+                let (client, url) = (client.clone(), format!("{base}/v1/chat/completions"));
+                tasks.spawn(async move {
+                    for i in (w..N).step_by(8) {
+                        let resp = client
+                            .post(&url)
+                            .header("x-request-id", format!("call-{i}"))
+                            .json(&serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}))
+                            .send()
+                            .await
+                            .unwrap();
+                        assert_eq!(resp.status(), 200);
+                        resp.bytes().await.unwrap();
+                    }
+                });
+            }
+            while let Some(done) = tasks.join_next().await {
+                done.unwrap();
+            }
+        });
+        let pid = running.0.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while running.0.try_wait().unwrap().is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "provider did not stop on SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(running.0.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+        assert_eq!(
+            running.0.try_wait().unwrap().unwrap().code(),
+            Some(0),
+            "{stderr}"
+        );
+        let text = std::fs::read_to_string(&records).unwrap();
+        assert!(text.ends_with('\n'), "the file ends mid-line");
+        let mut ids: Vec<String> = text
+            .lines()
+            .map(|l| serde_json::from_str::<wire::ProviderRecord>(l).unwrap().id)
+            .collect();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), N, "one record per call: {stderr}");
+        assert!(stderr.contains(&format!("{N} records in")), "{stderr}");
+    }
 }
 
 mod plan {
