@@ -111,7 +111,8 @@ if want callgrind; then
     for d in 4 8; do
       scenario "cg$d" "$d" "$CG_RATE"
       rm -f "$OUT/cg-provider.jsonl"*
-      taskset -c 0 valgrind --tool=callgrind --callgrind-out-file="$OUT/cg-$tag-$d.out" "$bin" provider \
+      rm -f "$OUT/cg-$tag-$d.out"*
+      taskset -c 0 valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$OUT/cg-$tag-$d.out" "$bin" provider \
         --config "$HERE/zero.toml" --listen "127.0.0.1:$PORT" --threads 1 --records "$OUT/cg-provider.jsonl" \
         > /dev/null 2> "$OUT/cg-$tag-$d.err" &
       PID=$!
@@ -125,12 +126,38 @@ if want callgrind; then
     done
     echo "   $bin: $(( (collected[8] - collected[4]) / (calls[8] - calls[4]) )) instructions per call"
     # Where the records' part goes, per call of the 8 s run: the push on
-    # the serving thread (inclusive) and the writer thread's loop.
-    callgrind_annotate --inclusive=yes "$OUT/cg-$tag-8.out" 2>/dev/null | awk -v n="${calls[8]}" '
-      /fake_provider::records::RecordFile::push( |$)/ && !p { gsub(",", "", $1); p = 1; print "     records push (serving thread):", int($1 / n), "a call" }
-      /fake_provider::records::Writer::run( |$)/ && !w { gsub(",", "", $1); w = 1; print "     record writer thread:", int($1 / n), "a call" }'
+    # the serving thread (inclusive), and the record writer's thread (the
+    # one whose file names its functions) in all.
+    for f in "$OUT/cg-$tag-8.out"-*; do
+      total=$(awk '/^(summary|totals):/ {print $2; exit}' "$f")
+      if grep -q 'records::Writer' "$f"; then
+        echo "     record writer thread: $(( total / calls[8] )) a call"
+      elif grep -q 'RecordFile::push' "$f"; then
+        push=$(callgrind_annotate --inclusive=yes "$f" 2>/dev/null \
+          | awk '/fake_provider::records::RecordFile::push( |$)/ && !done {gsub(",", "", $1); print $1; done = 1}')
+        echo "     serving thread: $(( total / calls[8] )) a call, of which the records' push $(( ${push:-0} / calls[8] ))"
+      fi
+    done
     unset collected calls
   done
+  # The floor: loadgen's bare hyper target (one thread, one fixed answer,
+  # nothing recorded) under the same load; its calls from the load's
+  # summary.json.
+  BARE=target/release/examples/bare_target
+  [ -n "${NO_BUILD:-}" ] || cargo build --release --quiet -p loadgen --example bare_target
+  declare -A collected=() calls=()
+  for d in 4 8; do
+    taskset -c 0 valgrind --tool=callgrind --callgrind-out-file="$OUT/cg-bare-$d.out" "$BARE" "127.0.0.1:$PORT" \
+      > /dev/null 2> "$OUT/cg-bare-$d.err" &
+    PID=$!
+    await_provider 600
+    drive "cg$d"
+    cleanup
+    calls[$d]=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["attempts"])' "$OUT/cg$d/summary.json")
+    collected[$d]=$(grep -o 'Collected : [0-9]*' "$OUT/cg-bare-$d.err" | awk '{s += $3} END {print s}')
+  done
+  echo "   $BARE: $(( (collected[8] - collected[4]) / (calls[8] - calls[4]) )) instructions per call"
+  unset collected calls
 fi
 
 if want switches; then
