@@ -102,7 +102,7 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Ju
             .as_deref()
             .filter(|_| a.outcome == ClientOutcome::ConnectError);
         out_of_files += u64::from(reason.is_some_and(crate::fds::is_out_of_files));
-        not_sent += u64::from(reason.is_some_and(|r| r.starts_with(loadgen::NOT_SENT_AT_BOUND)));
+        not_sent += u64::from(reason.is_some_and(loadgen::was_not_sent));
     });
     feed(&mut judge, counted, &mut provider);
     meta.untrusted
@@ -148,12 +148,14 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Ju
 /// What the gateway's own metrics (`gateway-metrics.txt`, when saved) say
 /// of the provider's latency against the records, when they disagree.
 /// The note that makes a run invalid when `n` of its attempts were never
-/// sent: the load generator's own bound on open connections was reached
-/// and they got no connection within their patience; `None` when none.
+/// sent (`loadgen::was_not_sent`): the load generator's own bound on open
+/// connections was reached and they got no connection within their
+/// patience, or it came to them only after their patience had ended;
+/// `None` when none.
 fn not_sent_note(n: u64) -> Option<String> {
     (n > 0).then(|| {
         format!(
-            "the load generator could not send {} attempts: its bound on open connections (what its callers can hold, or its open files) was reached and they got no connection within their patience; a limit of the harness rather than the gateway's doing, so the run is invalid (summary.json's connection_bound says more)",
+            "the load generator did not send {} attempts (its bound on open connections reached, or it came to them only after their patience had ended; each record's reason says which): a limit of the harness rather than the gateway's doing, so the run is invalid (summary.json's notes say more)",
             wire::number::count(n)
         )
     })

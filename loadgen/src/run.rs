@@ -319,6 +319,24 @@ async fn handshake_probe(
 pub const NOT_SENT_AT_BOUND: &str =
     "not sent: no connection within the patience, the load generator's bound on open connections was reached";
 
+/// The reason of an attempt's record (`connect_error`) that the load
+/// generator came to only after its person's patience had ended (it fell
+/// behind its schedule by more than that: see the send lag): not sent.
+pub const NOT_SENT_LATE: &str =
+    "not sent: the load generator came to it only after the person's patience had ended";
+
+/// Returns true if and only if a record's `reason` says the load
+/// generator did not send the attempt ([`NOT_SENT_AT_BOUND`],
+/// [`NOT_SENT_LATE`]): its own limit, never the gateway's doing.
+///
+/// ```
+/// assert!(loadgen::was_not_sent(loadgen::NOT_SENT_LATE));
+/// assert!(!loadgen::was_not_sent("connect: connection refused"));
+/// ```
+pub fn was_not_sent(reason: &str) -> bool {
+    reason.starts_with("not sent: ")
+}
+
 /// What every person task shares.
 struct Shared {
     plan: Arc<LoadPlan>,
@@ -347,6 +365,9 @@ struct Shared {
     /// of them that got no connection within their patience.
     bound_waits: AtomicU64,
     not_sent: AtomicU64,
+    /// Attempts not sent because the load generator came to them only
+    /// after their person's patience had ended.
+    not_sent_late: AtomicU64,
 }
 
 impl Shared {
@@ -484,6 +505,7 @@ pub async fn run(
         bounds,
         bound_waits: AtomicU64::new(0),
         not_sent: AtomicU64::new(0),
+        not_sent_late: AtomicU64::new(0),
     });
 
     let tracker = TaskTracker::new();
@@ -504,7 +526,7 @@ pub async fn run(
     let elapsed = start.elapsed();
     let spend = shared.spend.as_ref().map(crate::SpendBudget::summary);
     let connections_opened = shared.connector.opened();
-    let (connection_bound, bound_note) = bound_met(&shared);
+    let (connection_bound, bound_notes) = bound_met(&shared);
     drop(shared);
     if let Some(p) = progress {
         p.finish().await;
@@ -524,7 +546,7 @@ pub async fn run(
     report.spend = spend;
     report.connections_opened = connections_opened;
     report.connection_bound = connection_bound;
-    report.notes.extend(bound_note);
+    report.notes.extend(bound_notes);
     write_summary(&report, &options.out_dir)?;
     Ok(report)
 }
@@ -782,8 +804,9 @@ fn at_the_bound(
 }
 
 /// What the run's bound on open connections met: the summary's figures,
-/// and a note when it was met.
-fn bound_met(shared: &Shared) -> (crate::ConnectionBound, Option<String>) {
+/// and notes when it was met (and when attempts came up too late to be
+/// sent).
+fn bound_met(shared: &Shared) -> (crate::ConnectionBound, Vec<String>) {
     let waited = shared.bound_waits.load(Ordering::Relaxed);
     let not_sent = shared.not_sent.load(Ordering::Relaxed);
     let figures = crate::ConnectionBound {
@@ -799,6 +822,16 @@ fn bound_met(shared: &Shared) -> (crate::ConnectionBound, Option<String>) {
         .map(bound::Step::said)
         .collect();
     said.dedup();
+    let late = shared.not_sent_late.load(Ordering::Relaxed);
+    let late_note = (late > 0).then(|| {
+        format!(
+            "the load generator fell behind its schedule by more than the patience: {} attempts \
+             came up only after their person had given up and were not sent (connect_error, \
+             reason \"{}\")",
+            wire::number::count(late),
+            crate::NOT_SENT_LATE,
+        )
+    });
     let note = (waited > 0).then(|| {
         format!(
             "the load generator's own bound on open connections was reached: {} attempts waited \
@@ -812,7 +845,7 @@ fn bound_met(shared: &Shared) -> (crate::ConnectionBound, Option<String>) {
             wire::number::count(figures.most_open),
         )
     });
-    (figures, note)
+    (figures, note.into_iter().chain(late_note).collect())
 }
 
 /// Where a response body goes: the dialect's reader for an answer, a
@@ -890,7 +923,14 @@ async fn attempt_once(
     give_up: Instant,
 ) -> ClientRecord {
     let sent = Instant::now();
-    shared.live.sent.fetch_add(1, Ordering::Relaxed);
+    // Come to only after the person gave up (the load generator fell
+    // behind by more than the patience): not sent. Sending it would hang
+    // up at once, cost the target a call for a caller gone and the load
+    // generator a connection, and so slow its catching up.
+    let late = sent >= give_up;
+    if !late {
+        shared.live.sent.fetch_add(1, Ordering::Relaxed);
+    }
 
     let mut seen = Seen::default();
     let dialect = shared.plan.request.dialect;
@@ -979,17 +1019,53 @@ async fn attempt_once(
     };
     // Dropping the exchange at the deadline drops its connection: the
     // client hangs up, as a person who gave up does.
-    let (outcome, tokens, reason): (ClientOutcome, u64, Option<String>) = tokio::select! {
-        r = tokio::time::timeout_at(give_up.into(), exchange) => match r {
-            Ok(r) => r,
-            Err(_) => (ClientOutcome::Timeout, 0, None),
-        },
-        // Boxed: 8 bytes in every waiting person's state instead of the
-        // cancellation future itself.
-        () = Box::pin(shared.hard_stop.cancelled()) => (ClientOutcome::Cancelled, 0, None),
+    let (outcome, tokens, reason): (ClientOutcome, u64, Option<String>) = if late {
+        drop(exchange);
+        let not_sent = Some(crate::NOT_SENT_LATE.to_owned());
+        (ClientOutcome::ConnectError, 0, not_sent)
+    } else {
+        tokio::select! {
+            r = tokio::time::timeout_at(give_up.into(), exchange) => match r {
+                Ok(r) => r,
+                Err(_) => (ClientOutcome::Timeout, 0, None),
+            },
+            // Boxed: 8 bytes in every waiting person's state instead of the
+            // cancellation future itself.
+            () = Box::pin(shared.hard_stop.cancelled()) => (ClientOutcome::Cancelled, 0, None),
+        }
     };
     let done = Instant::now();
-    let (sent, outcome, reason) = at_the_bound(shared, seen.wait, (sent, done), outcome, reason);
+    let times = (intended, sent, done);
+    attempt_record(
+        shared,
+        (id, tenant, drawn),
+        attempt,
+        times,
+        late,
+        &seen,
+        (outcome, tokens, reason),
+    )
+}
+
+/// The record of an attempt that ended at `done`: begun at `sent`, not
+/// sent at all if `late`, else sent when it got its connection.
+fn attempt_record(
+    shared: &Shared,
+    (id, tenant, drawn): (&str, Option<u16>, &Drawn),
+    attempt: u32,
+    (intended, sent, done): (Instant, Instant, Instant),
+    late: bool,
+    seen: &Seen,
+    (outcome, tokens, reason): (ClientOutcome, u64, Option<String>),
+) -> ClientRecord {
+    let (sent, outcome, reason) = match late {
+        true => {
+            shared.not_sent_late.fetch_add(1, Ordering::Relaxed);
+            (done, outcome, reason)
+        }
+        false => at_the_bound(shared, seen.wait, (sent, done), outcome, reason),
+    };
+    let clock = shared.clock;
     ClientRecord {
         id: id.to_string(),
         attempt,

@@ -151,3 +151,38 @@ async fn at_its_own_bound_requests_wait_the_wait_is_the_load_generators_and_it_i
         "{summary}"
     );
 }
+
+/// People whose patience has ended by the time the load generator comes
+/// to them (none at all here: it always comes at or after their due time)
+/// are not sent: sending would only hang up at once on a target that
+/// gets a call for a caller already gone. Said so, their own reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn those_come_to_after_their_patience_are_not_sent_and_it_is_said() {
+    let scenario = r#"
+[load]
+send_lag_p99_max = "10s"
+patience = { fixed = "0ms" }
+[[load.phases]]
+duration = "500ms"
+rate = 40
+"#;
+    let r = rehearse(scenario, "").await;
+    assert_eq!(r.client.len(), 20);
+    for c in &r.client {
+        assert_eq!(c.outcome, ClientOutcome::ConnectError, "{c:?}");
+        assert_eq!(c.reason.as_deref(), Some(loadgen::NOT_SENT_LATE));
+        assert!(loadgen::was_not_sent(c.reason.as_deref().unwrap()));
+        assert_eq!(c.sent_us, c.done_us);
+    }
+    assert!(
+        r.provider.is_empty(),
+        "the target got {} calls",
+        r.provider.len()
+    );
+    assert_eq!(r.report.notes.len(), 1, "{:?}", r.report.notes);
+    assert!(
+        r.report.notes[0].contains("20 attempts"),
+        "{:?}",
+        r.report.notes
+    );
+}
