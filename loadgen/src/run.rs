@@ -1048,7 +1048,11 @@ async fn attempt_once(
 }
 
 /// The record of an attempt that ended at `done`: begun at `sent`, not
-/// sent at all if `late`, else sent when it got its connection.
+/// sent at all if `late`, else sent when it got its connection. Inlined:
+/// out of line, a request cost a few hundred instructions more (the record
+/// made, then copied out; callgrind at 1,000/s: 26,800-28,000 against
+/// 25,600-26,500).
+#[inline(always)]
 fn attempt_record(
     shared: &Shared,
     (id, tenant, drawn): (&str, Option<u16>, &Drawn),
