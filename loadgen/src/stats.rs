@@ -147,10 +147,13 @@ impl Stats {
                 r.done_us.saturating_sub(first_intended),
             );
         }
-        let s = self.second(r.sent_us);
-        s.sent += 1;
-        if r.attempt > 1 {
-            s.retries += 1;
+        // One the load generator did not send is not counted sent.
+        if !r.reason.as_deref().is_some_and(crate::was_not_sent) {
+            let s = self.second(r.sent_us);
+            s.sent += 1;
+            if r.attempt > 1 {
+                s.retries += 1;
+            }
         }
         let last = r.last;
         let s = self.second(r.done_us);

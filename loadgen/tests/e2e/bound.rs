@@ -179,6 +179,8 @@ rate = 40
         "the target got {} calls",
         r.provider.len()
     );
+    let sent: u64 = r.report.timeline.iter().map(|s| s.sent).sum();
+    assert_eq!(sent, 0, "counted sent in load-seconds.csv");
     assert_eq!(r.report.notes.len(), 1, "{:?}", r.report.notes);
     assert!(
         r.report.notes[0].contains("20 attempts"),
