@@ -18,8 +18,10 @@
 //! - `dialect`: request parsing and answers in each provider's shape
 //!   ([`ProviderDialect`], on `wire::Dialect`);
 //! - `counters`: the live counts of `/_fake/stats` ([`Stats`]);
-//! - `records`: the record file, its writer thread, rotation and cap, and
-//!   reading it back from a position ([`RecordsWritten`]);
+//! - `records`: the record file: each serving thread's lane of lines,
+//!   the writer thread that takes them on a period, rotation and cap,
+//!   and reading it back from a position ([`RecordsWritten`]); its
+//!   `line` writes a record's line by hand (serde_json's bytes);
 //! - `run`: a run (what a reset starts anew: config, timeline start,
 //!   counts, quota) and the lease ([`ResetRequest`], [`RunInfo`]);
 //! - `admin`: the admin API (`/_fake/...`), who may call it, and metrics;

@@ -16,7 +16,8 @@ use crate::config::{check_admin_token, ConfigError, ProviderConfig};
 /// records go and how they rotate, and who may call the admin API.
 pub const AFTER_HELP: &str = "\
 Records: each call's record (one JSON line, the ProviderRecord of provider.jsonl) is
-written to --records when the call ends; none is kept in memory. GET /_fake/records?after=N
+written to --records within 10 ms of the call's end, and before GET /_fake/records answers
+or the provider stops (SIGTERM); none is kept in memory longer. GET /_fake/records?after=N
 streams the records after the first N (in write order, not arrival order) up to the
 current end, and gives that end in the header x-fake-records-next: ask ?after=THAT next.
 

@@ -1,15 +1,28 @@
 //! The record file: one JSON line ([`ProviderRecord`]) per finished call,
-//! written by a thread of its own; no record is kept in memory.
+//! written by a thread of its own; no record is kept in memory longer
+//! than the writer's period.
 //!
-//! A call's guard serializes its record into a line when the call ends and
-//! sends it down a bounded channel. The writer thread takes every line
-//! waiting, writes them with one `write` (whole lines only: a process
-//! killed between writes leaves whole lines, one killed inside a write at
-//! most a cut-off last line) as soon as the channel is empty (or a reader
-//! asks for a sync, or 1 MiB is gathered), and counts them: that count is
-//! a record's *position*, in write order, the unit of
-//! [`RecordsWritten`] and of `GET /_fake/records?after=N`. Calls finish out
-//! of arrival order, so a position is not a record's `seq`.
+//! A call's guard serializes its record into a line when the call ends,
+//! into its thread's *lane*: a buffer of its own for each thread that
+//! serves calls, behind a lock that only the writer ever shares (and only
+//! for the moment it takes the lines). Handing a line over wakes no one:
+//! the writer takes every lane's lines on a period ([`PERIOD`], while
+//! calls end), at once when a lane holds a batch ([`LANE_BATCH_BYTES`]:
+//! one wake-up per batch), and before it answers a sync, a rotation or a
+//! close. With no calls ending it sleeps, and the first line after wakes
+//! it, to take the lines a period later. A record is thus in the file
+//! within a period of its call's end (and the time the disk takes).
+//! Each thread's lane holds at most [`LANE_MAX_BYTES`]: past it the call
+//! that pushes waits for the writer to take them, so a slow disk holds
+//! calls back instead of the memory growing without end.
+//!
+//! The writer writes what it has taken with one `write` (whole lines
+//! only: a process killed between writes leaves whole lines, one killed
+//! inside a write at most a cut-off last line; 1 MiB at most at a time),
+//! and counts them: that count is a record's *position*, in write order,
+//! the unit of [`RecordsWritten`] and of `GET /_fake/records?after=N`.
+//! Calls finish out of arrival order, so a position is not a record's
+//! `seq`.
 //!
 //! A new run rotates the file it is given (FILE to FILE.1, FILE.1 to
 //! FILE.2, ...) instead of truncating it: when the provider starts, and at
@@ -21,12 +34,14 @@
 //! once the current run's file alone would pass the cap, every later
 //! record is dropped and counted.
 
+use std::cell::RefCell;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, SyncSender};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::Stream;
@@ -35,24 +50,37 @@ use tokio::sync::oneshot;
 use tracing::warn;
 use wire::ProviderRecord;
 
+mod line;
+
 /// The writer remembers the byte offset of every `STRIDE`-th line, so a
 /// read from position N seeks near it and skips at most `STRIDE - 1`
 /// lines, while the index costs 8 bytes per `STRIDE` records (about 100 KB
 /// for a 1 GiB file).
 const STRIDE: u64 = 256;
 
-/// Lines waiting for the writer, at most. Past it a finishing call waits
-/// for the disk instead of the queue (and the memory) growing without end:
-/// at 80,000 calls/s it is 200 ms of records, about 7 MB.
-const QUEUE: usize = 16 * 1024;
+/// While calls end, the writer takes the lanes' lines this often: 100
+/// wake-ups a second whatever the rate (one per call before: a fifth of
+/// a core's samples at 27,000 calls a second went to waking the writer
+/// and switching to it and back), and a record in the file 10 ms after
+/// its call at most, well inside the 100 ms a reader may count on.
+const PERIOD: Duration = Duration::from_millis(10);
+
+/// A lane holding this much asks the writer to take it now rather than
+/// at its period's end: at 100,000 calls a second on one thread a period
+/// gathers about 350 KB, so this keeps a lane (and the writer's batch)
+/// small with a wake-up per 700 records or so.
+const LANE_BATCH_BYTES: usize = 256 * 1024;
+
+/// The most a lane holds: past it the call that pushed waits until the
+/// writer has taken the lane's lines (a slow disk), instead of the memory
+/// growing without end. About 12,000 records, 150 ms of one thread's calls
+/// at 80,000 a second; the bound of the whole is this times the threads
+/// that serve calls.
+const LANE_MAX_BYTES: usize = 4 * 1024 * 1024;
 
 /// The writer writes what it has gathered once it holds this much, even
 /// with more waiting, so its buffer stays small.
 const BATCH_BYTES: usize = 1 << 20;
-
-/// A line's one allocation: a record is about 350 bytes, so it is written
-/// without growing (and 512 is one of jemalloc's size classes).
-const LINE_CAPACITY: usize = 512;
 
 /// What a read of the file sends at a time.
 const CHUNK: usize = 64 * 1024;
@@ -70,17 +98,78 @@ pub struct RecordsWritten {
 /// The record file as the server sees it: where lines go, and what the
 /// writer has written.
 pub(crate) struct RecordFile {
-    tx: SyncSender<Msg>,
+    /// Which record file this is, for the threads' lanes into it.
+    id: u64,
+    tx: Sender<Msg>,
     state: Arc<State>,
     path: PathBuf,
     temporary: bool,
 }
 
-/// What the writer publishes for the server.
-#[derive(Default)]
+/// What the writer and the threads that push share.
 struct State {
     progress: Mutex<Progress>,
     dropped: AtomicU64,
+    /// Every thread's lane, for the writer to take their lines.
+    lanes: Mutex<Lanes>,
+    /// The writer sleeps until a line comes (the next push wakes it).
+    asleep: AtomicBool,
+    /// Times a push woke the writer or asked it to take a batch.
+    asks: AtomicU64,
+    limits: Limits,
+}
+
+/// When a lane asks the writer to take it, and when a push waits.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    /// [`LANE_BATCH_BYTES`].
+    batch: usize,
+    /// [`LANE_MAX_BYTES`].
+    max: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            batch: LANE_BATCH_BYTES,
+            max: LANE_MAX_BYTES,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Lanes {
+    all: Vec<Arc<Lane>>,
+    /// The file was closed: a lane made now starts closed.
+    closed: bool,
+}
+
+/// One thread's lines waiting for the writer.
+#[derive(Default)]
+struct Lane {
+    held: Mutex<Held>,
+    /// Signalled when the writer takes the lines of a lane a push waits on.
+    taken: Condvar,
+}
+
+#[derive(Default)]
+struct Held {
+    /// Whole lines, one after another.
+    bytes: Vec<u8>,
+    /// Each line's run number and where it ends in `bytes`.
+    lines: Vec<(u64, usize)>,
+    /// The writer was asked to take this lane (once per batch).
+    asked: bool,
+    /// A push waits for the writer to take this lane.
+    waiting: bool,
+    /// The file is closed: a line pushed now is dropped (and counted).
+    closed: bool,
+}
+
+thread_local! {
+    /// This thread's lane into each record file it has pushed to, by the
+    /// file's id (a process serves one provider, tests a few).
+    static LANES: RefCell<Vec<(u64, Arc<Lane>)>> = const { RefCell::new(Vec::new()) };
 }
 
 #[derive(Default)]
@@ -91,14 +180,16 @@ struct Progress {
 }
 
 enum Msg {
-    /// A record's line, and its run's number.
-    Line(u64, Vec<u8>),
+    /// Lines came while the writer slept: take them a period from now.
+    Wake,
+    /// A lane holds a batch: take the lines now.
+    Take,
     /// Start run N's file: FILE becomes FILE.1 (the earlier runs' files
     /// move up by one), and FILE starts empty.
     Rotate(u64, oneshot::Sender<io::Result<Rotated>>),
-    /// Answer once everything sent before is written.
+    /// Answer once everything handed over before is written.
     Sync(Reply),
-    /// Write everything sent before, close the file, answer, stop.
+    /// Write everything handed over before, close the file, answer, stop.
     Close(Reply),
 }
 
@@ -156,6 +247,11 @@ impl RecordFile {
     /// temporary directory, removed when the writer stops; starts the
     /// writer thread.
     pub(crate) fn open(to: Option<PathBuf>, max_bytes: u64) -> io::Result<RecordFile> {
+        RecordFile::open_with(to, max_bytes, Limits::default())
+    }
+
+    fn open_with(to: Option<PathBuf>, max_bytes: u64, limits: Limits) -> io::Result<RecordFile> {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         let (path, temporary) = match to {
             Some(path) => (path, false),
             None => (temporary_path()?, true),
@@ -172,8 +268,16 @@ impl RecordFile {
             .map_err(|e| with_path(&path, "cannot open", e))?;
         // An empty file of an earlier run is not rotated: it is reused.
         file.set_len(0)?;
-        let state = Arc::new(State::default());
-        let (tx, rx) = mpsc::sync_channel(QUEUE);
+        let state = Arc::new(State {
+            progress: Mutex::default(),
+            dropped: AtomicU64::new(0),
+            lanes: Mutex::default(),
+            // Nothing to take yet: the first line wakes the writer.
+            asleep: AtomicBool::new(true),
+            asks: AtomicU64::new(0),
+            limits,
+        });
+        let (tx, rx) = mpsc::channel();
         let writer = Writer {
             file,
             path: path.clone(),
@@ -187,6 +291,8 @@ impl RecordFile {
             batch: Vec::with_capacity(64 * 1024),
             batch_lines: 0,
             batch_index: Vec::new(),
+            spare: Held::default(),
+            pace: Pace::new(PERIOD),
             full: false,
             failed: false,
             run: 0,
@@ -196,6 +302,7 @@ impl RecordFile {
             .name("provider-records".into())
             .spawn(move || writer.run())?;
         Ok(RecordFile {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             tx,
             state,
             path,
@@ -218,17 +325,73 @@ impl RecordFile {
     }
 
     /// Hands a finished call's record, of run number `run`, to the
-    /// writer. The hot path: one allocation (the line), no lock. With the
-    /// writer's queue full, waits for the disk.
+    /// writer. The hot path: the line is serialized into this thread's
+    /// lane, under a lock the writer takes only to empty the lane; no
+    /// allocation once the lane has grown, and no wake-up but the first
+    /// line after the writer fell asleep and one per batch. With the
+    /// lane full, waits for the disk.
     pub(crate) fn push(&self, run: u64, record: &ProviderRecord) {
-        let mut line = Vec::with_capacity(LINE_CAPACITY);
-        // Serializing a plain struct into a Vec cannot fail.
-        let _ = serde_json::to_writer(&mut line, record);
-        line.push(b'\n');
-        if self.tx.send(Msg::Line(run, line)).is_err() {
-            // The writer has closed the file (shutdown).
-            self.state.dropped.fetch_add(1, Ordering::Relaxed);
+        let pushed = LANES.try_with(|lanes| {
+            let mut lanes = lanes.borrow_mut();
+            let lane = match lanes.iter().find(|(id, _)| *id == self.id) {
+                Some((_, lane)) => lane,
+                None => {
+                    // A file not seen on this thread: forget the lanes of
+                    // files closed since (a test's providers), and join.
+                    lanes.retain(|(_, lane)| !lock(&lane.held).closed);
+                    lanes.push((self.id, self.state.join()));
+                    &lanes.last().expect("just pushed").1
+                }
+            };
+            self.push_into(lane, run, record);
+        });
+        if pushed.is_err() {
+            // This thread is ending (its locals are gone): a lane for
+            // this one line, which the writer takes and then forgets.
+            self.push_into(&self.state.join(), run, record);
         }
+    }
+
+    fn push_into(&self, lane: &Lane, run: u64, record: &ProviderRecord) {
+        let limits = self.state.limits;
+        let mut held = lock(&lane.held);
+        if held.closed {
+            self.state.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        line::push_record(&mut held.bytes, record);
+        let end = held.bytes.len();
+        held.lines.push((run, end));
+        let ask = end >= limits.batch && !held.asked;
+        if ask {
+            held.asked = true;
+            self.ask(Msg::Take);
+        }
+        if end >= limits.max {
+            // Asked already (the bound is past the batch): wait for the
+            // writer, behind the disk.
+            while held.bytes.len() >= limits.max && !held.closed {
+                held.waiting = true;
+                held = lane.taken.wait(held).unwrap_or_else(|e| e.into_inner());
+            }
+            return;
+        }
+        drop(held);
+        // After the line is in (the lock released): a writer that looked
+        // at this lane before and fell asleep has said so by now.
+        if !ask
+            && self.state.asleep.load(Ordering::Relaxed)
+            && self.state.asleep.swap(false, Ordering::AcqRel)
+        {
+            self.ask(Msg::Wake);
+        }
+    }
+
+    fn ask(&self, msg: Msg) {
+        self.state.asks.fetch_add(1, Ordering::Relaxed);
+        // The writer gone (closed) marks every lane closed first: the
+        // line was dropped and counted, or taken.
+        let _ = self.tx.send(msg);
     }
 
     /// What the writer has written so far (records still queued are not).
@@ -462,6 +625,74 @@ fn remove_old(path: &Path) {
     }
 }
 
+impl State {
+    /// A new lane, registered with the writer (closed if the file is).
+    fn join(&self) -> Arc<Lane> {
+        let lane = Arc::new(Lane::default());
+        let mut lanes = lock(&self.lanes);
+        lock(&lane.held).closed = lanes.closed;
+        lanes.all.push(lane.clone());
+        lane
+    }
+
+    /// Marks every lane closed (a push then drops its line) and frees the
+    /// pushes waiting: the writer is stopping. Lines still in a lane are
+    /// left there, dropped with it, and counted.
+    fn close_lanes(&self) {
+        let mut lanes = lock(&self.lanes);
+        lanes.closed = true;
+        for lane in &lanes.all {
+            let mut held = lock(&lane.held);
+            held.closed = true;
+            self.dropped
+                .fetch_add(held.lines.len() as u64, Ordering::Relaxed);
+            held.bytes = Vec::new();
+            held.lines = Vec::new();
+            if std::mem::take(&mut held.waiting) {
+                lane.taken.notify_all();
+            }
+        }
+        lanes.all.clear();
+    }
+}
+
+/// Closes the lanes when the writer stops, however it stops (a panic
+/// included), so no push waits for it for ever.
+struct LanesClosed(Arc<State>);
+
+impl Drop for LanesClosed {
+    fn drop(&mut self) {
+        self.0.close_lanes();
+    }
+}
+
+/// When the writer next takes the lanes' lines: a period after a push
+/// woke it, then every period while lines keep coming; never while none
+/// come (it sleeps until a push wakes it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Pace {
+    period: Duration,
+    due: Option<Instant>,
+}
+
+impl Pace {
+    fn new(period: Duration) -> Pace {
+        Pace { period, due: None }
+    }
+
+    /// A line came while the writer slept: take it a period from `now`.
+    /// Already due: unchanged (wake-ups do not put the taking off).
+    fn woken(&mut self, now: Instant) {
+        self.due.get_or_insert(now + self.period);
+    }
+
+    /// The lines were taken at `now`, the period over: if any came, the
+    /// next are due a period later; else the writer sleeps.
+    fn taken(&mut self, now: Instant, any: bool) {
+        self.due = any.then(|| now + self.period);
+    }
+}
+
 /// The writer thread's state.
 struct Writer {
     file: File,
@@ -479,6 +710,10 @@ struct Writer {
     batch_lines: u64,
     /// Index entries for lines in `batch`.
     batch_index: Vec<u64>,
+    /// An emptied lane's buffers, swapped into the next lane taken, so
+    /// taking allocates nothing.
+    spare: Held,
+    pace: Pace,
     /// The current run's file reached the cap: later records are dropped.
     full: bool,
     /// The current run's number: lines of a smaller one go to `previous`.
@@ -493,39 +728,120 @@ struct Writer {
 
 impl Writer {
     fn run(mut self) {
-        while let Ok(first) = self.rx.recv() {
-            let mut next = Some(first);
-            while let Some(msg) = next {
-                match msg {
-                    Msg::Line(run, line) if run < self.run => self.earlier(&line),
-                    Msg::Line(_, line) => self.gather(&line),
-                    Msg::Rotate(run, reply) => {
-                        let _ = reply.send(self.rotate(run));
-                    }
-                    // Answered at once, not when the channel is next
-                    // empty: under a steady stream of calls that could be
-                    // a while.
-                    Msg::Sync(reply) => {
-                        self.write();
-                        reply.send(self.written);
-                    }
-                    Msg::Close(reply) => {
-                        self.write();
-                        let written = self.finish();
-                        reply.send(written);
-                        return;
-                    }
-                }
-                if self.batch.len() >= BATCH_BYTES {
+        let _closed = LanesClosed(self.state.clone());
+        loop {
+            let msg = match self.pace.due {
+                None => self.rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                Some(due) => self
+                    .rx
+                    .recv_timeout(due.saturating_duration_since(Instant::now())),
+            };
+            match msg {
+                Ok(Msg::Wake) => self.pace.woken(Instant::now()),
+                Ok(Msg::Take) => {
+                    self.take();
                     self.write();
                 }
-                next = self.rx.try_recv().ok();
+                Ok(Msg::Rotate(run, reply)) => {
+                    self.take();
+                    let _ = reply.send(self.rotate(run));
+                }
+                Ok(Msg::Sync(reply)) => {
+                    self.take();
+                    self.write();
+                    reply.send(self.written);
+                }
+                Ok(Msg::Close(reply)) => {
+                    self.take();
+                    self.write();
+                    // Before answering: a line pushed after the answer
+                    // finds its lane closed, and is counted dropped.
+                    self.state.close_lanes();
+                    let written = self.finish();
+                    reply.send(written);
+                    return;
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    let any = self.take();
+                    self.write();
+                    self.pace.taken(Instant::now(), any);
+                    if !any {
+                        self.fall_asleep();
+                    }
+                }
+                // Every sender is gone: the provider was dropped without
+                // a shutdown.
+                Err(RecvTimeoutError::Disconnected) => break,
             }
-            // The channel is empty: write what is gathered.
-            self.write();
         }
-        // Every sender is gone: the provider was dropped without a shutdown.
+        self.take();
+        self.write();
         self.finish();
+    }
+
+    /// Says it sleeps, then looks at every lane once more: a line pushed
+    /// before the saying was not followed by a wake-up, so it is taken a
+    /// period from now; one pushed after it wakes the writer. (A push
+    /// reads `asleep` after releasing its lane's lock, and this reads the
+    /// lanes after setting it, each under that lock: one sees the other.)
+    fn fall_asleep(&mut self) {
+        self.state.asleep.store(true, Ordering::SeqCst);
+        let waiting = lock(&self.state.lanes)
+            .all
+            .iter()
+            .any(|lane| !lock(&lane.held).lines.is_empty());
+        if waiting && self.state.asleep.swap(false, Ordering::AcqRel) {
+            self.pace.woken(Instant::now());
+        }
+    }
+
+    /// Takes every lane's lines into the batch (writing it whenever it
+    /// passes [`BATCH_BYTES`]); true if there were any. Forgets the lanes
+    /// of threads gone (nothing but this list holds them) once empty.
+    fn take(&mut self) -> bool {
+        let state = self.state.clone();
+        let mut lanes = lock(&state.lanes);
+        let mut any = false;
+        lanes.all.retain(|lane| {
+            {
+                let mut held = lock(&lane.held);
+                if held.lines.is_empty() {
+                    return Arc::strong_count(lane) > 1;
+                }
+                std::mem::swap(&mut held.bytes, &mut self.spare.bytes);
+                std::mem::swap(&mut held.lines, &mut self.spare.lines);
+                held.asked = false;
+                if std::mem::take(&mut held.waiting) {
+                    lane.taken.notify_all();
+                }
+            }
+            any = true;
+            self.gather_taken();
+            true
+        });
+        any
+    }
+
+    /// The lines just taken from a lane (in `spare`), each to its run's
+    /// file; `spare` left empty (its room kept).
+    fn gather_taken(&mut self) {
+        let mut spare = std::mem::take(&mut self.spare);
+        let mut start = 0;
+        for &(run, end) in &spare.lines {
+            let line = &spare.bytes[start..end];
+            if run < self.run {
+                self.earlier(line);
+            } else {
+                self.gather(line);
+            }
+            start = end;
+            if self.batch.len() >= BATCH_BYTES {
+                self.write();
+            }
+        }
+        spare.bytes.clear();
+        spare.lines.clear();
+        self.spare = spare;
     }
 
     /// Adds a line to the batch, within the cap.
@@ -802,6 +1118,158 @@ mod tests {
         assert_eq!(bytes, 20);
         assert!(!numbered(&f, 3).exists());
         assert!(numbered(&f, 2).exists());
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn the_writer_takes_the_lines_a_period_after_a_wake_up_and_then_every_period() {
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let mut pace = Pace::new(Duration::from_millis(10));
+        assert_eq!(pace.due, None, "asleep until a line comes");
+        pace.woken(ms(3));
+        assert_eq!(pace.due, Some(ms(13)));
+        // More wake-ups do not put the taking off.
+        pace.woken(ms(9));
+        assert_eq!(pace.due, Some(ms(13)));
+        // Lines were there: the next are due a period later.
+        pace.taken(ms(13), true);
+        assert_eq!(pace.due, Some(ms(23)));
+        pace.taken(ms(24), true);
+        assert_eq!(pace.due, Some(ms(34)));
+        // A period with none: asleep again, until the next wake-up.
+        pace.taken(ms(34), false);
+        assert_eq!(pace.due, None);
+        pace.woken(ms(500));
+        assert_eq!(pace.due, Some(ms(510)));
+    }
+
+    /// Polls `what` every millisecond for up to 2 s (a period is 10 ms:
+    /// the margin is for a busy machine, not the writer).
+    fn within_2s(what: impl Fn() -> bool) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline {
+            if what() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        what()
+    }
+
+    #[tokio::test]
+    async fn records_reach_the_file_without_a_sync_and_without_a_wake_up_each() {
+        let d = dir("period");
+        let f = d.join("p.jsonl");
+        let file = RecordFile::open(Some(f.clone()), u64::MAX).unwrap();
+        file.push(0, &record("first", "r0"));
+        assert!(
+            within_2s(|| file.written().records == 1),
+            "the line is not in the file 2 s after it was pushed"
+        );
+        assert_eq!(ids(&f), ["first"]);
+        let asks = file.state.asks.load(Ordering::Relaxed);
+        assert_eq!(asks, 1, "the first line woke the writer");
+        // 10,000 more in a row: a wake-up each would be 10,000 asks; a
+        // batch is about 700 of these lines, a period a wake-up at most.
+        for i in 0..10_000 {
+            file.push(0, &record(&format!("r{i}"), "r0"));
+        }
+        let asks = file.state.asks.load(Ordering::Relaxed) - asks;
+        assert!(asks < 1_000, "{asks} wake-ups for 10,000 lines");
+        assert!(within_2s(|| file.written().records == 10_001));
+        assert_eq!(ids(&f).len(), 10_001);
+        // Once closed, a line is dropped and counted.
+        assert_eq!(file.close().await.records, 10_001);
+        file.push(0, &record("late", "r0"));
+        assert_eq!(file.dropped(), 1);
+        assert_eq!(ids(&f).len(), 10_001);
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[tokio::test]
+    async fn each_thread_has_its_lane_and_a_gone_threads_lane_is_forgotten() {
+        let d = dir("lanes");
+        let f = d.join("p.jsonl");
+        let file = Arc::new(RecordFile::open(Some(f.clone()), u64::MAX).unwrap());
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let file = file.clone();
+                std::thread::spawn(move || {
+                    for i in 0..1_000 {
+                        file.push(0, &record(&format!("t{t}-{i}"), "r0"));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(file.sync().await.records, 4_000);
+        let mut got = ids(&f);
+        got.sort();
+        got.dedup();
+        assert_eq!(got.len(), 4_000, "every line once");
+        // Positions index the file: line 3,000 onwards is 1,000 lines.
+        let (stream, end) = file.read_after(3_000).await.unwrap();
+        let bytes: Vec<Bytes> = futures_util::StreamExt::collect::<Vec<_>>(stream)
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(end.records, 4_000);
+        assert_eq!(bytes.concat().split(|b| *b == b'\n').count() - 1, 1_000);
+        // The threads are gone, their lanes emptied: forgotten at the next take.
+        file.sync().await;
+        assert_eq!(lock(&file.state.lanes).all.len(), 0);
+        file.close().await;
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_full_lane_holds_its_thread_until_the_writer_takes_it() {
+        let d = dir("full");
+        let f = d.join("p.jsonl");
+        let line = serde_json::to_vec(&record("x", "r0")).unwrap().len() + 1;
+        let limits = Limits {
+            batch: 2 * line,
+            max: 4 * line,
+        };
+        let file = Arc::new(RecordFile::open_with(Some(f.clone()), u64::MAX, limits).unwrap());
+        let (joined_tx, joined) = mpsc::channel();
+        let (go, go_rx) = mpsc::channel::<()>();
+        let (done_tx, done) = mpsc::channel();
+        let pusher = std::thread::spawn({
+            let file = file.clone();
+            move || {
+                file.push(0, &record("x", "r0"));
+                joined_tx.send(()).unwrap();
+                go_rx.recv().unwrap();
+                for _ in 0..20 {
+                    file.push(0, &record("x", "r0"));
+                }
+                done_tx.send(()).unwrap();
+            }
+        });
+        joined.recv().unwrap();
+        // The writer cannot take any lane while this is held: the disk
+        // is as slow as it gets.
+        let stalled = lock(&file.state.lanes);
+        go.send(()).unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(done.try_recv().is_err(), "the pusher went past the bound");
+        let held = lock(&stalled.all[0].held).bytes.len();
+        assert!(
+            held <= limits.max,
+            "{held} bytes held, bound {}",
+            limits.max
+        );
+        drop(stalled);
+        done.recv_timeout(Duration::from_secs(10))
+            .expect("the pusher goes on once the writer takes its lane");
+        pusher.join().unwrap();
+        assert_eq!(file.sync_blocking().records, 21);
+        assert_eq!(file.dropped(), 0);
         fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -71,18 +71,23 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Ju
         let samples: Vec<_> = gauges.iter_mut().flat_map(|g| g.by_ref()).collect();
         judge.external(samples, meta.gauge_period_s, meta.allow_unjudged.clone());
     }
-    // Connects that failed for want of a descriptor are this machine's
-    // limit, not the gateway's doing: they make the run invalid.
-    let mut out_of_files = 0u64;
+    // Connects that failed for want of a descriptor, and attempts the
+    // load generator never sent for want of a connection under its own
+    // bound, are this machine's limit, not the gateway's doing: they make
+    // the run invalid.
+    let (mut out_of_files, mut not_sent) = (0u64, 0u64);
     let counted = client.by_ref().inspect(|a| {
-        out_of_files += u64::from(
-            a.outcome == ClientOutcome::ConnectError
-                && a.reason.as_deref().is_some_and(crate::fds::is_out_of_files),
-        );
+        let reason = a
+            .reason
+            .as_deref()
+            .filter(|_| a.outcome == ClientOutcome::ConnectError);
+        out_of_files += u64::from(reason.is_some_and(crate::fds::is_out_of_files));
+        not_sent += u64::from(reason.is_some_and(loadgen::was_not_sent));
     });
     feed(&mut judge, counted, &mut provider);
     meta.untrusted
         .extend(crate::fds::out_of_files_note(out_of_files));
+    meta.untrusted.extend(not_sent_note(not_sent));
     for (name, health) in [
         (files::CLIENT_RECORDS, client.health()),
         (files::PROVIDER_RECORDS, provider.health()),
@@ -122,6 +127,20 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Ju
 
 /// What the gateway's own metrics (`gateway-metrics.txt`, when saved) say
 /// of the provider's latency against the records, when they disagree.
+/// The note that makes a run invalid when `n` of its attempts were never
+/// sent (`loadgen::was_not_sent`): the load generator's own bound on open
+/// connections was reached and they got no connection within their
+/// patience, or it came to them only after their patience had ended;
+/// `None` when none.
+fn not_sent_note(n: u64) -> Option<String> {
+    (n > 0).then(|| {
+        format!(
+            "the load generator did not send {} attempts (its bound on open connections reached, or it came to them only after their patience had ended; each record's reason says which): a limit of the harness rather than the gateway's doing, so the run is invalid (summary.json's notes say more)",
+            wire::number::count(n)
+        )
+    })
+}
+
 fn gateway_view_note(dir: &Path, j: &assertions::Judgement, time_scale: f64) -> Option<String> {
     let text = std::fs::read_to_string(dir.join(files::GATEWAY_METRICS)).ok()?;
     let provider_p50_ms = j.summary.latency_ms.provider.p50?;

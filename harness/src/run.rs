@@ -416,6 +416,7 @@ async fn drive(
     match loadgen::run(&p.rehearsal.load, &target, &lo, cancel).await {
         Ok(r) => {
             notes.extend(r.spend.map(spend_note));
+            notes.extend(r.notes.iter().cloned());
             (
                 Some(LoadResult {
                     start_us: r.start_us,

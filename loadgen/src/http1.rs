@@ -1,6 +1,6 @@
 //! A small HTTP/1.1 client made for an open loop: one request per task,
-//! written and read in that task, over keep-alive connections from an
-//! uncapped pool.
+//! written and read in that task, over keep-alive connections from a pool
+//! bounded by what the callers can hold ([`slots`]).
 //!
 //! Why not hyper's pooled client: it runs each connection as a task of its
 //! own and hands requests and responses across channels and a locked pool,
@@ -25,9 +25,13 @@ use std::time::{Duration, Instant};
 use rustls::pki_types::ServerName;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
+
+mod slots;
+
+pub(crate) use slots::BoundWait;
+use slots::{Slot, Slots, Timed};
 
 /// Response heads larger than this are refused.
 const MAX_HEAD: usize = 64 * 1024;
@@ -89,9 +93,6 @@ pub(crate) enum HttpError {
     #[error("not HTTP/1.1: {0}")]
     Protocol(String),
 }
-
-/// A connection's place under the cap, held as long as the connection lives.
-type Slot = Option<OwnedSemaphorePermit>;
 
 /// One connection to the target: the socket, or a TLS session over it
 /// (boxed: a session's state is a kilobyte or so, and an enum the size of
@@ -191,24 +192,23 @@ pub(crate) struct Connector {
     tls: Option<TlsTarget>,
     /// Idle connections, the last returned last, each with when it was.
     idle: Mutex<Vec<(Conn, Slot, Instant)>>,
-    /// With a cap on open connections: one permit per connection.
-    slots: Option<Arc<Semaphore>>,
-    /// Signalled when a connection goes back to the idle pool.
-    returned: Notify,
+    /// One place per open connection, at most the limit in force.
+    slots: Arc<Slots>,
     /// Connections opened (connects that succeeded), pre-opened included.
     opened: AtomicU64,
 }
 
 impl Connector {
-    /// Connections to `addr`, at most `cap` open at once if given (a
-    /// request then waits for one, and that wait is part of its latency).
-    pub(crate) fn new(addr: SocketAddr, cap: Option<usize>) -> Self {
+    /// Connections to `addr`, at most `limit` open at once (a request
+    /// then waits for one); `own` if that limit is the load generator's
+    /// own bound, not the scenario's `max_connections` (see
+    /// [`Connector::send`]).
+    pub(crate) fn new(addr: SocketAddr, limit: usize, own: bool) -> Self {
         Connector {
             addr,
             tls: None,
             idle: Mutex::new(Vec::new()),
-            slots: cap.map(|n| Arc::new(Semaphore::new(n))),
-            returned: Notify::new(),
+            slots: Slots::new(limit, own),
             opened: AtomicU64::new(0),
         }
     }
@@ -216,6 +216,22 @@ impl Connector {
     /// How many connections it has opened so far.
     pub(crate) fn opened(&self) -> u64 {
         self.opened.load(Ordering::Relaxed)
+    }
+
+    /// The most connections open at once so far.
+    pub(crate) fn most_open(&self) -> usize {
+        self.slots.most()
+    }
+
+    /// The limit on open connections in force.
+    pub(crate) fn limit(&self) -> usize {
+        self.slots.limit()
+    }
+
+    /// A new limit on open connections (a phase starts), and whether it is
+    /// the load generator's own bound.
+    pub(crate) fn set_limit(&self, limit: usize, own: bool) {
+        self.slots.set_limit(limit, own);
     }
 
     /// The same, every connection a TLS session with `tls`.
@@ -236,6 +252,10 @@ impl Connector {
     }
 
     fn put_idle(&self, stream: Conn, slot: Slot) {
+        // Over a limit that fell: closed (the place freed) instead.
+        if self.slots.over() {
+            return;
+        }
         {
             let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
             if idle.len() >= MAX_IDLE {
@@ -243,53 +263,46 @@ impl Connector {
             }
             idle.push((stream, slot, Instant::now()));
         }
-        if self.slots.is_some() {
-            self.returned.notify_one();
-        }
+        self.slots.wake_one();
     }
 
-    /// An idle connection, else a new one; under a cap, waits for either.
+    /// An idle connection, else a new one; at the limit, waits for either
+    /// (timed in `wait` when the limit is the load generator's own).
     /// Returns whether the connection was reused.
-    async fn checkout(&self) -> Result<(Conn, Slot, bool), HttpError> {
-        let Some(slots) = &self.slots else {
-            if let Some((stream, slot)) = self.take_idle() {
-                return Ok((stream, slot, true));
-            }
-            return Ok((self.connect().await?, None, false));
-        };
+    async fn checkout(&self, wait: &mut BoundWait) -> Result<(Conn, Slot, bool), HttpError> {
+        if let Some((stream, slot)) = self.take_idle() {
+            return Ok((stream, slot, true));
+        }
+        if let Some(slot) = self.slots.take() {
+            return Ok((self.connect().await?, slot, false));
+        }
+        let timed = Timed::start(&self.slots, wait);
+        let _waiting = self.slots.wait();
         loop {
-            // Registered before looking, so a return in between is not missed.
-            let returned = self.returned.notified();
-            tokio::pin!(returned);
-            returned.as_mut().enable();
+            // Registered before looking, so a place freed in between is
+            // not missed.
+            let freed = self.slots.freed().notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
             if let Some((stream, slot)) = self.take_idle() {
+                timed.got();
                 return Ok((stream, slot, true));
             }
-            let permit = match slots.clone().try_acquire_owned() {
-                Ok(p) => p,
-                Err(_) => tokio::select! {
-                    _ = &mut returned => continue,
-                    p = slots.clone().acquire_owned() => match p {
-                        Ok(p) => p,
-                        Err(_) => continue,
-                    },
-                },
-            };
-            return Ok((self.connect().await?, Some(permit), false));
+            if let Some(slot) = self.slots.take() {
+                timed.got();
+                return Ok((self.connect().await?, slot, false));
+            }
+            freed.await;
         }
     }
 
-    /// Opens up to `n` connections (as many as a cap allows) and leaves
-    /// them idle in the pool; one that fails ends the warming, silently
-    /// (the run finds out for itself).
+    /// Opens up to `n` connections (as many as the limit allows) and
+    /// leaves them idle in the pool; one that fails ends the warming,
+    /// silently (the run finds out for itself).
     pub(crate) async fn prewarm(&self, n: usize) {
         for _ in 0..n {
-            let slot = match &self.slots {
-                None => None,
-                Some(slots) => match slots.clone().try_acquire_owned() {
-                    Ok(permit) => Some(permit),
-                    Err(_) => return,
-                },
+            let Some(slot) = self.slots.take() else {
+                return;
             };
             match self.connect().await {
                 Ok(stream) => self.put_idle(stream, slot),
@@ -324,13 +337,18 @@ impl Connector {
     /// dropped right after, so a request waiting for its answer holds
     /// neither its head nor its body. A reused connection found closed
     /// before any byte of the answer is replaced by a fresh one, once, as
-    /// the server never saw the request on it.
+    /// the server never saw the request on it. A wait for a connection at
+    /// the load generator's own bound is timed in `wait` (read by the
+    /// caller even if this is dropped meanwhile); one at the scenario's
+    /// `max_connections` is part of the request's latency, as the
+    /// scenario's callers' own.
     pub(crate) async fn send(
         &self,
         request: impl Fn() -> Vec<u8>,
+        wait: &mut BoundWait,
     ) -> Result<Response<'_>, HttpError> {
         loop {
-            let (stream, slot, reused) = self.checkout().await?;
+            let (stream, slot, reused) = self.checkout(wait).await?;
             match exchange(stream, &request, reused).await {
                 Ok(head) => return Ok(self.response(head, slot)),
                 // Only a reused connection is stale; each is dropped, so
@@ -346,7 +364,7 @@ impl Connector {
             status: head.status,
             headers: head.headers,
             connector: self,
-            slot,
+            slot: Some(slot),
             stream: Some(head.stream),
             buf: head.rest,
             pos: 0,
@@ -519,7 +537,7 @@ pub(crate) struct Response<'c> {
     pub(crate) status: u16,
     pub(crate) headers: Kept,
     connector: &'c Connector,
-    slot: Slot,
+    slot: Option<Slot>,
     stream: Option<Conn>,
     buf: Vec<u8>,
     pos: usize,
@@ -562,8 +580,8 @@ impl Response<'_> {
         // pipelined): the server broke its framing, so the connection is not
         // reused, or the next answer on it would be read from that surplus.
         if self.keep_alive && self.pos == self.buf.len() {
-            if let Some(stream) = self.stream.take() {
-                self.connector.put_idle(stream, self.slot.take());
+            if let (Some(stream), Some(slot)) = (self.stream.take(), self.slot.take()) {
+                self.connector.put_idle(stream, slot);
             }
         }
         Ok(())
@@ -669,6 +687,9 @@ mod tests {
     use tokio::io::AsyncReadExt;
     use tokio::net::TcpListener;
 
+    /// A limit no test reaches.
+    const UNBOUNDED: usize = 1 << 20;
+
     /// A server that answers each connection's requests with `answers` in
     /// turn, written in pieces of `piece` bytes, then closes.
     async fn server(answers: Vec<Vec<u8>>, piece: usize) -> SocketAddr {
@@ -698,7 +719,10 @@ mod tests {
 
     async fn body_of(c: &Connector) -> Result<(u16, Vec<u8>), HttpError> {
         let r = c
-            .send(|| b"GET / HTTP/1.1\r\nhost: x\r\n\r\n".to_vec())
+            .send(
+                || b"GET / HTTP/1.1\r\nhost: x\r\n\r\n".to_vec(),
+                &mut BoundWait::default(),
+            )
             .await?;
         let status = r.status;
         let mut out = Vec::new();
@@ -712,10 +736,13 @@ mod tests {
         let b = b"HTTP/1.1 429 Too Many\r\nretry-after-ms: 40\r\nX-Gateway-Reason: queue_full\r\nContent-Type: Text/Event-Stream; x=y\r\ntransfer-encoding: chunked\r\n\r\n3;x=y\r\nabc\r\n2\r\nde\r\n0\r\nt: 1\r\n\r\n".to_vec();
         let c = b"HTTP/1.1 204 No Content\r\n\r\n".to_vec();
         let addr = server(vec![a, b, c], 7).await;
-        let conn = Connector::new(addr, None);
+        let conn = Connector::new(addr, UNBOUNDED, true);
         assert_eq!(body_of(&conn).await.unwrap(), (200, b"hello".to_vec()));
         let r = conn
-            .send(|| b"POST / HTTP/1.1\r\ncontent-length: 2\r\n\r\n{}".to_vec())
+            .send(
+                || b"POST / HTTP/1.1\r\ncontent-length: 2\r\n\r\n{}".to_vec(),
+                &mut BoundWait::default(),
+            )
             .await
             .unwrap();
         assert_eq!(r.status, 429);
@@ -742,7 +769,9 @@ mod tests {
         )
         .await;
         assert_eq!(
-            body_of(&Connector::new(addr, None)).await.unwrap(),
+            body_of(&Connector::new(addr, UNBOUNDED, true))
+                .await
+                .unwrap(),
             (200, b"all of it".to_vec())
         );
         let addr = server(
@@ -751,7 +780,7 @@ mod tests {
         )
         .await;
         assert!(matches!(
-            body_of(&Connector::new(addr, None)).await,
+            body_of(&Connector::new(addr, UNBOUNDED, true)).await,
             Err(HttpError::Reset(_))
         ));
         let addr = server(
@@ -760,12 +789,12 @@ mod tests {
         )
         .await;
         assert!(matches!(
-            body_of(&Connector::new(addr, None)).await,
+            body_of(&Connector::new(addr, UNBOUNDED, true)).await,
             Err(HttpError::Reset(_))
         ));
         let addr = server(vec![b"SSH-2.0-OpenSSH\r\n\r\n".to_vec()], 100).await;
         assert!(matches!(
-            body_of(&Connector::new(addr, None)).await,
+            body_of(&Connector::new(addr, UNBOUNDED, true)).await,
             Err(HttpError::Protocol(_))
         ));
     }
@@ -789,7 +818,7 @@ mod tests {
                 drop(s);
             }
         });
-        let conn = Connector::new(addr, None);
+        let conn = Connector::new(addr, UNBOUNDED, true);
         assert_eq!(body_of(&conn).await.unwrap().1, b"ok");
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         assert_eq!(body_of(&conn).await.unwrap().1, b"ok");
@@ -829,12 +858,12 @@ mod tests {
     #[tokio::test]
     async fn prewarmed_connections_wait_idle_and_are_used() {
         let (addr, accepted) = counting_server(Duration::ZERO).await;
-        let conn = Connector::new(addr, None);
+        let conn = Connector::new(addr, UNBOUNDED, true);
         conn.prewarm(3).await;
         assert_eq!(conn.idle.lock().unwrap().len(), 3);
         assert_eq!(body_of(&conn).await.unwrap().1, b"ok");
         // Under a cap, no more than it allows.
-        let capped = Connector::new(addr, Some(2));
+        let capped = Connector::new(addr, 2, false);
         capped.prewarm(5).await;
         assert_eq!(capped.idle.lock().unwrap().len(), 2);
         assert_eq!(body_of(&capped).await.unwrap().1, b"ok");
@@ -845,7 +874,7 @@ mod tests {
     #[tokio::test]
     async fn a_cap_makes_requests_share_connections() {
         let (addr, accepted) = counting_server(Duration::from_millis(5)).await;
-        let conn = Arc::new(Connector::new(addr, Some(2)));
+        let conn = Arc::new(Connector::new(addr, 2, false));
         let tasks: Vec<_> = (0..10)
             .map(|_| {
                 let c = conn.clone();
@@ -864,8 +893,48 @@ mod tests {
         let addr = l.local_addr().unwrap();
         drop(l);
         assert!(matches!(
-            body_of(&Connector::new(addr, None)).await,
+            body_of(&Connector::new(addr, UNBOUNDED, true)).await,
             Err(HttpError::Connect(_))
         ));
+    }
+
+    #[tokio::test]
+    async fn at_its_own_bound_a_request_waits_and_the_wait_is_timed() {
+        let (addr, accepted) = counting_server(Duration::from_millis(20)).await;
+        let conn = Arc::new(Connector::new(addr, 2, true));
+        let tasks: Vec<_> = (0..6)
+            .map(|_| {
+                let c = conn.clone();
+                tokio::spawn(async move {
+                    let mut wait = BoundWait::default();
+                    let r = c
+                        .send(|| b"GET / HTTP/1.1\r\n\r\n".to_vec(), &mut wait)
+                        .await;
+                    r.unwrap().read_body(|_| {}).await.unwrap();
+                    wait
+                })
+            })
+            .collect();
+        let mut waited = 0;
+        for t in tasks {
+            let wait = t.await.unwrap();
+            assert!(!wait.never_got());
+            waited += usize::from(wait.waited_us().is_some());
+        }
+        assert_eq!(waited, 4, "two went at once, four waited at the bound");
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
+        assert_eq!(conn.most_open(), 2);
+        // The bound falls below the connections open: each one coming
+        // back is closed instead of kept idle, until they are within it.
+        conn.set_limit(1, true);
+        assert_eq!(conn.idle.lock().unwrap().len(), 2, "both idle still");
+        let (a, b) = (conn.take_idle().unwrap(), conn.take_idle().unwrap());
+        conn.put_idle(a.0, a.1);
+        assert!(
+            conn.idle.lock().unwrap().is_empty(),
+            "closed: over the bound"
+        );
+        conn.put_idle(b.0, b.1);
+        assert_eq!(conn.idle.lock().unwrap().len(), 1, "kept: within it");
     }
 }

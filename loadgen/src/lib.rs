@@ -16,13 +16,16 @@
 //!   marker, and validating answers;
 //! - `retry`: what is retried, backoff honouring Retry-After (read by
 //!   [`wire::parse_retry_after`]) and the retry budget;
-//! - `http1`: a lean HTTP/1.1 client with an uncapped keep-alive pool,
-//!   over TCP or TLS;
+//! - `http1`: a lean HTTP/1.1 client with a keep-alive pool, over TCP
+//!   or TLS; its `slots`: the places for open connections under a limit
+//!   that changes with the phase;
 //! - `tls`: rustls for `https://` targets ([`TlsOptions`]: the public
 //!   roots, a CA file, or `--insecure`);
 //! - `run`: the dispatcher, the person tasks (patience, hang-up, retries)
 //!   and the record writer, one [`wire::ClientRecord`] per attempt streamed
-//!   to `client.jsonl`; entry point [`run()`];
+//!   to `client.jsonl`; entry point [`run()`]; its `bound`: the load
+//!   generator's own bound on open connections, what its callers can hold
+//!   ([`ConnectionBound`], [`NOT_SENT_AT_BOUND`]);
 //! - `stats`: HDR histograms by outcome, the per-second counts
 //!   ([`LoadSecond`], `load-seconds.csv`), the [`RunReport`] and its
 //!   summary table;
@@ -89,10 +92,11 @@ pub use progress::Live;
 pub use replay::{parse_replay_log, ReplayFormat, TimestampUnit};
 pub use resolve::{resolve, resolve_authority};
 pub use run::{
-    probe, probe_tls, run, LoadOptions, LoadRunError, StopCondition, Target, TargetError,
+    probe, probe_tls, run, was_not_sent, LoadOptions, LoadRunError, StopCondition, Target,
+    TargetError, NOT_SENT_AT_BOUND, NOT_SENT_LATE,
 };
 pub use schedule::PhaseArrivals;
 pub use shard::{parse_start_at, Shard, ShardError};
 pub use spend::SpendBudget;
-pub use stats::{LoadPercentiles, LoadSecond, OutcomeSummary, RunReport, Spent};
+pub use stats::{ConnectionBound, LoadPercentiles, LoadSecond, OutcomeSummary, RunReport, Spent};
 pub use tls::{TlsError, TlsOptions, INSECURE_WARNING};

@@ -147,10 +147,13 @@ impl Stats {
                 r.done_us.saturating_sub(first_intended),
             );
         }
-        let s = self.second(r.sent_us);
-        s.sent += 1;
-        if r.attempt > 1 {
-            s.retries += 1;
+        // One the load generator did not send is not counted sent.
+        if !r.reason.as_deref().is_some_and(crate::was_not_sent) {
+            let s = self.second(r.sent_us);
+            s.sent += 1;
+            if r.attempt > 1 {
+                s.retries += 1;
+            }
         }
         let last = r.last;
         let s = self.second(r.done_us);
@@ -239,6 +242,8 @@ impl Stats {
             valid: Duration::from_micros(lag_p99) <= send_lag_bound,
             records_backlog_max: self.records_backlog_max,
             connections_opened: 0,
+            connection_bound: ConnectionBound::default(),
+            notes: Vec::new(),
             timeline: self.timeline,
             spend: None,
         }
@@ -341,11 +346,36 @@ pub struct RunReport {
     /// latency means answers came back late and people opened new ones
     /// meanwhile.
     pub connections_opened: u64,
+    /// The load generator's own bound on open connections (what its
+    /// callers can hold), and what met it.
+    pub connection_bound: ConnectionBound,
+    /// What the load generator says of its run for the run's notes (its
+    /// bound on open connections reached, ...); none when all went as
+    /// planned.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// One entry per second of the run.
     pub timeline: Vec<LoadSecond>,
     /// The spending guard, when one was set.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spend: Option<Spent>,
+}
+
+/// The load generator's bound on its open connections (`summary.json`'s
+/// `connection_bound`): per phase, rate × mean patience with headroom (or
+/// the open files, or the scenario's `max_connections`, when lower).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct ConnectionBound {
+    /// The largest limit of any phase.
+    pub largest: u64,
+    /// The most connections open at once.
+    pub most_open: u64,
+    /// Attempts that waited at the load generator's own bound for a
+    /// connection (sent when they got one: the wait is send lag).
+    pub waited: u64,
+    /// Of those, the attempts that got none within their patience and
+    /// were not sent (`connect_error`, reason [`crate::NOT_SENT_AT_BOUND`]).
+    pub not_sent: u64,
 }
 
 /// What the spending guard let through (`summary.json`'s `spend`).
@@ -439,6 +469,9 @@ impl RunReport {
             ms(self.send_lag_bound_us),
             if self.valid { "run valid" } else { "RUN INVALID: the generator could not keep its schedule" }
         );
+        for note in &self.notes {
+            let _ = writeln!(out, "note: {note}");
+        }
         out
     }
 

@@ -11,6 +11,8 @@ use wire::{files, ClientRecord, ProviderRecord};
 
 #[path = "e2e/basics.rs"]
 mod basics;
+#[path = "e2e/bound.rs"]
+mod bound;
 #[path = "e2e/hangup.rs"]
 mod hangup;
 #[path = "e2e/omission.rs"]
@@ -40,6 +42,16 @@ pub async fn rehearse(scenario: &str, provider_toml: &str) -> Rehearsal {
 
 /// [`rehearse`], with a replay log's path taken relative to `base_dir`.
 pub async fn rehearse_in(base_dir: &Path, scenario: &str, provider_toml: &str) -> Rehearsal {
+    rehearse_with(base_dir, scenario, provider_toml, |_| {}).await
+}
+
+/// [`rehearse_in`], with the run's options changed by `options`.
+pub async fn rehearse_with(
+    base_dir: &Path,
+    scenario: &str,
+    provider_toml: &str,
+    options: impl FnOnce(&mut LoadOptions),
+) -> Rehearsal {
     let config =
         ProviderConfig::from_toml(provider_toml, "provider.toml").expect("provider config");
     let handle = FakeProvider::new(config)
@@ -50,14 +62,11 @@ pub async fn rehearse_in(base_dir: &Path, scenario: &str, provider_toml: &str) -
         .expect("a valid [load] table");
     let out = tempfile::tempdir().expect("a temp dir");
     let target = Target::parse(&handle.base_url()).expect("the provider's URL");
+    let mut opts = LoadOptions::new(out.path());
+    options(&mut opts);
     let report = tokio::time::timeout(
         Duration::from_secs(50),
-        loadgen::run(
-            &plan,
-            &target,
-            &LoadOptions::new(out.path()),
-            CancellationToken::new(),
-        ),
+        loadgen::run(&plan, &target, &opts, CancellationToken::new()),
     )
     .await
     .expect("the run ends by itself")

@@ -153,6 +153,44 @@ async fn records_are_written_as_calls_end_and_read_by_a_second_reader_while_serv
     assert_eq!(file_lines(&dir.file()).len(), 4, "kept after shutdown");
 }
 
+/// A record reaches the file (and `/_fake/stats`) on the writer's own
+/// period, without any reader asking for a sync: the writer takes the
+/// lines every 10 ms while calls end; 2 s is for a busy machine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_is_in_the_file_soon_after_its_call_without_a_sync() {
+    let dir = Dir::new("soon");
+    let p = start_recording("", &dir.file(), None).await;
+    for round in 1..=3u64 {
+        calls(&p, &format!("soon{round}-"), 5, 1).await;
+        let ended = Instant::now();
+        let written = loop {
+            let stats: Value = client()
+                .get(format!("{}/_fake/stats", p.base_url()))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let written = stats["records_written"].as_u64().unwrap();
+            if written == 5 * round || ended.elapsed() > Duration::from_secs(2) {
+                break written;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        };
+        assert_eq!(
+            written,
+            5 * round,
+            "records written 2 s after the calls ended"
+        );
+        assert_eq!(file_lines(&dir.file()).len() as u64, 5 * round);
+        // A pause long enough for the writer to fall asleep: the next
+        // round's first line wakes it.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    p.shutdown().await;
+}
+
 #[tokio::test]
 async fn after_n_gives_exactly_the_lines_after_n_and_where_to_ask_next() {
     let dir = Dir::new("after");

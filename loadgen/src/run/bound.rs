@@ -1,0 +1,271 @@
+//! The load generator's own bound on its open connections: what its
+//! callers can hold.
+//!
+//! A person holds at most one connection at a time, and only while they
+//! wait (at most their patience), so the people of a phase hold about
+//! rate × mean patience connections at once (Little's law), however slow
+//! the target. The bound is that, for the highest rate of the phase and of
+//! the phases whose people may still wait in it, with [`HEADROOM`] and
+//! [`SLACK`] for Poisson bursts; and never more than the open files this
+//! process can spare for connections. A run that stays within what its
+//! callers hold never meets it; one that meets it has more people waiting
+//! than its schedule and patience account for (the open files gave out
+//! first, most likely), and the waits it caused are the load generator's,
+//! counted so (see [`crate::http1::BoundWait`] and the run's notes).
+//!
+//! The scenario's `max_connections`, when lower, is the limit instead:
+//! its callers' pool, whose waits are theirs.
+
+use std::time::Duration;
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use crate::config::LoadPlan;
+use crate::schedule::Arrivals;
+
+/// Over rate × mean patience: Poisson bursts, and patience drawn long.
+const HEADROOM: f64 = 1.25;
+
+/// Added to every bound: the connections opened before the start (up to
+/// 256) have room, and so has a low rate's burst.
+const SLACK: usize = 256;
+
+/// Open files kept for everything but the connections: the record files,
+/// the runtime, an in-process provider's listener and its first sockets.
+pub(crate) const KEPT_FILES: u64 = 256;
+
+/// How many patience draws the mean and the longest are taken from (a
+/// generator of its own, so no person's draws change).
+const PATIENCE_DRAWS: u32 = 10_000;
+
+/// Why a bound is what it is.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Why {
+    /// Rate × mean patience × headroom, plus slack: what the callers hold.
+    Callers { per_s: f64, patience_s: f64 },
+    /// The open files this process can spare: its limit less those kept.
+    OpenFiles { limit: u64 },
+    /// The scenario's `max_connections`.
+    Scenario,
+}
+
+/// From `from_us` (after the schedule's start) on, at most `limit` open
+/// connections, for the reason `why`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Step {
+    pub(crate) from_us: u64,
+    pub(crate) limit: usize,
+    pub(crate) why: Why,
+}
+
+impl Step {
+    /// Whether the limit is the load generator's own (not the scenario's).
+    pub(crate) fn own(&self) -> bool {
+        self.why != Why::Scenario
+    }
+
+    /// What the limit is, for a note.
+    pub(crate) fn said(&self) -> String {
+        match self.why {
+            Why::Callers { per_s, patience_s } => format!(
+                "{} open connections: {} arrivals/s x {patience_s:.2} s of mean patience x {HEADROOM} + {SLACK}, what the callers can hold",
+                self.limit,
+                wire::number::count(per_s.round() as u64),
+            ),
+            Why::OpenFiles { limit } => format!(
+                "{} open connections: the open-files limit of {} less {KEPT_FILES} kept for the rest",
+                self.limit,
+                wire::number::count(limit),
+            ),
+            Why::Scenario => format!("max_connections = {}", self.limit),
+        }
+    }
+}
+
+/// The limit on open connections through the run: one step per phase
+/// (one for a replayed log), each the lowest of its callers' bound, the
+/// open files (`open_files`: the process's limit, when known) and the
+/// scenario's `max_connections`. `shards`: how many processes share the
+/// schedule, this one playing 1/`shards` of it.
+pub(crate) fn steps(plan: &LoadPlan, shards: u32, open_files: Option<u64>) -> Vec<Step> {
+    let (mean_s, longest_s) = patience(plan);
+    let share = 1.0 / f64::from(shards.max(1));
+    let callers = |per_s: f64| Step {
+        from_us: 0,
+        limit: (per_s * share * mean_s * HEADROOM).ceil() as usize + SLACK,
+        why: Why::Callers {
+            per_s: per_s * share,
+            patience_s: mean_s,
+        },
+    };
+    let mut steps: Vec<Step> = match &plan.arrivals {
+        Arrivals::Phases(phases) => {
+            let mut spans = Vec::with_capacity(phases.len());
+            let mut at = 0.0;
+            for p in phases {
+                let end = at + p.duration.as_secs_f64();
+                spans.push((at, end, p.from_per_sec.max(p.to_per_sec)));
+                at = end;
+            }
+            spans
+                .iter()
+                .map(|&(start, end, _)| {
+                    // People of the phases that ended within the longest
+                    // patience before this one may still hold a connection.
+                    let peak = spans
+                        .iter()
+                        .filter(|&&(s, e, _)| e > start - longest_s && s < end)
+                        .map(|&(_, _, rate)| rate)
+                        .fold(0.0, f64::max);
+                    Step {
+                        from_us: (start * 1e6) as u64,
+                        ..callers(peak)
+                    }
+                })
+                .collect()
+        }
+        // A log: the most arrivals within any stretch of the longest
+        // patience, as a rate over that stretch.
+        Arrivals::Replay { .. } => {
+            let window_us = (longest_s * 1e6).max(1.0) as u64;
+            let offsets: Vec<u64> = plan.arrivals.iter(plan.seed).map(|a| a.offset_us).collect();
+            let mut most = 0;
+            let mut first = 0;
+            for (i, &t) in offsets.iter().enumerate() {
+                while offsets[first] + window_us < t {
+                    first += 1;
+                }
+                most = most.max(i + 1 - first);
+            }
+            vec![callers(most as f64 / (window_us as f64 / 1e6))]
+        }
+    };
+    if steps.is_empty() {
+        steps.push(callers(0.0));
+    }
+    for step in &mut steps {
+        if let Some(limit) = open_files {
+            let spare = limit.saturating_sub(KEPT_FILES).max(1) as usize;
+            if spare < step.limit {
+                (step.limit, step.why) = (spare, Why::OpenFiles { limit });
+            }
+        }
+        if let Some(cap) = plan.max_connections.filter(|&cap| cap <= step.limit) {
+            (step.limit, step.why) = (cap, Why::Scenario);
+        }
+    }
+    steps
+}
+
+/// The open files the run's options give, else this process's soft
+/// limit (raised to the hard one), if it can be read.
+pub(crate) fn open_files(options: &super::LoadOptions) -> Option<u64> {
+    options
+        .open_files
+        .or_else(|| wire::raise_open_files_limit().ok())
+}
+
+/// The mean and the longest of the people's patience, in seconds at the
+/// rehearsal's scale, from a generator of their own.
+fn patience(plan: &LoadPlan) -> (f64, f64) {
+    let mut rng = ChaCha8Rng::seed_from_u64(plan.seed ^ 0xb00d_ca11);
+    let (mut sum, mut longest) = (Duration::ZERO, Duration::ZERO);
+    for _ in 0..PATIENCE_DRAWS {
+        let d = plan.draw_patience(&mut rng);
+        sum += d;
+        longest = longest.max(d);
+    }
+    (
+        sum.as_secs_f64() / f64::from(PATIENCE_DRAWS),
+        longest.as_secs_f64(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn plan(load: &str) -> LoadPlan {
+        LoadPlan::from_scenario_str(&format!("[load]\n{load}"), "t.toml", Path::new(".")).unwrap()
+    }
+
+    #[test]
+    fn each_phase_is_bounded_by_what_its_callers_hold() {
+        let p = plan(
+            "patience = { fixed = \"2s\" }\n\
+             [[load.phases]]\nduration = \"10s\"\nrate = 1000\n\
+             [[load.phases]]\nduration = \"1s\"\nrate = 100\n\
+             [[load.phases]]\nduration = \"10s\"\nrate = 100\n\
+             [[load.phases]]\nduration = \"5s\"\nrate = 100\nramp_to = 4000\n",
+        );
+        let steps = steps(&p, 1, None);
+        let at = |s: &Step| (s.from_us, s.limit);
+        // 1,000/s x 2 s x 1.25 + 256.
+        assert_eq!(at(&steps[0]), (0, 2_756));
+        // Within 2 s of the 1,000/s phase: its people may still wait.
+        assert_eq!(at(&steps[1]), (10_000_000, 2_756));
+        // 100/s x 2 s x 1.25 + 256 once it is 2 s behind...
+        assert_eq!(
+            at(&steps[2]),
+            (11_000_000, 2_756),
+            "starts within 2 s of it"
+        );
+        // ...and a ramp by its highest rate.
+        assert_eq!(at(&steps[3]), (21_000_000, 10_256));
+        assert!(steps.iter().all(Step::own));
+        assert!(
+            steps[0].said().contains("1,000 arrivals/s x 2.00 s"),
+            "{}",
+            steps[0].said()
+        );
+        // Two shards: each plays half.
+        assert_eq!(super::steps(&p, 2, None)[0].limit, 1_506);
+    }
+
+    #[test]
+    fn the_open_files_and_the_scenarios_cap_bound_it_when_lower() {
+        let p = plan(
+            "patience = { fixed = \"2s\" }\n[[load.phases]]\nduration = \"1s\"\nrate = 1000\n",
+        );
+        let s = steps(&p, 1, Some(1_024))[0];
+        assert_eq!((s.limit, s.why), (768, Why::OpenFiles { limit: 1_024 }));
+        assert!(s.own());
+        assert!(
+            s.said().contains("open-files limit of 1,024"),
+            "{}",
+            s.said()
+        );
+        let p = plan(
+            "patience = { fixed = \"2s\" }\nmax_connections = 50\n[[load.phases]]\nduration = \"1s\"\nrate = 1000\n",
+        );
+        let s = steps(&p, 1, Some(1_024))[0];
+        assert_eq!((s.limit, s.own()), (50, false));
+        // A cap above the callers' bound is not what binds.
+        let p = plan(
+            "patience = { fixed = \"2s\" }\nmax_connections = 100000\n[[load.phases]]\nduration = \"1s\"\nrate = 1000\n",
+        );
+        assert_eq!(steps(&p, 1, None)[0].limit, 2_756);
+    }
+
+    #[test]
+    fn a_lognormal_patience_is_bounded_by_its_mean() {
+        let p = plan(
+            "patience = { lognormal = { median = \"5s\", p99 = \"20s\" } }\n\
+             [[load.phases]]\nduration = \"60s\"\nrate = 100\n",
+        );
+        let s = steps(&p, 1, None)[0];
+        let Why::Callers { patience_s, .. } = s.why else {
+            panic!("{s:?}")
+        };
+        // The lognormal's mean: e^(μ + σ²/2), μ = ln 5 s, σ = ln 4 / 2.326.
+        let sigma = 4f64.ln() / 2.326;
+        let mean = 5.0 * (sigma * sigma / 2.0).exp();
+        assert!(
+            (patience_s - mean).abs() < 0.05 * mean,
+            "{patience_s} vs {mean}"
+        );
+    }
+}
