@@ -70,8 +70,9 @@ mod verdict;
 
 pub use expect::{
     ConcurrencyBelowKneeThreshold, DrainThreshold, Expectations, GoodputThreshold,
-    HarnessValidThreshold, MemoryCeilingThreshold, NoSilentLossThreshold, RefusalsLegibleThreshold,
-    RetryAfterThreshold, ServedLatencyThreshold, ShedOnsetThreshold, StaleDispatchThreshold,
+    HarnessValidThreshold, MemoryCeilingThreshold, NoSilentLossThreshold,
+    NoSilentTruncationThreshold, RefusalsLegibleThreshold, RetryAfterThreshold,
+    ServedLatencyThreshold, ShedOnsetThreshold, StaleDispatchThreshold, StaleShareThreshold,
     Thresholds,
 };
 pub use external::MUST_JUDGE;

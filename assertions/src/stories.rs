@@ -43,6 +43,7 @@ pub(crate) fn attempt(
         },
         outcome,
         retry_after_ms,
+        retry_after_header: None,
         tokens: 0,
         stream: false,
         last: true,
@@ -100,6 +101,7 @@ pub(crate) fn expect(
         gateway_wait_s: 0.0,
         // The provider of 8 slots batches them: its curve bends at 8.
         knee: Some(8.0),
+        drain_baseline: None,
         memory_ceiling_bytes: Some(200 * MIB),
         send_lag_bound_ms: 5.0,
         send_lag_p99_ms: 0.5,
@@ -139,6 +141,7 @@ pub(crate) fn judged(
         in_flight_at_provider: 0.0,
         gateway_wait_s: 0.0,
         knee: None,
+        drain_baseline: None,
         memory_ceiling_bytes: None,
         send_lag_bound_ms: 0.0,
         send_lag_p99_ms: 0.0,
