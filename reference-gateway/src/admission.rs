@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::aimd::AimdLimit;
 use crate::config::{GatewayConfig, Mode, Order};
-use crate::drain::{self, DrainMeter};
+use crate::drain::{self, DrainMeter, ServiceMeter};
 use crate::metrics::{Gauges, Metrics, ShedReason};
 use crate::queue::WaitQueue;
 
@@ -226,7 +226,12 @@ impl Drop for Permit {
             Release::None => {}
             Release::Slots(s) => {
                 let elapsed = self.dispatched.elapsed();
-                s.release(self.outcome, elapsed, self.slow.load(Ordering::Acquire));
+                s.release(
+                    self.outcome,
+                    self.dispatched,
+                    elapsed,
+                    self.slow.load(Ordering::Acquire),
+                );
             }
             Release::Pacer(p) => p.lock().in_flight -= 1,
         }
@@ -270,6 +275,21 @@ pub(crate) struct SlotsState {
     limit: Limit,
     queue: WaitQueue<SlotWaiter>,
     drain: DrainMeter,
+    /// When each call in flight was dispatched (its entry goes as its
+    /// permit is released): when the slots free, for Retry-After.
+    started: Vec<Instant>,
+    /// How long a call takes, as observed.
+    service: ServiceMeter,
+}
+
+impl SlotsState {
+    /// A call dispatched at `at` has ended.
+    fn ended(&mut self, at: Instant) {
+        self.in_flight -= 1;
+        if let Some(i) = self.started.iter().position(|&s| s == at) {
+            self.started.swap_remove(i);
+        }
+    }
 }
 
 /// A concurrency limit with a bounded FIFO queue and a wait budget.
@@ -294,6 +314,8 @@ impl Slots {
                 limit,
                 queue: WaitQueue::new(Order::Fifo),
                 drain,
+                started: Vec::new(),
+                service: ServiceMeter::default(),
             }),
             capacity,
             wait_budget,
@@ -307,9 +329,37 @@ impl Slots {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The backlog ahead of one more job (itself included), at the rate jobs
-    /// were observed leaving the queue.
-    fn retry_after(st: &mut SlotsState, now: Instant) -> Duration {
+    /// How long until the queue drains: until its last job leaves it,
+    /// served or dropped stale (with nobody waiting, until a slot frees: a
+    /// retry is admitted then), from when the calls in flight will end at
+    /// the call time observed ([`drain::queue_drain`]). Before any call
+    /// has completed, the backlog ahead of one more job (itself included)
+    /// at the rate jobs were observed leaving the queue.
+    fn retry_after(&self, st: &mut SlotsState, now: Instant) -> Duration {
+        let oldest = st
+            .started
+            .iter()
+            .map(|&s| now.saturating_duration_since(s))
+            .max()
+            .unwrap_or_default();
+        if let Some(service_s) = st.service.estimate(oldest) {
+            let ends: Vec<f64> = st
+                .started
+                .iter()
+                .map(|&s| service_s - now.saturating_duration_since(s).as_secs_f64())
+                .collect();
+            let waited = st
+                .queue
+                .in_order()
+                .map(|w| now.saturating_duration_since(w.arrived).as_secs_f64());
+            return drain::queue_drain(
+                &ends,
+                st.limit.current(),
+                waited,
+                self.wait_budget.as_secs_f64(),
+                service_s,
+            );
+        }
         let work = st.queue.len() as f64 + 1.0;
         let rate = st
             .drain
@@ -329,7 +379,7 @@ impl Slots {
                 self.metrics.refused(ShedReason::QueueFull);
                 return Err(Refusal {
                     reason: ShedReason::QueueFull,
-                    retry_after: Self::retry_after(&mut st, now),
+                    retry_after: self.retry_after(&mut st, now),
                 });
             }
             let (tx, rx) = oneshot::channel();
@@ -371,6 +421,7 @@ impl Slots {
     /// Takes a slot for a job leaving the queue now.
     fn grant(self: &Arc<Self>, st: &mut SlotsState, now: Instant) -> Permit {
         st.in_flight += 1;
+        st.started.push(now);
         st.drain.record(now, 1.0);
         let mut permit = Permit::new(Release::Slots(self.clone()), now);
         if let Limit::Aimd { latency_target, .. } = st.limit {
@@ -394,10 +445,19 @@ impl Slots {
         permit
     }
 
-    fn release(self: &Arc<Self>, outcome: CallOutcome, elapsed: Duration, marked_slow: bool) {
+    fn release(
+        self: &Arc<Self>,
+        outcome: CallOutcome,
+        dispatched: Instant,
+        elapsed: Duration,
+        marked_slow: bool,
+    ) {
         let mut st = self.lock();
         let in_use = st.in_flight;
-        st.in_flight -= 1;
+        st.ended(dispatched);
+        if outcome == CallOutcome::Success {
+            st.service.record(elapsed);
+        }
         if let Limit::Aimd {
             limit,
             latency_target,
@@ -427,7 +487,7 @@ impl Slots {
                 // Never call the provider for it: its caller has likely left
                 // or will get an answer too late to use.
                 self.metrics.refused(ShedReason::WaitExpired);
-                let retry_after = Self::retry_after(st, now);
+                let retry_after = self.retry_after(st, now);
                 let _ = waiter.tx.send(Grant::Expired { retry_after });
                 continue;
             }
@@ -435,8 +495,9 @@ impl Slots {
             permit.claimed = false;
             if let Err(Grant::Go(permit)) = waiter.tx.send(Grant::Go(permit)) {
                 // The caller left between our pop and our send.
+                let dispatched = permit.dispatched();
                 permit.defuse();
-                st.in_flight -= 1;
+                st.ended(dispatched);
             }
         }
     }
