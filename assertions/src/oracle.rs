@@ -806,10 +806,32 @@ mod tests {
 
     #[test]
     fn the_one_pass_agrees_with_the_batch_judge_on_the_stories() {
+        let mut short_baseline = stories::naive();
+        short_baseline.expect.overload = Some((stories::at(8_000), stories::at(20_000)));
+        short_baseline.expect.drain_baseline = Some(wire::HealthyWaiting::NoArrivals);
+        let mut retried = stories::streamed(|p| {
+            if p == 10 {
+                ClientOutcome::Reset
+            } else {
+                ClientOutcome::Ok
+            }
+        });
+        let mut again = stories::call("s00015", 15_260, 15_260, 15_500);
+        again.stream = true;
+        retried.calls.push(again);
         for (name, s) in [
             ("bounded", stories::bounded()),
             ("naive", stories::naive()),
             ("soak", stories::soak(3_000, 100, 1_500, 7)),
+            ("short baseline", short_baseline),
+            (
+                "queued",
+                stories::queued(40, 24, |d| {
+                    (d / 1000 + 300, Some(wire::RetryAfterHeader::RetryAfterMs))
+                }),
+            ),
+            ("queue timeout", stories::queue_timeout()),
+            ("streamed", retried),
         ] {
             let t = thresholds();
             let want = judge(&s.attempts, &s.calls, &s.rss, &s.expect, &t);

@@ -1,8 +1,11 @@
 //! What the judge keeps for the checks beyond the [`Summary`]: a
-//! [`Tally`] of counts, a set of Retry-After values and one histogram,
+//! [`Tally`] of counts, a set of Retry-After values and a few histograms,
 //! filled as the records go by (by the one pass, `judge`, and in tests by
-//! the oracle), whatever the run's length; and the rule of a retry that
-//! honoured a Retry-After ([`honoured`]), applied as each person is done.
+//! the oracle), whatever the run's length; and the rules both apply: a
+//! retry that honoured a Retry-After ([`honoured`], as each person is
+//! done), a Retry-After within its bound of the drain time
+//! ([`retry_after_within`], as the sweep reaches it), and a call cut
+//! mid-stream or completed ([`cut_mid_stream`], [`completed`]).
 //!
 //! [`Summary`]: crate::Summary
 
@@ -17,7 +20,7 @@ use crate::timeline::histogram;
 const US: f64 = 1_000_000.0;
 
 /// The figures the checks need beyond the [`Summary`]: counts, a set of
-/// Retry-After values and one HDR histogram, whatever the run's length.
+/// Retry-After values and a few HDR histograms, whatever the run's length.
 #[derive(Debug, Clone)]
 pub(crate) struct Tally {
     /// Attempts.
