@@ -352,13 +352,15 @@ impl Slots {
                 .queue
                 .in_order()
                 .map(|w| now.saturating_duration_since(w.arrived).as_secs_f64());
+            // At least the header's least: 0 reads as "retry at once".
             return drain::queue_drain(
                 &ends,
                 st.limit.current(),
                 waited,
                 self.wait_budget.as_secs_f64(),
                 service_s,
-            );
+            )
+            .max(Duration::from_millis(1));
         }
         let work = st.queue.len() as f64 + 1.0;
         let rate = st
