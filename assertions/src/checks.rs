@@ -2015,6 +2015,24 @@ mod tests {
         assert!(!detail(&run(&twice, &t), "retry_after").contains("(tolerance"));
     }
 
+    /// Without provider records (an external run) an attempt leaves the
+    /// gateway, as far as the records show, when it ends: a call after it
+    /// left the queue. Retry-After is held to that drain less S.
+    #[test]
+    fn an_external_runs_retry_after_is_held_to_the_drain_less_a_call() {
+        use wire::RetryAfterHeader::RetryAfterMs;
+        let s = stories::queued(80, 24, |d| (d / 1000, Some(RetryAfterMs)));
+        let mut judge = crate::Judge::new(&s.expect, &five_seconds());
+        judge.external(Vec::new(), 1.0, Vec::new());
+        for a in &s.attempts {
+            judge.attempt(a.clone());
+        }
+        let j = judge.finish();
+        let v = verdict(&j, "retry_after");
+        assert_eq!(v.status, Status::Pass, "{}", v.detail);
+        assert!(v.short.contains("median error 0 s"), "{}", v.short);
+    }
+
     /// A header's granularity: the drain time rounded up to whole seconds
     /// (drains of about 1.5 s) is within its second in `retry-after`; the
     /// same values said in `retry-after-ms` are not.

@@ -125,6 +125,10 @@ pub(crate) struct Sweep {
     pub(crate) retry_after_within: u64,
     /// `retry_after`'s tolerance: a share of the drain time.
     tolerance: f64,
+    /// Taken off the drain time a Retry-After is compared with: the last
+    /// request's own call, when the drain is seen from the client alone
+    /// (see [`Sweep::drain_seen_from_the_client`]).
+    own_call_us: u64,
 }
 
 impl Sweep {
@@ -144,7 +148,17 @@ impl Sweep {
             retry_after_errors: histogram(),
             retry_after_within: 0,
             tolerance,
+            own_call_us: 0,
         }
+    }
+
+    /// The run's attempts leave the gateway only when they end (no provider
+    /// records: `crate::external`), so the drain time at a refusal runs to
+    /// the end of the last one's call: its Retry-After is compared with
+    /// that less `service_us`, the plan's service time, when it left the
+    /// queue.
+    pub(crate) fn drain_seen_from_the_client(&mut self, service_us: u64) {
+        self.own_call_us = service_us;
     }
 
     /// Items waiting to be walked.
@@ -268,7 +282,10 @@ impl Sweep {
                 }
             }
             _ => {
-                let drain_us = self.leave_max.saturating_sub(t);
+                let drain_us = self
+                    .leave_max
+                    .saturating_sub(t)
+                    .saturating_sub(self.own_call_us);
                 let granularity_ms = if payload & 1 == 1 { 1000 } else { 1 };
                 let (error_us, within) =
                     retry_after_within(payload >> 1, granularity_ms, drain_us, self.tolerance);

@@ -552,6 +552,11 @@ impl Judge {
         allow_unjudged: Vec<String>,
     ) {
         samples.sort_by_key(|s| s.t_us);
+        let service_s = self.expect.service_s;
+        if service_s.is_finite() && service_s > 0.0 {
+            self.sweep
+                .drain_seen_from_the_client((service_s * US as f64) as u64);
+        }
         self.external = Some(External {
             samples,
             period_s,
