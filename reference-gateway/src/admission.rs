@@ -41,7 +41,8 @@ pub(crate) struct Job {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Refusal {
     pub(crate) reason: ShedReason,
-    /// Time for the live backlog to drain at the observed rate.
+    /// Time for the live backlog to drain: until the queue's last job
+    /// leaves it.
     pub(crate) retry_after: Duration,
 }
 
@@ -100,7 +101,6 @@ impl Admission {
                     d.tokens_per_minute / 60.0,
                     d.expected_service,
                     d.order,
-                    DrainMeter::new(config.drain_window, now),
                     metrics,
                 ));
                 tokio::spawn(pacer.clone().dispatch(shutdown.clone()));
@@ -540,7 +540,6 @@ pub(crate) struct PacerState {
     /// When the pacer may dispatch again; each dispatch moves it cost/rate on.
     next_free: Instant,
     in_flight: usize,
-    drain: DrainMeter,
 }
 
 impl PacerState {
@@ -548,6 +547,16 @@ impl PacerState {
     /// queued, plus what the last dispatch still owes the rate.
     fn tokens_ahead(&self, now: Instant, rate: f64) -> f64 {
         self.queued_tokens + self.next_free.saturating_duration_since(now).as_secs_f64() * rate
+    }
+
+    /// How long until the queue has drained: until its last job (the last
+    /// to be served, in its order) is dispatched, at the pacer's own rate
+    /// (it dispatches at nothing else); with nobody queued, until the
+    /// pacer may dispatch again. At least 1 ms: 0 reads as "retry at once".
+    fn drain_time(&self, now: Instant, rate: f64) -> Duration {
+        let last = self.queue.in_order().last().map_or(0.0, |w| w.cost);
+        let tokens = (self.tokens_ahead(now, rate) - last).max(0.0);
+        drain::retry_after(tokens, rate).max(Duration::from_millis(1))
     }
 }
 
@@ -580,20 +589,13 @@ pub(crate) fn makes_deadline(
 const PACER_SLACK: Duration = Duration::from_millis(20);
 
 impl Pacer {
-    fn new(
-        rate: f64,
-        expected_service: Duration,
-        order: Order,
-        drain: DrainMeter,
-        metrics: Arc<Metrics>,
-    ) -> Pacer {
+    fn new(rate: f64, expected_service: Duration, order: Order, metrics: Arc<Metrics>) -> Pacer {
         Pacer {
             state: Mutex::new(PacerState {
                 queue: WaitQueue::new(order),
                 queued_tokens: 0.0,
                 next_free: Instant::now(),
                 in_flight: 0,
-                drain,
             }),
             wake: Notify::new(),
             rate,
@@ -604,13 +606,6 @@ impl Pacer {
 
     fn lock(&self) -> MutexGuard<'_, PacerState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// `work` tokens at the dispatch rate observed (the configured rate
-    /// until anything has been dispatched in the window).
-    fn retry_after(&self, st: &mut PacerState, now: Instant, work: f64) -> Duration {
-        let rate = st.drain.rate(now).unwrap_or(self.rate);
-        drain::retry_after(work, rate)
     }
 
     async fn admit(self: &Arc<Self>, job: Job) -> Result<Permit, Refusal> {
@@ -625,7 +620,7 @@ impl Pacer {
                 self.metrics.refused(ShedReason::WouldMissDeadline);
                 return Err(Refusal {
                     reason: ShedReason::WouldMissDeadline,
-                    retry_after: self.retry_after(&mut st, now, ahead + job.cost),
+                    retry_after: st.drain_time(now, self.rate),
                 });
             }
             if st.queue.is_empty() && st.next_free <= now {
@@ -680,7 +675,6 @@ impl Pacer {
     ) -> Permit {
         st.next_free = base + Duration::from_secs_f64(cost / self.rate);
         st.in_flight += 1;
-        st.drain.record(now, cost);
         Permit::new(Release::Pacer(self.clone()), now)
     }
 
@@ -701,8 +695,7 @@ impl Pacer {
                         // The same test as at admission, with nothing left
                         // ahead of it: too late even if dispatched now.
                         self.metrics.refused(ShedReason::WaitExpired);
-                        let work = st.tokens_ahead(now, self.rate) + waiter.cost;
-                        let retry_after = self.retry_after(&mut st, now, work);
+                        let retry_after = st.drain_time(now, self.rate);
                         let _ = waiter.tx.send(Grant::Expired { retry_after });
                         continue;
                     }
@@ -862,13 +855,7 @@ mod tests {
     }
 
     fn pacer(tokens_per_s: f64, service: Duration, order: Order) -> Arc<Pacer> {
-        Arc::new(Pacer::new(
-            tokens_per_s,
-            service,
-            order,
-            DrainMeter::new(Duration::from_secs(5), Instant::now()),
-            metrics(),
-        ))
+        Arc::new(Pacer::new(tokens_per_s, service, order, metrics()))
     }
 
     #[tokio::test]
@@ -893,10 +880,11 @@ mod tests {
         }
         let shed = p.admit(job(100.0, patience)).await.err().unwrap();
         assert_eq!(shed.reason, ShedReason::WouldMissDeadline);
-        // 500 tokens ahead + 100 own at 100/s (the first dispatch observed
-        // over half a second reads as 200/s): a few seconds, not a constant.
+        // The queue's last job is dispatched once the 400 tokens ahead of
+        // it have drained at 100/s (the first job's 100 owed and three
+        // queued): about 4 s, not a constant.
         assert!(
-            shed.retry_after >= Duration::from_secs(2),
+            (Duration::from_millis(3_800)..=Duration::from_secs(4)).contains(&shed.retry_after),
             "{:?}",
             shed.retry_after
         );

@@ -1,9 +1,11 @@
-//! How fast the backlog is draining, as observed, and what that means for
-//! a shed caller's Retry-After (written as headers by
-//! [`wire::retry_after_values`]): the work ahead over the rate it leaves
-//! at ([`retry_after`], the pacer's), or, behind a concurrency limit, when
-//! the queue's last job leaves it ([`queue_drain`]), from when the calls in
-//! flight will end ([`ServiceMeter`]: how long a call takes).
+//! How long the backlog takes to drain, and so a shed caller's Retry-After
+//! (written as headers by [`wire::retry_after_values`]): work over the
+//! rate it leaves at ([`retry_after`]: the pacer's tokens at its own rate;
+//! behind a concurrency limit, before any call has completed, jobs at the
+//! rate observed leaving the queue, [`DrainMeter`]), or, behind a
+//! concurrency limit, when the queue's last job leaves it
+//! ([`queue_drain`]), from when the calls in flight will end
+//! ([`ServiceMeter`]: how long a call takes).
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};

@@ -29,8 +29,8 @@
 //! `retry-after-ms`: how long the live backlog takes to drain. Behind a
 //! concurrency limit (bounded, aimd) that is when the queue's last job
 //! will leave it, served or dropped past its budget, from when the calls
-//! in flight end at the call time observed; in deadline mode, the tokens
-//! ahead at the drain rate observed. `/metrics` exports queue wait, upstream time and end-to-end
+//! in flight end at the call time observed; in deadline mode, when its
+//! queue's last job is dispatched at the pacer's own token rate. `/metrics` exports queue wait, upstream time and end-to-end
 //! time apart, each kind of refusal apart, and in-flight, queue depth,
 //! limit and resident memory gauges.
 //!
