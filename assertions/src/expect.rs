@@ -22,6 +22,8 @@ pub use wire::Expectations;
 pub struct Thresholds {
     /// `[checklist.shed_onset]`.
     pub shed_onset: ShedOnsetThreshold,
+    /// `[checklist.stale_share]`.
+    pub stale_share: StaleShareThreshold,
     /// `[checklist.retry_after]`.
     pub retry_after: RetryAfterThreshold,
     /// `[checklist.memory_ceiling]`.
@@ -36,6 +38,8 @@ pub struct Thresholds {
     pub goodput: GoodputThreshold,
     /// `[checklist.no_silent_loss]`.
     pub no_silent_loss: NoSilentLossThreshold,
+    /// `[checklist.no_silent_truncation]`.
+    pub no_silent_truncation: NoSilentTruncationThreshold,
     /// `[checklist.harness_valid]`.
     pub harness_valid: HarnessValidThreshold,
     /// `[checklist.refusals_legible]`.
@@ -94,14 +98,43 @@ impl Default for ShedOnsetThreshold {
     }
 }
 
-/// `retry_after`: how close Retry-After must track the backlog drain time,
-/// and how many distinct values it must take.
+/// `stale_share`: how many of the gateway's own refusals (those the
+/// provider never saw) may come after a wait instead of at admission.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StaleShareThreshold {
+    /// Whether the check runs.
+    pub enabled: bool,
+    /// Allowed refusals after waiting (stale) / refusals the provider never
+    /// saw (shed + stale).
+    pub max_share: f64,
+}
+
+impl Default for StaleShareThreshold {
+    fn default() -> Self {
+        StaleShareThreshold {
+            enabled: true,
+            max_share: 0.1,
+        }
+    }
+}
+
+/// `retry_after`: how close each refusal's Retry-After must be to the
+/// backlog drain time at that refusal, and how many distinct values it
+/// must take.
+///
+/// Before, `tolerance` was the median relative error allowed over all
+/// refusals (1.0 by default); it is now each refusal's own allowed error,
+/// as a share of its drain time, in seconds and never under its header's
+/// granularity: |Retry-After − drain| ≤ max(granularity, tolerance × drain).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RetryAfterThreshold {
     /// Whether the check runs.
     pub enabled: bool,
-    /// Allowed median relative error against the drain time.
+    /// A refusal's allowed error, as a share of the drain time at it (at
+    /// least its header's granularity: 1 ms for `retry-after-ms`, 1 s for
+    /// `retry-after`).
     pub tolerance: f64,
     /// Distinct values required when there are at least 5 sheds.
     pub min_distinct: usize,
@@ -111,7 +144,7 @@ impl Default for RetryAfterThreshold {
     fn default() -> Self {
         RetryAfterThreshold {
             enabled: true,
-            tolerance: 1.0,
+            tolerance: 0.25,
             min_distinct: 2,
         }
     }
@@ -270,6 +303,26 @@ impl Default for NoSilentLossThreshold {
         NoSilentLossThreshold {
             enabled: true,
             max_lost: 0,
+        }
+    }
+}
+
+/// `no_silent_truncation`: how many of the provider's cut streams may reach
+/// the client as a complete answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NoSilentTruncationThreshold {
+    /// Whether the check runs.
+    pub enabled: bool,
+    /// Allowed cut calls answered `ok` to the client / cut calls.
+    pub max_share: f64,
+}
+
+impl Default for NoSilentTruncationThreshold {
+    fn default() -> Self {
+        NoSilentTruncationThreshold {
+            enabled: true,
+            max_share: 0.0,
         }
     }
 }

@@ -12,7 +12,10 @@
 //!   Their resolution is the sampling period;
 //! - refusals, their reasons, Retry-After and latencies come from the
 //!   answers, as in every run; Retry-After is held to the drain time seen
-//!   from the client (when the attempts outstanding at an instant ended);
+//!   from the client (when the attempts outstanding at an instant ended)
+//!   less the plan's service time S: the last of them left the gateway's
+//!   queue a call before it ended (the timeline's `drain_s` is the time
+//!   seen, S included);
 //! - `stale_dispatch` from the gateway's stale-drop counter when one is
 //!   named: of the callers who left without an answer, those the gateway
 //!   did not drop stale may have been sent on after they left, an upper

@@ -19,8 +19,9 @@ use crate::verdict::{Status, Verdict};
 use crate::{knee, legible};
 
 /// The ids of the checks, in the order [`judge()`] returns their verdicts.
-pub const CHECKS: [&str; 11] = [
+pub const CHECKS: [&str; 13] = [
     "shed_onset",
+    "stale_share",
     "retry_after",
     "memory_ceiling",
     "drain",
@@ -28,6 +29,7 @@ pub const CHECKS: [&str; 11] = [
     "served_latency",
     "goodput",
     "no_silent_loss",
+    "no_silent_truncation",
     "refusals_legible",
     "concurrency_below_knee",
     "harness_valid",
@@ -121,7 +123,8 @@ impl Judgement {
     /// # let expect = assertions::Expectations {
     /// #     start_us: 0, load_end_us: 0, overload: None, capacity_per_s: 1.0,
     /// #     patience_s: 2.0, service_s: 1.0, queue_bound: 1.0,
-    /// #     in_flight_at_provider: 1.0, gateway_wait_s: 0.0, knee: None, memory_ceiling_bytes: None,
+    /// #     in_flight_at_provider: 1.0, gateway_wait_s: 0.0, knee: None, drain_baseline: None,
+    /// #     memory_ceiling_bytes: None,
     /// #     send_lag_bound_ms: 1.0, send_lag_p99_ms: 0.0,
     /// # };
     /// let j = assertions::judge(&[], &[], &[], &expect, &Default::default());
@@ -182,6 +185,7 @@ pub(crate) fn conclude(
     };
     let verdicts = vec![
         checks::shed_onset(&ev, &thresholds.shed_onset),
+        checks::stale_share(&ev, &thresholds.stale_share),
         checks::retry_after(&ev, &thresholds.retry_after),
         checks::memory_ceiling(&ev, &thresholds.memory_ceiling),
         checks::drain(&ev, &thresholds.drain),
@@ -189,6 +193,7 @@ pub(crate) fn conclude(
         checks::served_latency(&ev, &thresholds.served_latency),
         checks::goodput(&ev, &thresholds.goodput),
         checks::no_silent_loss(&ev, &thresholds.no_silent_loss),
+        checks::no_silent_truncation(&ev, &thresholds.no_silent_truncation),
         legible::refusals_legible(&ev, &thresholds.refusals_legible),
         knee::concurrency_below_knee(&ev, &thresholds.concurrency_below_knee),
         checks::upstream_seen(&ev).unwrap_or(harness),

@@ -31,7 +31,8 @@
 //!   drain time, the first shed; the drain after the overload at the end;
 //! - `calendar`: the queue both keep their window in, by time;
 //! - `tally`: what the judge keeps for the checks beyond the summary, and
-//!   the rule of a retry that honoured a Retry-After;
+//!   the rules applied as the records go by (a retry that honoured a
+//!   Retry-After, a Retry-After within its bound, a call cut mid-stream);
 //! - `external`: a run whose provider the harness did not see, judged from
 //!   the gateway's gauges;
 //! - `judgement`: [`Judgement`], and the conclusion: every check, in
@@ -45,7 +46,7 @@
 //!
 //! The imports go one way: `judge` → `judgement` → `legible`, `knee` →
 //! `checks` → `tally` → `timeline` → `expect`, and `judge`, `judgement` →
-//! `external` → `sweep` → `timeline`; the root only declares and
+//! `external` → `sweep` → `tally`, `timeline`; the root only declares and
 //! re-exports (`tests/architecture.rs` checks there is no circle).
 
 // No function over 120 lines outside tests (the threshold is in clippy.toml).
@@ -70,8 +71,9 @@ mod verdict;
 
 pub use expect::{
     ConcurrencyBelowKneeThreshold, DrainThreshold, Expectations, GoodputThreshold,
-    HarnessValidThreshold, MemoryCeilingThreshold, NoSilentLossThreshold, RefusalsLegibleThreshold,
-    RetryAfterThreshold, ServedLatencyThreshold, ShedOnsetThreshold, StaleDispatchThreshold,
+    HarnessValidThreshold, MemoryCeilingThreshold, NoSilentLossThreshold,
+    NoSilentTruncationThreshold, RefusalsLegibleThreshold, RetryAfterThreshold,
+    ServedLatencyThreshold, ShedOnsetThreshold, StaleDispatchThreshold, StaleShareThreshold,
     Thresholds,
 };
 pub use external::MUST_JUDGE;

@@ -14,7 +14,7 @@ use wire::{ClientOutcome, ClientRecord, ProviderOutcome, ProviderRecord, Refusal
 
 use crate::expect::{Expectations, Thresholds};
 use crate::judgement::{conclude, Distribution, Judgement, Measured, Pass};
-use crate::tally::Tally;
+use crate::tally::{completed, cut_mid_stream, retry_after_within, Tally};
 use crate::timeline::{
     histogram, ms_percentiles, quantile, record, row_us, Counts, Drain, FirstShed, GatewayPeaks,
     Harness, Latencies, Percentiles, ProviderCounts, RefusalLine, Second, Summary, Timeline,
@@ -47,7 +47,7 @@ pub(crate) fn judge_at(
     let drain = joined.drain(expect, &backlog);
     let summary = joined.summary(&timeline);
     let first_shed = joined.first_shed();
-    let tally = joined.tally(expect);
+    let tally = joined.tally(expect, thresholds.retry_after.tolerance);
     let mut distribution = Distribution::new();
     for a in attempts {
         distribution.add(a);
@@ -70,7 +70,7 @@ pub(crate) fn judge_at(
 
 impl Joined<'_> {
     /// The figures the checks read, counted from the joined records.
-    fn tally(&self, expect: &Expectations) -> Tally {
+    fn tally(&self, expect: &Expectations, tolerance: f64) -> Tally {
         let mut t = Tally::new();
         t.attempts = self.attempts.len() as u64;
         t.people = self.people;
@@ -94,24 +94,69 @@ impl Joined<'_> {
         let sheds: Vec<usize> = (0..self.attempts.len())
             .filter(|&i| self.is_gateway_shed(i))
             .collect();
-        let given: Vec<(u64, u64)> = sheds
+        let given: Vec<(u64, u64, u64)> = sheds
             .iter()
             .filter_map(|&i| {
                 let a = &self.attempts[i];
-                a.retry_after_ms.map(|ra| (ra, a.done_us))
+                a.retry_after_ms
+                    .map(|ra| (ra, a.retry_after_granularity_ms(), a.done_us))
             })
             .collect();
-        for &(ra, done) in &given {
-            let drain_ms = self.drain_at_us(done) as f64 / 1000.0;
-            let err = (ra as f64 - drain_ms).abs() / drain_ms.max(1000.0);
-            record(&mut t.retry_after_errors, (err * 1000.0).round() as u64);
+        for &(ra, granularity, done) in &given {
+            let (error_us, within) =
+                retry_after_within(ra, granularity, self.drain_at_us(done), tolerance);
+            record(&mut t.retry_after_errors, error_us);
+            t.retry_after_within += u64::from(within);
         }
+        for &i in &sheds {
+            let a = &self.attempts[i];
+            if self.refusal_class(i) == Some(RefusalClass::AtDequeue) {
+                t.stale_drops += 1;
+                record(&mut t.stale_waits, a.done_us.saturating_sub(a.sent_us));
+            } else {
+                t.admission_sheds += 1;
+            }
+        }
+        (t.cut_calls, t.silent_truncations) = self.truncations();
         t.sheds = sheds.len() as u64;
         t.sheds_without_retry_after = (sheds.len() - given.len()) as u64;
-        t.retry_after_values = given.iter().map(|&(ra, _)| ra).collect::<BTreeSet<u64>>();
+        t.retry_after_values = given
+            .iter()
+            .map(|&(ra, _, _)| ra)
+            .collect::<BTreeSet<u64>>();
         (t.honouring, t.honoured_admitted) = self.honoured_retries(expect);
         t.peak_rss = self.rss.iter().max_by_key(|r| r.rss_bytes).copied();
         t
+    }
+
+    /// Calls cut mid-stream joined to an attempt, and the attempts answered
+    /// `ok` whose latest call that was cut or completed was cut (in the
+    /// order the calls were received, file order at ties).
+    fn truncations(&self) -> (u64, u64) {
+        let mut by_attempt: Vec<Vec<usize>> = vec![Vec::new(); self.attempts.len()];
+        for (j, caller) in self.caller.iter().enumerate() {
+            if let Some(i) = caller {
+                by_attempt[*i].push(j);
+            }
+        }
+        let (mut cut, mut silent) = (0, 0);
+        for (i, calls) in by_attempt.iter_mut().enumerate() {
+            calls.sort_by_key(|&j| (self.calls[j].received_us, j));
+            let mut pending = false;
+            for &j in calls.iter() {
+                let c = &self.calls[j];
+                if cut_mid_stream(c) {
+                    cut += 1;
+                    pending = true;
+                } else if completed(c) {
+                    pending = false;
+                }
+            }
+            if pending && self.attempts[i].outcome == ClientOutcome::Ok {
+                silent += 1;
+            }
+        }
+        (cut, silent)
     }
 
     /// Retries that honoured a Retry-After after the overload, and how many
@@ -386,11 +431,13 @@ impl<'a> Joined<'a> {
         c.finished_us.or(c.hung_up_us).unwrap_or(self.end_us)
     }
 
-    /// The first gateway shed, by send time, with the depth and backlog
+    /// The first gateway shed at admission, by send time, with the depth and backlog
     /// others made at that instant.
     fn first_shed(&self) -> Option<FirstShed> {
         let i = (0..self.attempts.len())
-            .filter(|&i| self.is_gateway_shed(i))
+            .filter(|&i| {
+                self.is_gateway_shed(i) && self.refusal_class(i) == Some(RefusalClass::AtAdmission)
+            })
             .min_by_key(|&i| self.attempts[i].sent_us)?;
         let t = self.attempts[i].sent_us;
         let open = |leave: &[u64]| {
@@ -759,10 +806,32 @@ mod tests {
 
     #[test]
     fn the_one_pass_agrees_with_the_batch_judge_on_the_stories() {
+        let mut short_baseline = stories::naive();
+        short_baseline.expect.overload = Some((stories::at(8_000), stories::at(20_000)));
+        short_baseline.expect.drain_baseline = Some(wire::HealthyWaiting::NoArrivals);
+        let mut retried = stories::streamed(|p| {
+            if p == 10 {
+                ClientOutcome::Reset
+            } else {
+                ClientOutcome::Ok
+            }
+        });
+        let mut again = stories::call("s00015", 15_260, 15_260, 15_500);
+        again.stream = true;
+        retried.calls.push(again);
         for (name, s) in [
             ("bounded", stories::bounded()),
             ("naive", stories::naive()),
             ("soak", stories::soak(3_000, 100, 1_500, 7)),
+            ("short baseline", short_baseline),
+            (
+                "queued",
+                stories::queued(40, 24, |d| {
+                    (d / 1000 + 300, Some(wire::RetryAfterHeader::RetryAfterMs))
+                }),
+            ),
+            ("queue timeout", stories::queue_timeout()),
+            ("streamed", retried),
         ] {
             let t = thresholds();
             let want = judge(&s.attempts, &s.calls, &s.rss, &s.expect, &t);

@@ -43,6 +43,7 @@ pub(crate) fn attempt(
         },
         outcome,
         retry_after_ms,
+        retry_after_header: None,
         tokens: 0,
         stream: false,
         last: true,
@@ -100,6 +101,7 @@ pub(crate) fn expect(
         gateway_wait_s: 0.0,
         // The provider of 8 slots batches them: its curve bends at 8.
         knee: Some(8.0),
+        drain_baseline: None,
         memory_ceiling_bytes: Some(200 * MIB),
         send_lag_bound_ms: 5.0,
         send_lag_p99_ms: 0.5,
@@ -139,6 +141,7 @@ pub(crate) fn judged(
         in_flight_at_provider: 0.0,
         gateway_wait_s: 0.0,
         knee: None,
+        drain_baseline: None,
         memory_ceiling_bytes: None,
         send_lag_bound_ms: 0.0,
         send_lag_p99_ms: 0.0,
@@ -295,6 +298,127 @@ pub(crate) fn naive() -> Story {
         calls,
         rss,
         expect: expect(Some((LEAD_MS, LEAD_MS + 10_000)), LEAD_MS + 9_975, 30.0),
+    }
+}
+
+/// A gateway of 8 slots (1 s a call) with a FIFO queue of `queue`, under
+/// `per_s` arrivals a second for 10 s after 10 s of 4/s, callers of 60 s
+/// of patience who do not retry: each shed (queue full, answered at once)
+/// carries the Retry-After `ra` makes of the backlog drain time at it (in
+/// microseconds: when the last job queued then is dispatched), with the
+/// header it names.
+pub(crate) fn queued(
+    queue: usize,
+    per_s: u64,
+    ra: impl Fn(u64) -> (u64, Option<wire::RetryAfterHeader>),
+) -> Story {
+    let times = arrivals(0, LEAD_MS, 4).chain(arrivals(LEAD_MS, LEAD_MS + 10_000, per_s));
+    let mut slots = eight_slots();
+    let mut dispatched: Vec<u64> = Vec::new();
+    let (mut attempts, mut calls) = (Vec::new(), Vec::new());
+    for (person, ms) in times.enumerate() {
+        let id = format!("q{person:05}");
+        let t = at(ms);
+        let mut a = attempt(&id, 1, ms, ms, ClientOutcome::Ok, None);
+        a.patience_ms = 60_000;
+        let waiting = dispatched.iter().filter(|&&d| d > t).count();
+        if waiting >= queue {
+            let drain_us = dispatched.iter().max().map_or(0, |&d| d.saturating_sub(t));
+            let (ms, header) = ra(drain_us);
+            a.done_us = t + 1_000;
+            a.outcome = ClientOutcome::Shed;
+            a.status = Some(429);
+            a.reason = Some("queue_full".into());
+            a.retry_after_ms = Some(ms);
+            a.retry_after_header = header;
+        } else {
+            let start = take_slot(&mut slots, t);
+            dispatched.push(start);
+            a.done_us = start + 1_001_000;
+            let mut c = call(&id, 0, 0, 0);
+            c.received_us = start;
+            c.admitted_us = Some(start);
+            c.first_byte_us = Some(start + 100_000);
+            c.finished_us = Some(start + 1_000_000);
+            calls.push(c);
+        }
+        attempts.push(a);
+    }
+    let mut expect = expect(Some((LEAD_MS, LEAD_MS + 10_000)), LEAD_MS + 9_999, 60.0);
+    expect.memory_ceiling_bytes = None;
+    Story {
+        attempts,
+        calls,
+        rss: Vec::new(),
+        expect,
+    }
+}
+
+/// A gateway that never refuses at admission: 8 slots (1 s a call) and a
+/// queue of any length whose jobs are dropped after waiting 2 s, answered
+/// 503 without a reason (an off-the-shelf load balancer's queue timeout),
+/// under 16/s for 10 s after 10 s of 4/s; callers of 30 s of patience.
+pub(crate) fn queue_timeout() -> Story {
+    let times = arrivals(0, LEAD_MS, 4).chain(arrivals(LEAD_MS, LEAD_MS + 10_000, 16));
+    let mut slots = eight_slots();
+    let (mut attempts, mut calls) = (Vec::new(), Vec::new());
+    for (person, ms) in times.enumerate() {
+        let id = format!("t{person:05}");
+        let t = at(ms);
+        let mut a = attempt(&id, 1, ms, ms, ClientOutcome::Ok, None);
+        let free = slots.peek().map_or(t, |r| r.0);
+        if free.max(t) > t + 2_000_000 {
+            a.done_us = t + 2_000_000;
+            a.outcome = ClientOutcome::Shed;
+            a.status = Some(503);
+        } else {
+            let start = take_slot(&mut slots, t);
+            a.done_us = start + 1_001_000;
+            let mut c = call(&id, 0, 0, 0);
+            c.received_us = start;
+            c.admitted_us = Some(start);
+            c.first_byte_us = Some(start + 100_000);
+            c.finished_us = Some(start + 1_000_000);
+            calls.push(c);
+        }
+        attempts.push(a);
+    }
+    Story {
+        attempts,
+        calls,
+        rss: Vec::new(),
+        expect: expect(Some((LEAD_MS, LEAD_MS + 10_000)), LEAD_MS + 9_999, 30.0),
+    }
+}
+
+/// Streamed answers, one person a second for 20 s, each call 500 ms; the
+/// calls of people 5, 10 and 15 are cut by the provider halfway, and what
+/// the client saw of each is `seen(person)` (the others are answered).
+pub(crate) fn streamed(seen: impl Fn(usize) -> ClientOutcome) -> Story {
+    let (mut attempts, mut calls) = (Vec::new(), Vec::new());
+    for person in 0..20usize {
+        let id = format!("s{person:05}");
+        let ms = person as u64 * 1000;
+        let cut = person % 5 == 0 && person > 0;
+        let outcome = if cut { seen(person) } else { ClientOutcome::Ok };
+        let mut a = attempt(&id, 1, ms, ms + 510, outcome, None);
+        a.stream = true;
+        a.status = Some(200);
+        attempts.push(a);
+        let mut c = call(&id, ms + 5, ms + 5, ms + 505);
+        c.stream = true;
+        if cut {
+            c.outcome = ProviderOutcome::StreamCut;
+            c.finished_us = Some(at(ms + 255));
+            c.completion_tokens = 25;
+        }
+        calls.push(c);
+    }
+    Story {
+        attempts,
+        calls,
+        rss: Vec::new(),
+        expect: expect(None, 19_000, 30.0),
     }
 }
 

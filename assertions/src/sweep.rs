@@ -22,6 +22,7 @@ use hdrhistogram::Histogram;
 
 use crate::calendar::Calendar;
 use crate::expect::Expectations;
+use crate::tally::retry_after_within;
 use crate::timeline::{histogram, record, Drain, FirstShed, Second, MAX_SECONDS, US};
 
 /// A level of the timeline: what an interval counts in.
@@ -118,13 +119,22 @@ pub(crate) struct Sweep {
     /// The longest an attempt stayed in the backlog.
     longest_stay_us: u64,
     pub(crate) first_shed: Option<FirstShed>,
-    /// Relative errors of Retry-After against the drain time, thousandths.
+    /// Errors of Retry-After against the drain time, microseconds, and
+    /// how many were within their bound (see `tally::retry_after_within`).
     pub(crate) retry_after_errors: Histogram<u64>,
+    pub(crate) retry_after_within: u64,
+    /// `retry_after`'s tolerance: a share of the drain time.
+    tolerance: f64,
+    /// Taken off the drain time a Retry-After is compared with: the last
+    /// request's own call, when the drain is seen from the client alone
+    /// (see [`Sweep::drain_seen_from_the_client`]).
+    own_call_us: u64,
 }
 
 impl Sweep {
-    /// A sweep of a run, from its start.
-    pub(crate) fn new() -> Self {
+    /// A sweep of a run, from its start, comparing Retry-After with the
+    /// drain time by `retry_after`'s `tolerance`.
+    pub(crate) fn new(tolerance: f64) -> Self {
         Sweep {
             queue: Calendar::new(),
             late: 0,
@@ -136,7 +146,19 @@ impl Sweep {
             longest_stay_us: 0,
             first_shed: None,
             retry_after_errors: histogram(),
+            retry_after_within: 0,
+            tolerance,
+            own_call_us: 0,
         }
+    }
+
+    /// The run's attempts leave the gateway only when they end (no provider
+    /// records: `crate::external`), so the drain time at a refusal runs to
+    /// the end of the last one's call: its Retry-After is compared with
+    /// that less `service_us`, the plan's service time, when it left the
+    /// queue.
+    pub(crate) fn drain_seen_from_the_client(&mut self, service_us: u64) {
+        self.own_call_us = service_us;
     }
 
     /// Items waiting to be walked.
@@ -195,10 +217,12 @@ impl Sweep {
         self.first_shed.is_some()
     }
 
-    /// A gateway shed done at `done` said Retry-After `ra_ms`: compared
-    /// with the drain time at `done`.
-    pub(crate) fn query(&mut self, done: u64, ra_ms: u64) {
-        self.push(done, key(QUERY, 0, ra_ms));
+    /// A gateway shed done at `done` said Retry-After `ra_ms` in a header
+    /// of `granularity_ms` (1 or 1,000): compared with the drain time at
+    /// `done`.
+    pub(crate) fn query(&mut self, done: u64, ra_ms: u64, granularity_ms: u64) {
+        let coarse = u64::from(granularity_ms > 1);
+        self.push(done, key(QUERY, 0, ra_ms.min(PAYLOAD >> 1) << 1 | coarse));
     }
 
     /// Walks the items before `until` (all but those of its last 10 ms,
@@ -258,9 +282,15 @@ impl Sweep {
                 }
             }
             _ => {
-                let drain_ms = self.leave_max.saturating_sub(t) as f64 / 1000.0;
-                let err = (payload as f64 - drain_ms).abs() / drain_ms.max(1000.0);
-                record(&mut self.retry_after_errors, (err * 1000.0).round() as u64);
+                let drain_us = self
+                    .leave_max
+                    .saturating_sub(t)
+                    .saturating_sub(self.own_call_us);
+                let granularity_ms = if payload & 1 == 1 { 1000 } else { 1 };
+                let (error_us, within) =
+                    retry_after_within(payload >> 1, granularity_ms, drain_us, self.tolerance);
+                record(&mut self.retry_after_errors, error_us);
+                self.retry_after_within += u64::from(within);
             }
         }
     }

@@ -1,8 +1,11 @@
 //! What the judge keeps for the checks beyond the [`Summary`]: a
-//! [`Tally`] of counts, a set of Retry-After values and one histogram,
+//! [`Tally`] of counts, a set of Retry-After values and a few histograms,
 //! filled as the records go by (by the one pass, `judge`, and in tests by
-//! the oracle), whatever the run's length; and the rule of a retry that
-//! honoured a Retry-After ([`honoured`]), applied as each person is done.
+//! the oracle), whatever the run's length; and the rules both apply: a
+//! retry that honoured a Retry-After ([`honoured`], as each person is
+//! done), a Retry-After within its bound of the drain time
+//! ([`retry_after_within`], as the sweep reaches it), and a call cut
+//! mid-stream or completed ([`cut_mid_stream`], [`completed`]).
 //!
 //! [`Summary`]: crate::Summary
 
@@ -17,7 +20,7 @@ use crate::timeline::histogram;
 const US: f64 = 1_000_000.0;
 
 /// The figures the checks need beyond the [`Summary`]: counts, a set of
-/// Retry-After values and one HDR histogram, whatever the run's length.
+/// Retry-After values and a few HDR histograms, whatever the run's length.
 #[derive(Debug, Clone)]
 pub(crate) struct Tally {
     /// Attempts.
@@ -34,15 +37,31 @@ pub(crate) struct Tally {
     /// Provider calls answered (ok, not hung up) that finished inside the
     /// overload window.
     pub(crate) calls_answered_in_overload: u64,
-    /// Sheds by the gateway itself.
+    /// Sheds by the gateway itself: refusals for scarcity the provider
+    /// never saw, at admission and after waiting (stale).
     pub(crate) sheds: u64,
-    /// Those of them without a Retry-After.
+    /// Those of them refused at admission.
+    pub(crate) admission_sheds: u64,
+    /// Those of them dropped after waiting (stale), and how long each had
+    /// waited (its send to its refusal), in microseconds.
+    pub(crate) stale_drops: u64,
+    pub(crate) stale_waits: Histogram<u64>,
+    /// Sheds without a Retry-After.
     pub(crate) sheds_without_retry_after: u64,
     /// The distinct Retry-After values they gave, in milliseconds.
     pub(crate) retry_after_values: BTreeSet<u64>,
-    /// Relative errors of their Retry-After against the backlog drain time
-    /// at the shed, in thousandths.
+    /// Each Retry-After's error against the backlog drain time at its
+    /// refusal, |Retry-After − drain|, in microseconds.
     pub(crate) retry_after_errors: Histogram<u64>,
+    /// Those within their bound, max(the header's granularity, tolerance ×
+    /// the drain time) (see [`retry_after_within`]).
+    pub(crate) retry_after_within: u64,
+    /// Provider calls cut mid-stream (a `stream_cut`, or a stream the
+    /// gateway hung up on after its first byte) joined to an attempt, and
+    /// those whose attempt ended `ok` with no later call for it completing:
+    /// an answer cut short handed over as whole.
+    pub(crate) cut_calls: u64,
+    pub(crate) silent_truncations: u64,
     /// Retries that honoured a Retry-After after the overload, and how many
     /// of them were admitted (see [`honoured`]).
     pub(crate) honouring: u64,
@@ -63,9 +82,15 @@ impl Tally {
             answered_in_overload: 0,
             calls_answered_in_overload: 0,
             sheds: 0,
+            admission_sheds: 0,
+            stale_drops: 0,
+            stale_waits: histogram(),
             sheds_without_retry_after: 0,
             retry_after_values: BTreeSet::new(),
             retry_after_errors: histogram(),
+            retry_after_within: 0,
+            cut_calls: 0,
+            silent_truncations: 0,
             honouring: 0,
             honoured_admitted: 0,
             peak_rss: None,
@@ -80,11 +105,53 @@ impl Tally {
         (to > from).then(|| self.calls_answered_in_overload as f64 / ((to - from) as f64 / US))
     }
 
+    /// The median wait of the stale drops, in seconds (0 without any).
+    pub(crate) fn median_stale_wait_s(&self) -> f64 {
+        if self.stale_waits.is_empty() {
+            return 0.0;
+        }
+        self.stale_waits.value_at_quantile(0.5) as f64 / US
+    }
+
     /// The index in [`Tally::lost`] of a silent loss, `None` for any other
     /// outcome.
     pub(crate) fn lost_kind(outcome: ClientOutcome) -> Option<usize> {
         LOST.iter().position(|(o, _, _)| *o == outcome)
     }
+}
+
+/// A Retry-After of `ra_ms` given when the backlog drain time was
+/// `drain_us`: its error in microseconds, and whether it is within its
+/// bound, max(`granularity_ms`, `tolerance` × the drain time). The one
+/// rule for the one pass and the oracle.
+pub(crate) fn retry_after_within(
+    ra_ms: u64,
+    granularity_ms: u64,
+    drain_us: u64,
+    tolerance: f64,
+) -> (u64, bool) {
+    let error_us = ra_ms.saturating_mul(1000).abs_diff(drain_us);
+    let share = if tolerance.is_finite() {
+        tolerance.max(0.0)
+    } else {
+        0.0
+    };
+    let bound_us = (granularity_ms.saturating_mul(1000) as f64).max(share * drain_us as f64);
+    (error_us, error_us as f64 <= bound_us)
+}
+
+/// Returns true if and only if a provider call was cut mid-stream: the
+/// provider cut it (`stream_cut`), or the gateway hung up on a stream
+/// whose first byte had gone out.
+pub(crate) fn cut_mid_stream(c: &wire::ProviderRecord) -> bool {
+    c.outcome == wire::ProviderOutcome::StreamCut
+        || (c.stream && c.first_byte_us.is_some() && c.hung_up_us.is_some())
+}
+
+/// Returns true if and only if a provider call completed: answered, not
+/// hung up, not cut.
+pub(crate) fn completed(c: &wire::ProviderRecord) -> bool {
+    c.outcome == wire::ProviderOutcome::Ok && c.hung_up_us.is_none() && c.finished_us.is_some()
 }
 
 /// The silent losses, in [`Tally::lost`] order, with their nouns.

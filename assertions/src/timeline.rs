@@ -71,10 +71,16 @@
 //! `drain` reads one series: the backlog column, the most attempts waiting
 //! (in the gateway or the provider's queue) at any instant of each scenario
 //! second. Its *baseline* is the rows wholly before the overload (without
-//! an overload window, before the load ended): at least
-//! [`BASELINE_SAMPLES`] of them are needed, else the drain is not judged.
-//! The *bound* is the baseline's 99th percentile plus a margin of
-//! max(1, 10% of Q*). The backlog's *rolling mean* at second `t` is the
+//! an overload window, before the load ended), their 99th percentile,
+//! when there are at least [`BASELINE_SAMPLES`] of them; with fewer, the
+//! plan's figure for the waiting the arrivals after the overload leave in
+//! a healthy system ([`Expectations::drain_baseline`]: none when arrivals
+//! stop, Erlang C's mean queue for Poisson arrivals, 0 for evenly spaced
+//! ones). Without either (a run directory older than the plan's figure
+//! whose scenario could not be planned again), or when the plan says the
+//! arrivals after the overload saturate the servers (no steady state to
+//! come back to), the drain is not judged. The *bound* is the baseline
+//! plus a margin of max(1, 10% of Q*). The backlog's *rolling mean* at second `t` is the
 //! mean of the [`DRAIN_WINDOW`] seconds centred on it (`t − 2` to `t + 2`;
 //! seconds past the records' end count as 0 waiting, since no attempt is
 //! open after the last record). The backlog is drained at the first second
@@ -93,7 +99,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::expect::Expectations;
-use wire::{ClientOutcome, ClientRecord, RefusalClass};
+use wire::{ClientOutcome, ClientRecord, HealthyWaiting, RefusalClass};
 
 pub(crate) const US: u64 = 1_000_000;
 
@@ -544,8 +550,18 @@ pub(crate) enum DrainOutcome {
     /// No attempt stayed in the backlog for a scenario second or more: the
     /// longest stayed `longest_s` (seconds of the rehearsal).
     NothingWaited { longest_s: f64 },
-    /// The baseline has fewer than [`BASELINE_SAMPLES`] rows.
+    /// The baseline has fewer than [`BASELINE_SAMPLES`] rows, and the
+    /// expectations carry no plan figure to stand in for it.
     ShortBaseline { samples: usize },
+    /// The baseline has fewer than [`BASELINE_SAMPLES`] rows, and the plan
+    /// says the arrivals after the overload are more than its servers
+    /// serve: no steady state to come back to.
+    Saturated {
+        /// The plan's figure.
+        plan: HealthyWaiting,
+        /// Rows of baseline the run had.
+        samples: usize,
+    },
     /// The records end `short_s` before the overload (or the load) does,
     /// with the backlog's last rolling mean over the bound.
     EndedEarly { short_s: f64 },
@@ -556,14 +572,37 @@ pub(crate) enum DrainOutcome {
     Drained { drain_s: f64 },
 }
 
+/// What the drain is measured against.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Baseline {
+    /// The run's own: the 99th percentile `p99` of its `samples` rows
+    /// wholly before the overload.
+    Measured { samples: usize, p99: u64 },
+    /// The plan's: the waiting after the overload in a healthy system,
+    /// with the run's `samples` rows before it (too few).
+    Planned {
+        plan: HealthyWaiting,
+        samples: usize,
+    },
+}
+
+impl Baseline {
+    /// Its level, in requests waiting.
+    pub(crate) fn level(&self) -> f64 {
+        match self {
+            Baseline::Measured { p99, .. } => *p99 as f64,
+            Baseline::Planned { plan, .. } => plan.waiting().unwrap_or(0.0),
+        }
+    }
+}
+
 /// The drain measurement: its baseline, bound and outcome (the rule is in
 /// the module docs).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Drain {
-    /// Rows in the baseline.
-    pub(crate) samples: usize,
-    /// The baseline's 99th percentile (0 without rows).
-    pub(crate) baseline_p99: u64,
+    /// What it was measured against; `None` when not judged for want of
+    /// one.
+    pub(crate) baseline: Option<Baseline>,
     /// max(1, 10% of Q*).
     pub(crate) margin: f64,
     /// The most waiting in the rows from the overload's end on.
@@ -574,7 +613,7 @@ pub(crate) struct Drain {
 impl Drain {
     /// The bound the backlog's rolling mean must come back within.
     pub(crate) fn bound(&self) -> f64 {
-        self.baseline_p99 as f64 + self.margin
+        self.baseline.map_or(0.0, |b| b.level()) + self.margin
     }
 
     /// Measures the drain from the timeline's backlog column (`backlog`,
@@ -593,10 +632,20 @@ impl Drain {
         let row_of = |t: u64| (t.saturating_sub(expect.start_us) / bin_us.max(1)) as usize;
         let mut before: Vec<u64> = backlog.iter().take(row_of(pre_end)).copied().collect();
         before.sort_unstable();
+        let samples = before.len();
         let q = expect.queue_bound;
+        let plan = expect.drain_baseline;
+        let baseline = if samples >= BASELINE_SAMPLES {
+            Some(Baseline::Measured {
+                samples,
+                p99: quantile(&before, 0.99).unwrap_or(0),
+            })
+        } else {
+            plan.filter(|p| p.waiting().is_some())
+                .map(|plan| Baseline::Planned { plan, samples })
+        };
         let mut drain = Drain {
-            samples: before.len(),
-            baseline_p99: quantile(&before, 0.99).unwrap_or(0),
+            baseline,
             margin: if q.is_finite() {
                 (0.1 * q).max(1.0)
             } else {
@@ -615,9 +664,10 @@ impl Drain {
             DrainOutcome::NothingWaited {
                 longest_s: secs(longest_stay_us),
             }
-        } else if drain.samples < BASELINE_SAMPLES {
-            DrainOutcome::ShortBaseline {
-                samples: drain.samples,
+        } else if drain.baseline.is_none() {
+            match plan {
+                Some(plan) => DrainOutcome::Saturated { plan, samples },
+                None => DrainOutcome::ShortBaseline { samples },
             }
         } else {
             // The rolling mean centred on row c: rows c − h ..= c + h, those

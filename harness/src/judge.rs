@@ -44,6 +44,14 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Ju
     // The run directory's scenario is a new input here (a saved run judged
     // again, perhaps with `--set` edits to its checklist): read once.
     let saved = SavedScenario::read(&dir.join(files::SCENARIO), sets)?;
+    if meta.expectations.drain_baseline.is_none() {
+        let scale = Scale {
+            time: meta.time_scale,
+            quota: meta.quota_scale,
+        };
+        let note = replan_baseline(dir, sets, &mut meta.expectations, scale);
+        meta.notes.push(note);
+    }
     let thresholds = saved.checklist.scaled(Scale {
         time: meta.time_scale,
         quota: meta.quota_scale,
@@ -123,6 +131,44 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Ju
         report_json: dir.join(files::REPORT_JSON),
         report_html: html,
     })
+}
+
+/// For a run directory written before `run.json` said what a healthy
+/// system holds after the overload: plans its saved scenario again at the
+/// run's scale and sets `expect.drain_baseline`, returning the note that
+/// says so (or, when the scenario cannot be planned here, why `drain` is
+/// judged against the run's own baseline alone).
+fn replan_baseline(
+    dir: &Path,
+    sets: &[String],
+    expect: &mut wire::Expectations,
+    scale: Scale,
+) -> String {
+    let replanned =
+        crate::scenario::Scenario::load(&dir.join(files::SCENARIO), sets).map(|mut s| {
+            s.meta.time_scale = scale.time;
+            s.meta.quota_scale = scale.quota;
+            crate::plan::plan(&s).drain_baseline
+        });
+    match replanned {
+        Ok(Some(b)) => {
+            expect.drain_baseline = Some(b);
+            format!(
+                "{} predates the plan's figure for the waiting after the overload; it was planned again from {}",
+                files::RUN,
+                files::SCENARIO
+            )
+        }
+        Ok(None) => format!(
+            "{} predates the plan's figure for the waiting after the overload, and the plan gives none: drain is judged against the run's own baseline alone",
+            files::RUN
+        ),
+        Err(e) => format!(
+            "{} predates the plan's figure for the waiting after the overload, and {} cannot be planned again here ({e}): drain is judged against the run's own baseline alone",
+            files::RUN,
+            files::SCENARIO
+        ),
+    }
 }
 
 /// What the gateway's own metrics (`gateway-metrics.txt`, when saved) say

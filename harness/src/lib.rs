@@ -11,6 +11,8 @@
 //! - `scenario`: the scenario file, its `--set` edits and validation (read
 //!   and parsed once; a run directory's saved scenario once when judged);
 //! - `plan`: capacity, backlog, drain, late answers and Q*, by phase;
+//! - `healthy`: the waiting a healthy system holds after the overload
+//!   (Erlang C), `drain`'s baseline when a run has none of its own;
 //! - `run`: the steps of a run;
 //! - `gateway`: the gateway under test during a run (spawned or reached);
 //! - `process`: a gateway as a child process group, its memory limit and
@@ -42,6 +44,7 @@ mod fds;
 mod gateway;
 mod gateway_metrics;
 mod gateway_samples;
+mod healthy;
 mod https;
 mod init;
 mod judge;

@@ -23,6 +23,7 @@
 
 use wire::{Figures, Overload, Plan, Scale, Segment};
 
+use crate::healthy::{healthy_waiting, After};
 use crate::scenario::Scenario;
 
 /// A load phase as rates per second.
@@ -32,6 +33,8 @@ struct LoadPhase {
     end: f64,
     from_per_s: f64,
     to_per_s: f64,
+    /// Poisson arrivals (and a replayed log's), not evenly spaced ones.
+    poisson: bool,
 }
 
 /// The load's phases as validated, back to back; a replayed log is one
@@ -48,6 +51,7 @@ fn load_phases(load: &loadgen::LoadPlan) -> Vec<LoadPhase> {
             end: t + d,
             from_per_s: p.from_per_sec,
             to_per_s: p.to_per_sec,
+            poisson: p.arrivals == loadgen::PhaseArrivals::Poisson,
         });
         t += d;
     }
@@ -64,6 +68,7 @@ fn load_phases(load: &loadgen::LoadPlan) -> Vec<LoadPhase> {
             end: len,
             from_per_s: rate,
             to_per_s: rate,
+            poisson: true,
         });
     }
     out
@@ -74,6 +79,8 @@ struct Provider {
     capacity_per_s: Option<f64>,
     service_s: f64,
     phase: Option<String>,
+    /// Its concurrency ceiling, full scale.
+    ceiling: Option<u32>,
 }
 
 fn provider_at(s: &Scenario, t: f64, tokens_per_request: f64, max_tokens_mean: f64) -> Provider {
@@ -132,6 +139,50 @@ fn provider_at(s: &Scenario, t: f64, tokens_per_request: f64, max_tokens_mean: f
         capacity_per_s,
         service_s,
         phase,
+        ceiling: eff.concurrency.ceiling,
+    }
+}
+
+/// The calls a reference gateway makes at once, full scale, when its
+/// config says: bounded's `concurrency`, aimd's `ceiling` (the most its
+/// limit grows to in a healthy system), and its connection pool, the
+/// lowest of them; `None` for any other gateway.
+fn gateway_limit(s: &Scenario) -> Option<u64> {
+    use reference_gateway::Mode;
+    let crate::scenario::GatewayKind::Reference(g) = &s.gateway.kind else {
+        return None;
+    };
+    let mode = match g.mode {
+        Mode::Bounded => Some(g.bounded.concurrency),
+        Mode::Aimd => Some(g.aimd.ceiling),
+        _ => None,
+    };
+    mode.into_iter()
+        .chain(g.pool_max_connections)
+        .min()
+        .map(|n| n as u64)
+}
+
+/// What the healthy waiting after the overload is computed from, for
+/// segment `seg` (cut from load phase `lp`, served by `prov`), at the
+/// rehearsal's scale.
+fn after(
+    seg: &Segment,
+    lp: &LoadPhase,
+    prov: &Provider,
+    gateway: Option<u64>,
+    scale: Scale,
+) -> After {
+    let servers = gateway
+        .into_iter()
+        .chain(prov.ceiling.map(u64::from))
+        .min()
+        .map(|c| scale.count(c));
+    After {
+        arrivals_per_s: scale.rate(seg.offered_per_min / 60.0),
+        service_s: scale.secs(seg.service_s),
+        poisson: lp.poisson,
+        servers,
     }
 }
 
@@ -326,7 +377,11 @@ pub fn plan(s: &Scenario) -> Plan {
             .map_or(f64::INFINITY, |o| o.latency.as_secs_f64()),
         ..Fluid::default()
     };
+    let scale = s.scale();
+    let gateway = gateway_limit(s);
     let mut segments = Vec::new();
+    // Per segment: what a healthy system's waiting is computed from.
+    let mut healthy = Vec::new();
     for w in cut_points(s, &phases).windows(2) {
         let (a, b) = (w[0], w[1]);
         if b - a < 1e-9 {
@@ -336,7 +391,9 @@ pub fn plan(s: &Scenario) -> Plan {
             continue;
         };
         let prov = provider_at(s, a, req.tokens, req.max_tokens);
-        segments.push(fluid.segment(lp, &prov, (a, b), req.patience_s));
+        let seg = fluid.segment(lp, &prov, (a, b), req.patience_s);
+        healthy.push(after(&seg, lp, &prov, gateway, scale));
+        segments.push(seg);
     }
     // Overloaded: more arrivals than capacity, or calls slower than the
     // callers' patience (none can finish in time), or more calls in flight
@@ -357,8 +414,18 @@ pub fn plan(s: &Scenario) -> Plan {
             .filter_map(|g| g.queue_bound_requests)
             .reduce(f64::min)
     });
-    let scale = s.scale();
     let overload = overload(&overloaded, tight, scale);
+    // After the overload (without one, after the load: nothing arrives).
+    let overload_end = overloaded
+        .last()
+        .map_or(f64::INFINITY, |g| g.start_s + g.duration_s);
+    let after_overload: Vec<After> = segments
+        .iter()
+        .zip(&healthy)
+        .filter(|(g, _)| g.start_s >= overload_end - 1e-9)
+        .map(|(_, h)| *h)
+        .collect();
+    let drain_baseline = Some(healthy_waiting(&after_overload));
     let full = Figures {
         drain_minutes_unbounded: drain_minutes(&segments),
         refused_share: crate::sizing::refused_share(&overloaded, req.patience_s),
@@ -386,6 +453,7 @@ pub fn plan(s: &Scenario) -> Plan {
         rehearsal: full.scaled(scale),
         full,
         overload,
+        drain_baseline,
     }
 }
 
@@ -478,6 +546,84 @@ max_tokens = { fixed = 400 }
         assert!((o.from_s - 30.0).abs() < 1e-9 && (o.until_s - 270.0).abs() < 1e-9);
         assert!((o.capacity_per_s - mu / 60.0).abs() < 1e-6);
         assert!((o.service_s - 0.5).abs() < 1e-9);
+    }
+
+    /// The waiting a healthy system holds after the overload, at the
+    /// rehearsal's scale: none when the load stops with it, none for
+    /// evenly spaced arrivals, Erlang C for Poisson ones with the lower of
+    /// the gateway's limit and the provider's ceiling as servers.
+    #[test]
+    fn the_drain_baseline_is_the_waiting_after_the_overload() {
+        const SLOW: &str = r#"
+[scenario]
+name = "slow"
+quota_scale = 2
+time_scale = 10
+[provider]
+completion_tokens = { fixed = 10 }
+[provider.latency]
+ttft = { fixed = "1s" }
+per_token = { fixed = "0ms" }
+[provider.concurrency]
+ceiling = 16
+[gateway.reference]
+mode = "bounded"
+bounded = { concurrency = 12, queue = 20, wait_budget = "2s" }
+[load]
+patience = { fixed = "10s" }
+[[load.phases]]
+name = "overload"
+duration = "5s"
+rate = 40
+[[load.phases]]
+name = "after"
+duration = "30s"
+rate = 8
+arrivals = "poisson"
+[load.request]
+prompt_tokens = { fixed = 10 }
+max_tokens = { fixed = 10 }
+"#;
+        let p = plan(&scenario(SLOW));
+        assert!(p.overload.is_some());
+        // At rehearsal scale: 12 ÷ 2 = 6 servers, λ = 8 × 10 ÷ 2 = 40/s,
+        // S = 0.1 s: 4 erlangs on 6 servers, C ≈ 0.285, Lq ≈ 0.570.
+        match p.drain_baseline {
+            Some(wire::HealthyWaiting::ErlangC {
+                servers,
+                arrivals_per_s,
+                service_s,
+                waiting,
+            }) => {
+                assert_eq!(servers, 6);
+                assert!((arrivals_per_s - 40.0).abs() < 1e-9, "{arrivals_per_s}");
+                assert!((service_s - 0.1).abs() < 1e-9, "{service_s}");
+                let lq = crate::healthy::erlang_c_waiting(6, 4.0).unwrap();
+                assert!(
+                    (waiting - lq).abs() < 1e-9 && (0.56..0.58).contains(&lq),
+                    "{lq}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // Evenly spaced: none wait; past the gateway's limit: saturated.
+        let even = SLOW.replace("arrivals = \"poisson\"\n", "");
+        assert!(matches!(
+            plan(&scenario(&even)).drain_baseline,
+            Some(wire::HealthyWaiting::Constant { .. })
+        ));
+        let busy = SLOW.replace("rate = 8\n", "rate = 13\n");
+        assert!(matches!(
+            plan(&scenario(&busy)).drain_baseline,
+            Some(wire::HealthyWaiting::Saturated { servers: 6, .. })
+        ));
+        // The load stops with the overload (the pool demo): nothing waits.
+        let stops = &SLOW[..SLOW.find("[[load.phases]]\nname = \"after\"").unwrap()];
+        let stops = format!("{stops}[load.request]\nprompt_tokens = {{ fixed = 10 }}\nmax_tokens = {{ fixed = 10 }}\n");
+        assert_eq!(
+            plan(&scenario(&stops)).drain_baseline,
+            Some(wire::HealthyWaiting::NoArrivals)
+        );
     }
 
     #[test]

@@ -13,6 +13,11 @@
 //!   its last line, as a killed run leaves it; its expected report is the
 //!   one judged from the whole lines, and a note says what was cut.
 //!
+//! Their run.json files predate the plan's figure for the waiting after
+//! the overload (`drain`'s baseline without 10 s of the run's own), and
+//! their records name no Retry-After header (a second's granularity): they
+//! are judged as old run directories are.
+//!
 //! When the judge is meant to change its figures, rewrite the expected
 //! files with `REHEARSE_BLESS=1 cargo test -p harness --test golden`, and
 //! say in the commit which figures and verdicts changed, and why.
@@ -90,9 +95,18 @@ fn pool_demo_bounded_is_judged_as_it_was() {
     judge_again("pool-demo-bounded");
 }
 
+/// Its run.json predates the plan's figure for the waiting after the
+/// overload: the saved scenario is planned again, and `drain` is judged
+/// (nothing arrives after the overload: the naive backlog takes 27 s).
 #[test]
 fn pool_demo_naive_is_judged_as_it_was() {
-    judge_again("pool-demo-naive");
+    let notes = judge_again("pool-demo-naive");
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("predates the plan's figure") && n.contains("planned again")),
+        "{notes:?}"
+    );
 }
 
 #[test]

@@ -402,6 +402,8 @@ pub struct PlannedPhase<'a> {
     pub from_per_sec: f64,
     /// Arrivals per second at its end.
     pub to_per_sec: f64,
+    /// Evenly spaced or Poisson.
+    pub arrivals: PhaseArrivals,
 }
 
 /// A validated `[load]` table: everything a run needs but the target.
@@ -476,6 +478,7 @@ impl LoadPlan {
                     duration: p.duration,
                     from_per_sec: p.from_per_sec,
                     to_per_sec: p.to_per_sec,
+                    arrivals: p.arrivals,
                 })
                 .collect(),
             Arrivals::Replay { .. } => Vec::new(),

@@ -767,6 +767,9 @@ struct Seen {
     status: Option<u16>,
     first_byte: Option<Instant>,
     retry_after: Option<Duration>,
+    /// The header `retry_after` was read from (a field of its own: one
+    /// byte in the struct's padding, where a pair would add eight).
+    retry_after_header: Option<wire::RetryAfterHeader>,
     /// A wait at the load generator's own bound for a connection.
     wait: BoundWait,
 }
@@ -969,11 +972,13 @@ async fn attempt_once(
         seen.status = Some(status);
         let headers = &resp.headers;
         if headers.retry_after_ms.is_some() || headers.retry_after.is_some() {
-            seen.retry_after = wire::parse_retry_after(
+            let read = wire::read_retry_after(
                 headers.retry_after_ms.as_deref(),
                 headers.retry_after.as_deref(),
                 clock.system_time(Instant::now()),
             );
+            seen.retry_after = read.map(|(wait, _)| wait);
+            seen.retry_after_header = read.map(|(_, header)| header);
         }
         let success = (200..300).contains(&status);
         // An answer is read by the dialect's reader; a refusal's first
@@ -1080,6 +1085,7 @@ fn attempt_record(
         status: seen.status,
         outcome,
         retry_after_ms: seen.retry_after.map(|d| d.as_millis() as u64),
+        retry_after_header: seen.retry_after_header,
         tokens,
         stream: drawn.stream,
         last: true,

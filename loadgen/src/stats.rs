@@ -521,6 +521,7 @@ mod tests {
             status: Some(200),
             outcome,
             retry_after_ms: None,
+            retry_after_header: None,
             tokens: 3,
             stream: true,
             last,

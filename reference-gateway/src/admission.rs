@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::aimd::AimdLimit;
 use crate::config::{GatewayConfig, Mode, Order};
-use crate::drain::{self, DrainMeter};
+use crate::drain::{self, DrainMeter, ServiceMeter};
 use crate::metrics::{Gauges, Metrics, ShedReason};
 use crate::queue::WaitQueue;
 
@@ -41,7 +41,8 @@ pub(crate) struct Job {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Refusal {
     pub(crate) reason: ShedReason,
-    /// Time for the live backlog to drain at the observed rate.
+    /// Time for the live backlog to drain: until the queue's last job
+    /// leaves it.
     pub(crate) retry_after: Duration,
 }
 
@@ -100,7 +101,6 @@ impl Admission {
                     d.tokens_per_minute / 60.0,
                     d.expected_service,
                     d.order,
-                    DrainMeter::new(config.drain_window, now),
                     metrics,
                 ));
                 tokio::spawn(pacer.clone().dispatch(shutdown.clone()));
@@ -226,7 +226,12 @@ impl Drop for Permit {
             Release::None => {}
             Release::Slots(s) => {
                 let elapsed = self.dispatched.elapsed();
-                s.release(self.outcome, elapsed, self.slow.load(Ordering::Acquire));
+                s.release(
+                    self.outcome,
+                    self.dispatched,
+                    elapsed,
+                    self.slow.load(Ordering::Acquire),
+                );
             }
             Release::Pacer(p) => p.lock().in_flight -= 1,
         }
@@ -270,6 +275,21 @@ pub(crate) struct SlotsState {
     limit: Limit,
     queue: WaitQueue<SlotWaiter>,
     drain: DrainMeter,
+    /// When each call in flight was dispatched (its entry goes as its
+    /// permit is released): when the slots free, for Retry-After.
+    started: Vec<Instant>,
+    /// How long a call takes, as observed.
+    service: ServiceMeter,
+}
+
+impl SlotsState {
+    /// A call dispatched at `at` has ended.
+    fn ended(&mut self, at: Instant) {
+        self.in_flight -= 1;
+        if let Some(i) = self.started.iter().position(|&s| s == at) {
+            self.started.swap_remove(i);
+        }
+    }
 }
 
 /// A concurrency limit with a bounded FIFO queue and a wait budget.
@@ -294,6 +314,8 @@ impl Slots {
                 limit,
                 queue: WaitQueue::new(Order::Fifo),
                 drain,
+                started: Vec::new(),
+                service: ServiceMeter::default(),
             }),
             capacity,
             wait_budget,
@@ -307,9 +329,39 @@ impl Slots {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The backlog ahead of one more job (itself included), at the rate jobs
-    /// were observed leaving the queue.
-    fn retry_after(st: &mut SlotsState, now: Instant) -> Duration {
+    /// How long until the queue drains: until its last job leaves it,
+    /// served or dropped stale (with nobody waiting, until a slot frees: a
+    /// retry is admitted then), from when the calls in flight will end at
+    /// the call time observed ([`drain::queue_drain`]). Before any call
+    /// has completed, the backlog ahead of one more job (itself included)
+    /// at the rate jobs were observed leaving the queue.
+    fn retry_after(&self, st: &mut SlotsState, now: Instant) -> Duration {
+        let oldest = st
+            .started
+            .iter()
+            .map(|&s| now.saturating_duration_since(s))
+            .max()
+            .unwrap_or_default();
+        if let Some(service_s) = st.service.estimate(oldest) {
+            let ends: Vec<f64> = st
+                .started
+                .iter()
+                .map(|&s| service_s - now.saturating_duration_since(s).as_secs_f64())
+                .collect();
+            let waited = st
+                .queue
+                .in_order()
+                .map(|w| now.saturating_duration_since(w.arrived).as_secs_f64());
+            // At least the header's least: 0 reads as "retry at once".
+            return drain::queue_drain(
+                &ends,
+                st.limit.current(),
+                waited,
+                self.wait_budget.as_secs_f64(),
+                service_s,
+            )
+            .max(Duration::from_millis(1));
+        }
         let work = st.queue.len() as f64 + 1.0;
         let rate = st
             .drain
@@ -329,7 +381,7 @@ impl Slots {
                 self.metrics.refused(ShedReason::QueueFull);
                 return Err(Refusal {
                     reason: ShedReason::QueueFull,
-                    retry_after: Self::retry_after(&mut st, now),
+                    retry_after: self.retry_after(&mut st, now),
                 });
             }
             let (tx, rx) = oneshot::channel();
@@ -371,6 +423,7 @@ impl Slots {
     /// Takes a slot for a job leaving the queue now.
     fn grant(self: &Arc<Self>, st: &mut SlotsState, now: Instant) -> Permit {
         st.in_flight += 1;
+        st.started.push(now);
         st.drain.record(now, 1.0);
         let mut permit = Permit::new(Release::Slots(self.clone()), now);
         if let Limit::Aimd { latency_target, .. } = st.limit {
@@ -394,10 +447,19 @@ impl Slots {
         permit
     }
 
-    fn release(self: &Arc<Self>, outcome: CallOutcome, elapsed: Duration, marked_slow: bool) {
+    fn release(
+        self: &Arc<Self>,
+        outcome: CallOutcome,
+        dispatched: Instant,
+        elapsed: Duration,
+        marked_slow: bool,
+    ) {
         let mut st = self.lock();
         let in_use = st.in_flight;
-        st.in_flight -= 1;
+        st.ended(dispatched);
+        if outcome == CallOutcome::Success {
+            st.service.record(elapsed);
+        }
         if let Limit::Aimd {
             limit,
             latency_target,
@@ -427,7 +489,7 @@ impl Slots {
                 // Never call the provider for it: its caller has likely left
                 // or will get an answer too late to use.
                 self.metrics.refused(ShedReason::WaitExpired);
-                let retry_after = Self::retry_after(st, now);
+                let retry_after = self.retry_after(st, now);
                 let _ = waiter.tx.send(Grant::Expired { retry_after });
                 continue;
             }
@@ -435,8 +497,9 @@ impl Slots {
             permit.claimed = false;
             if let Err(Grant::Go(permit)) = waiter.tx.send(Grant::Go(permit)) {
                 // The caller left between our pop and our send.
+                let dispatched = permit.dispatched();
                 permit.defuse();
-                st.in_flight -= 1;
+                st.ended(dispatched);
             }
         }
     }
@@ -477,7 +540,6 @@ pub(crate) struct PacerState {
     /// When the pacer may dispatch again; each dispatch moves it cost/rate on.
     next_free: Instant,
     in_flight: usize,
-    drain: DrainMeter,
 }
 
 impl PacerState {
@@ -485,6 +547,16 @@ impl PacerState {
     /// queued, plus what the last dispatch still owes the rate.
     fn tokens_ahead(&self, now: Instant, rate: f64) -> f64 {
         self.queued_tokens + self.next_free.saturating_duration_since(now).as_secs_f64() * rate
+    }
+
+    /// How long until the queue has drained: until its last job (the last
+    /// to be served, in its order) is dispatched, at the pacer's own rate
+    /// (it dispatches at nothing else); with nobody queued, until the
+    /// pacer may dispatch again. At least 1 ms: 0 reads as "retry at once".
+    fn drain_time(&self, now: Instant, rate: f64) -> Duration {
+        let last = self.queue.in_order().last().map_or(0.0, |w| w.cost);
+        let tokens = (self.tokens_ahead(now, rate) - last).max(0.0);
+        drain::retry_after(tokens, rate).max(Duration::from_millis(1))
     }
 }
 
@@ -517,20 +589,13 @@ pub(crate) fn makes_deadline(
 const PACER_SLACK: Duration = Duration::from_millis(20);
 
 impl Pacer {
-    fn new(
-        rate: f64,
-        expected_service: Duration,
-        order: Order,
-        drain: DrainMeter,
-        metrics: Arc<Metrics>,
-    ) -> Pacer {
+    fn new(rate: f64, expected_service: Duration, order: Order, metrics: Arc<Metrics>) -> Pacer {
         Pacer {
             state: Mutex::new(PacerState {
                 queue: WaitQueue::new(order),
                 queued_tokens: 0.0,
                 next_free: Instant::now(),
                 in_flight: 0,
-                drain,
             }),
             wake: Notify::new(),
             rate,
@@ -541,13 +606,6 @@ impl Pacer {
 
     fn lock(&self) -> MutexGuard<'_, PacerState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// `work` tokens at the dispatch rate observed (the configured rate
-    /// until anything has been dispatched in the window).
-    fn retry_after(&self, st: &mut PacerState, now: Instant, work: f64) -> Duration {
-        let rate = st.drain.rate(now).unwrap_or(self.rate);
-        drain::retry_after(work, rate)
     }
 
     async fn admit(self: &Arc<Self>, job: Job) -> Result<Permit, Refusal> {
@@ -562,7 +620,7 @@ impl Pacer {
                 self.metrics.refused(ShedReason::WouldMissDeadline);
                 return Err(Refusal {
                     reason: ShedReason::WouldMissDeadline,
-                    retry_after: self.retry_after(&mut st, now, ahead + job.cost),
+                    retry_after: st.drain_time(now, self.rate),
                 });
             }
             if st.queue.is_empty() && st.next_free <= now {
@@ -617,7 +675,6 @@ impl Pacer {
     ) -> Permit {
         st.next_free = base + Duration::from_secs_f64(cost / self.rate);
         st.in_flight += 1;
-        st.drain.record(now, cost);
         Permit::new(Release::Pacer(self.clone()), now)
     }
 
@@ -638,8 +695,7 @@ impl Pacer {
                         // The same test as at admission, with nothing left
                         // ahead of it: too late even if dispatched now.
                         self.metrics.refused(ShedReason::WaitExpired);
-                        let work = st.tokens_ahead(now, self.rate) + waiter.cost;
-                        let retry_after = self.retry_after(&mut st, now, work);
+                        let retry_after = st.drain_time(now, self.rate);
                         let _ = waiter.tx.send(Grant::Expired { retry_after });
                         continue;
                     }
@@ -799,13 +855,7 @@ mod tests {
     }
 
     fn pacer(tokens_per_s: f64, service: Duration, order: Order) -> Arc<Pacer> {
-        Arc::new(Pacer::new(
-            tokens_per_s,
-            service,
-            order,
-            DrainMeter::new(Duration::from_secs(5), Instant::now()),
-            metrics(),
-        ))
+        Arc::new(Pacer::new(tokens_per_s, service, order, metrics()))
     }
 
     #[tokio::test]
@@ -830,10 +880,11 @@ mod tests {
         }
         let shed = p.admit(job(100.0, patience)).await.err().unwrap();
         assert_eq!(shed.reason, ShedReason::WouldMissDeadline);
-        // 500 tokens ahead + 100 own at 100/s (the first dispatch observed
-        // over half a second reads as 200/s): a few seconds, not a constant.
+        // The queue's last job is dispatched once the 400 tokens ahead of
+        // it have drained at 100/s (the first job's 100 owed and three
+        // queued): about 4 s, not a constant.
         assert!(
-            shed.retry_after >= Duration::from_secs(2),
+            (Duration::from_millis(3_800)..=Duration::from_secs(4)).contains(&shed.retry_after),
             "{:?}",
             shed.retry_after
         );

@@ -26,8 +26,11 @@
 //!
 //! In every mode but naive, a caller hanging up drops its queued job and
 //! cancels its upstream call. Every shed answer carries `retry-after` and
-//! `retry-after-ms` computed from the live backlog and the drain rate
-//! observed. `/metrics` exports queue wait, upstream time and end-to-end
+//! `retry-after-ms`: how long the live backlog takes to drain. Behind a
+//! concurrency limit (bounded, aimd) that is when the queue's last job
+//! will leave it, served or dropped past its budget, from when the calls
+//! in flight end at the call time observed; in deadline mode, when its
+//! queue's last job is dispatched at the pacer's own token rate. `/metrics` exports queue wait, upstream time and end-to-end
 //! time apart, each kind of refusal apart, and in-flight, queue depth,
 //! limit and resident memory gauges.
 //!

@@ -46,6 +46,14 @@ impl<T> WaitQueue<T> {
         self.jobs.remove(&seq)
     }
 
+    /// The jobs in the order they are served.
+    pub(crate) fn in_order(&self) -> Box<dyn Iterator<Item = &T> + '_> {
+        match self.order {
+            Order::Fifo => Box::new(self.jobs.values()),
+            Order::Lifo => Box::new(self.jobs.values().rev()),
+        }
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.jobs.len()
     }

@@ -5,6 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::HealthyWaiting;
+
 /// The predictions of the scenario's plan, filled by the harness, at the scale
 /// the run was made (durations in seconds, rates per second, times in
 /// microseconds since the Unix epoch).
@@ -41,6 +43,13 @@ pub struct Expectations {
     /// `concurrency_below_knee` holds the calls in service to.
     #[serde(default)]
     pub knee: Option<f64>,
+    /// The waiting the plan expects after the overload in a healthy system
+    /// (`plan.json`'s `drain_baseline`): `drain`'s baseline when the run
+    /// has fewer than 10 scenario seconds of its own. Absent from run
+    /// directories written before it (`rehearse report` plans their saved
+    /// scenario again).
+    #[serde(default)]
+    pub drain_baseline: Option<HealthyWaiting>,
     /// The gateway's memory budget, if the scenario gives one.
     pub memory_ceiling_bytes: Option<u64>,
     /// The load generator's allowed 99th-percentile send lag.

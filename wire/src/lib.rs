@@ -23,7 +23,8 @@
 //!   [`marker_id`], [`is_request_id`]) and a call's id, header first
 //!   ([`request_id`]);
 //! - [`headers`]: every header name the parts read or write;
-//! - `retry_after`: [`retry_after_values`] and [`parse_retry_after`];
+//! - `retry_after`: [`retry_after_values`], [`parse_retry_after`] and
+//!   [`read_retry_after`] (with the [`RetryAfterHeader`] it read);
 //! - `go_duration`: Go's duration text ([`go_duration`],
 //!   [`parse_go_duration`]) of OpenAI's rate-limit reset headers;
 //! - `quota`: a provider's request and token buckets ([`QuotaBuckets`])
@@ -36,7 +37,8 @@
 //! - `run_meta`: `run.json`, [`RunMeta`] and its [`GatewayEvent`]s, with
 //!   the [`Expectations`] the checks compare against (`expectations`);
 //! - `plan`: `plan.json`, [`Plan`] and its [`Figures`], [`Segment`],
-//!   [`Overload`], [`Knobs`], [`ErrorBudget`] and [`Spend`]: the engine
+//!   [`Overload`], [`HealthyWaiting`], [`Knobs`], [`ErrorBudget`] and
+//!   [`Spend`]: the engine
 //!   computes and writes them, the reports render them;
 //! - `scale`: [`Scale`], the one rule that shrinks an event to a rehearsal.
 //!
@@ -79,7 +81,7 @@ pub use dist::{Dist, DistError, Dur, MixEntry, Quantity};
 pub use expectations::Expectations;
 pub use fd_table::{presize_fd_table, raise_open_files_limit, PRESIZE_MAX};
 pub use go_duration::{go_duration, parse_go_duration};
-pub use plan::{ErrorBudget, Figures, Knobs, Overload, Plan, Segment, Spend};
+pub use plan::{ErrorBudget, Figures, HealthyWaiting, Knobs, Overload, Plan, Segment, Spend};
 pub use quota::{
     ratelimit_headers, rfc3339_utc, QuotaBuckets, QuotaLimit, QuotaRefusal, QuotaSnapshot,
     TokenBucket,
@@ -91,7 +93,10 @@ pub use record::{
 pub use request_id::{
     is_request_id, marker, marker_id, request_id, Marker, MARKER_CLOSE, MARKER_OPEN, MAX_ID_LEN,
 };
-pub use retry_after::{parse_retry_after, retry_after_values};
+pub use retry_after::{
+    parse_retry_after, read_retry_after, retry_after_values, RetryAfterHeader,
+    UNRECORDED_GRANULARITY_MS,
+};
 pub use run_meta::{GatewayEvent, RunMeta};
 pub use scale::Scale;
 pub use tokens::{estimate_tokens, CHARS_PER_TOKEN};

@@ -1,7 +1,8 @@
 //! `plan.json`: the plan's figures ([`Plan`]) at full and at rehearsal
 //! scale, by segment ([`Segment`]), with the overload window the checks
-//! are judged against ([`Overload`]), the knobs it suggests ([`Knobs`]),
-//! the error budget it burns ([`ErrorBudget`]) and what the run sends
+//! are judged against ([`Overload`]), the waiting a healthy system holds
+//! after it ([`HealthyWaiting`]), the knobs it suggests ([`Knobs`]), the
+//! error budget it burns ([`ErrorBudget`]) and what the run sends
 //! ([`Spend`]). The harness computes and writes it; the reports render it.
 //! Every field has a default when read, so a directory written by an older
 //! version still renders.
@@ -153,6 +154,73 @@ pub struct Overload {
     pub queue_bound: f64,
 }
 
+/// The waiting the arrivals after the overload leave in a healthy system,
+/// at rehearsal scale: what `drain` holds the backlog to when the run has
+/// fewer than 10 scenario seconds of baseline of its own (plus the same
+/// margin, max(1, 10% of Q*)). Without an overload window, "after the
+/// overload" is after the load's end: no arrivals.
+///
+/// ```
+/// let w = wire::HealthyWaiting::ErlangC { servers: 8, arrivals_per_s: 4.0, service_s: 1.0, waiting: 0.4 };
+/// assert_eq!(w.waiting(), Some(0.4));
+/// assert_eq!(wire::HealthyWaiting::Saturated { servers: 2, arrivals_per_s: 4.0, service_s: 1.0 }.waiting(), None);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "model", rename_all = "snake_case")]
+pub enum HealthyWaiting {
+    /// Nothing arrives after the overload (the load stops with it): nothing
+    /// is left to wait.
+    NoArrivals,
+    /// Evenly spaced arrivals below what the servers serve: none wait.
+    Constant {
+        /// The highest mean rate of a segment after the overload.
+        arrivals_per_s: f64,
+    },
+    /// Poisson arrivals with no limit on the calls at once (no gateway
+    /// limit, no provider ceiling): none wait.
+    Unlimited {
+        /// The highest mean rate of a segment after the overload.
+        arrivals_per_s: f64,
+    },
+    /// Poisson arrivals below capacity: Erlang C's mean queue Lq for
+    /// `servers` servers, each serving one call in `service_s` (the
+    /// segment after the overload where it is largest).
+    ErlangC {
+        /// c: the reference gateway's concurrency limit, else the
+        /// provider's ceiling (the lower of the two when both are known).
+        servers: u32,
+        /// λ of that segment.
+        arrivals_per_s: f64,
+        /// S of that segment.
+        service_s: f64,
+        /// Lq: requests waiting, on average.
+        waiting: f64,
+    },
+    /// Arrivals at or over what the servers serve (λ·S ≥ c): a healthy
+    /// system has no steady state to come back to.
+    Saturated {
+        /// c.
+        servers: u32,
+        /// λ of the first such segment.
+        arrivals_per_s: f64,
+        /// S there.
+        service_s: f64,
+    },
+}
+
+impl HealthyWaiting {
+    /// The requests waiting on average; `None` when saturated.
+    pub fn waiting(&self) -> Option<f64> {
+        match *self {
+            HealthyWaiting::NoArrivals
+            | HealthyWaiting::Constant { .. }
+            | HealthyWaiting::Unlimited { .. } => Some(0.0),
+            HealthyWaiting::ErlangC { waiting, .. } => Some(waiting),
+            HealthyWaiting::Saturated { .. } => None,
+        }
+    }
+}
+
 /// The whole plan.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
@@ -176,6 +244,9 @@ pub struct Plan {
     pub rehearsal: Figures,
     /// The overload window at rehearsal scale, if the scenario overloads.
     pub overload: Option<Overload>,
+    /// The waiting a healthy system holds after the overload (or the
+    /// load's end), at rehearsal scale; absent from plans written before it.
+    pub drain_baseline: Option<HealthyWaiting>,
     /// The gateway's knobs the arithmetic suggests.
     pub knobs: Knobs,
     /// The error budget the event burns, when the scenario gives an SLO.

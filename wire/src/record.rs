@@ -16,7 +16,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::Dialect;
+use crate::{Dialect, RetryAfterHeader, UNRECORDED_GRANULARITY_MS};
 
 /// How an attempt ended, as the load generator saw it.
 ///
@@ -317,6 +317,10 @@ pub struct ClientRecord {
     pub outcome: ClientOutcome,
     /// The Retry-After of the response, parsed, in milliseconds, if any.
     pub retry_after_ms: Option<u64>,
+    /// The header it was read from (absent without one, and in older run
+    /// directories: see [`ClientRecord::retry_after_granularity_ms`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_header: Option<RetryAfterHeader>,
     /// Completion tokens received (from usage, else counted stream chunks).
     pub tokens: u64,
     /// Whether the request asked for a stream.
@@ -347,6 +351,14 @@ impl ClientRecord {
     /// How late the attempt was sent, compared with its intended time.
     pub fn send_lag_us(&self) -> u64 {
         self.sent_us.saturating_sub(self.intended_us)
+    }
+
+    /// The finest wait its Retry-After could say, in milliseconds: its
+    /// header's ([`RetryAfterHeader::granularity_ms`]), a second when the
+    /// record does not say which header (older run directories).
+    pub fn retry_after_granularity_ms(&self) -> u64 {
+        self.retry_after_header
+            .map_or(UNRECORDED_GRANULARITY_MS, RetryAfterHeader::granularity_ms)
     }
 }
 
@@ -516,6 +528,7 @@ mod tests {
             status: Some(429),
             outcome: ClientOutcome::Shed,
             retry_after_ms: Some(1500),
+            retry_after_header: Some(RetryAfterHeader::RetryAfterMs),
             tokens: 0,
             stream: false,
             last: true,
@@ -525,10 +538,15 @@ mod tests {
         };
         let line = serde_json::to_string(&r).unwrap();
         assert!(line.contains("\"outcome\":\"shed\""), "{line}");
+        assert!(
+            line.contains("\"retry_after_ms\":1500,\"retry_after_header\":\"retry_after_ms\""),
+            "{line}"
+        );
         let back: ClientRecord = serde_json::from_str(&line).unwrap();
         assert_eq!(back, r);
         assert_eq!(back.latency_us(), 90);
         assert_eq!(back.send_lag_us(), 2);
+        assert_eq!(back.retry_after_granularity_ms(), 1);
     }
 
     #[test]
@@ -557,6 +575,9 @@ mod tests {
         .unwrap();
         assert_eq!(a.outcome, ClientOutcome::Shed);
         assert_eq!(a.retry_after_ms, Some(1500));
+        // Written before records said which header: a second's granularity.
+        assert_eq!(a.retry_after_header, None);
+        assert_eq!(a.retry_after_granularity_ms(), 1000);
         let c: ProviderRecord = serde_json::from_str(
             r#"{"id":"r1","seq":0,"dialect":"openai","model":"m","stream":false,
             "received_us":20,"admitted_us":21,"first_byte_us":30,"finished_us":40,

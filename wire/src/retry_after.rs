@@ -1,8 +1,55 @@
 //! Retry-After, both ways: the one rounding rule every part that sheds
 //! writes it with, and the one reader the load generator (and anything
-//! else) reads it back with.
+//! else) reads it back with, which also says which header the value came
+//! from ([`RetryAfterHeader`]: how finely it can say a wait).
 
 use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+/// Which header gave an answer's Retry-After, and so the finest wait it
+/// can say: what `retry_after` allows a value to be off by at the least.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RetryAfterHeader {
+    /// `retry-after-ms`: milliseconds.
+    RetryAfterMs,
+    /// `retry-after` as a number of seconds.
+    RetryAfter,
+    /// `retry-after` as an HTTP date: whole seconds.
+    HttpDate,
+}
+
+impl RetryAfterHeader {
+    /// The name used in records (`"retry_after_ms"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RetryAfterHeader::RetryAfterMs => "retry_after_ms",
+            RetryAfterHeader::RetryAfter => "retry_after",
+            RetryAfterHeader::HttpDate => "http_date",
+        }
+    }
+
+    /// The finest wait the header says, in milliseconds: 1 for
+    /// `retry-after-ms`, a second for `retry-after` (its seconds are whole
+    /// as the standard writes them) and for a date.
+    ///
+    /// ```
+    /// assert_eq!(wire::RetryAfterHeader::RetryAfterMs.granularity_ms(), 1);
+    /// assert_eq!(wire::RetryAfterHeader::HttpDate.granularity_ms(), 1000);
+    /// ```
+    pub fn granularity_ms(self) -> u64 {
+        match self {
+            RetryAfterHeader::RetryAfterMs => 1,
+            RetryAfterHeader::RetryAfter | RetryAfterHeader::HttpDate => 1000,
+        }
+    }
+}
+
+/// The granularity of a Retry-After whose header was not recorded (a run
+/// directory written before records said it), in milliseconds: a second,
+/// the coarsest header's.
+pub const UNRECORDED_GRANULARITY_MS: u64 = 1000;
 
 /// The two header values for a wait: `retry-after` in whole seconds rounded
 /// up and at least 1 (a client told "0" retries at once, into the same
@@ -44,18 +91,42 @@ pub fn parse_retry_after(
     retry_after: Option<&str>,
     now: SystemTime,
 ) -> Option<Duration> {
+    read_retry_after(retry_after_ms, retry_after, now).map(|(wait, _)| wait)
+}
+
+/// [`parse_retry_after`], with the header the wait was read from.
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use wire::RetryAfterHeader;
+/// let now = SystemTime::now();
+/// assert_eq!(
+///     wire::read_retry_after(Some("x"), Some("2"), now),
+///     Some((Duration::from_secs(2), RetryAfterHeader::RetryAfter))
+/// );
+/// ```
+pub fn read_retry_after(
+    retry_after_ms: Option<&str>,
+    retry_after: Option<&str>,
+    now: SystemTime,
+) -> Option<(Duration, RetryAfterHeader)> {
     if let Some(ms) = retry_after_ms
         .and_then(|s| s.trim().parse::<f64>().ok())
         .and_then(|v| Duration::try_from_secs_f64(v / 1000.0).ok())
     {
-        return Some(ms);
+        return Some((ms, RetryAfterHeader::RetryAfterMs));
     }
     let value = retry_after?.trim();
     if let Ok(secs) = value.parse::<f64>() {
-        return Duration::try_from_secs_f64(secs).ok();
+        return Duration::try_from_secs_f64(secs)
+            .ok()
+            .map(|d| (d, RetryAfterHeader::RetryAfter));
     }
     let date = httpdate::parse_http_date(value).ok()?;
-    Some(date.duration_since(now).unwrap_or(Duration::ZERO))
+    Some((
+        date.duration_since(now).unwrap_or(Duration::ZERO),
+        RetryAfterHeader::HttpDate,
+    ))
 }
 
 #[cfg(test)]
@@ -105,6 +176,29 @@ mod tests {
         // Garbage in retry-after-ms falls back to retry-after.
         assert_eq!(p(Some("x"), Some("2")), Some(Duration::from_secs(2)));
         assert_eq!(p(None, None), None);
+    }
+
+    #[test]
+    fn the_header_read_is_said() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let h = |ms: Option<&str>, s: Option<&str>| read_retry_after(ms, s, now).map(|(_, h)| h);
+        assert_eq!(
+            h(Some("250"), Some("9")),
+            Some(RetryAfterHeader::RetryAfterMs)
+        );
+        assert_eq!(h(Some("x"), Some("9")), Some(RetryAfterHeader::RetryAfter));
+        assert_eq!(h(None, Some("0.5")), Some(RetryAfterHeader::RetryAfter));
+        let later = httpdate::fmt_http_date(now + Duration::from_secs(30));
+        assert_eq!(h(None, Some(&later)), Some(RetryAfterHeader::HttpDate));
+        assert_eq!(h(None, Some("soon")), None);
+        for header in [
+            RetryAfterHeader::RetryAfterMs,
+            RetryAfterHeader::RetryAfter,
+            RetryAfterHeader::HttpDate,
+        ] {
+            let json = serde_json::to_string(&header).unwrap();
+            assert_eq!(json, format!("\"{}\"", header.as_str()));
+        }
     }
 
     #[test]

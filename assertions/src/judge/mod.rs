@@ -125,7 +125,7 @@ use values::{Value, Values};
 ///     service_s: 1.0,
 ///     queue_bound: 240.0,
 ///     in_flight_at_provider: 10.0,
-///     gateway_wait_s: 0.0, knee: None,
+///     gateway_wait_s: 0.0, knee: None, drain_baseline: None,
 ///     memory_ceiling_bytes: None,
 ///     send_lag_bound_ms: 10.0,
 ///     send_lag_p99_ms: 1.0,
@@ -133,7 +133,7 @@ use values::{Value, Values};
 /// // No records: nothing was rehearsed, so the run is invalid.
 /// let j = judge(&[], &[], &[], &expect, &Thresholds::default());
 /// assert_eq!(j.overall, Status::Invalid);
-/// assert_eq!(j.verdicts.len(), 11);
+/// assert_eq!(j.verdicts.len(), 13);
 /// ```
 pub fn judge(
     attempts: &[ClientRecord],
@@ -415,13 +415,15 @@ impl Progress {
 /// let expect = Expectations {
 ///     start_us: 0, load_end_us: 1_000_000, overload: None, capacity_per_s: 10.0,
 ///     patience_s: 5.0, service_s: 0.1, queue_bound: 49.0, in_flight_at_provider: 1.0,
-///     gateway_wait_s: 0.0, knee: None, memory_ceiling_bytes: None, send_lag_bound_ms: 10.0, send_lag_p99_ms: 1.0,
+///     gateway_wait_s: 0.0, knee: None, drain_baseline: None, memory_ceiling_bytes: None,
+///     send_lag_bound_ms: 10.0, send_lag_p99_ms: 1.0,
 /// };
 /// let mut judge = Judge::new(&expect, &Thresholds::default());
 /// judge.attempt(ClientRecord {
 ///     id: "r1".into(), attempt: 1, intended_us: 0, sent_us: 0, first_byte_us: None,
 ///     done_us: 200_000, status: Some(200), outcome: ClientOutcome::Ok,
-///     retry_after_ms: None, tokens: 5, stream: false, last: true, patience_ms: 5_000, reason: None, tenant: None,
+///     retry_after_ms: None, retry_after_header: None, tokens: 5, stream: false, last: true,
+///     patience_ms: 5_000, reason: None, tenant: None,
 /// });
 /// let j = judge.finish();
 /// assert_eq!(j.summary.counts.ok, 1);
@@ -477,7 +479,7 @@ impl Judge {
                 bin_us: row_us(time_scale),
                 rows: Vec::new(),
             },
-            sweep: Sweep::new(),
+            sweep: Sweep::new(thresholds.retry_after.tolerance),
             figures: Figures::new(),
             progress: Progress::default(),
         }
@@ -550,6 +552,11 @@ impl Judge {
         allow_unjudged: Vec<String>,
     ) {
         samples.sort_by_key(|s| s.t_us);
+        let service_s = self.expect.service_s;
+        if service_s.is_finite() && service_s > 0.0 {
+            self.sweep
+                .drain_seen_from_the_client((service_s * US as f64) as u64);
+        }
         self.external = Some(External {
             samples,
             period_s,
@@ -573,6 +580,8 @@ impl Judge {
             settled: false,
             matched: false,
             late: false,
+            retry_after_fine: a.retry_after_granularity_ms() == 1,
+            cut_pending: false,
             intended_us: a.intended_us,
             sent_us: a.sent_us,
             done_us: a.done_us,
@@ -614,6 +623,8 @@ impl Judge {
             tokens: c.tokens(),
             outcome: c.outcome,
             status: c.status,
+            cut: tally::cut_mid_stream(&c),
+            completed: tally::completed(&c),
         };
         let release = Release {
             start_us: c.received_us,
@@ -856,10 +867,21 @@ impl Judge {
         match a.retry_after_ms {
             Some(ra) => {
                 f.tally.retry_after_values.insert(ra);
-                self.sweep.query(a.done_us, ra);
+                let granularity_ms = if a.retry_after_fine { 1 } else { 1000 };
+                self.sweep.query(a.done_us, ra, granularity_ms);
             }
             None => f.tally.sheds_without_retry_after += 1,
         }
+        if class == RefusalClass::AtDequeue {
+            // Dropped after a wait: no onset of shedding.
+            f.tally.stale_drops += 1;
+            record(
+                &mut f.tally.stale_waits,
+                a.done_us.saturating_sub(a.sent_us),
+            );
+            return;
+        }
+        f.tally.admission_sheds += 1;
         if !self.sweep.found_first_shed() {
             self.sweep.probe(
                 a.sent_us,
@@ -920,6 +942,11 @@ impl Judge {
             let i = p.attempts.len() - 1;
             let a = &mut p.attempts[i];
             let first = !std::mem::replace(&mut a.matched, true);
+            // The latest of its calls cut or completed decides whether an
+            // `ok` answer to it was cut short.
+            if c.cut || c.completed {
+                a.cut_pending = c.cut;
+            }
             Some((a.sent_us, a.done_us, first, !a.settled, Some(i)))
         } else if let Some(e) = self.people.compact.get_mut(&person) {
             let first = !std::mem::replace(&mut e.matched, true);
@@ -930,6 +957,7 @@ impl Judge {
         let Some((sent, done, first, unsettled, alive)) = caller else {
             return;
         };
+        self.figures.tally.cut_calls += u64::from(c.cut);
         if done < c.admitted_us.unwrap_or(c.received_us) {
             self.figures.provider.stale_dispatch += 1;
             self.figures.provider.wasted_tokens += c.tokens;
@@ -996,6 +1024,11 @@ impl Judge {
             );
         }
         self.count_honoured(&p.attempts);
+        self.figures.tally.silent_truncations += p
+            .attempts
+            .iter()
+            .filter(|a| a.outcome == ClientOutcome::Ok && a.cut_pending)
+            .count() as u64;
         if let Some(last) = p.attempts.last() {
             if last.outcome != ClientOutcome::Ok {
                 self.people.compact.insert(
@@ -1152,6 +1185,7 @@ impl Judge {
         let mut tally = f.tally;
         tally.retry_after_errors =
             std::mem::replace(&mut self.sweep.retry_after_errors, histogram());
+        tally.retry_after_within = self.sweep.retry_after_within;
         let pass = Pass {
             window_s: self.window.window_us() as f64 / US as f64,
             out_of_order: self.progress.out_of_order + self.sweep.late,
@@ -1482,6 +1516,8 @@ mod tests {
             settled: false,
             matched: false,
             late: false,
+            retry_after_fine: false,
+            cut_pending: false,
             intended_us: 0,
             sent_us: 0,
             done_us: 0,

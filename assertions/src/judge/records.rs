@@ -20,6 +20,12 @@ pub(super) struct Attempt {
     /// An answer to it came after it had ended, and was counted late: a
     /// gateway's retries of the provider's refusals give it several.
     pub(super) late: bool,
+    /// Its Retry-After came in a header of 1 ms granularity
+    /// (`retry-after-ms`), not of a second.
+    pub(super) retry_after_fine: bool,
+    /// The latest call joined to it that was cut or completed was cut: an
+    /// `ok` answer to it was cut short (see `tally::cut_mid_stream`).
+    pub(super) cut_pending: bool,
     pub(super) intended_us: u64,
     pub(super) sent_us: u64,
     pub(super) done_us: u64,
@@ -42,6 +48,10 @@ pub(super) struct Call {
     pub(super) tokens: u64,
     pub(super) outcome: ProviderOutcome,
     pub(super) status: u16,
+    /// Cut mid-stream, and completed (`tally::cut_mid_stream`,
+    /// `tally::completed`).
+    pub(super) cut: bool,
+    pub(super) completed: bool,
 }
 
 /// The few distinct strings records repeat (reasons, tenants), each kept

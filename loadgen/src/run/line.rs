@@ -36,6 +36,12 @@ pub(crate) fn push_record(out: &mut Vec<u8>, r: &ClientRecord) {
     out.extend_from_slice(r.outcome.as_str().as_bytes());
     out.extend_from_slice(b"\",\"retry_after_ms\":");
     push_opt(out, r.retry_after_ms);
+    if let Some(header) = r.retry_after_header {
+        // Header names are snake_case ASCII: nothing to escape.
+        out.extend_from_slice(b",\"retry_after_header\":\"");
+        out.extend_from_slice(header.as_str().as_bytes());
+        out.push(b'"');
+    }
     out.extend_from_slice(b",\"tokens\":");
     push_u64(out, r.tokens);
     out.extend_from_slice(if r.stream {
@@ -91,6 +97,7 @@ mod tests {
             status: Some(200),
             outcome: ClientOutcome::Ok,
             retry_after_ms: None,
+            retry_after_header: None,
             tokens: 16,
             stream: false,
             last: true,
@@ -106,6 +113,12 @@ mod tests {
                 first_byte_us: None,
                 status: (i % 2 == 0).then_some(429 + i as u16),
                 retry_after_ms: Some(i as u64 * 997),
+                retry_after_header: [
+                    None,
+                    Some(wire::RetryAfterHeader::RetryAfterMs),
+                    Some(wire::RetryAfterHeader::RetryAfter),
+                    Some(wire::RetryAfterHeader::HttpDate),
+                ][i % 4],
                 stream: i % 3 == 0,
                 last: i % 2 == 1,
                 reason: (i % 2 == 0).then(|| format!("reason_{i}")),

@@ -160,6 +160,7 @@ mod tests {
             status: Some(200),
             outcome: ClientOutcome::Ok,
             retry_after_ms: None,
+            retry_after_header: None,
             tokens: 1,
             stream: false,
             last: true,
