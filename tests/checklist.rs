@@ -9,31 +9,25 @@
 //! counts at high time scales; the figures asserted leave room for a busy
 //! machine.
 
-mod common;
-
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::{json, rehearse, scratch, text};
+use crate::common;
+use common::{json, one_at_a_time, rehearse, scratch, text};
 use futures_util::StreamExt;
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 
-/// One rehearsal at a time: two at once on a 2-core machine would make
-/// the load generator miss its schedule.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
 /// `rehearse run SCENARIO ARGS --out DIR`: its exit code and report. A run
 /// the harness declares invalid (the machine too busy to keep the
 /// schedule) proves nothing: it is made once more.
 fn run(scenario: &Path, args: &[&str], dir: &Path) -> (Option<i32>, serde_json::Value) {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     for attempt in 1..=2 {
         let _ = std::fs::remove_dir_all(dir);
         let out = rehearse()

@@ -10,6 +10,7 @@ mod common;
 
 mod architecture;
 mod calibrate;
+mod checklist;
 mod cli;
 mod compare;
 mod deploy;
