@@ -193,15 +193,14 @@ fn four_policies_against_a_slow_upstream_in_one_compare() {
         variant("aimd + timeout"),
     );
     let valid = |v: &serde_json::Value| v["checks"]["harness_valid"] == "pass";
-    // Unbounded: it dies, losing what it held; on a run that kept its
-    // schedule, again after its restart (the loop). A load generator that
-    // fell behind sent the slow minute's requests late, and the restarted
-    // gateway once outlived it.
+    // Unbounded: it dies, losing what it held. Whether it dies a second
+    // time after its restart is a matter of seconds at this quota scale:
+    // what is left of the slow minute after the restart delay fills it to
+    // its ceiling or just short of it (twice on most runs; once on a valid
+    // CI run, 137 lost). The loop itself is the scenario's full-scale
+    // figure (its comments); here, the death and its loss.
     assert!(f(&unbounded["crashes"]) >= 1.0, "{unbounded}");
     assert!(f(&unbounded["lost"]) > 0.0, "{unbounded}");
-    if valid(&unbounded) {
-        assert!(f(&unbounded["crashes"]) >= 2.0, "{unbounded}");
-    }
     // Timeout only: never dies, and the slow minute's callers all wait
     // the whole timeout to be told. Its peak sits near the budget (116 of
     // 124 MiB at quota scale 4; 211-213 of 216 at 2), so a run whose load

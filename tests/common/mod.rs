@@ -9,15 +9,30 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::path::PathBuf;
 use std::process::{Child, Command, Output};
-use std::sync::{Mutex, MutexGuard};
 
-/// Rehearsals in a test binary run one at a time: two at once on a
-/// 2-core machine would make each other's load generator miss its
-/// schedule. Held for the whole of a rehearsal (all its tries).
-pub fn one_at_a_time() -> MutexGuard<'static, ()> {
-    static ONE: Mutex<()> = Mutex::new(());
-    ONE.lock().unwrap_or_else(|e| e.into_inner())
+/// Rehearsals run one at a time: two at once on a 2-core machine would
+/// make each other's load generator miss its schedule. Held for the
+/// whole of a rehearsal (all its tries). A lock on a file of the target
+/// directory, not a mutex: `cargo nextest` runs each test in a process of
+/// its own (`.ci/run`), `cargo test` each in a thread, and an `flock`
+/// makes both wait (two opens of one file exclude each other in one
+/// process as across processes). It is let go when the guard drops, or
+/// when a test that panicked while holding it ends.
+pub fn one_at_a_time() -> Turn {
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("rehearsals.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    file.lock()
+        .unwrap_or_else(|e| panic!("lock {}: {e}", path.display()));
+    Turn(file)
 }
+
+/// A rehearsal's turn ([`one_at_a_time`]): the locked file.
+pub struct Turn(std::fs::File);
 
 /// The runs under `dir` (`dir` itself, or each variant of a comparison)
 /// whose load generator fell behind its own schedule: its send lag p99
