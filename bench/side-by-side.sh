@@ -33,12 +33,18 @@
 # oha is installed with cargo (bench/loadgen/run.sh) when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The binaries of the container image's build (deploy/image/build.sh: the
+# gnu target, statically linked), so that a machine that has run .ci/run
+# builds only the bare target here.
+TRIPLE=x86_64-unknown-linux-gnu
 [ -n "${NO_BUILD:-}" ] || {
-  cargo build --release --quiet --bin rehearse
-  cargo build --release --quiet -p loadgen --example bare_target
+  export RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static --cfg getrandom_backend=\"linux_getrandom\""
+  cargo build --release --quiet --target "$TRIPLE" --bin rehearse
+  cargo build --release --quiet --target "$TRIPLE" -p loadgen --example bare_target
+  unset RUSTFLAGS
 }
-BIN=target/release/rehearse
-BARE=target/release/examples/bare_target
+BIN=${BIN:-target/$TRIPLE/release/rehearse}
+BARE=${BARE:-target/$TRIPLE/release/examples/bare_target}
 OUT=${OUT:-target/bench-side-by-side}
 PORT=${PORT:-18481}
 RUNS=${RUNS:-5}
@@ -136,7 +142,7 @@ fi
 
 # bench/loadgen/run.sh's part side, at normal priority unless RT=1.
 side() {
-  RT=$RT PARTS=side CAP=${CAP:-0} RUNS=$RUNS DURATION=$DURATION RATE=$RATE NO_BUILD=1 PORT=$PORT \
+  RT=$RT PARTS=side CAP=${CAP:-0} RUNS=$RUNS DURATION=$DURATION RATE=$RATE NO_BUILD=1 PORT=$PORT BIN=$BIN BARE=$BARE \
     OUT="$OUT/$1" TARGET=$2 bash bench/loadgen/run.sh
 }
 

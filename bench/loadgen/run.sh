@@ -45,7 +45,7 @@ cd "$(dirname "$0")/../.."
   cargo build --release --quiet -p loadgen --example bare_target
 }
 BIN=${BIN:-target/release/rehearse}
-BARE=target/release/examples/bare_target
+BARE=${BARE:-target/release/examples/bare_target}
 HERE=bench/loadgen
 OUT=${OUT:-target/bench-loadgen}
 PORT=${PORT:-18281}
