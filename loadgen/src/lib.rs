@@ -92,11 +92,13 @@ pub use progress::Live;
 pub use replay::{parse_replay_log, ReplayFormat, TimestampUnit};
 pub use resolve::{resolve, resolve_authority};
 pub use run::{
-    probe, probe_tls, run, was_not_sent, LoadOptions, LoadRunError, StopCondition, Target,
-    TargetError, NOT_SENT_AT_BOUND, NOT_SENT_LATE,
+    probe, probe_tls, run, LoadOptions, LoadRunError, StopCondition, Target, TargetError,
 };
 pub use schedule::PhaseArrivals;
 pub use shard::{parse_start_at, Shard, ShardError};
 pub use spend::SpendBudget;
-pub use stats::{ConnectionBound, LoadPercentiles, LoadSecond, OutcomeSummary, RunReport, Spent};
+pub use stats::{
+    was_not_sent, ConnectionBound, LoadPercentiles, LoadSecond, OutcomeSummary, RunReport, Spent,
+    NOT_SENT_AT_BOUND, NOT_SENT_LATE,
+};
 pub use tls::{TlsError, TlsOptions, INSECURE_WARNING};

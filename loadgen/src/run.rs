@@ -312,31 +312,6 @@ async fn handshake_probe(
     }
 }
 
-/// The reason of an attempt's record (`connect_error`) that got no
-/// connection within its patience because the load generator's own bound
-/// on open connections was reached: it was never sent, a limit of the
-/// load generator's (see the run's notes), not the gateway's doing.
-pub const NOT_SENT_AT_BOUND: &str =
-    "not sent: no connection within the patience, the load generator's bound on open connections was reached";
-
-/// The reason of an attempt's record (`connect_error`) that the load
-/// generator came to only after its person's patience had ended (it fell
-/// behind its schedule by more than that: see the send lag): not sent.
-pub const NOT_SENT_LATE: &str =
-    "not sent: the load generator came to it only after the person's patience had ended";
-
-/// Returns true if and only if a record's `reason` says the load
-/// generator did not send the attempt ([`NOT_SENT_AT_BOUND`],
-/// [`NOT_SENT_LATE`]): its own limit, never the gateway's doing.
-///
-/// ```
-/// assert!(loadgen::was_not_sent(loadgen::NOT_SENT_LATE));
-/// assert!(!loadgen::was_not_sent("connect: connection refused"));
-/// ```
-pub fn was_not_sent(reason: &str) -> bool {
-    reason.starts_with("not sent: ")
-}
-
 /// What every person task shares.
 struct Shared {
     plan: Arc<LoadPlan>,
