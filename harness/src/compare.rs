@@ -167,6 +167,7 @@ impl CompareOptions {
             quiet: self.quiet,
             allow_unjudged: Vec::new(),
             max_spend_tokens: None,
+            metrics_listen: None,
         }
     }
 }

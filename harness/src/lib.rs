@@ -25,6 +25,7 @@
 //! - `template`: reading a config's template (its fields, defaults and
 //!   what they mean, kept beside each config's type), which `init` writes;
 //! - `judge`: a run directory judged from its files alone;
+//! - `live_metrics`: the live series at `GET /metrics` (`--metrics-listen`);
 //! - `variants`: a scenario's `[[variants]]` (and `--each`), each
 //!   validated whole;
 //! - `compare`: one run per variant, and the comparison of their reports;
@@ -52,6 +53,7 @@ mod healthy;
 mod https;
 mod init;
 mod judge;
+mod live_metrics;
 mod multi;
 mod plan;
 mod process;
@@ -79,6 +81,7 @@ pub use fds::{
 pub use gateway_metrics::{histogram_quantile, provider_latency_note};
 pub use init::{scenario_keys, write_init, InitOptions, Rate, BUILTIN_SCENARIO};
 pub use judge::{judge_dir, Judged};
+pub use live_metrics::{serve_load_metrics, serve_metrics, MetricsSource};
 pub use multi::{collect, stage, write_shard_offset, StageOptions, SHARD_OFFSET};
 pub use plan::plan;
 pub use process::kill_live_group;

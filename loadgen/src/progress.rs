@@ -1,4 +1,5 @@
-//! Live counters of a run, and the progress bar drawn from them.
+//! Live counters of a run, and the progress bar drawn from them (and the
+//! Prometheus text, in `exposition`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -28,6 +29,21 @@ pub struct Live {
     pub timed_out: AtomicU64,
     /// Other failed attempts.
     pub errors: AtomicU64,
+    /// Attempts sent and not yet ended.
+    pub in_flight: AtomicU64,
+    /// Attempts ended, by outcome (at [`wire::ClientOutcome::index`]).
+    pub outcomes: [AtomicU64; wire::ClientOutcome::ALL.len()],
+    /// Answered attempts' latency, from the intended send.
+    pub latency: crate::exposition::LiveHistogram,
+    /// Each attempt's send lag.
+    pub send_lag: crate::exposition::LiveHistogram,
+    /// The Retry-After refusals carried.
+    pub retry_after: crate::exposition::LiveHistogram,
+    /// Attempts sent later than the plan's send-lag bound.
+    pub late_sends: AtomicU64,
+    /// When the schedule starts, µs since the Unix epoch (0 until the run
+    /// has set it).
+    pub start_us: AtomicU64,
 }
 
 /// A running progress bar; [`BarTask::finish`] clears it.
