@@ -286,21 +286,42 @@ fn prometheus_scrapes_a_rehearsal_and_reads_its_series_back() {
         );
         assert!(seen.contains(name), "{name}: {seen:?}");
     }
-    dashboard_names_only_series_that_exist(&seen);
+    dashboard_names_only_series_that_exist(&seen, prom_port);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The dashboard's queries name only series a real scrape holds.
-fn dashboard_names_only_series_that_exist(seen: &BTreeSet<String>) {
+/// The dashboard's queries name only series a real scrape holds, and
+/// Prometheus runs each (its variables filled in) without an error.
+fn dashboard_names_only_series_that_exist(seen: &BTreeSet<String>, prom_port: u16) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/grafana/rehearse.json");
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        return;
-    };
-    let board: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let board: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let mut exprs = Vec::new();
     collect_exprs(&board, &mut exprs);
     assert!(exprs.len() >= 8, "{exprs:?}");
+    // The phases are its annotations.
+    let annotations = board["annotations"]["list"].as_array().unwrap();
+    assert!(
+        annotations.iter().any(|a| a["expr"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("rehearse_phase_info"))
+            && a["titleFormat"] == "{{phase}}"),
+        "{annotations:?}"
+    );
+    let named: BTreeSet<String> = exprs.iter().flat_map(|e| metric_names(e)).collect();
+    for side in ["rehearse_", "fake_provider_", "gateway_"] {
+        assert!(
+            named.iter().any(|n| n.starts_with(side)),
+            "no {side} series: {named:?}"
+        );
+    }
     for e in &exprs {
+        let filled = e
+            .replace("$scenario", "metrics-live")
+            .replace("$run_id", "run")
+            .replace("$job", ".*")
+            .replace("$__rate_interval", "1m");
+        query(prom_port, &filled);
         for name in metric_names(e) {
             assert!(
                 seen.contains(&name),
@@ -361,4 +382,19 @@ fn metric_names(expr: &str) -> Vec<String> {
     }
     flush(&mut word, depth);
     names
+}
+
+#[test]
+fn a_query_names_its_series_not_its_labels_or_strings() {
+    let e = "histogram_quantile(0.99, sum by (le) (rate(rehearse_latency_seconds_bucket{scenario=\"gateway_x\",outcome=~\"a|b\"}[$__rate_interval]))) / gateway_in_flight";
+    assert_eq!(
+        metric_names(e),
+        ["rehearse_latency_seconds_bucket", "gateway_in_flight"]
+    );
+    let seen: BTreeSet<String> =
+        series_names("# HELP x y\nrehearse_sent_total{a=\"1\"} 3\nfake_provider_queued 0\n");
+    assert_eq!(
+        seen.into_iter().collect::<Vec<_>>(),
+        ["fake_provider_queued", "rehearse_sent_total"]
+    );
 }
