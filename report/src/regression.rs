@@ -49,7 +49,7 @@ pub fn tolerances(overrides: &[String]) -> Result<BTreeMap<String, Tolerance>, S
         .map(|(id, t)| (id.to_string(), *t))
         .collect();
     for o in overrides {
-        let bad = |why: &str| format!("--tolerance {o}: {why}");
+        let bad = |why: &str| format!("{o}: {why}");
         let (id, value) = o
             .split_once('=')
             .ok_or_else(|| bad("expected ID=SHARE or ID=SHARE:AT_LEAST"))?;
