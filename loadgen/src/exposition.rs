@@ -12,66 +12,7 @@ use std::sync::Arc;
 use wire::{ClientOutcome, ClientRecord};
 
 use crate::config::LoadPlan;
-use crate::progress::Live;
-
-/// A histogram's upper bounds, in seconds.
-pub(crate) type Bounds = &'static [f64];
-
-/// End-to-end latency of answered attempts: a millisecond to ten minutes.
-pub(crate) const LATENCY: Bounds = &[
-    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0,
-    300.0, 600.0,
-];
-
-/// The load generator's send lag: its bound is tens of milliseconds.
-pub(crate) const SEND_LAG: Bounds = &[
-    0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 5.0,
-];
-
-/// The Retry-After a refusal carried.
-pub(crate) const RETRY_AFTER: Bounds = &[
-    0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0,
-];
-
-/// The most buckets a [`LiveHistogram`] has, `+Inf` included.
-const MOST_BUCKETS: usize = 24;
-
-/// A fixed-bucket histogram counted with relaxed atomics: no lock where
-/// an attempt is counted.
-#[derive(Debug, Default)]
-pub struct LiveHistogram {
-    counts: [AtomicU64; MOST_BUCKETS],
-    sum_us: AtomicU64,
-}
-
-impl LiveHistogram {
-    /// Counts one value of `us` microseconds into the buckets `bounds`.
-    pub(crate) fn observe_us(&self, bounds: Bounds, us: u64) {
-        let secs = us as f64 / 1e6;
-        let i = bounds
-            .iter()
-            .position(|&b| secs <= b)
-            .unwrap_or(bounds.len());
-        self.counts[i].fetch_add(1, Ordering::Relaxed);
-        self.sum_us.fetch_add(us, Ordering::Relaxed);
-    }
-
-    fn render(&self, out: &mut String, bounds: Bounds, name: &str, labels: &str, help: &str) {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
-        let mut cumulative = 0;
-        for (i, b) in bounds.iter().enumerate() {
-            cumulative += self.counts[i].load(Ordering::Relaxed);
-            let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{b}\"}} {cumulative}");
-        }
-        cumulative += self.counts[bounds.len()].load(Ordering::Relaxed);
-        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {cumulative}");
-        let sum = self.sum_us.load(Ordering::Relaxed) as f64 / 1e6;
-        let _ = writeln!(
-            out,
-            "{name}_sum{{{labels}}} {sum}\n{name}_count{{{labels}}} {cumulative}"
-        );
-    }
-}
+use crate::progress::{Live, LATENCY, RETRY_AFTER, SEND_LAG};
 
 /// A label value as the text format writes it (`\`, `"` and newlines
 /// escaped).

@@ -90,8 +90,8 @@ pub use config::{
     LoadConfig, LoadError, LoadPlan, LoadTenant, LoadTenantRequest, PhaseConfig, PlannedPhase,
     RateUnit, ReplayConfig, RequestConfig, RetryConfig, RetryKind, RetryPolicy,
 };
-pub use exposition::{label_value, LiveHistogram};
-pub use progress::Live;
+pub use exposition::label_value;
+pub use progress::{Live, LiveHistogram};
 pub use replay::{parse_replay_log, ReplayFormat, TimestampUnit};
 pub use resolve::{resolve, resolve_authority};
 pub use run::{
