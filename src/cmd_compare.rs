@@ -1,24 +1,23 @@
-//! `rehearse compare`: a scenario run once per variant, side by side.
+//! `rehearse compare`: a scenario run once per variant, or run directories
+//! already made, side by side.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
-use harness::{CompareOptions, Lineup};
+use harness::{CompareInputs, CompareOptions, Lineup};
 
 use crate::exit::{Ended, Error};
 use crate::scenario::Sets;
 
 /// Flags of `rehearse compare`.
 #[derive(clap::Args, Debug)]
-#[command(
-    after_help = "--set applies after each variant's own overrides. Exit codes: the worst of the \
-    runs' (0 pass, 1 a check failed, 3 invalid); with --expect, 0 when every variant got its \
-    verdict (a variant it does not name is meant to pass), else 1 (3 if a run was invalid or the comparison was stopped)."
-)]
+#[command(after_help = harness::COMPARE_AFTER_HELP)]
 pub struct Args {
-    /// The scenario file; its [[variants]] tables (a `name` and a `set`
-    /// table of "dotted.key" = value) are the variants.
-    scenario: PathBuf,
+    /// The scenario file, whose [[variants]] tables (a `name` and a `set`
+    /// table of "dotted.key" = value) are the variants; or run directories
+    /// (each holding run.json), the first the baseline.
+    #[arg(required = true, value_name = "SCENARIO|DIR")]
+    inputs: Vec<PathBuf>,
     /// One variant per value of one field instead, each named KEY=V, e.g.
     /// `gateway.reference.mode=naive,bounded,aimd`. A value containing a
     /// comma is written as a [[variants]] table instead.
@@ -43,31 +42,40 @@ pub struct Args {
     #[arg(long, value_name = "NAME=pass|fail")]
     expect: Vec<String>,
     #[command(flatten)]
+    gate: harness::RegressionGate,
+    #[command(flatten)]
     sets: Sets,
 }
 
-/// Runs `rehearse compare`: every variant is validated, then run in turn
-/// until the last or the first signal (that run partial, the rest skipped).
+/// Runs `rehearse compare`: run directories are judged side by side; a
+/// scenario's variants are validated, then run in turn until the last or
+/// the first signal (that run partial, the rest skipped).
 pub fn main(args: Args) -> Result<Ended, Error> {
-    let lineup = Lineup::prepare(
-        &args.scenario,
-        args.each.as_deref(),
-        &args.sets.sets,
-        &args.expect,
-    )?;
-    let opts = CompareOptions {
-        out: args
-            .out
-            .unwrap_or_else(|| harness::default_run_dir(&format!("compare-{}", lineup.scenario))),
-        time_scale: args.time_scale,
-        progress: !args.no_progress && std::io::stderr().is_terminal(),
-        quiet: args.quiet,
+    let out = |name: &str| {
+        args.out
+            .clone()
+            .unwrap_or_else(|| harness::default_run_dir(name))
     };
-    let note =
-        "stopping: a partial report for this variant, the rest skipped (again to quit at once)";
-    let compared = crate::runtime::block_on(None, Some(note.into()), |cancel| async move {
-        Ok(harness::compare(&lineup, &opts, cancel).await?)
-    })?;
+    let compared = match CompareInputs::of(&args.inputs)? {
+        CompareInputs::Runs(dirs) => {
+            harness::compare_runs(&dirs, &out("compare-runs"), &args.gate)?
+        }
+        CompareInputs::Scenario(scenario) => {
+            let each = args.each.as_deref();
+            let lineup = Lineup::prepare(&scenario, each, &args.sets.sets, &args.expect)?;
+            let opts = CompareOptions {
+                out: out(&format!("compare-{}", lineup.scenario)),
+                time_scale: args.time_scale,
+                progress: !args.no_progress && std::io::stderr().is_terminal(),
+                quiet: args.quiet,
+                gate: args.gate.clone(),
+            };
+            let note = "stopping: a partial report for this variant, the rest skipped (again to quit at once)";
+            crate::runtime::block_on(None, Some(note.into()), |cancel| async move {
+                Ok(harness::compare(&lineup, &opts, cancel).await?)
+            })?
+        }
+    };
     let style = report::Style::detect(report::Stream::Stdout, false);
     print!(
         "{}",

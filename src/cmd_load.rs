@@ -62,6 +62,9 @@ pub struct Args {
     /// against it and written to provider-offset.json for `rehearse collect`.
     #[arg(long, value_name = "URL")]
     provider: Option<String>,
+    /// Serve the live series (Prometheus text, GET /metrics) here; a bare port is loopback's.
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<String>,
     #[command(flatten)]
     tls: TlsArgs,
 }
@@ -116,6 +119,9 @@ pub fn main(args: Args) -> Result<Ended, Error> {
     );
     let (provider, out) = (args.provider.clone(), args.out.clone());
     let (report, partial) = crate::runtime::block_on(None, Some(note), |cancel| async move {
+        let listen = args.metrics_listen.as_deref();
+        let scenario = (args.scenario.as_path(), args.time_scale, listen);
+        options.live = harness::serve_load_metrics(&plan, scenario, &out, cancel.child_token())?;
         if let Some(url) = &provider {
             std::fs::create_dir_all(&out)
                 .with_context(|| format!("cannot create {}", out.display()))

@@ -67,6 +67,9 @@ pub struct Args {
     /// one schedule, started together), when one core cannot keep it.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     shards: u32,
+    /// Serve the live series (Prometheus text, GET /metrics) here; a bare port is loopback's.
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<String>,
     #[command(flatten)]
     tls: crate::cmd_load::TlsArgs,
     #[command(flatten)]
@@ -96,6 +99,7 @@ pub fn main(args: Args) -> Result<Ended, Error> {
         quiet: args.output.quiet,
         allow_unjudged: args.allow_unjudged,
         max_spend_tokens: args.max_spend_tokens,
+        metrics_listen: args.metrics_listen,
     };
     let note = "stopping: writing a partial report (again to quit at once)";
     let judged = crate::runtime::block_on(None, Some(note.into()), |cancel| async move {

@@ -172,7 +172,123 @@ fn two_variants_are_run_and_compared() {
         html.matches("<tr id=\"check-").count(),
         assertions::CHECKS.len()
     );
+    // Each check's figure is its report.json's, set against the first
+    // variant's: naive's p99 is far worse than bounded's.
+    let figure = |r: &serde_json::Value, id: &str| r["figures"][id]["value"].as_f64().unwrap();
+    let naive_report = json(&out_dir.join("naive-unbounded/report.json"));
+    let check = |id: &str| {
+        let checks = naive_report["checks"].as_array().unwrap();
+        checks.iter().find(|c| c["id"] == id).unwrap()["figure"].clone()
+    };
+    assert_eq!(
+        figure(naive, "served_latency"),
+        check("served_latency")["value"].as_f64().unwrap()
+    );
+    assert_eq!(check("served_latency")["worse"], "higher");
+    assert!(
+        naive["figures"]["served_latency"]["change"]
+            .as_f64()
+            .unwrap()
+            > 0.0,
+        "{c}"
+    );
+    assert!(
+        bounded["figures"]["served_latency"]["change"].is_null(),
+        "{c}"
+    );
+    assert!(std::fs::read_to_string(out_dir.join("summary.md"))
+        .unwrap()
+        .contains("| `served_latency` |"));
+    run_directories_are_compared_with_a_baseline(
+        &out_dir.join("bounded"),
+        &out_dir.join("naive-unbounded"),
+    );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `rehearse compare DIR DIR...` on the two runs just made: bounded set
+/// beside itself changes nothing (exit 0 with --fail-on-regression);
+/// naive, judged again with its failing checks loosened so that every
+/// check passes, is worse than bounded beyond the tolerances: exit 1 with
+/// --fail-on-regression, 0 without.
+fn run_directories_are_compared_with_a_baseline(bounded: &Path, naive: &Path) {
+    let itself = bounded.parent().unwrap().join("itself");
+    let out = rehearse()
+        .arg("compare")
+        .args([bounded, bounded])
+        .args(["--fail-on-regression", "--out"])
+        .arg(&itself)
+        .output()
+        .unwrap();
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{all}");
+    let c = json(&itself.join("compare.json"));
+    assert_eq!(c["compared"], "runs", "{c}");
+    assert_eq!(c["scenario"], "pool-compare");
+    assert_eq!(c["regressions"].as_array().unwrap().len(), 0, "{c}");
+    let figures = c["variants"][1]["figures"].as_object().unwrap();
+    assert!(figures.len() >= 6, "{c}");
+    assert!(figures.values().all(|f| f["change"] == 0.0), "{c}");
+    // Naive judged again with what it fails loosened: every check passes.
+    let loosened = rehearse()
+        .arg("report")
+        .arg(naive)
+        .args([
+            "--set",
+            "checklist.shed_onset.enabled=false",
+            "--set",
+            "checklist.retry_after.enabled=false",
+            "--set",
+            "checklist.drain.within=10000s",
+            "--set",
+            "checklist.served_latency.p99_ms=10000000",
+            "--set",
+            "checklist.no_silent_loss.max_lost=100000",
+            "--set",
+            "checklist.stale_dispatch.max_share=1",
+            "--quiet",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(loosened.status.code(), Some(0), "{}", text(&loosened));
+    for (flags, code) in [(&["--fail-on-regression"][..], 1), (&[][..], 0)] {
+        let out_dir = bounded.parent().unwrap().join(format!("worse-{code}"));
+        let out = rehearse()
+            .arg("compare")
+            .args([bounded, naive])
+            .args(flags)
+            .arg("--out")
+            .arg(&out_dir)
+            .output()
+            .unwrap();
+        let all = text(&out);
+        assert_eq!(out.status.code(), Some(code), "{flags:?}: {all}");
+        let c = json(&out_dir.join("compare.json"));
+        assert_eq!(c["variants"][1]["verdict"], "pass", "{c}");
+        let latency = &c["variants"][1]["figures"]["served_latency"];
+        assert_eq!(latency["regressed"], true, "{c}");
+        let said = c["regressions"].as_array().unwrap();
+        assert!(
+            said.iter()
+                .any(|r| r.as_str().unwrap().contains("served_latency")),
+            "{c}"
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let word = if code == 1 {
+            "regression: naive-unbounded"
+        } else {
+            "worse: naive-unbounded"
+        };
+        assert!(
+            stdout.contains(word) && stdout.contains("worse beyond tolerance"),
+            "{all}"
+        );
+        let md = std::fs::read_to_string(out_dir.join("summary.md")).unwrap();
+        assert!(
+            md.contains("bounded (baseline) (PASS)") && md.contains(&format!("Exit code: {code}.")),
+            "{md}"
+        );
+    }
 }
 
 /// Everything is checked before the first run: each of these exits 2 at

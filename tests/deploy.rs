@@ -622,6 +622,125 @@ fn ci_jobs_fail_on_every_exit_code_but_0_and_say_why() {
     }
 }
 
+/// A stand-in for `rehearse compare`: records its arguments, writes the
+/// comparison's summary.md, exits as told.
+const COMPARE_STAND_IN: &str = r#"#!/bin/sh
+printf '%s\n' "$@" > args.txt
+mkdir -p comparison
+echo '| check | baseline |' > comparison/summary.md
+exit "$STAND_IN_EXIT"
+"#;
+
+/// The comparison with the main branch's last run, in each CI file: the
+/// command line (one the binary parses), a regression's exit 1 failing
+/// the job with its reason, 0 passing, GitHub's summary getting the
+/// comparison's table; the baseline is kept (GitHub: uploaded from main;
+/// GitLab: the whole run directory in the artifacts).
+#[test]
+fn ci_jobs_compare_with_the_main_branchs_last_run() {
+    python_module("ruamel.yaml", "check-jsonschema");
+    let ci = repo().join("deploy/ci");
+    let docs = yaml_docs(&[ci.join("github-workflow.yml"), ci.join("gitlab-ci.yml")]);
+    let (github, gitlab) = (&docs[0], &docs[1]);
+    let steps = github["jobs"]["rehearse"]["steps"].as_array().unwrap();
+    let step = steps
+        .iter()
+        .find(|s| {
+            s["run"]
+                .as_str()
+                .is_some_and(|r| r.contains("./rehearse compare"))
+        })
+        .expect("a step runs ./rehearse compare");
+    assert!(step["if"].as_str().unwrap().contains("baseline/run.json"));
+    let keep = steps
+        .iter()
+        .find(|s| s["with"]["name"] == "rehearse-baseline")
+        .expect("a step uploads the baseline");
+    assert!(keep["if"].as_str().unwrap().contains("refs/heads/main"));
+    assert!(steps.iter().any(|s| s["run"]
+        .as_str()
+        .is_some_and(|r| r.contains("--name rehearse-baseline"))));
+    let job = &gitlab["rehearse-baseline"];
+    let script = job["script"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .find(|s| s.contains("./rehearse compare"))
+        .expect("a script item runs ./rehearse compare");
+    assert!(gitlab["rehearse-staging"]["artifacts"]["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p == "rehearsal/"));
+    let cases: [(&str, &[&str], &str, &str); 2] = [
+        (
+            "github",
+            &["bash", "--noprofile", "--norc", "-eo", "pipefail"],
+            step["run"].as_str().unwrap(),
+            "baseline",
+        ),
+        ("gitlab", &["sh", "-e"], script, "baseline/rehearsal"),
+    ];
+    for (ci_name, shell, body, baseline) in cases {
+        for (code, reason) in [(0, "no figure got worse"), (1, "worse than the")] {
+            let dir = scratch(&format!("ci-compare-{ci_name}-{code}"));
+            std::fs::write(dir.join("job.sh"), body).unwrap();
+            let rehearse = dir.join("rehearse");
+            std::fs::write(&rehearse, COMPARE_STAND_IN).unwrap();
+            let mut perms = std::fs::metadata(&rehearse).unwrap().permissions();
+            std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+            std::fs::set_permissions(&rehearse, perms).unwrap();
+            let out = run(
+                Command::new(shell[0])
+                    .args(&shell[1..])
+                    .arg("job.sh")
+                    .current_dir(&dir)
+                    .env("OUT", "rehearsal")
+                    .env("GITHUB_STEP_SUMMARY", dir.join("step-summary.md"))
+                    .env("STAND_IN_EXIT", code.to_string()),
+                "bash and sh are needed",
+            );
+            let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+            assert_eq!(
+                out.status.code(),
+                Some(code),
+                "{ci_name}, exit {code}: {said}"
+            );
+            let argv = std::fs::read_to_string(dir.join("args.txt")).unwrap();
+            assert_eq!(
+                argv.lines().collect::<Vec<_>>(),
+                [
+                    "compare",
+                    baseline,
+                    "rehearsal",
+                    "--fail-on-regression",
+                    "--out",
+                    "comparison",
+                    "--no-progress"
+                ],
+                "{ci_name}"
+            );
+            let mut parsed = Command::new(common::rehearse_bin());
+            let parsed = run(parsed.args(argv.lines()).arg("--help"), "the binary");
+            assert!(
+                parsed.status.success(),
+                "{ci_name}: {}",
+                text(&parsed.stderr)
+            );
+            if ci_name == "github" {
+                let summary = std::fs::read_to_string(dir.join("step-summary.md")).unwrap();
+                assert!(
+                    summary.contains(reason) && summary.contains("| check | baseline |"),
+                    "{summary}"
+                );
+            } else {
+                assert!(said.contains(reason), "{ci_name}, exit {code}: {said}");
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------- the image
 
 fn image() -> String {

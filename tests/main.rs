@@ -17,6 +17,7 @@ mod deploy;
 mod external;
 mod flash;
 mod incidents;
+mod metrics;
 mod multihost;
 mod provider_admin;
 mod staging;

@@ -106,6 +106,17 @@ fn invocations(dir: &Path, scenario: &Path) -> Vec<(Vec<String>, bool)> {
             ]),
             false,
         ),
+        // A run directory beside itself (its figures' changes all 0).
+        (
+            s(&[
+                "compare",
+                &run,
+                &run,
+                "--out",
+                &path(&dir.join("runs-compared")),
+            ]),
+            false,
+        ),
     ];
     for entry in std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios")).unwrap()
     {

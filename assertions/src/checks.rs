@@ -25,7 +25,7 @@ use crate::tally::{Tally, LOST};
 use crate::timeline::{
     Baseline, Drain, DrainOutcome, FirstShed, Second, Summary, BASELINE_SAMPLES, DRAIN_WINDOW,
 };
-use crate::verdict::{count, mib, num, percent, plural, round, secs, Status, Verdict};
+use crate::verdict::{count, mib, num, percent, plural, round, secs, Figure, Status, Verdict};
 use wire::HealthyWaiting;
 
 const US: f64 = 1_000_000.0;
@@ -132,46 +132,27 @@ pub(crate) fn shed_onset(ev: &Evidence, th: &ShedOnsetThreshold) -> Verdict {
             );
             // Written so that a NaN bound fails rather than passes.
             let within = depth as f64 <= limit;
-            if !within {
-                Verdict::new(
-                    ID,
-                    Status::Fail,
-                    short,
-                    predicted,
-                    observed,
-                    format!(
-                        "sheds late: {} requests were waiting at the first shed; the bound that keeps them inside {patience} is {}",
-                        count(depth),
-                        round(q)
-                    ),
-                )
+            let (status, detail) = if !within {
+                (Status::Fail, format!(
+                    "sheds late: {} requests were waiting at the first shed; the bound that keeps them inside {patience} is {}",
+                    count(depth),
+                    round(q)
+                ))
             } else if (depth as f64) < q / 4.0 {
-                Verdict::new(
-                    ID,
-                    Status::Pass,
-                    short,
-                    predicted,
-                    observed,
-                    format!(
-                        "sheds early: {} requests were waiting at the first shed, under a quarter of Q* = {}; capacity may be left unused",
-                        count(depth),
-                        round(q)
-                    ),
-                )
+                (Status::Pass, format!(
+                    "sheds early: {} requests were waiting at the first shed, under a quarter of Q* = {}; capacity may be left unused",
+                    count(depth),
+                    round(q)
+                ))
             } else {
-                Verdict::new(
-                    ID,
-                    Status::Pass,
-                    short,
-                    predicted,
-                    observed,
-                    format!(
-                        "sheds on time: {} requests were waiting at the first shed, within the bound of {} that keeps them inside {patience}",
-                        count(depth),
-                        round(limit)
-                    ),
-                )
-            }
+                (Status::Pass, format!(
+                    "sheds on time: {} requests were waiting at the first shed, within the bound of {} that keeps them inside {patience}",
+                    count(depth),
+                    round(limit)
+                ))
+            };
+            let figure = Figure::higher(depth as f64, "requests", "waiting at the first shed");
+            Verdict::new(ID, status, short, predicted, observed, detail).with(figure)
         }
         None if ev.tally.stale_drops > 0 => {
             // Refusals, but every one after a wait: the queue admitted
@@ -279,8 +260,9 @@ pub(crate) fn stale_share(ev: &Evidence, th: &StaleShareThreshold) -> Verdict {
         percent(share),
         percent(th.max_share)
     );
+    let figure = Figure::higher(share, "share", "refusals after waiting");
     // Written so that a NaN bound fails rather than passes.
-    if share <= th.max_share {
+    let v = if share <= th.max_share {
         Verdict::new(
             ID,
             Status::Pass,
@@ -310,7 +292,8 @@ pub(crate) fn stale_share(ev: &Evidence, th: &StaleShareThreshold) -> Verdict {
                 percent(th.max_share)
             ),
         )
-    }
+    };
+    v.with(figure)
 }
 
 /// `retry_after`: every gateway shed (at admission and stale) carries a
@@ -356,7 +339,7 @@ pub(crate) fn retry_after(ev: &Evidence, th: &RetryAfterThreshold) -> Verdict {
     let failures = found.failures(th);
     let observed = found.observed();
     let note = old_tolerance_note(th.tolerance);
-    if failures.is_empty() {
+    let v = if failures.is_empty() {
         let short = format!(
             "{} values, median error {}, p90 {}; {} in bound",
             count(found.distinct.len() as u64),
@@ -394,6 +377,10 @@ pub(crate) fn retry_after(ev: &Evidence, th: &RetryAfterThreshold) -> Verdict {
             observed,
             format!("{}{note}", details.join("; ")),
         )
+    };
+    match found.median_error_s() {
+        Some(error) => v.with(Figure::higher(error, "s", "median Retry-After error")),
+        None => v,
     }
 }
 
@@ -468,6 +455,12 @@ impl RetryAfterFindings {
     /// `112 of 157`.
     fn within_text(&self) -> String {
         format!("{} of {}", count(self.within), count(self.judged))
+    }
+
+    /// The median error, in seconds (none when no shed carried a
+    /// Retry-After).
+    fn median_error_s(&self) -> Option<f64> {
+        (!self.errors.is_empty()).then(|| self.errors.value_at_quantile(0.5) as f64 / 1e6)
     }
 
     /// The error at quantile `q`, in seconds, or `n/a`.
@@ -634,7 +627,8 @@ pub(crate) fn memory_ceiling(ev: &Evidence, th: &MemoryCeilingThreshold) -> Verd
         mib(peak.rss_bytes),
         mib(ceiling)
     );
-    if peak.rss_bytes <= ceiling {
+    let figure = Figure::higher(peak.rss_bytes as f64, "bytes", "peak RSS");
+    let v = if peak.rss_bytes <= ceiling {
         Verdict::new(
             ID,
             Status::Pass,
@@ -662,7 +656,8 @@ pub(crate) fn memory_ceiling(ev: &Evidence, th: &MemoryCeilingThreshold) -> Verd
                 mib(ceiling)
             ),
         )
-    }
+    };
+    v.with(figure)
 }
 
 /// `drain`: after the overload the backlog's rolling mean over
@@ -713,7 +708,8 @@ pub(crate) fn drain(ev: &Evidence, th: &DrainThreshold) -> Verdict {
                 "nothing ever waited: no attempt stayed in the backlog for a scenario second (the longest {} ms), so there was no backlog to drain",
                 num(longest_s * 1000.0, 1)
             ),
-        ),
+        )
+        .with(Figure::higher(0.0, "s", "drain time")),
         DrainOutcome::ShortBaseline { samples } => Verdict::skipped(
             ID,
             &format!("baseline {samples} s, needs {BASELINE_SAMPLES} s"),
@@ -769,13 +765,9 @@ pub(crate) fn drain(ev: &Evidence, th: &DrainThreshold) -> Verdict {
         DrainOutcome::Drained { drain_s } => {
             let observed = format!("drained {} after {what}", secs(drain_s));
             let short = format!("drained in {} (bound {})", secs(drain_s), secs(within));
-            if drain_s <= within {
-                Verdict::new(
-                    ID,
+            let (status, detail) = if drain_s <= within {
+                (
                     Status::Pass,
-                    short,
-                    predicted,
-                    observed,
                     format!(
                         "the backlog was back within its bound {} after {what} ended and stayed there ({mean} at most {bound}; {baseline}), down from {} waiting",
                         secs(drain_s),
@@ -783,12 +775,8 @@ pub(crate) fn drain(ev: &Evidence, th: &DrainThreshold) -> Verdict {
                     ),
                 )
             } else {
-                Verdict::new(
-                    ID,
+                (
                     Status::Fail,
-                    short,
-                    predicted,
-                    observed,
                     format!(
                         "the backlog took {} to come back within its bound after {what} ({mean} at most {bound}; {baseline}; {} waiting at most), over the allowed {}",
                         secs(drain_s),
@@ -796,7 +784,9 @@ pub(crate) fn drain(ev: &Evidence, th: &DrainThreshold) -> Verdict {
                         secs(within)
                     ),
                 )
-            }
+            };
+            let figure = Figure::higher(drain_s, "s", "drain time");
+            Verdict::new(ID, status, short, predicted, observed, detail).with(figure)
         }
     }
 }
@@ -888,7 +878,11 @@ pub(crate) fn stale_dispatch(ev: &Evidence, th: &StaleDispatchThreshold) -> Verd
         percent(share),
         percent(th.max_share)
     );
-    Verdict::new(ID, status, short, predicted, observed, detail)
+    Verdict::new(ID, status, short, predicted, observed, detail).with(Figure::higher(
+        share,
+        "share",
+        "provider calls for callers gone",
+    ))
 }
 
 /// `served_latency`: the 99th percentile of per-person latency (first
@@ -920,7 +914,8 @@ pub(crate) fn served_latency(ev: &Evidence, th: &ServedLatencyThreshold) -> Verd
     let served = ev.tally.served;
     let observed = format!("p99 {} ms, p50 {} ms", num(p99, 0), num(p50, 0));
     let short = format!("{observed} (bound p99 {} ms)", num(th.p99_ms, 0));
-    if p99 <= th.p99_ms {
+    let figure = Figure::higher(p99, "ms", "p99 of served requests");
+    let v = if p99 <= th.p99_ms {
         Verdict::new(
             ID,
             Status::Pass,
@@ -950,7 +945,8 @@ pub(crate) fn served_latency(ev: &Evidence, th: &ServedLatencyThreshold) -> Verd
                 num(th.p99_ms, 0)
             ),
         )
-    }
+    };
+    v.with(figure)
 }
 
 /// `goodput`: answers completed inside the overload window, per second, are
@@ -1019,7 +1015,11 @@ pub(crate) fn goodput(ev: &Evidence, th: &GoodputThreshold) -> Verdict {
         num(rate, 1),
         num(need, 1)
     );
-    Verdict::new(ID, status, short, predicted, observed, detail)
+    let figure = Figure {
+        worse: crate::verdict::Worse::Lower,
+        ..Figure::higher(rate, "per_s", "answers per second in the overload")
+    };
+    Verdict::new(ID, status, short, predicted, observed, detail).with(figure)
 }
 
 /// The checks that read the provider's side of the run (the joins, the
@@ -1108,7 +1108,8 @@ pub(crate) fn no_silent_loss(ev: &Evidence, th: &NoSilentLossThreshold) -> Verdi
     let predicted = format!("at most {} attempts lost", count(th.max_lost));
     let observed = format!("{} of {} attempts lost", count(lost), count(sent));
     let short = format!("{observed} (bound {})", count(th.max_lost));
-    if lost == 0 {
+    let figure = Figure::higher(lost as f64, "attempts", "attempts lost");
+    let v = if lost == 0 {
         Verdict::new(
             ID,
             Status::Pass,
@@ -1147,7 +1148,8 @@ pub(crate) fn no_silent_loss(ev: &Evidence, th: &NoSilentLossThreshold) -> Verdi
                 count(sent)
             ),
         )
-    }
+    };
+    v.with(figure)
 }
 
 /// `no_silent_truncation`: of the provider calls cut mid-stream (the
@@ -1192,7 +1194,8 @@ pub(crate) fn no_silent_truncation(ev: &Evidence, th: &NoSilentTruncationThresho
         percent(share),
         percent(th.max_share)
     );
-    if share <= th.max_share {
+    let figure = Figure::higher(share, "share", "cut streams answered ok");
+    let v = if share <= th.max_share {
         let detail = if silent == 0 {
             format!(
                 "none of the {} provider calls cut mid-stream reached the client as a complete answer: each cut was passed on as a break (counted by no_silent_loss) or made good by a later call",
@@ -1223,7 +1226,8 @@ pub(crate) fn no_silent_truncation(ev: &Evidence, th: &NoSilentTruncationThresho
                 percent(th.max_share)
             ),
         )
-    }
+    };
+    v.with(figure)
 }
 
 /// `harness_valid`: the load generator's 99th-percentile send lag is at
@@ -1254,8 +1258,9 @@ pub(crate) fn harness_valid(
         );
     }
     let short = format!("{observed} (bound {} ms)", num(expect.send_lag_bound_ms, 1));
+    let figure = Figure::higher(expect.send_lag_p99_ms, "ms", "send lag p99");
     // Written so that a NaN lag is invalid too.
-    if expect.send_lag_p99_ms <= expect.send_lag_bound_ms {
+    let v = if expect.send_lag_p99_ms <= expect.send_lag_bound_ms {
         Verdict::new(
             ID,
             Status::Pass,
@@ -1281,7 +1286,8 @@ pub(crate) fn harness_valid(
                 num(expect.send_lag_bound_ms, 1)
             ),
         )
-    }
+    };
+    v.with(figure)
 }
 
 #[cfg(test)]

@@ -163,7 +163,9 @@ impl External {
             c.timeout,
             crate::verdict::percent(share)
         );
-        Verdict::new(ID, status, short, predicted, observed, detail)
+        Verdict::new(ID, status, short, predicted, observed, detail).with(
+            crate::verdict::Figure::higher(share, "share", "provider calls for callers gone"),
+        )
     }
 
     /// The verdicts of an external run: the source said in each, and a

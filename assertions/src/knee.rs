@@ -7,7 +7,7 @@
 use crate::checks::Evidence;
 use crate::expect::ConcurrencyBelowKneeThreshold;
 use crate::timeline::Second;
-use crate::verdict::{Status, Verdict};
+use crate::verdict::{Figure, Status, Verdict};
 use wire::number::num;
 
 const ID: &str = "concurrency_below_knee";
@@ -71,7 +71,11 @@ fn of_seconds(
             ),
         )
     };
-    Verdict::new(ID, status, short, predicted, observed, detail)
+    Verdict::new(ID, status, short, predicted, observed, detail).with(Figure::higher(
+        at_q as f64,
+        "calls",
+        "calls in service at the quantile",
+    ))
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use wire::RefusalClass;
 use crate::checks::Evidence;
 use crate::expect::RefusalsLegibleThreshold;
 use crate::timeline::RefusalLine;
-use crate::verdict::{count, percent, plural, Status, Verdict};
+use crate::verdict::{count, percent, plural, Figure, Status, Verdict};
 
 const ID: &str = "refusals_legible";
 
@@ -84,6 +84,11 @@ fn of_lines(lines: &[RefusalLine], th: &RefusalsLegibleThreshold) -> Verdict {
         }
     }
     let kinds: Vec<String> = pairs.keys().map(|(s, r)| pair_text(*s, *r)).collect();
+    let figure = Figure::higher(
+        shared.len() as f64,
+        "answers",
+        "answers standing for two kinds",
+    );
     if shared.is_empty() {
         return Verdict::new(
             ID,
@@ -99,7 +104,8 @@ fn of_lines(lines: &[RefusalLine], th: &RefusalsLegibleThreshold) -> Verdict {
                 "every kind of refusal has answers of its own ({}): a person reading one can tell which policy fired",
                 kinds.join("; ")
             ),
-        );
+        )
+        .with(figure);
     }
     Verdict::new(
         ID,
@@ -116,6 +122,7 @@ fn of_lines(lines: &[RefusalLine], th: &RefusalsLegibleThreshold) -> Verdict {
             shared.join("; ")
         ),
     )
+    .with(figure)
 }
 
 #[cfg(test)]

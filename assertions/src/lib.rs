@@ -39,7 +39,7 @@
 //!   [`CHECKS`] order, on what the pass measured;
 //! - `checks`: the checks, each a function of what was measured
 //!   (`legible`: `refusals_legible`; `knee`: `concurrency_below_knee`);
-//! - `verdict`: [`Verdict`], [`Status`] and the wording of the sentences a
+//! - `verdict`: [`Verdict`], its [`Figure`], [`Status`] and the wording of the sentences a
 //!   person reads (numbers as `wire::number` prints them);
 //! - in tests only, `stories` (hand-made runs) and `oracle` (the judge as
 //!   it was before the one pass, which the one pass must agree with).
@@ -83,4 +83,4 @@ pub use timeline::{
     inside_at_death, Counts, FirstShed, GatewayPeaks, Harness, Latencies, Percentiles,
     ProviderCounts, RefusalLine, Second, Summary, Timeline,
 };
-pub use verdict::{Status, Verdict};
+pub use verdict::{Figure, Status, Verdict, Worse};

@@ -49,6 +49,48 @@ pub struct Verdict {
     pub observed: String,
     /// One sentence a person can act on.
     pub detail: String,
+    /// What the short line measures, as a number (absent when the check
+    /// measured nothing: skipped, or no data): what `rehearse compare`
+    /// sets against a baseline run's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub figure: Option<Figure>,
+}
+
+/// A check's figure: the number its short line gives, its unit, and which
+/// way counts as worse (a longer drain, a lower goodput).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Figure {
+    /// The number, in `unit`.
+    pub value: f64,
+    /// `s`, `ms`, `bytes`, `share` (0 to 1), `per_s`, or a count's noun
+    /// (`requests`, `attempts`, `calls`, `answers`).
+    pub unit: &'static str,
+    /// What it is, in a few words (`drain time`).
+    pub measures: &'static str,
+    /// The direction that counts as worse.
+    pub worse: Worse,
+}
+
+/// Which way a [`Figure`] gets worse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Worse {
+    /// A larger value is worse (a latency, a share of failures).
+    Higher,
+    /// A smaller value is worse (answers per second).
+    Lower,
+}
+
+impl Figure {
+    /// A figure that is worse when higher.
+    pub(crate) fn higher(value: f64, unit: &'static str, measures: &'static str) -> Figure {
+        Figure {
+            value,
+            unit,
+            measures,
+            worse: Worse::Higher,
+        }
+    }
 }
 
 impl Verdict {
@@ -67,6 +109,15 @@ impl Verdict {
             predicted: predicted.into(),
             observed: observed.into(),
             detail: detail.into(),
+            figure: None,
+        }
+    }
+
+    /// The verdict with its figure.
+    pub(crate) fn with(self, figure: Figure) -> Verdict {
+        Verdict {
+            figure: Some(figure),
+            ..self
         }
     }
 

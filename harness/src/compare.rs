@@ -16,10 +16,18 @@ use tokio_util::sync::CancellationToken;
 use toml_located::ConfigError;
 
 use crate::error::RunError;
+use crate::regression::Compared;
 use crate::run::{run, RunOptions};
-use crate::rundir::write_atomic;
 use crate::scenario::{Scenario, ScenarioError};
 use crate::variants::{dir_names, Variant, HOW_TO_ADD_VARIANTS};
+
+/// What `rehearse compare --help` says after the flags: the exit codes.
+pub const COMPARE_AFTER_HELP: &str = "--set applies after each variant's own overrides. Exit \
+    codes: the worst of the runs' (0 pass, 1 a check failed, 3 invalid; of run directories, of \
+    those after the baseline); with --expect, 0 when every variant got its verdict (a variant it \
+    does not name is meant to pass), else 1 (3 if a run was invalid or the comparison was \
+    stopped); with --fail-on-regression, 1 instead of 0 when a figure got worse than the first \
+    run's beyond its tolerance.";
 
 /// The variants of a scenario, validated and ready to run.
 #[derive(Debug, Clone)]
@@ -37,7 +45,7 @@ pub struct Lineup {
 }
 
 /// An error about a flag's value (`--expect`), as bad input.
-fn flag_error(flag: &str, message: String) -> ScenarioError {
+pub(crate) fn flag_error(flag: &str, message: String) -> ScenarioError {
     ScenarioError::Config(ConfigError {
         origin: flag.to_string(),
         line: 0,
@@ -125,21 +133,6 @@ impl Lineup {
     }
 }
 
-/// A comparison made: what `compare.json` holds, where it and the page
-/// are, and its outcome (pass: exit 0, fail: 1, invalid: 3).
-#[derive(Debug, Clone)]
-pub struct Compared {
-    /// `compare.json`.
-    pub comparison: Comparison,
-    /// The outcome: the worst run's verdict, or, with `--expect`, whether
-    /// every named variant's verdict was as expected.
-    pub status: Status,
-    /// Where `compare.json` is.
-    pub json: PathBuf,
-    /// Where `compare.html` is.
-    pub html: PathBuf,
-}
-
 /// What a comparison needs beyond its lineup. Its runs drive the
 /// scenario's own gateway against an in-process fake provider.
 #[derive(Debug, Clone)]
@@ -152,6 +145,8 @@ pub struct CompareOptions {
     pub progress: bool,
     /// Say nothing on stderr while the runs go on (`--quiet`).
     pub quiet: bool,
+    /// How the variants' figures are held to the first variant's.
+    pub gate: crate::regression::RegressionGate,
 }
 
 impl CompareOptions {
@@ -172,12 +167,13 @@ impl CompareOptions {
             quiet: self.quiet,
             allow_unjudged: Vec::new(),
             max_spend_tokens: None,
+            metrics_listen: None,
         }
     }
 }
 
 /// How `rehearse run` exits for a verdict (src/exit.rs): 0, 1, else 3.
-fn exit_code(status: Status) -> u8 {
+pub(crate) fn exit_code(status: Status) -> u8 {
     match status {
         Status::Pass => 0,
         Status::Fail => 1,
@@ -195,12 +191,15 @@ pub async fn compare(
     opts: &CompareOptions,
     cancel: CancellationToken,
 ) -> Result<Compared, RunError> {
+    let tolerances = opts.gate.tolerances()?;
     std::fs::create_dir_all(&opts.out).map_err(RunError::create_dir(&opts.out))?;
     let mut comparison = Comparison {
         scenario: lineup.scenario.clone(),
         file: lineup.path.display().to_string(),
+        compared: "variants".into(),
         ..Comparison::default()
     };
+    let mut time_scale = None;
     let total = lineup.runs.len();
     for (i, (variant, scenario, dir)) in lineup.runs.iter().enumerate() {
         if cancel.is_cancelled() {
@@ -221,6 +220,7 @@ pub async fn compare(
         );
         crate::run::tell(opts.quiet, &said);
         let run_opts = opts.run(dir);
+        time_scale.get_or_insert(opts.time_scale.unwrap_or(scenario.meta.time_scale));
         let row = match run(scenario, &run_opts, cancel.clone()).await {
             Ok(judged) => read_row(&judged.report_json, judged.status),
             Err(e) => ComparedRun {
@@ -252,41 +252,32 @@ pub async fn compare(
     } else {
         Status::Invalid
     };
-    comparison.exit_code = exit_code(status);
     comparison.unexpected = unexpected;
-    let json = opts.out.join(report::COMPARE_JSON);
-    write_atomic(
-        &json,
-        serde_json::to_string_pretty(&comparison)
-            .unwrap_or_default()
-            .as_bytes(),
-    )?;
-    let html = report::write_compare_html(&opts.out, &comparison)?;
-    Ok(Compared {
-        comparison,
+    let status = opts.gate.apply(
+        &mut comparison,
+        tolerances,
+        time_scale.unwrap_or(1.0),
         status,
-        json,
-        html,
-    })
+    );
+    comparison.exit_code = exit_code(status);
+    crate::regression::write_comparison(&opts.out, comparison, status)
 }
 
 /// A run's row from its `report.json` (columns and checks) and verdict;
 /// without a readable report, empty columns and checks.
-fn read_row(report_json: &Path, verdict: Status) -> ComparedRun {
+pub(crate) fn read_row(report_json: &Path, verdict: Status) -> ComparedRun {
     let report: serde_json::Value = std::fs::read_to_string(report_json)
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or_default();
     ComparedRun {
-        name: String::new(),
-        sets: Vec::new(),
-        dir: String::new(),
         verdict,
         exit_code: exit_code(verdict),
-        expected: None,
-        error: None,
         columns: report::Columns::of_report(&report),
         checks: report::checks_of_report(&report),
+        scenario: report["scenario"].as_str().unwrap_or_default().to_string(),
+        figures: report::figures_of_report(&report),
+        ..ComparedRun::named("")
     }
 }
 

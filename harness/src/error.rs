@@ -163,6 +163,14 @@ pub enum RunError {
         /// What the probe said.
         source: loadgen::LoadRunError,
     },
+    /// `--metrics-listen` could not be bound.
+    #[error("--metrics-listen {listen}: cannot listen there: {source}")]
+    MetricsListen {
+        /// The address asked for.
+        listen: String,
+        /// The cause.
+        source: std::io::Error,
+    },
     /// The in-process fake provider could not listen.
     #[error("the fake provider cannot listen on {listen}: {source}")]
     ProviderListen {
@@ -279,7 +287,8 @@ impl RunError {
             | E::RunJson { .. }
             | E::NotStaged { .. }
             | E::NoShardOffset { .. }
-            | E::ReadRecords { .. } => RunErrorKind::BadInput,
+            | E::ReadRecords { .. }
+            | E::MetricsListen { .. } => RunErrorKind::BadInput,
             E::Report(_)
             | E::Write { .. }
             | E::CreateDir { .. }

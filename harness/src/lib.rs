@@ -25,9 +25,13 @@
 //! - `template`: reading a config's template (its fields, defaults and
 //!   what they mean, kept beside each config's type), which `init` writes;
 //! - `judge`: a run directory judged from its files alone;
+//! - `live_metrics`: the live series at `GET /metrics` (`--metrics-listen`);
 //! - `variants`: a scenario's `[[variants]]` (and `--each`), each
 //!   validated whole;
 //! - `compare`: one run per variant, and the comparison of their reports;
+//! - `baseline`: run directories compared as they are;
+//! - `regression`: a comparison's figures held to its first run's
+//!   (`--fail-on-regression`), and its files written;
 //! - `error`: [`RunError`], a variant for each thing that failed with its
 //!   cause, and its [`RunErrorKind`] (bad input, or a run that could not
 //!   be made), which the binary maps to an exit code.
@@ -35,6 +39,7 @@
 // No function over 120 lines outside tests (the threshold is in clippy.toml).
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
+mod baseline;
 mod calibrate;
 mod clock;
 mod compare;
@@ -48,10 +53,12 @@ mod healthy;
 mod https;
 mod init;
 mod judge;
+mod live_metrics;
 mod multi;
 mod plan;
 mod process;
 mod provider_side;
+mod regression;
 pub mod remote;
 mod resolve;
 mod rss;
@@ -63,8 +70,9 @@ mod supervise;
 mod template;
 mod variants;
 
+pub use baseline::{compare_runs, CompareInputs};
 pub use calibrate::{calibrate, knee_of, sweep_levels, CalibrateOptions, SweepEnd, SweepLimits};
-pub use compare::{compare, CompareOptions, Compared, Lineup};
+pub use compare::{compare, CompareOptions, Lineup, COMPARE_AFTER_HELP};
 pub use error::{RunError, RunErrorKind};
 pub use fds::{
     check_fds, expected_fds, is_out_of_files, out_of_files_note, predicted_fds, FdCheck,
@@ -73,10 +81,12 @@ pub use fds::{
 pub use gateway_metrics::{histogram_quantile, provider_latency_note};
 pub use init::{scenario_keys, write_init, InitOptions, Rate, BUILTIN_SCENARIO};
 pub use judge::{judge_dir, Judged};
+pub use live_metrics::{serve_load_metrics, serve_metrics, MetricsSource};
 pub use multi::{collect, stage, write_shard_offset, StageOptions, SHARD_OFFSET};
 pub use plan::plan;
 pub use process::kill_live_group;
 pub use provider_side::ProviderChoice;
+pub use regression::{Compared, RegressionGate};
 pub use run::{run, RunOptions};
 pub use rundir::default_run_dir;
 pub use scenario::{

@@ -67,6 +67,11 @@ pub(crate) enum ProviderSide {
 }
 
 impl ProviderSide {
+    /// True if and only if the provider runs in this process.
+    pub(crate) fn is_local(&self) -> bool {
+        matches!(self, ProviderSide::Local(_))
+    }
+
     /// Starts the in-process provider (writing its records into `out`), or
     /// readies the remote one: clock offset, the provider table uploaded,
     /// a reset whose timeline starts with the load (over `https://`, its

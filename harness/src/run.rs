@@ -13,6 +13,7 @@
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::expectations::LoadResult;
@@ -72,6 +73,9 @@ pub struct RunOptions {
     /// stops as a partial run before the tokens of the requests sent,
     /// retries included, would pass it; shards each get their share.
     pub max_spend_tokens: Option<u64>,
+    /// Serve the rehearsal's live series in Prometheus text here while it
+    /// runs (`--metrics-listen`; a bare port is loopback's).
+    pub metrics_listen: Option<String>,
 }
 
 /// Says `text` on stderr, wrapped at its width (a terminal's, at most 100
@@ -105,6 +109,11 @@ pub async fn run(
     cancel: CancellationToken,
 ) -> Result<Judged, RunError> {
     let p = prepare(s, opts)?;
+    let metrics_listener = opts
+        .metrics_listen
+        .as_deref()
+        .map(crate::live_metrics::bind)
+        .transpose()?;
     write_inputs(&p, opts)?;
     let rss_path = opts.out.join(files::RSS_RECORDS);
     let rss_file = std::fs::File::create(&rss_path).map_err(RunError::write(&rss_path))?;
@@ -146,8 +155,16 @@ pub async fn run(
     let gauges =
         crate::gateway_samples::GaugeSampler::for_scenario(&p.scenario, &opts.tls, &opts.out)?;
     let started_us = now_us();
-    let (load, mut notes) =
-        drive(&p, &gateway.url, opts, provider.start_at(), cancel.clone()).await;
+    let (live, _stop_metrics) =
+        live_series(metrics_listener, &p, &run_id, &provider, &gateway.url)?;
+    let (load, mut notes) = drive(
+        &p,
+        &gateway.url,
+        opts,
+        (provider.start_at(), live),
+        cancel.clone(),
+    )
+    .await;
     if p.target.is_none() {
         // What the scenario left to the harness, for the gateway it started.
         notes.splice(0..0, p.scenario.gateway.notes.iter().cloned());
@@ -362,13 +379,48 @@ fn rss_source(s: &Scenario, gateway: &Running, tls: &loadgen::TlsOptions) -> Rss
     }
 }
 
+/// Serves the live series on `listener` (`--metrics-listen`), when one
+/// was bound, until the guard returned is dropped: the load generator's
+/// counters (returned, for it to count into), the in-process provider's
+/// and the reference gateway's own `/metrics` passed through.
+fn live_series(
+    listener: Option<std::net::TcpListener>,
+    p: &Prepared,
+    run_id: &str,
+    provider: &ProviderSide,
+    gateway_url: &str,
+) -> Result<(Arc<loadgen::Live>, tokio_util::sync::DropGuard), RunError> {
+    let live = Arc::new(loadgen::Live::default());
+    let stop = CancellationToken::new();
+    if let Some(listener) = listener {
+        let reference_started =
+            p.target.is_none() && matches!(p.scenario.gateway.kind, GatewayKind::Reference(_));
+        let source = crate::live_metrics::MetricsSource {
+            live: live.clone(),
+            plan: p.rehearsal.load.clone(),
+            labels: crate::live_metrics::MetricsSource::labels(&p.scenario.meta.name, run_id),
+            time_scale: p.rehearsal.scale.time,
+            provider_metrics: provider
+                .is_local()
+                .then(|| format!("{}/metrics", provider.base_url())),
+            gateway_metrics: crate::gateway_metrics::metrics_url(
+                p.scenario.gateway.metrics_url.as_deref(),
+                reference_started,
+                gateway_url,
+            ),
+        };
+        crate::live_metrics::serve(listener, Arc::new(source), stop.clone())?;
+    }
+    Ok((live, stop.drop_guard()))
+}
+
 /// Step 5: the load, from the load generator, into `client.jsonl`. Returns
 /// its report (none when it stopped early) and what to note about it.
 async fn drive(
     p: &Prepared,
     target_url: &str,
     opts: &RunOptions,
-    start_at: Option<std::time::SystemTime>,
+    (start_at, live): (Option<std::time::SystemTime>, Arc<loadgen::Live>),
     cancel: CancellationToken,
 ) -> (Option<LoadResult>, Vec<String>) {
     let mut notes = Vec::new();
@@ -413,6 +465,7 @@ async fn drive(
     lo.start_at = start_at;
     lo.tls = opts.tls.clone();
     lo.max_spend_tokens = opts.max_spend_tokens;
+    lo.live = Some(live);
     match loadgen::run(&p.rehearsal.load, &target, &lo, cancel).await {
         Ok(r) => {
             notes.extend(r.spend.map(spend_note));

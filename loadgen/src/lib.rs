@@ -30,6 +30,7 @@
 //!   ([`LoadSecond`], `load-seconds.csv`), the [`RunReport`] and its
 //!   summary table;
 //! - `progress`: live counters and the progress bar;
+//! - `exposition`: the live counters as Prometheus text (`--metrics-listen`);
 //! - `closed`: the closed-loop model (N workers back to back) that
 //!   `rehearse calibrate` sweeps, on the caller's HTTP client.
 //!
@@ -70,6 +71,7 @@
 
 mod closed;
 mod config;
+mod exposition;
 mod http1;
 mod progress;
 mod replay;
@@ -88,7 +90,8 @@ pub use config::{
     LoadConfig, LoadError, LoadPlan, LoadTenant, LoadTenantRequest, PhaseConfig, PlannedPhase,
     RateUnit, ReplayConfig, RequestConfig, RetryConfig, RetryKind, RetryPolicy,
 };
-pub use progress::Live;
+pub use exposition::label_value;
+pub use progress::{Live, LiveHistogram};
 pub use replay::{parse_replay_log, ReplayFormat, TimestampUnit};
 pub use resolve::{resolve, resolve_authority};
 pub use run::{

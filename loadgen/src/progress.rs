@@ -1,5 +1,7 @@
-//! Live counters of a run, and the progress bar drawn from them.
+//! Live counters of a run, and the progress bar drawn from them (and the
+//! Prometheus text, in `exposition`).
 
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,6 +30,87 @@ pub struct Live {
     pub timed_out: AtomicU64,
     /// Other failed attempts.
     pub errors: AtomicU64,
+    /// Attempts sent and not yet ended.
+    pub in_flight: AtomicU64,
+    /// Attempts ended, by outcome (at [`wire::ClientOutcome::index`]).
+    pub outcomes: [AtomicU64; wire::ClientOutcome::ALL.len()],
+    /// Answered attempts' latency, from the intended send.
+    pub latency: LiveHistogram,
+    /// Each attempt's send lag.
+    pub send_lag: LiveHistogram,
+    /// The Retry-After refusals carried.
+    pub retry_after: LiveHistogram,
+    /// Attempts sent later than the plan's send-lag bound.
+    pub late_sends: AtomicU64,
+    /// When the schedule starts, µs since the Unix epoch (0 until the run
+    /// has set it).
+    pub start_us: AtomicU64,
+}
+
+/// A histogram's upper bounds, in seconds.
+pub(crate) type Bounds = &'static [f64];
+
+/// End-to-end latency of answered attempts: a millisecond to ten minutes.
+pub(crate) const LATENCY: Bounds = &[
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0,
+    300.0, 600.0,
+];
+
+/// The load generator's send lag: its bound is tens of milliseconds.
+pub(crate) const SEND_LAG: Bounds = &[
+    0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 5.0,
+];
+
+/// The Retry-After a refusal carried.
+pub(crate) const RETRY_AFTER: Bounds = &[
+    0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0,
+];
+
+/// The most buckets a [`LiveHistogram`] has, `+Inf` included.
+const MOST_BUCKETS: usize = 24;
+
+/// A fixed-bucket histogram counted with relaxed atomics: no lock where
+/// an attempt is counted.
+#[derive(Debug, Default)]
+pub struct LiveHistogram {
+    counts: [AtomicU64; MOST_BUCKETS],
+    sum_us: AtomicU64,
+}
+
+impl LiveHistogram {
+    /// Counts one value of `us` microseconds into the buckets `bounds`.
+    pub(crate) fn observe_us(&self, bounds: Bounds, us: u64) {
+        let secs = us as f64 / 1e6;
+        let i = bounds
+            .iter()
+            .position(|&b| secs <= b)
+            .unwrap_or(bounds.len());
+        self.counts[i].fetch_add(1, Ordering::Relaxed);
+        self.sum_us.fetch_add(us, Ordering::Relaxed);
+    }
+
+    pub(crate) fn render(
+        &self,
+        out: &mut String,
+        bounds: Bounds,
+        name: &str,
+        labels: &str,
+        help: &str,
+    ) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        let mut cumulative = 0;
+        for (i, b) in bounds.iter().enumerate() {
+            cumulative += self.counts[i].load(Ordering::Relaxed);
+            let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{b}\"}} {cumulative}");
+        }
+        cumulative += self.counts[bounds.len()].load(Ordering::Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {cumulative}");
+        let sum = self.sum_us.load(Ordering::Relaxed) as f64 / 1e6;
+        let _ = writeln!(
+            out,
+            "{name}_sum{{{labels}}} {sum}\n{name}_count{{{labels}}} {cumulative}"
+        );
+    }
 }
 
 /// A running progress bar; [`BarTask::finish`] clears it.

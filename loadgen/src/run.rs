@@ -179,6 +179,9 @@ pub struct LoadOptions {
     /// rest); `None`: the soft limit, raised to the hard one, read when
     /// the run starts.
     pub open_files: Option<u64>,
+    /// The live counters to count into, for a caller that reads them
+    /// while the run goes on (`--metrics-listen`); `None`: the run's own.
+    pub live: Option<Arc<Live>>,
 }
 
 impl LoadOptions {
@@ -196,6 +199,7 @@ impl LoadOptions {
             records: true,
             max_spend_tokens: None,
             open_files: None,
+            live: None,
         }
     }
 }
@@ -446,7 +450,7 @@ pub async fn run(
     let start_us = clock.us_at(start);
     let (tx, rx) = mpsc::unbounded_channel();
     let writer = spawn_writer(rx, file, records_path.clone(), Stats::new(start_us));
-    let live = Arc::new(Live::default());
+    let live = Live::starting(options.live.clone(), start_us);
     let progress = options
         .progress
         .then(|| crate::progress::spawn(live.clone(), start, plan.schedule_length()));
@@ -713,6 +717,8 @@ async fn person(shared: Arc<Shared>, index: u64, offset_us: u64, source: Source)
         }
         rec.last = next.is_none();
         shared.live.count(rec.outcome, attempt, rec.last);
+        let bound_us = plan.send_lag_bound().as_micros() as u64;
+        shared.live.count_record(&rec, bound_us);
         debug!(attempt, outcome = rec.outcome.as_str(), "attempt done");
         // The writer only goes away when the run is over.
         let _ = shared.records.send(rec);
@@ -908,6 +914,7 @@ async fn attempt_once(
     let late = sent >= give_up;
     if !late {
         shared.live.sent.fetch_add(1, Ordering::Relaxed);
+        shared.live.in_flight.fetch_add(1, Ordering::Relaxed);
     }
 
     let mut seen = Seen::default();
@@ -1015,6 +1022,9 @@ async fn attempt_once(
         }
     };
     let done = Instant::now();
+    if !late {
+        shared.live.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
     let times = (intended, sent, done);
     attempt_record(
         shared,

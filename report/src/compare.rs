@@ -12,6 +12,7 @@ use wire::number::count;
 
 use crate::documents::{ComparedRun, Comparison};
 use crate::html::{esc, mib, status_class, STYLE};
+use crate::regression::{change_text, value_text};
 use crate::terminal::{table, wrap, Style};
 use crate::{write_whole, ReportError};
 
@@ -68,6 +69,63 @@ fn cells(r: &ComparedRun) -> [String; 10] {
     ]
 }
 
+/// A check's cell of a run: its verdict, its figure, and the figure's
+/// change from the baseline's (`PASS 5.2 s (+1.1 s, worse)`); `–` when the
+/// run has no verdict for it.
+fn check_cell(r: &ComparedRun, id: &str) -> String {
+    let Some(status) = r.checks.get(id) else {
+        return "–".into();
+    };
+    let mut cell = status.as_str().to_uppercase();
+    if let Some(f) = r.figures.get(id) {
+        let _ = write!(cell, " {}", value_text(f.value, &f.unit));
+        if f.change.is_some() {
+            let _ = write!(cell, " ({})", change_text(f));
+        }
+    }
+    cell
+}
+
+/// "3 variants" or "2 runs".
+fn how_many(c: &Comparison) -> String {
+    let what = if c.compared == "runs" {
+        "run"
+    } else {
+        "variant"
+    };
+    let n = c.variants.len();
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
+}
+
+/// The sentences under a comparison's tables: runs that could not be made,
+/// those not run, the scenarios' differences, the regressions and the
+/// verdicts not as expected.
+fn sentences(c: &Comparison) -> Vec<String> {
+    let mut said: Vec<String> = c
+        .variants
+        .iter()
+        .filter_map(|r| {
+            Some(format!(
+                "{}: could not be run: {}",
+                r.name,
+                r.error.as_ref()?
+            ))
+        })
+        .collect();
+    if !c.skipped.is_empty() {
+        said.push(format!("not run (stopped): {}", c.skipped.join(", ")));
+    }
+    said.extend(c.differences.iter().map(|d| format!("differs: {d}")));
+    let regressed = if c.fail_on_regression {
+        "regression"
+    } else {
+        "worse"
+    };
+    said.extend(c.regressions.iter().map(|r| format!("{regressed}: {r}")));
+    said.extend(c.unexpected.iter().map(|u| format!("unexpected: {u}")));
+    said
+}
+
 /// A run's verdict as the table shows it: upper case, with `(expected
 /// …)` when `--expect` asked for another.
 fn verdict_cell(r: &ComparedRun) -> String {
@@ -90,12 +148,7 @@ fn verdict_cell(r: &ComparedRun) -> String {
 /// assert!(text.contains("peak in flight"));
 /// ```
 pub fn compare_text(c: &Comparison, style: &Style, quiet: bool) -> String {
-    let mut out = format!(
-        "\nComparison: {}, {} variant{}\n",
-        c.scenario,
-        c.variants.len(),
-        if c.variants.len() == 1 { "" } else { "s" }
-    );
+    let mut out = format!("\nComparison: {}, {}\n", c.scenario, how_many(c));
     // Long names are numbered, and the tables say the number: every
     // column then fits beside them.
     let long = c
@@ -137,40 +190,60 @@ pub fn compare_text(c: &Comparison, style: &Style, quiet: bool) -> String {
             .collect::<Vec<_>>()];
         for id in CHECKS {
             let mut row = vec![id.to_string()];
-            row.extend(c.variants.iter().map(|r| {
-                r.checks
-                    .get(id)
-                    .map_or("–".into(), |s| s.as_str().to_uppercase())
-            }));
+            row.extend(c.variants.iter().map(|r| check_cell(r, id)));
             rows.push(row);
         }
         out.push_str(&table(&rows, style.width));
     }
-    let mut said: Vec<String> = c
-        .variants
-        .iter()
-        .filter_map(|r| {
-            Some(format!(
-                "{}: could not be run: {}",
-                r.name,
-                r.error.as_ref()?
-            ))
-        })
-        .collect();
-    if !c.skipped.is_empty() {
-        said.push(format!("not run (stopped): {}", c.skipped.join(", ")));
-    }
-    for line in said {
-        for l in wrap(&line, style.width, "  ", "    ") {
-            let _ = writeln!(out, "{l}");
-        }
-    }
-    for line in &c.unexpected {
-        for l in wrap(&format!("unexpected: {line}"), style.width, "", "  ") {
+    for line in sentences(c) {
+        for l in wrap(&line, style.width, "", "  ") {
             let _ = writeln!(out, "{l}");
         }
     }
     out
+}
+
+/// The comparison as Markdown (its directory's `summary.md`, for a CI
+/// job's summary or a pull-request comment): a row per check with each
+/// run's verdict, figure and change from the baseline (the first run),
+/// then the sentences (differences, regressions) and the exit code.
+///
+/// ```
+/// let c = report::Comparison { scenario: "demo".into(), ..Default::default() };
+/// assert!(report::compare_markdown(&c).contains("| check |"));
+/// ```
+pub fn compare_markdown(c: &Comparison) -> String {
+    let cell = |s: &str| s.replace('|', "\\|");
+    let mut md = format!(
+        "## rehearse compare: {}, {}\n\n| check |",
+        cell(&c.scenario),
+        how_many(c)
+    );
+    for (i, r) in c.variants.iter().enumerate() {
+        let base = if i == 0 { " (baseline)" } else { "" };
+        let _ = write!(
+            md,
+            " {}{base} ({}) |",
+            cell(&r.name),
+            r.verdict.as_str().to_uppercase()
+        );
+    }
+    md.push_str("\n|---|");
+    md.push_str(&"---|".repeat(c.variants.len()));
+    md.push('\n');
+    for id in CHECKS {
+        let _ = write!(md, "| `{id}` |");
+        for r in &c.variants {
+            let _ = write!(md, " {} |", cell(&check_cell(r, id)));
+        }
+        md.push('\n');
+    }
+    md.push('\n');
+    for line in sentences(c) {
+        let _ = writeln!(md, "- {}", cell(&line));
+    }
+    let _ = writeln!(md, "\nExit code: {}.", c.exit_code);
+    md
 }
 
 /// A badge of a verdict.
@@ -210,23 +283,17 @@ fn render(dir: &Path, c: &Comparison) -> String {
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
          <title>{t}</title>\n<style>{STYLE}.side{{display:flex;gap:8px}}.side figure{{flex:1 1 0;margin:0;min-width:0}}\
          .side img{{width:100%;height:auto;border:1px solid #e4e4e4}}.side figcaption{{font-size:.8em;color:#555}}</style>\n</head>\n<body>\n\
-         <header>\n<h1>{t}</h1>\n<p class=\"sub\">{f} · {n} variants · exit {x}</p>\n",
+         <header>\n<h1>{t}</h1>\n<p class=\"sub\">{f} · {n} · exit {x}</p>\n",
         t = esc(&title),
         f = esc(&c.file),
-        n = c.variants.len(),
+        n = esc(&how_many(c)),
         x = c.exit_code,
     );
-    if !c.unexpected.is_empty() || !c.skipped.is_empty() {
+    let said = sentences(c);
+    if !said.is_empty() {
         h.push_str("<div class=\"notes\">");
-        for u in &c.unexpected {
-            let _ = writeln!(h, "<p>{}</p>", esc(u));
-        }
-        if !c.skipped.is_empty() {
-            let _ = writeln!(
-                h,
-                "<p>Not run (stopped): {}</p>",
-                esc(&c.skipped.join(", "))
-            );
+        for line in said {
+            let _ = writeln!(h, "<p>{}</p>", esc(&line));
         }
         h.push_str("</div>\n");
     }
@@ -278,7 +345,15 @@ fn checks_table(h: &mut String, c: &Comparison) {
         let _ = write!(h, "<tr id=\"check-{id}\"><td><code>{id}</code></td>");
         for r in &c.variants {
             let cell = r.checks.get(id).map_or("–".into(), |s| badge(*s));
-            let _ = write!(h, "<td>{cell}</td>");
+            let figure = r.figures.get(id).map_or(String::new(), |f| {
+                let change = if f.change.is_some() {
+                    format!("<br><small>{}</small>", esc(&change_text(f)))
+                } else {
+                    String::new()
+                };
+                format!(" {}{change}", esc(&value_text(f.value, &f.unit)))
+            });
+            let _ = write!(h, "<td>{cell}{figure}</td>");
         }
         h.push_str("</tr>\n");
     }
@@ -336,6 +411,7 @@ mod tests {
                 ..Columns::default()
             },
             checks: CHECKS.iter().map(|id| (id.to_string(), verdict)).collect(),
+            ..ComparedRun::named(name)
         }
     }
 
@@ -349,6 +425,7 @@ mod tests {
             skipped: vec!["aimd".into()],
             exit_code: 1,
             unexpected: vec!["naive <x>: fail, expected pass".into()],
+            ..Comparison::default()
         }
     }
 
@@ -394,6 +471,53 @@ mod tests {
         assert_eq!(page.matches("<tr id=\"check-").count(), CHECKS.len());
         assert!(page.contains("img-src data:"));
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn every_check_shows_its_figure_and_change_in_each_form() {
+        let mut c = comparison();
+        c.compared = "runs".into();
+        let drain = |value| crate::ComparedFigure {
+            value,
+            unit: "s".into(),
+            measures: "drain time".into(),
+            worse: assertions::Worse::Higher,
+            change: None,
+            regressed: false,
+        };
+        c.variants[0].figures.insert("drain".into(), drain(5.0));
+        c.variants[1].figures.insert("drain".into(), drain(50.0));
+        c.regressions = crate::mark_regressions(&mut c, &crate::tolerances(&[]).unwrap(), 1.0);
+        c.fail_on_regression = true;
+        c.differences = vec!["naive <x>: runs of different scenarios".into()];
+        let md = compare_markdown(&c);
+        assert!(
+            md.contains("| `drain` | PASS 5 s | FAIL 50 s (+45 s, worse beyond tolerance) |"),
+            "{md}"
+        );
+        assert!(md.contains("bounded (baseline) (PASS)"), "{md}");
+        assert!(
+            md.contains("- regression: naive <x>: drain's drain time went from 5 s to 50 s"),
+            "{md}"
+        );
+        assert!(
+            md.contains("- differs: naive <x>: runs of different scenarios"),
+            "{md}"
+        );
+        let wide = Style {
+            width: 300,
+            ..Style::default()
+        };
+        let text = compare_text(&c, &wide, false);
+        assert!(
+            text.contains("2 runs") && text.contains("FAIL 50 s (+45 s, worse beyond tolerance)"),
+            "{text}"
+        );
+        let page = render(Path::new("/nonexistent"), &c);
+        assert!(
+            page.contains("+45 s, worse beyond tolerance")
+                && page.contains("regression: naive &lt;x&gt;")
+        );
     }
 
     #[test]

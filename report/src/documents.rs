@@ -11,8 +11,12 @@ use std::collections::BTreeMap;
 use assertions::Status;
 use serde::{Deserialize, Serialize};
 
-/// `compare.json`: one scenario run once per variant (`rehearse compare`),
-/// in the comparison's directory beside the variants' run directories.
+/// `compare.json`: one scenario run once per variant (`rehearse compare
+/// SCENARIO`), in the comparison's directory beside the variants' run
+/// directories; or run directories already made, judged side by side
+/// (`rehearse compare DIR DIR...`: each a "variant" named by its
+/// directory). The first run is the baseline the others' figures are set
+/// against.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Comparison {
@@ -29,6 +33,18 @@ pub struct Comparison {
     pub exit_code: u8,
     /// A sentence per verdict that was not as expected (`--expect`).
     pub unexpected: Vec<String>,
+    /// What was compared: `variants` of one scenario, or `runs` (run
+    /// directories); absent in a file written before runs could be.
+    pub compared: String,
+    /// A sentence per way a run's scenario differs from the baseline's
+    /// (another scenario, another time scale, a changed field).
+    pub differences: Vec<String>,
+    /// A sentence per figure worse than the baseline's beyond its tolerance.
+    pub regressions: Vec<String>,
+    /// The tolerances the figures were held to, by check id.
+    pub tolerances: BTreeMap<String, Tolerance>,
+    /// `--fail-on-regression`: a regression makes the exit 1.
+    pub fail_on_regression: bool,
 }
 
 /// One variant's run in `compare.json`.
@@ -56,6 +72,53 @@ pub struct ComparedRun {
     /// Each check's verdict, by id.
     #[serde(default)]
     pub checks: BTreeMap<String, Status>,
+    /// The run's scenario (its `report.json`'s `scenario`).
+    #[serde(default)]
+    pub scenario: String,
+    /// Each check's figure, by id, with its change from the baseline's.
+    #[serde(default)]
+    pub figures: BTreeMap<String, ComparedFigure>,
+}
+
+impl ComparedRun {
+    /// A run of that name with nothing read yet: no verdict (invalid), no
+    /// columns, checks or figures.
+    pub fn named(name: &str) -> ComparedRun {
+        ComparedRun {
+            name: name.to_string(),
+            sets: Vec::new(),
+            dir: String::new(),
+            verdict: Status::Invalid,
+            exit_code: 3,
+            expected: None,
+            error: None,
+            columns: Columns::default(),
+            checks: BTreeMap::new(),
+            scenario: String::new(),
+            figures: BTreeMap::new(),
+        }
+    }
+}
+
+/// A check's figure in one run of a comparison (`report.json`'s `figure`),
+/// with its change from the baseline run's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ComparedFigure {
+    /// The number, in `unit`.
+    pub value: f64,
+    /// Its unit (`s`, `ms`, `bytes`, `share`, `per_s`, or a count's noun).
+    pub unit: String,
+    /// What it is, in a few words.
+    pub measures: String,
+    /// The direction that counts as worse.
+    pub worse: assertions::Worse,
+    /// This value minus the baseline's (none in the baseline, or when the
+    /// baseline has no figure for the check).
+    #[serde(default)]
+    pub change: Option<f64>,
+    /// The change is worse than the baseline's beyond the check's tolerance.
+    #[serde(default)]
+    pub regressed: bool,
 }
 
 /// The columns of a comparison, from one run's `report.json` (the README's
@@ -140,4 +203,16 @@ pub fn checks_of_report(report: &serde_json::Value) -> BTreeMap<String, Status> 
             Some((id, status))
         })
         .collect()
+}
+
+/// How much worse than the baseline a figure may get before it counts as
+/// a regression: more than `share` of the baseline's value and more than
+/// `at_least` (in the figure's unit; for seconds and milliseconds, at
+/// full scale: divided by the baseline's time scale) both.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Tolerance {
+    /// The change allowed as a share of the baseline's value.
+    pub share: f64,
+    /// The change allowed whatever the baseline's value, in its unit.
+    pub at_least: f64,
 }

@@ -19,8 +19,10 @@
 //!   or not), in display columns (a wide character counts as two);
 //! - `plan_text`: `rehearse plan` as a person reads it;
 //! - `html`: `report.html`, one self-contained page, and its chart PNGs;
-//! - `compare`: a comparison of variants (`compare.json`) as the terminal
-//!   table and `compare.html`;
+//! - `compare`: a comparison (`compare.json`) as the terminal table,
+//!   `compare.html` and its `summary.md`;
+//! - `regression`: each check's figure against the baseline run's, and the
+//!   [`Tolerance`] a change is held to (`--fail-on-regression`);
 //! - `calibration`, `calibration_html`: `rehearse calibrate`'s sweep
 //!   ([`Calibration`], `calibrate.json`) and its page, `calibrate.html`
 //!   ([`write_calibration`]);
@@ -39,6 +41,7 @@ mod documents;
 mod html;
 mod plan_sizing;
 mod plan_text;
+mod regression;
 mod terminal;
 
 use std::path::{Path, PathBuf};
@@ -46,10 +49,15 @@ use std::path::{Path, PathBuf};
 pub use calibration::{Calibration, CalibrationLevel, CALIBRATE_HTML, CALIBRATE_JSON};
 pub use calibration_html::write_calibration;
 pub use checklist::{junit, report_json, verdict, Checklist, Report, SUMMARY_MD};
-pub use compare::{compare_text, write_compare_html, COMPARE_HTML, COMPARE_JSON};
-pub use documents::{checks_of_report, Columns, ComparedRun, Comparison};
+pub use compare::{compare_markdown, compare_text, write_compare_html, COMPARE_HTML, COMPARE_JSON};
+pub use documents::{
+    checks_of_report, Columns, ComparedFigure, ComparedRun, Comparison, Tolerance,
+};
 pub use html::{write as write_html, Inputs};
 pub use plan_text::render as plan_text;
+pub use regression::{
+    change_text, figures_of_report, mark_regressions, tolerances, value_text, TOLERANCES,
+};
 pub use terminal::{columns, table, wrap, Stream, Style};
 
 /// A report file that could not be written.
