@@ -14,8 +14,8 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use crate::common;
+use bytes::Bytes;
 use common::{json, one_at_a_time, rehearse, scratch, text};
 use futures_util::StreamExt;
 use http_body_util::{BodyExt, StreamBody};

@@ -180,7 +180,7 @@ impl SweepRequests {
     /// cost in tokens (prompt at 4 characters a token plus max_tokens: what
     /// a [`crate::SpendBudget`] counts): its request id is
     /// `calibrate-{n}`, in the body's marker.
-    pub fn request(&self, n: u64) -> (&'static str, Bytes, u64) {
+    pub fn request(&self, n: u64) -> (&str, Bytes, u64) {
         let shape = self
             .plan
             .tenants
