@@ -17,6 +17,8 @@
 //!   past a knee;
 //! - `dialect`: request parsing and answers in each provider's shape
 //!   ([`ProviderDialect`], on `wire::Dialect`);
+//! - `api`: OpenAI's Responses and embeddings APIs (requests, answers,
+//!   typed stream events) and Azure OpenAI's deployment paths;
 //! - `counters`: the live counts of `/_fake/stats` ([`Stats`]);
 //! - `records`: the record file: each serving thread's lane of lines,
 //!   the writer thread that takes them on a period, rotation and cap,
@@ -53,6 +55,7 @@
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 mod admin;
+mod api;
 mod ceiling;
 pub mod config;
 mod counters;

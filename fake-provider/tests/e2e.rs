@@ -919,6 +919,8 @@ mod timeline {
     }
 }
 
+#[path = "e2e/apis.rs"]
+mod apis;
 #[path = "e2e/records.rs"]
 mod records;
 

@@ -169,3 +169,33 @@ request = { auth = "bearer", headers = { "x-app" = "nightly" } }
         assert_eq!(traces, [format!("{id}/1"), format!("{id}/2")]);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_and_embeddings_are_counted_as_the_provider_recorded_them() {
+    for (api, stream, tokens) in [("responses", 0.5, 6), ("embeddings", 0.0, 0)] {
+        let r = crate::rehearse(
+            &format!(
+                "[load]\nsend_lag_p99_max = \"100ms\"\n[[load.phases]]\nduration = \"1s\"\nrate = 20\n\
+                 [load.request]\napi = \"{api}\"\nstream = {stream}\nprompt_tokens = {{ fixed = 12 }}\n"
+            ),
+            "completion_tokens = { fixed = 6 }\n",
+        )
+        .await;
+        assert_eq!(r.client.len(), 20);
+        assert!(
+            r.client
+                .iter()
+                .all(|c| c.outcome == ClientOutcome::Ok && c.tokens == tokens),
+            "{api}: {:?}",
+            r.report.outcomes
+        );
+        assert!(r
+            .provider
+            .iter()
+            .all(|p| p.api.as_str() == api && p.prompt_tokens >= 12));
+        assert_eq!(
+            r.provider.iter().filter(|p| p.stream).count(),
+            r.client.iter().filter(|c| c.stream).count()
+        );
+    }
+}
