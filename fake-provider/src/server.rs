@@ -844,7 +844,10 @@ impl CallGuard {
         let in_service = self.shared.ceiling.in_service();
         let m = eff.latency.multiplier
             * crate::curve::load_factor(in_service, eff.latency.knee, eff.latency.knee_exponent);
-        let ttft = eff.latency.ttft.sample(&mut rng).mul_f64(m);
+        // Reading the prompt comes before the first token; no draw, so the
+        // seeded draws stay those of a provider without it.
+        let prefill = eff.latency.prefill_per_token.0 * self.record.prompt_tokens;
+        let ttft = (eff.latency.ttft.sample(&mut rng) + prefill).mul_f64(m);
         let per_token = eff.latency.per_token.sample(&mut rng).mul_f64(m);
         let n = eff.completion_tokens.sample(&mut rng).min(max_tokens);
         let finish = if n >= max_tokens {

@@ -319,6 +319,40 @@ mod latency {
     }
 
     #[tokio::test]
+    async fn time_to_first_token_grows_with_the_prompt_and_the_timeline_changes_it() {
+        let p = start(
+            "completion_tokens = { fixed = 2 }\n[latency]\nprefill_per_token = \"1ms\"\n\
+             [[timeline]]\nname = \"slow-read\"\nfrom = \"0s\"\nlatency = { prefill_per_token = \"2ms\" }\n",
+        )
+        .await;
+        // 400 characters: 100 prompt tokens (plus the marker's), 2 ms each.
+        let long = format!("[rehearse:id=long] {}", "x".repeat(400));
+        post(&p, "/v1/chat/completions", &chat(&long, 10)).await;
+        post(
+            &p,
+            "/v1/chat/completions",
+            &chat("[rehearse:id=short] hi", 10),
+        )
+        .await;
+        let ttft = |r: &ProviderRecord| r.first_byte_us.unwrap() - r.admitted_us.unwrap();
+        let (long, short) = (record_of(&p, "long").await, record_of(&p, "short").await);
+        let expected = u64::from(long.prompt_tokens) * 2_000;
+        assert!(
+            (expected..expected + 40_000).contains(&ttft(&long)),
+            "{long:?}"
+        );
+        assert!(
+            ttft(&short) < u64::from(short.prompt_tokens) * 2_000 + 40_000,
+            "{short:?}"
+        );
+        assert!(
+            ttft(&short) >= u64::from(short.prompt_tokens) * 2_000,
+            "{short:?}"
+        );
+        p.shutdown().await;
+    }
+
+    #[tokio::test]
     async fn streamed_tokens_are_paced() {
         let p = start(
             "completion_tokens = { fixed = 5 }\n[latency]\nttft = { fixed = \"100ms\" }\nper_token = { fixed = \"50ms\" }\n",
