@@ -1067,6 +1067,54 @@ mod sdk {
             .any(|r| r.outcome == ProviderOutcome::QuotaExceeded));
         p.shutdown().await;
     }
+
+    /// The official `openai` SDK's Responses, embeddings and Azure
+    /// clients, unmodified, each call but the first through a 429 (one
+    /// request a second) that the SDK's retries wait out.
+    #[tokio::test]
+    async fn official_sdk_speaks_responses_embeddings_and_azure_through_429s() {
+        let p = start(
+            "completion_tokens = { fixed = 6 }\n[quota]\nrequests_per_minute = 60\nwindow = \"1s\"\n",
+        )
+        .await;
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sdk_apis_check.py");
+        let out = tokio::process::Command::new("python3")
+            .arg(script)
+            .arg(p.base_url())
+            .env_remove("OPENAI_BASE_URL")
+            .env_remove("AZURE_OPENAI_ENDPOINT")
+            .env_remove("OPENAI_API_VERSION")
+            .kill_on_drop(true)
+            .output();
+        let out = tokio::time::timeout(Duration::from_secs(50), out)
+            .await
+            .expect("the SDK script finished in time")
+            .expect("python3 runs (and `pip install openai`, as .ci/run does)");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && stdout.contains("ALL SDK API CHECKS PASSED"),
+            "SDK check failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+        );
+        let records = p.records();
+        for (id, api) in [
+            ("sdk-resp-plain", wire::Api::Responses),
+            ("sdk-resp-stream", wire::Api::Responses),
+            ("sdk-emb", wire::Api::Embeddings),
+            ("sdk-azure-chat", wire::Api::Chat),
+        ] {
+            let calls: Vec<_> = records.iter().filter(|r| r.id == id).collect();
+            let (first, last) = (calls[0], calls[calls.len() - 1]);
+            // One refusal, then an answer: a retry sooner than the
+            // Retry-After said would have been refused again.
+            assert_eq!(calls.len(), 2, "{id}: {calls:?}");
+            assert_eq!(first.outcome, ProviderOutcome::QuotaExceeded, "{id}");
+            assert_eq!((last.outcome, last.api), (ProviderOutcome::Ok, api), "{id}");
+            let waited = last.received_us - first.received_us;
+            assert!(waited >= 100_000, "{id}: retried after {waited} us");
+        }
+        p.shutdown().await;
+    }
 }
 
 /// Hostile clients, from raw sockets: slow-loris heads, bodies that never
