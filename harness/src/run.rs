@@ -146,8 +146,14 @@ pub async fn run(
     let gauges =
         crate::gateway_samples::GaugeSampler::for_scenario(&p.scenario, &opts.tls, &opts.out)?;
     let started_us = now_us();
-    let (load, mut notes) =
-        drive(&p, &gateway.url, opts, provider.start_at(), cancel.clone()).await;
+    let (load, mut notes) = drive(
+        &p,
+        (&gateway.url, &provider_url),
+        opts,
+        provider.start_at(),
+        cancel.clone(),
+    )
+    .await;
     if p.target.is_none() {
         // What the scenario left to the harness, for the gateway it started.
         notes.splice(0..0, p.scenario.gateway.notes.iter().cloned());
@@ -366,7 +372,7 @@ fn rss_source(s: &Scenario, gateway: &Running, tls: &loadgen::TlsOptions) -> Rss
 /// its report (none when it stopped early) and what to note about it.
 async fn drive(
     p: &Prepared,
-    target_url: &str,
+    (target_url, provider_url): (&str, &str),
     opts: &RunOptions,
     start_at: Option<std::time::SystemTime>,
     cancel: CancellationToken,
@@ -388,6 +394,7 @@ async fn drive(
                 .unwrap_or_else(|| std::time::SystemTime::now() + Duration::from_secs(2)),
             tls: &opts.tls,
             spend_share: opts.max_spend_tokens.map(|n| n / u64::from(opts.shards)),
+            provider_url,
         };
         notes.push(format!(
             "the load came from {} processes (shards), merged; each one's files are under shards/",
@@ -413,6 +420,7 @@ async fn drive(
     lo.start_at = start_at;
     lo.tls = opts.tls.clone();
     lo.max_spend_tokens = opts.max_spend_tokens;
+    lo.provider_url = Some(provider_url.to_owned());
     match loadgen::run(&p.rehearsal.load, &target, &lo, cancel).await {
         Ok(r) => {
             notes.extend(r.spend.map(spend_note));

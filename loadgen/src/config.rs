@@ -230,7 +230,8 @@ pub struct RequestConfig {
     /// OpenAI and x-api-key for Anthropic).
     pub auth: Option<Auth>,
     /// Headers sent with every request; a value may hold `{tenant}`,
-    /// `{request_id}` and `{attempt}`.
+    /// `{request_id}`, `{attempt}` and `{provider_url}` (the provider
+    /// behind the gateway: a rehearsal's fake provider).
     #[serde(default)]
     pub headers: std::collections::BTreeMap<String, String>,
     /// The model name sent.
@@ -966,7 +967,8 @@ fn tenants(
                 source.error(&at("request"), e.to_string())
             }
         })?;
-        head::Head::new(Vec::new(), &request.headers, &t.name)
+        // A provider URL is known only at run time; any stands for it.
+        head::Head::new(Vec::new(), &request.headers, &t.name, Some("http://p"))
             .map_err(|m| source.error(&at("name"), m))?;
         let weights = phase_names
             .iter()

@@ -184,6 +184,10 @@ pub struct LoadOptions {
     /// rest); `None`: the soft limit, raised to the hard one, read when
     /// the run starts.
     pub open_files: Option<u64>,
+    /// What a scenario header's `{provider_url}` is: the provider behind
+    /// the gateway (a rehearsal's fake provider). `None`: a header that
+    /// needs it is an error when the run starts.
+    pub provider_url: Option<String>,
 }
 
 impl LoadOptions {
@@ -201,6 +205,7 @@ impl LoadOptions {
             records: true,
             max_spend_tokens: None,
             open_files: None,
+            provider_url: None,
         }
     }
 }
@@ -208,6 +213,10 @@ impl LoadOptions {
 /// Why a run could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadRunError {
+    /// A scenario header cannot be made for this run (it needs a provider
+    /// URL none was given).
+    #[error("{0}")]
+    Headers(String),
     /// The target did not accept a TCP connection.
     #[error("target {target} is unreachable: {cause}")]
     Unreachable {
@@ -450,12 +459,17 @@ pub async fn run(
         if shape.api.dialect() == Dialect::Anthropic {
             prefix.push_str(&format!("{ANTHROPIC_VERSION}: 2023-06-01\r\n"));
         }
-        Head::new(prefix.into_bytes(), &shape.headers, tenant)
-            .expect("tenant names were checked against the headers with the plan")
+        Head::new(
+            prefix.into_bytes(),
+            &shape.headers,
+            tenant,
+            options.provider_url.as_deref(),
+        )
+        .map_err(LoadRunError::Headers)
     };
     let heads = std::iter::once(head(&plan.request, DEFAULT_TENANT))
         .chain(plan.tenants.iter().map(|t| head(&t.request, &t.name)))
-        .collect();
+        .collect::<Result<Vec<_>, _>>()?;
 
     let bounds = bound::steps(&plan, options.shard.count, bound::open_files(options));
     let connector = Connector::new(addr, bounds[0].limit, bounds[0].own()).with_tls(tls);

@@ -1,6 +1,8 @@
 //! A request's head: how the API key is sent ([`Auth`]), the path, and the
 //! scenario's own headers with their placeholders (`{tenant}`,
-//! `{request_id}`, `{attempt}`).
+//! `{request_id}`, `{attempt}`, and `{provider_url}`: the fake provider's
+//! base URL in a rehearsal, for a gateway that is told its upstream per
+//! request, as Portkey is).
 //!
 //! The send path is hot, so a header value is split at its placeholders
 //! once, when the scenario is read ([`HeaderTemplate`]); when the run
@@ -63,6 +65,7 @@ impl Auth {
 pub(crate) enum Part {
     Text(String),
     Tenant,
+    ProviderUrl,
     RequestId,
     Attempt,
 }
@@ -78,8 +81,9 @@ pub(crate) struct HeaderTemplate {
 /// The placeholders, each with what it stands for; a brace not opening
 /// one of these is text (a header may carry JSON, as Portkey's config
 /// header does).
-const PLACEHOLDERS: [(&str, Part); 3] = [
+const PLACEHOLDERS: [(&str, Part); 4] = [
     ("{tenant}", Part::Tenant),
+    ("{provider_url}", Part::ProviderUrl),
     ("{request_id}", Part::RequestId),
     ("{attempt}", Part::Attempt),
 ];
@@ -193,11 +197,14 @@ pub(crate) struct Head {
 
 impl Head {
     /// The head of `headers` for `tenant`, after `prefix` (whose lines end
-    /// in CRLF). Errors if `tenant` cannot be written in a header value.
+    /// in CRLF), `{provider_url}` filled with `provider_url`. Errors if
+    /// `tenant` or the URL cannot be written in a header value, or a
+    /// header needs the URL and there is none.
     pub(crate) fn new(
         mut prefix: Vec<u8>,
         headers: &[HeaderTemplate],
         tenant: &str,
+        provider_url: Option<&str>,
     ) -> Result<Head, String> {
         let mut pieces = Vec::new();
         for h in headers {
@@ -220,6 +227,23 @@ impl Head {
                         }
                         line.extend_from_slice(tenant.as_bytes());
                     }
+                    Part::ProviderUrl => match provider_url {
+                        Some(url) if HeaderValue::from_str(url).is_ok() => {
+                            line.extend_from_slice(url.as_bytes());
+                        }
+                        Some(url) => {
+                            return Err(format!(
+                                "header `{}`: the provider URL {url:?} cannot be sent in a header",
+                                h.name
+                            ))
+                        }
+                        None => {
+                            return Err(format!(
+                                "header `{}` needs {{provider_url}}, and this load knows no provider (it is filled in a rehearsal, or by `rehearse load --provider-url`)",
+                                h.name
+                            ))
+                        }
+                    },
                     Part::RequestId | Part::Attempt => {
                         pieces.push(Piece::Bytes(std::mem::take(&mut line).into()));
                         pieces.push(match p {
@@ -344,7 +368,7 @@ mod tests {
             &[],
         )
         .unwrap();
-        let head = Head::new(b"POST / HTTP/1.1\r\n".to_vec(), &t, "shop").unwrap();
+        let head = Head::new(b"POST / HTTP/1.1\r\n".to_vec(), &t, "shop", None).unwrap();
         assert_eq!(
             String::from_utf8(head.prefix.clone()).unwrap(),
             "POST / HTTP/1.1\r\nx-app: shop\r\nx-plain: v\r\n"
@@ -354,7 +378,24 @@ mod tests {
         assert_eq!(String::from_utf8(out).unwrap(), "x-trace: t-r000007-2\r\n");
         assert_eq!(head.pieces.len(), 5, "{:?}", head.pieces);
         assert!(head.pieces_len("r000007") >= "x-trace: t-r000007-2\r\n".len());
-        assert!(Head::new(Vec::new(), &t, "caf\u{e9}\n").is_err());
+        assert!(Head::new(Vec::new(), &t, "caf\u{e9}\n", None).is_err());
+        let t = templates(
+            &headers(&[("x-portkey-custom-host", "{provider_url}/v1")]),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            t[0].parts,
+            vec![Part::ProviderUrl, Part::Text("/v1".into())]
+        );
+        let head = Head::new(Vec::new(), &t, "default", Some("http://127.0.0.1:9")).unwrap();
+        assert_eq!(
+            head.prefix,
+            b"x-portkey-custom-host: http://127.0.0.1:9/v1\r\n"
+        );
+        assert!(Head::new(Vec::new(), &t, "default", None)
+            .unwrap_err()
+            .contains("needs {provider_url}"));
     }
 
     #[test]
