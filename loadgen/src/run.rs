@@ -445,31 +445,7 @@ pub async fn run(
     };
 
     let plan = Arc::new(plan.clone());
-    let head = |shape: &RequestShape, tenant: &str| {
-        let path = crate::request::head::request_target(
-            &target.base_path,
-            shape.path(),
-            target.query.as_deref(),
-        );
-        let mut prefix = format!(
-            "POST {path} HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\n",
-            target.authority
-        );
-        prefix.push_str(&shape.auth.line(&shape.api_key));
-        if shape.api.dialect() == Dialect::Anthropic {
-            prefix.push_str(&format!("{ANTHROPIC_VERSION}: 2023-06-01\r\n"));
-        }
-        Head::new(
-            prefix.into_bytes(),
-            &shape.headers,
-            tenant,
-            options.provider_url.as_deref(),
-        )
-        .map_err(LoadRunError::Headers)
-    };
-    let heads = std::iter::once(head(&plan.request, DEFAULT_TENANT))
-        .chain(plan.tenants.iter().map(|t| head(&t.request, &t.name)))
-        .collect::<Result<Vec<_>, _>>()?;
+    let heads = heads(&plan, target, options.provider_url.as_deref())?;
 
     let bounds = bound::steps(&plan, options.shard.count, bound::open_files(options));
     let connector = Connector::new(addr, bounds[0].limit, bounds[0].own()).with_tls(tls);
@@ -566,6 +542,36 @@ pub async fn run(
     report.notes.extend(bound_notes);
     write_summary(&report, &options.out_dir)?;
     Ok(report)
+}
+
+/// The request heads, made once: the plan's own, then each tenant's
+/// (request line with the path and both query strings, host, content
+/// type, the key as its auth says, the scenario's headers).
+fn heads(
+    plan: &LoadPlan,
+    target: &Target,
+    provider_url: Option<&str>,
+) -> Result<Vec<Head>, LoadRunError> {
+    let head = |shape: &RequestShape, tenant: &str| {
+        let path = crate::request::head::request_target(
+            &target.base_path,
+            shape.path(),
+            target.query.as_deref(),
+        );
+        let mut prefix = format!(
+            "POST {path} HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\n",
+            target.authority
+        );
+        prefix.push_str(&shape.auth.line(&shape.api_key));
+        if shape.api.dialect() == Dialect::Anthropic {
+            prefix.push_str(&format!("{ANTHROPIC_VERSION}: 2023-06-01\r\n"));
+        }
+        Head::new(prefix.into_bytes(), &shape.headers, tenant, provider_url)
+            .map_err(LoadRunError::Headers)
+    };
+    std::iter::once(head(&plan.request, DEFAULT_TENANT))
+        .chain(plan.tenants.iter().map(|t| head(&t.request, &t.name)))
+        .collect()
 }
 
 /// `summary.json` and `load-seconds.csv`, each written whole.
