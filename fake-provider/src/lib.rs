@@ -1,4 +1,5 @@
-//! A chaos fake LLM provider: the OpenAI and Anthropic APIs, with a
+//! A chaos fake LLM provider: the OpenAI (chat, Responses, embeddings;
+//! Azure's paths too) and Anthropic APIs, with a
 //! scriptable latency timeline, a concurrency ceiling, a token quota with
 //! real 429s and rate-limit headers, and injected faults.
 //!
