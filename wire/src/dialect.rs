@@ -120,11 +120,6 @@ impl Api {
             Dialect::Anthropic => Api::Messages,
         }
     }
-
-    /// Whether an answer carries completion tokens (embeddings carry none).
-    pub fn completes(self) -> bool {
-        self != Api::Embeddings
-    }
 }
 
 #[cfg(test)]
