@@ -51,6 +51,14 @@ impl Auth {
         }
     }
 
+    /// The header's value for `key`.
+    pub(crate) fn value(self, key: &str) -> String {
+        match self {
+            Auth::Bearer => format!("Bearer {key}"),
+            Auth::ApiKey | Auth::XApiKey => key.to_string(),
+        }
+    }
+
     /// The header's line, CRLF included.
     pub(crate) fn line(self, key: &str) -> String {
         match self {
@@ -150,6 +158,30 @@ pub(crate) fn templates(
         });
     }
     Ok(out)
+}
+
+impl HeaderTemplate {
+    /// The value for one request, its placeholders filled, for a client
+    /// that sends headers by name (the calibration sweep's); `None` when
+    /// it needs `{provider_url}` and there is none.
+    pub(crate) fn value(
+        &self,
+        tenant: &str,
+        (id, attempt): (&str, u32),
+        provider_url: Option<&str>,
+    ) -> Option<String> {
+        let mut out = String::new();
+        for p in &self.parts {
+            match p {
+                Part::Text(t) => out.push_str(t),
+                Part::Tenant => out.push_str(tenant),
+                Part::ProviderUrl => out.push_str(provider_url?),
+                Part::RequestId => out.push_str(id),
+                Part::Attempt => out.push_str(itoa::Buffer::new().format(attempt)),
+            }
+        }
+        Some(out)
+    }
 }
 
 /// A path given in the scenario: it must begin with `/`, and it and its
