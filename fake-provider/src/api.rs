@@ -117,6 +117,25 @@ pub(crate) fn parse_responses(body: &[u8]) -> Result<Request, BadRequest> {
     })
 }
 
+/// A request body to `api` read as the provider reads it: its model,
+/// prompt estimate, token cap and stream flag, or the parameter at fault
+/// (the fuzz targets call this on every API).
+///
+/// ```
+/// use wire::Api;
+/// let r = fake_provider::parse_request(Api::Embeddings, br#"{"model":"e","input":["1234","5678"]}"#).unwrap();
+/// assert_eq!((r.prompt_tokens, r.max_tokens), (2, None));
+/// assert_eq!(fake_provider::parse_request(Api::Responses, b"{}").unwrap_err().param, Some("model"));
+/// ```
+pub fn parse_request(api: Api, body: &[u8]) -> Result<Request, BadRequest> {
+    use crate::ProviderDialect;
+    match api {
+        Api::Chat | Api::Messages => api.dialect().parse(body),
+        Api::Responses => parse_responses(body),
+        Api::Embeddings => parse_embeddings(body).map(|(r, _)| r),
+    }
+}
+
 /// An embeddings request and how many inputs it has: its prompt tokens
 /// are every input's (a token array's numbers are its tokens).
 pub(crate) fn parse_embeddings(body: &[u8]) -> Result<(Request, u32), BadRequest> {

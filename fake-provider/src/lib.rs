@@ -70,6 +70,7 @@ mod shared;
 mod timer;
 
 pub use admin::{config_from_json, config_from_toml, UPLOAD_ORIGIN};
+pub use api::parse_request;
 pub use config::{ConfigError, Overrides, ProviderConfig};
 pub use counters::Stats;
 pub use dialect::ProviderDialect;
