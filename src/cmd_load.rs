@@ -48,6 +48,10 @@ pub struct Args {
     /// Stop (partial, exit 3) before the tokens sent would pass N.
     #[arg(long, value_name = "N")]
     max_spend_tokens: Option<u64>,
+    /// What `{provider_url}` in a `[load.request]` header is: the provider
+    /// behind the gateway (a rehearsal's shards get the fake provider's).
+    #[arg(long, value_name = "URL")]
+    provider_url: Option<String>,
     /// Play only shard I of N of the scenario's one seeded schedule (the
     /// people whose index is I mod N): N processes, on one machine or
     /// several, together play the whole, with the same request ids.
@@ -112,6 +116,7 @@ pub fn main(args: Args) -> Result<Ended, Error> {
     options.progress = !args.no_progress && std::io::stderr().is_terminal();
     options.records = !args.no_records;
     options.max_spend_tokens = args.max_spend_tokens;
+    options.provider_url = args.provider_url.clone();
     let note = format!(
         "stopping: no new arrivals; requests in flight get {} ms, then end as cancelled \
          (again to quit at once)",

@@ -16,6 +16,7 @@ mod compare;
 mod deploy;
 mod external;
 mod flash;
+mod gateways;
 mod incidents;
 mod metrics;
 mod multihost;

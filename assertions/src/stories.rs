@@ -65,6 +65,7 @@ pub(crate) fn call(
         run_id: String::new(),
         seq: 0,
         dialect: Dialect::OpenAi,
+        api: wire::Api::Chat,
         model: "m".to_string(),
         stream: false,
         received_us: at(received_ms),

@@ -3,6 +3,9 @@
 #   bash bench/loadgen/run.sh                 # side, records, rate80, hold
 #   PARTS="side" RUNS=7 bash bench/loadgen/run.sh
 #   PARTS="callgrind" BEFORE=/path/to/old/rehearse bash bench/loadgen/run.sh
+#   EXTRA_REQUEST='headers = { "x-trace" = "{request_id}/{attempt}", "x-app" = "{tenant}" }' \
+#     PARTS="side" bash bench/loadgen/run.sh  # lines added to [load.request]: the
+#                                             # placeholders' cost on the send path
 # Figures go to stdout (and $OUT/*.tsv); copy them into BENCHMARKS.md,
 # section "loadgen".
 #
@@ -110,6 +113,7 @@ rate = $3
 [load.request]
 prompt_tokens = { fixed = 16 }
 max_tokens = { fixed = 16 }
+${EXTRA_REQUEST:-}
 TOML
 }
 

@@ -34,8 +34,9 @@ fn check_dist<T: wire::Quantity>(
         .map_err(|e| src.error(&format!("{path}.{}", e.field), e.message))
 }
 
-/// Latency settings. A non-streamed answer takes `ttft + n * per_token`,
-/// both times `multiplier`; a streamed one sends its tokens at that pace.
+/// Latency settings. A non-streamed answer takes `ttft + prompt *
+/// prefill_per_token + n * per_token`, all times `multiplier`; a streamed
+/// one sends its first token after the first two, the rest at that pace.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Latency {
@@ -43,6 +44,9 @@ pub struct Latency {
     pub ttft: Dist<Dur>,
     /// Time per output token after the first.
     pub per_token: Dist<Dur>,
+    /// Time to first token added per prompt token (reading the prompt:
+    /// a 40 KB retrieved context is slower as well as costlier).
+    pub prefill_per_token: Dur,
     /// Factor applied to both draws (a brownout is `multiplier = 7.0`).
     pub multiplier: f64,
     /// The load curve's knee: past this many calls in service, each call
@@ -59,6 +63,7 @@ impl Default for Latency {
         Latency {
             ttft: Dist::Fixed(Dur(Duration::ZERO)),
             per_token: Dist::Fixed(Dur(Duration::ZERO)),
+            prefill_per_token: Dur(Duration::ZERO),
             multiplier: 1.0,
             knee: None,
             knee_exponent: 1.0,
@@ -151,6 +156,8 @@ pub struct LatencyPatch {
     pub ttft: Option<Dist<Dur>>,
     /// Replaces the time per token.
     pub per_token: Option<Dist<Dur>>,
+    /// Replaces the time to first token per prompt token.
+    pub prefill_per_token: Option<Dur>,
     /// Replaces the multiplier.
     pub multiplier: Option<f64>,
     /// Replaces the load curve's knee (a brownout can move it).
@@ -402,6 +409,7 @@ impl ProviderConfig {
             &LatencyPatch {
                 ttft: Some(self.latency.ttft.clone()),
                 per_token: Some(self.latency.per_token.clone()),
+                prefill_per_token: Some(self.latency.prefill_per_token),
                 multiplier: Some(self.latency.multiplier),
                 knee: self.latency.knee,
                 knee_exponent: Some(self.latency.knee_exponent),
@@ -500,6 +508,7 @@ impl ProviderConfig {
         let latency = |l: &LatencyPatch| LatencyPatch {
             ttft: l.ttft.as_ref().map(|d| d.scaled(scale)),
             per_token: l.per_token.as_ref().map(|d| d.scaled(scale)),
+            prefill_per_token: l.prefill_per_token.map(dur),
             multiplier: l.multiplier,
             knee: count(l.knee),
             knee_exponent: l.knee_exponent,
@@ -507,6 +516,7 @@ impl ProviderConfig {
         let mut out = self.clone();
         out.latency.ttft = self.latency.ttft.scaled(scale);
         out.latency.per_token = self.latency.per_token.scaled(scale);
+        out.latency.prefill_per_token = dur(self.latency.prefill_per_token);
         out.latency.knee = count(self.latency.knee);
         out.concurrency.ceiling = count(self.concurrency.ceiling);
         out.concurrency.queue_limit = count(self.concurrency.queue_limit);
@@ -601,6 +611,14 @@ fn check_latency_patch(
     }
     if let Some(t) = &l.per_token {
         check_dist(t, src, &format!("{at}.per_token"))?;
+    }
+    if l.prefill_per_token
+        .is_some_and(|t| t.0 > Duration::from_secs(1))
+    {
+        return Err(src.error(
+            &format!("{at}.prefill_per_token"),
+            "must be at most 1s a prompt token",
+        ));
     }
     if let Some(m) = l.multiplier {
         if !(m.is_finite() && m > 0.0) {
@@ -713,6 +731,9 @@ impl Effective {
             }
             if let Some(t) = &l.per_token {
                 self.latency.per_token = t.clone();
+            }
+            if let Some(t) = l.prefill_per_token {
+                self.latency.prefill_per_token = t;
             }
             if let Some(m) = l.multiplier {
                 self.latency.multiplier = m;

@@ -1,4 +1,5 @@
-//! A chaos fake LLM provider: the OpenAI and Anthropic APIs, with a
+//! A chaos fake LLM provider: the OpenAI (chat, Responses, embeddings;
+//! Azure's paths too) and Anthropic APIs, with a
 //! scriptable latency timeline, a concurrency ceiling, a token quota with
 //! real 429s and rate-limit headers, and injected faults.
 //!
@@ -17,6 +18,8 @@
 //!   past a knee;
 //! - `dialect`: request parsing and answers in each provider's shape
 //!   ([`ProviderDialect`], on `wire::Dialect`);
+//! - `api`: OpenAI's Responses and embeddings APIs (requests, answers,
+//!   typed stream events) and Azure OpenAI's deployment paths;
 //! - `counters`: the live counts of `/_fake/stats` ([`Stats`]);
 //! - `records`: the record file: each serving thread's lane of lines,
 //!   the writer thread that takes them on a period, rotation and cap,
@@ -53,6 +56,7 @@
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 mod admin;
+mod api;
 mod ceiling;
 pub mod config;
 mod counters;
@@ -66,6 +70,7 @@ mod shared;
 mod timer;
 
 pub use admin::{config_from_json, config_from_toml, UPLOAD_ORIGIN};
+pub use api::parse_request;
 pub use config::{ConfigError, Overrides, ProviderConfig};
 pub use counters::Stats;
 pub use dialect::ProviderDialect;

@@ -25,7 +25,7 @@ use wire::headers::{
     ANTHROPIC_REQUEST_ID, ANTHROPIC_VERSION, REQUEST_ID, RETRY_AFTER, RETRY_AFTER_MS, X_API_KEY,
 };
 use wire::{
-    go_duration, ratelimit_headers, retry_after_values, Clock, Dialect, ProviderOutcome,
+    go_duration, ratelimit_headers, retry_after_values, Api, Clock, Dialect, ProviderOutcome,
     ProviderRecord, QuotaLimit, QuotaRefusal, QuotaSnapshot,
 };
 
@@ -340,13 +340,23 @@ async fn route(
     let path = req.uri().path().to_string();
     let method = req.method().clone();
     match (method, path.as_str()) {
-        (Method::POST, "/v1/chat/completions") => call(shared, req, Dialect::OpenAi, fd).await,
-        (Method::POST, "/v1/messages") => call(shared, req, Dialect::Anthropic, fd).await,
+        (Method::POST, "/v1/chat/completions") => call(shared, req, Api::Chat, None, fd).await,
+        (Method::POST, "/v1/messages") => call(shared, req, Api::Messages, None, fd).await,
+        (Method::POST, "/v1/responses") => call(shared, req, Api::Responses, None, fd).await,
+        (Method::POST, "/v1/embeddings") => call(shared, req, Api::Embeddings, None, fd).await,
+        (Method::POST, p) if crate::api::azure_route(p).is_some() => azure(shared, req, fd).await,
         (Method::GET, "/v1/models") => Ok(models(&shared, req.headers())),
         (_, p) if p.starts_with("/_fake/") || p == "/metrics" => {
             Ok(crate::admin::admin(shared, req, peer).await)
         }
-        (_, "/v1/chat/completions" | "/v1/messages" | "/v1/models") => Ok(simple_error(
+        (
+            _,
+            "/v1/chat/completions"
+            | "/v1/messages"
+            | "/v1/models"
+            | "/v1/responses"
+            | "/v1/embeddings",
+        ) => Ok(simple_error(
             Dialect::OpenAi,
             StatusCode::METHOD_NOT_ALLOWED,
             "method not allowed",
@@ -357,6 +367,36 @@ async fn route(
             &format!("no route for {path}"),
         )),
     }
+}
+
+/// An Azure OpenAI call: its `api-version` required, its deployment one
+/// of the provider's models (else Azure's 404), then a call like any other
+/// with the deployment as its model.
+async fn azure(shared: Arc<Shared>, req: Request<Incoming>, fd: RawFd) -> RouteResult {
+    let path = req.uri().path().to_string();
+    let Some((deployment, api)) = crate::api::azure_route(&path) else {
+        return Ok(simple_error(
+            Dialect::OpenAi,
+            StatusCode::NOT_FOUND,
+            "no route",
+        ));
+    };
+    if crate::api::api_version(req.uri().query()).is_none() {
+        let body = crate::api::azure_error(
+            "404",
+            "Resource not found: the api-version query parameter is required.",
+        );
+        return Ok(json_response(StatusCode::NOT_FOUND, body));
+    }
+    if !shared.run().config.models.iter().any(|m| m == deployment) {
+        let body = crate::api::azure_error(
+            "DeploymentNotFound",
+            "The API deployment for this resource does not exist. If you created the deployment within the last 5 minutes, please wait a moment and try again.",
+        );
+        return Ok(json_response(StatusCode::NOT_FOUND, body));
+    }
+    let deployment = deployment.to_string();
+    call(shared, req, api, Some(deployment), fd).await
 }
 
 fn dialect_of(headers: &HeaderMap) -> Dialect {
@@ -466,6 +506,7 @@ fn empty_record() -> ProviderRecord {
         run_id: String::new(),
         seq: 0,
         dialect: Dialect::OpenAi,
+        api: Api::Chat,
         model: String::new(),
         stream: false,
         received_us: 0,
@@ -570,9 +611,11 @@ struct Draw {
 async fn call(
     shared: Arc<Shared>,
     req: Request<Incoming>,
-    dialect: Dialect,
+    api: Api,
+    deployment: Option<String>,
     fd: RawFd,
 ) -> RouteResult {
+    let dialect = api.dialect();
     let run = shared.run();
     let limit = run.config.max_body_bytes;
     // Boxed: the body read is over before the call's long wait begins, so
@@ -583,14 +626,23 @@ async fn call(
             Err((status, msg)) => return Ok(simple_error(dialect, status, &msg)),
         };
     let default_max_tokens = run.config.default_max_tokens;
-    let (mut g, eff) = CallGuard::open(&shared, run, dialect, &req_headers, &body);
+    let (mut g, eff) = CallGuard::open(&shared, run, api, &req_headers, &body);
     drop(req_headers);
-    let parsed = match g.parse(&body) {
+    let (mut parsed, inputs) = match g.parse(&body) {
         Continue(p) => p,
         Break(refused) => return Ok(refused),
     };
     drop(body);
-    let max_tokens = parsed.max_tokens.unwrap_or(default_max_tokens);
+    if let Some(d) = deployment {
+        // Azure's model is the deployment the path names.
+        g.record.model.clone_from(&d);
+        parsed.model = d;
+    }
+    // An embedding has no completion: its quota is its input alone.
+    let max_tokens = match api {
+        Api::Embeddings => 0,
+        _ => parsed.max_tokens.unwrap_or(default_max_tokens),
+    };
     let snap = match g.take_quota(&eff, &parsed, max_tokens) {
         Continue(snap) => snap,
         Break(refused) => return Ok(refused),
@@ -614,7 +666,7 @@ async fn call(
     let first_at = admitted + draw.ttft;
     if !parsed.stream {
         sleep_until(first_at + draw.per_token * draw.n).await;
-        return Ok(g.whole_answer(&answer, draw.fault, headers));
+        return Ok(g.whole_answer(&answer, inputs, draw.fault, headers));
     }
     sleep_until(first_at).await;
     Ok(g.streamed_answer(answer, &draw, first_at, parsed.include_usage, headers))
@@ -627,7 +679,7 @@ impl CallGuard {
     fn open(
         shared: &Arc<Shared>,
         run: Arc<Run>,
-        dialect: Dialect,
+        api: Api,
         headers: &HeaderMap,
         body: &[u8],
     ) -> (CallGuard, Arc<Effective>) {
@@ -643,7 +695,8 @@ impl CallGuard {
                 id,
                 run_id: run.id.clone(),
                 seq,
-                dialect,
+                dialect: api.dialect(),
+                api,
                 received_us: shared.clock.us_at(received),
                 phase: label.to_string(),
                 ..empty_record()
@@ -658,9 +711,14 @@ impl CallGuard {
 
     /// Reads what the provider needs from the body into the record; a body
     /// the dialect refuses ends the call with a 400 naming the parameter.
-    fn parse(&mut self, body: &[u8]) -> Step<CallRequest> {
+    fn parse(&mut self, body: &[u8]) -> Step<(CallRequest, u32)> {
         let dialect = self.record.dialect;
-        let parsed = match dialect.parse(body) {
+        let read = match self.record.api {
+            Api::Chat | Api::Messages => dialect.parse(body).map(|p| (p, 1)),
+            Api::Responses => crate::api::parse_responses(body).map(|p| (p, 1)),
+            Api::Embeddings => crate::api::parse_embeddings(body),
+        };
+        let (parsed, inputs) = match read {
             Ok(p) => p,
             Err(BadRequest { param, message }) => {
                 self.finish(ProviderOutcome::BadRequest, 400);
@@ -679,7 +737,7 @@ impl CallGuard {
         self.record.stream = parsed.stream;
         self.record.prompt_tokens = parsed.prompt_tokens;
         self.record.max_tokens = parsed.max_tokens;
-        Continue(parsed)
+        Continue((parsed, inputs))
     }
 
     /// Quota, at arrival: a real provider answers 429 before any queueing.
@@ -786,7 +844,10 @@ impl CallGuard {
         let in_service = self.shared.ceiling.in_service();
         let m = eff.latency.multiplier
             * crate::curve::load_factor(in_service, eff.latency.knee, eff.latency.knee_exponent);
-        let ttft = eff.latency.ttft.sample(&mut rng).mul_f64(m);
+        // Reading the prompt comes before the first token; no draw, so the
+        // seeded draws stay those of a provider without it.
+        let prefill = eff.latency.prefill_per_token.0 * self.record.prompt_tokens;
+        let ttft = (eff.latency.ttft.sample(&mut rng) + prefill).mul_f64(m);
         let per_token = eff.latency.per_token.sample(&mut rng).mul_f64(m);
         let n = eff.completion_tokens.sample(&mut rng).min(max_tokens);
         let finish = if n >= max_tokens {
@@ -848,10 +909,7 @@ impl CallGuard {
     fn answer(&self, model: String, prompt_tokens: u32, draw: &Draw) -> Answer {
         let seq = self.record.seq;
         Answer {
-            id: match self.record.dialect {
-                Dialect::OpenAi => format!("chatcmpl-rh{seq}"),
-                Dialect::Anthropic => format!("msg_rh{seq}"),
-            },
+            id: crate::api::answer_id(self.record.api, seq),
             model,
             created: self.shared.clock.now_us() / 1_000_000,
             prompt_tokens,
@@ -865,6 +923,7 @@ impl CallGuard {
     fn whole_answer(
         &mut self,
         answer: &Answer,
+        inputs: u32,
         fault: Fault,
         headers: HeaderMap,
     ) -> Response<Body> {
@@ -872,7 +931,13 @@ impl CallGuard {
         self.record.first_byte_us = Some(now);
         self.record.finished_us = Some(now);
         self.record.completion_tokens = answer.completion_tokens;
-        let mut body = answer.body(self.record.dialect);
+        let mut body = match self.record.api {
+            Api::Chat | Api::Messages => answer.body(self.record.dialect),
+            Api::Responses => crate::api::responses_body(answer),
+            Api::Embeddings => {
+                crate::api::embeddings_body(&answer.model, answer.prompt_tokens, inputs)
+            }
+        };
         if fault == Fault::Malformed {
             self.finish(ProviderOutcome::Malformed, 200);
             body = body.slice(..body.len() / 2);
@@ -898,6 +963,7 @@ impl CallGuard {
         let half = draw.n / 2;
         let stream = TokenStream {
             dialect: self.record.dialect,
+            api: self.record.api,
             guard: self,
             answer,
             include_usage,
@@ -974,6 +1040,7 @@ struct TokenStream {
     guard: CallGuard,
     answer: Answer,
     dialect: Dialect,
+    api: Api,
     include_usage: bool,
     first_at: Instant,
     per_token: Duration,
@@ -1015,7 +1082,10 @@ impl TokenStream {
         let mut out = Vec::new();
         if !self.head_sent {
             self.head_sent = true;
-            out.extend_from_slice(&self.answer.stream_head(self.dialect, self.include_usage));
+            out.extend_from_slice(&match self.api {
+                Api::Responses => crate::api::responses_stream_head(&self.answer),
+                _ => self.answer.stream_head(self.dialect, self.include_usage),
+            });
         } else {
             sleep_until(self.due(self.next)).await;
         }
@@ -1028,11 +1098,12 @@ impl TokenStream {
             if self.malformed_at == Some(self.next) {
                 out.extend_from_slice(b"data: {\"id\": \"broken\", \"choices\": [\n\n");
             }
-            out.extend_from_slice(&self.answer.stream_token(
-                self.dialect,
-                self.next,
-                self.include_usage,
-            ));
+            out.extend_from_slice(&match self.api {
+                Api::Responses => crate::api::responses_stream_token(&self.answer, self.next),
+                _ => self
+                    .answer
+                    .stream_token(self.dialect, self.next, self.include_usage),
+            });
             self.next += 1;
             self.guard.record.completion_tokens = self.next;
         }
@@ -1045,7 +1116,10 @@ impl TokenStream {
             };
         }
         if self.next == n && self.due(n) <= now {
-            out.extend_from_slice(&self.answer.stream_tail(self.dialect, self.include_usage));
+            out.extend_from_slice(&match self.api {
+                Api::Responses => crate::api::responses_stream_tail(&self.answer),
+                _ => self.answer.stream_tail(self.dialect, self.include_usage),
+            });
             self.guard.record.finished_us = Some(self.guard.shared.clock.now_us());
             let outcome = if self.malformed_at.is_some() {
                 ProviderOutcome::Malformed

@@ -319,6 +319,40 @@ mod latency {
     }
 
     #[tokio::test]
+    async fn time_to_first_token_grows_with_the_prompt_and_the_timeline_changes_it() {
+        let p = start(
+            "completion_tokens = { fixed = 2 }\n[latency]\nprefill_per_token = \"1ms\"\n\
+             [[timeline]]\nname = \"slow-read\"\nfrom = \"0s\"\nlatency = { prefill_per_token = \"2ms\" }\n",
+        )
+        .await;
+        // 400 characters: 100 prompt tokens (plus the marker's), 2 ms each.
+        let long = format!("[rehearse:id=long] {}", "x".repeat(400));
+        post(&p, "/v1/chat/completions", &chat(&long, 10)).await;
+        post(
+            &p,
+            "/v1/chat/completions",
+            &chat("[rehearse:id=short] hi", 10),
+        )
+        .await;
+        let ttft = |r: &ProviderRecord| r.first_byte_us.unwrap() - r.admitted_us.unwrap();
+        let (long, short) = (record_of(&p, "long").await, record_of(&p, "short").await);
+        let expected = u64::from(long.prompt_tokens) * 2_000;
+        assert!(
+            (expected..expected + 40_000).contains(&ttft(&long)),
+            "{long:?}"
+        );
+        assert!(
+            ttft(&short) < u64::from(short.prompt_tokens) * 2_000 + 40_000,
+            "{short:?}"
+        );
+        assert!(
+            ttft(&short) >= u64::from(short.prompt_tokens) * 2_000,
+            "{short:?}"
+        );
+        p.shutdown().await;
+    }
+
+    #[tokio::test]
     async fn streamed_tokens_are_paced() {
         let p = start(
             "completion_tokens = { fixed = 5 }\n[latency]\nttft = { fixed = \"100ms\" }\nper_token = { fixed = \"50ms\" }\n",
@@ -919,6 +953,8 @@ mod timeline {
     }
 }
 
+#[path = "e2e/apis.rs"]
+mod apis;
 #[path = "e2e/records.rs"]
 mod records;
 
@@ -1029,6 +1065,54 @@ mod sdk {
         assert!(records
             .iter()
             .any(|r| r.outcome == ProviderOutcome::QuotaExceeded));
+        p.shutdown().await;
+    }
+
+    /// The official `openai` SDK's Responses, embeddings and Azure
+    /// clients, unmodified, each call but the first through a 429 (one
+    /// request a second) that the SDK's retries wait out.
+    #[tokio::test]
+    async fn official_sdk_speaks_responses_embeddings_and_azure_through_429s() {
+        let p = start(
+            "completion_tokens = { fixed = 6 }\n[quota]\nrequests_per_minute = 60\nwindow = \"1s\"\n",
+        )
+        .await;
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sdk_apis_check.py");
+        let out = tokio::process::Command::new("python3")
+            .arg(script)
+            .arg(p.base_url())
+            .env_remove("OPENAI_BASE_URL")
+            .env_remove("AZURE_OPENAI_ENDPOINT")
+            .env_remove("OPENAI_API_VERSION")
+            .kill_on_drop(true)
+            .output();
+        let out = tokio::time::timeout(Duration::from_secs(50), out)
+            .await
+            .expect("the SDK script finished in time")
+            .expect("python3 runs (and `pip install openai`, as .ci/run does)");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && stdout.contains("ALL SDK API CHECKS PASSED"),
+            "SDK check failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+        );
+        let records = p.records();
+        for (id, api) in [
+            ("sdk-resp-plain", wire::Api::Responses),
+            ("sdk-resp-stream", wire::Api::Responses),
+            ("sdk-emb", wire::Api::Embeddings),
+            ("sdk-azure-chat", wire::Api::Chat),
+        ] {
+            let calls: Vec<_> = records.iter().filter(|r| r.id == id).collect();
+            let (first, last) = (calls[0], calls[calls.len() - 1]);
+            // One refusal, then an answer: a retry sooner than the
+            // Retry-After said would have been refused again.
+            assert_eq!(calls.len(), 2, "{id}: {calls:?}");
+            assert_eq!(first.outcome, ProviderOutcome::QuotaExceeded, "{id}");
+            assert_eq!((last.outcome, last.api), (ProviderOutcome::Ok, api), "{id}");
+            let waited = last.received_us - first.received_us;
+            assert!(waited >= 100_000, "{id}: retried after {waited} us");
+        }
         p.shutdown().await;
     }
 }

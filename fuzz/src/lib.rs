@@ -104,10 +104,13 @@ pub fn scenario_toml(data: &[u8]) {
     }
 }
 
-/// A request body, parsed as both dialects.
+/// A request body, parsed as both dialects and as each of the four APIs.
 pub fn provider_request(data: &[u8]) {
     for dialect in wire::Dialect::ALL {
         let _ = dialect.parse(data);
+    }
+    for api in wire::Api::ALL {
+        let _ = fake_provider::parse_request(api, data);
     }
 }
 

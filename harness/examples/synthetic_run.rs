@@ -596,6 +596,7 @@ impl Generator {
             run_id: String::new(),
             seq: 0,
             dialect: Dialect::OpenAi,
+            api: wire::Api::Chat,
             model: "gpt-4o-mini".into(),
             stream: false,
             received_us: received,

@@ -187,6 +187,7 @@ pub async fn calibrate(
     cancel: CancellationToken,
 ) -> Result<(Calibration, SweepEnd), RunError> {
     let requests = Arc::new(SweepRequests::new(request_plan(opts)?));
+    requests.headers(0).map_err(RunError::SweepHeaders)?;
     let base = check_target(opts)?;
     let client = crate::resolve::client()
         .timeout(opts.limits.request_timeout)
@@ -370,6 +371,8 @@ async fn run_level(
         let (client, requests) = (client.clone(), requests.clone());
         let (path, body, cost) = requests.request(seq);
         let url = format!("{base}{path}");
+        // Checked before the sweep: the headers are made.
+        let headers = requests.headers(seq).unwrap_or_default();
         // Over the spending guard: not sent (the sweep stops after it).
         let affordable = spend.as_ref().is_none_or(|b| b.take(cost));
         async move {
@@ -378,13 +381,14 @@ async fn run_level(
                 tokio::time::sleep(Duration::from_millis(10)).await;
                 return CallEnd::Failed;
             }
-            let sent = client
+            let mut post = client
                 .post(url)
                 .header("content-type", "application/json")
-                .header(wire::headers::REQUEST_ID, format!("calibrate-{seq}"))
-                .body(body)
-                .send()
-                .await;
+                .header(wire::headers::REQUEST_ID, format!("calibrate-{seq}"));
+            for (name, value) in headers {
+                post = post.header(name, value);
+            }
+            let sent = post.body(body).send().await;
             match sent {
                 Ok(r) => {
                     let end = CallEnd::of_status(r.status().as_u16());

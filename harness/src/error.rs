@@ -23,6 +23,9 @@ pub enum RunError {
     /// The `[load]` of `rehearse calibrate --scenario` is wrong.
     #[error(transparent)]
     Load(#[from] loadgen::LoadError),
+    /// A `[load.request]` header a calibration sweep cannot make.
+    #[error("{0}")]
+    SweepHeaders(String),
     /// A flag's value is wrong, or it needs another flag.
     #[error("{flag}: {message}")]
     Flag {
@@ -276,6 +279,7 @@ impl RunError {
         match self {
             E::Scenario(_)
             | E::Load(_)
+            | E::SweepHeaders(_)
             | E::Flag { .. }
             | E::Target(_)
             | E::RemoteTarget { .. }

@@ -306,6 +306,8 @@ pub(crate) struct LocalShards<'a> {
     pub(crate) tls: &'a loadgen::TlsOptions,
     /// Each shard's share of the spending guard's tokens.
     pub(crate) spend_share: Option<u64>,
+    /// The fake provider's URL, for a header's `{provider_url}`.
+    pub(crate) provider_url: &'a str,
 }
 
 /// `rehearse run --shards N`: N `rehearse load --shard I/N` processes of
@@ -349,6 +351,7 @@ pub(crate) async fn run_local_shards(
         if let Some(n) = s.spend_share {
             c.args(["--max-spend-tokens", &n.to_string()]);
         }
+        c.args(["--provider-url", s.provider_url]);
         children.push(
             c.spawn()
                 .map_err(|source| RunError::ShardStart { shard: i, source })?,

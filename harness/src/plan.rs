@@ -83,7 +83,8 @@ struct Provider {
     ceiling: Option<u32>,
 }
 
-fn provider_at(s: &Scenario, t: f64, tokens_per_request: f64, max_tokens_mean: f64) -> Provider {
+fn provider_at(s: &Scenario, t: f64, req: &PerRequest) -> Provider {
+    let (tokens_per_request, max_tokens_mean) = (req.tokens, req.max_tokens);
     let cfg = &s.provider;
     let active: Vec<_> = cfg
         .timeline
@@ -93,8 +94,10 @@ fn provider_at(s: &Scenario, t: f64, tokens_per_request: f64, max_tokens_mean: f
     let overrides: Vec<_> = active.iter().map(|p| p.overrides()).collect();
     let eff = cfg.effective(overrides.iter(), None);
     let completion = eff.completion_tokens.mean().min(max_tokens_mean);
-    let service_s = (eff.latency.ttft.mean() + completion * eff.latency.per_token.mean())
-        * eff.latency.multiplier;
+    let prefill_s = req.prompt_tokens * eff.latency.prefill_per_token.0.as_secs_f64();
+    let service_s =
+        (eff.latency.ttft.mean() + prefill_s + completion * eff.latency.per_token.mean())
+            * eff.latency.multiplier;
     let mut caps = Vec::new();
     if let Some(tpm) = eff.quota.tokens_per_minute {
         if tokens_per_request > 0.0 {
@@ -190,6 +193,9 @@ fn after(
 struct PerRequest {
     /// Prompt + completion tokens settled, on average.
     tokens: f64,
+    /// Prompt tokens as the provider estimates them (padding included),
+    /// on average: its prefill time.
+    prompt_tokens: f64,
     /// `max_tokens`, on average.
     max_tokens: f64,
     /// Callers' mean patience D, seconds.
@@ -211,6 +217,7 @@ fn per_request(s: &Scenario) -> PerRequest {
     let chars_per_token = wire::CHARS_PER_TOKEN as f64;
     PerRequest {
         tokens: prompt_tokens + padding_bytes / chars_per_token + completion,
+        prompt_tokens: prompt_tokens + padding_bytes / chars_per_token,
         sent_tokens: prompt_tokens + padding_bytes / chars_per_token + max_tokens,
         max_tokens,
         patience_s: load.patience.mean(),
@@ -390,7 +397,7 @@ pub fn plan(s: &Scenario) -> Plan {
         let Some(lp) = phases.iter().find(|p| p.start <= a && a < p.end) else {
             continue;
         };
-        let prov = provider_at(s, a, req.tokens, req.max_tokens);
+        let prov = provider_at(s, a, &req);
         let seg = fluid.segment(lp, &prov, (a, b), req.patience_s);
         healthy.push(after(&seg, lp, &prov, gateway, scale));
         segments.push(seg);
@@ -546,6 +553,45 @@ max_tokens = { fixed = 400 }
         assert!((o.from_s - 30.0).abs() < 1e-9 && (o.until_s - 270.0).abs() < 1e-9);
         assert!((o.capacity_per_s - mu / 60.0).abs() < 1e-6);
         assert!((o.service_s - 0.5).abs() < 1e-9);
+    }
+
+    /// The prefill time is the scenario's mean prompt (padding included,
+    /// at 4 characters a token) times `prefill_per_token`, in the service
+    /// time and so in the capacity a ceiling gives.
+    #[test]
+    fn the_service_time_reads_the_prompt() {
+        const PREFILL: &str = r#"
+[scenario]
+name = "long prompts"
+[provider]
+completion_tokens = { fixed = 10 }
+[provider.latency]
+ttft = { fixed = "100ms" }
+prefill_per_token = "100us"
+[provider.concurrency]
+ceiling = 10
+[gateway.reference]
+mode = "naive"
+[load]
+[[load.phases]]
+name = "flood"
+duration = "10s"
+rate = 100
+[load.request]
+prompt_tokens = { fixed = 1000 }
+padding_kb = { fixed = 4 }
+max_tokens = { fixed = 10 }
+"#;
+        let p = plan(&scenario(PREFILL));
+        let o = p.overload.expect("100/s is past 10 calls of 0.3 s");
+        // 1000 tokens + 4 KiB at 4 characters a token = 2024 tokens.
+        let service = 0.1 + 2024.0 * 100e-6;
+        assert!((o.service_s - service).abs() < 1e-9, "{}", o.service_s);
+        assert!((o.capacity_per_s - 10.0 / service).abs() < 1e-6);
+        let without = plan(&scenario(
+            &PREFILL.replace("prefill_per_token = \"100us\"\n", ""),
+        ));
+        assert!(without.overload.is_none(), "10 calls of 0.1 s serve 100/s");
     }
 
     /// The waiting a healthy system holds after the overload, at the

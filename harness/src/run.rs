@@ -159,7 +159,7 @@ pub async fn run(
         live_series(metrics_listener, &p, &run_id, &provider, &gateway.url)?;
     let (load, mut notes) = drive(
         &p,
-        &gateway.url,
+        (&gateway.url, &provider_url),
         opts,
         (provider.start_at(), live),
         cancel.clone(),
@@ -418,7 +418,7 @@ fn live_series(
 /// its report (none when it stopped early) and what to note about it.
 async fn drive(
     p: &Prepared,
-    target_url: &str,
+    (target_url, provider_url): (&str, &str),
     opts: &RunOptions,
     (start_at, live): (Option<std::time::SystemTime>, Arc<loadgen::Live>),
     cancel: CancellationToken,
@@ -440,6 +440,7 @@ async fn drive(
                 .unwrap_or_else(|| std::time::SystemTime::now() + Duration::from_secs(2)),
             tls: &opts.tls,
             spend_share: opts.max_spend_tokens.map(|n| n / u64::from(opts.shards)),
+            provider_url,
         };
         notes.push(format!(
             "the load came from {} processes (shards), merged; each one's files are under shards/",
@@ -466,6 +467,7 @@ async fn drive(
     lo.tls = opts.tls.clone();
     lo.max_spend_tokens = opts.max_spend_tokens;
     lo.live = Some(live);
+    lo.provider_url = Some(provider_url.to_owned());
     match loadgen::run(&p.rehearsal.load, &target, &lo, cancel).await {
         Ok(r) => {
             notes.extend(r.spend.map(spend_note));

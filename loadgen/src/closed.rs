@@ -180,7 +180,7 @@ impl SweepRequests {
     /// cost in tokens (prompt at 4 characters a token plus max_tokens: what
     /// a [`crate::SpendBudget`] counts): its request id is
     /// `calibrate-{n}`, in the body's marker.
-    pub fn request(&self, n: u64) -> (&'static str, Bytes, u64) {
+    pub fn request(&self, n: u64) -> (&str, Bytes, u64) {
         let shape = self
             .plan
             .tenants
@@ -197,6 +197,42 @@ impl SweepRequests {
         )
     }
 
+    /// The headers call `n` carries besides its content type and request
+    /// id: the key as the shape's auth says (and Anthropic's version), then
+    /// the scenario's headers, filled for tenant `default`, attempt 1.
+    /// Errors naming a header that needs `{provider_url}`, which a sweep
+    /// does not know.
+    pub fn headers(&self, n: u64) -> Result<Vec<(String, String)>, String> {
+        let shape = self
+            .plan
+            .tenants
+            .first()
+            .map_or(&self.plan.request, |t| &t.request);
+        let tenant = self
+            .plan
+            .tenants
+            .first()
+            .map_or(crate::request::head::DEFAULT_TENANT, |t| t.name.as_str());
+        let mut out = vec![(
+            shape.auth.header().to_string(),
+            shape.auth.value(&shape.api_key),
+        )];
+        if shape.api.dialect() == wire::Dialect::Anthropic {
+            out.push((wire::headers::ANTHROPIC_VERSION.into(), "2023-06-01".into()));
+        }
+        let id = format!("calibrate-{n}");
+        for h in &shape.headers {
+            let value = h.value(tenant, (&id, 1), None).ok_or_else(|| {
+                format!(
+                    "header `{}` needs {{provider_url}}, which a calibration sweep does not know",
+                    h.name
+                )
+            })?;
+            out.push((h.name.to_string(), value));
+        }
+        Ok(out)
+    }
+
     /// The request shape in words: dialect, model, tokens.
     pub fn describe(&self) -> String {
         let (path, body, cost) = self.request(0);
@@ -207,6 +243,36 @@ impl SweepRequests {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sweep_sends_the_scenarios_path_key_and_headers() {
+        let plan = |request: &str| {
+            let text = format!(
+                "[load]\n[[load.phases]]\nduration = \"1s\"\nrate = 1\n[load.request]\n{request}"
+            );
+            SweepRequests::new(
+                LoadPlan::from_scenario_str(&text, "s.toml", std::path::Path::new(".")).unwrap(),
+            )
+        };
+        let s = plan(
+            "api = \"embeddings\"\nauth = \"api-key\"\npath = \"/openai/deployments/e/embeddings?api-version=1\"\n\
+             api_key = \"k\"\nheaders = { \"x-trace\" = \"{request_id}/{attempt}\", \"x-app\" = \"{tenant}\" }\n",
+        );
+        assert_eq!(
+            s.request(3).0,
+            "/openai/deployments/e/embeddings?api-version=1"
+        );
+        assert_eq!(
+            s.headers(3).unwrap(),
+            [
+                ("api-key".to_string(), "k".to_string()),
+                ("x-app".into(), "default".into()),
+                ("x-trace".into(), "calibrate-3/1".into()),
+            ]
+        );
+        let s = plan("headers = { \"x-portkey-custom-host\" = \"{provider_url}/v1\" }\n");
+        assert!(s.headers(0).unwrap_err().contains("x-portkey-custom-host"));
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn n_workers_keep_n_calls_in_flight_and_the_warm_up_is_not_counted() {

@@ -19,9 +19,10 @@ use std::time::Duration;
 use http::HeaderName;
 use serde::{Deserialize, Serialize};
 use toml_located::{ConfigError, Source};
-use wire::{Dialect, Dist, DistError, Dur, Scale};
+use wire::{Api, Dialect, Dist, DistError, Dur, Scale};
 
 use crate::replay::{self, ReplayFormat, ReplayRow, TimestampUnit};
+use crate::request::head::{self, Auth, HeaderTemplate};
 use crate::schedule::{Arrivals, Phase, PhaseArrivals};
 
 /// A scenario file as the loadgen sees it: its `[load]` table, the rest
@@ -118,6 +119,16 @@ pub struct LoadTenantRequest {
     pub max_tokens: Option<Dist<f64>>,
     /// Share of streamed requests.
     pub stream: Option<f64>,
+    /// The API called.
+    pub api: Option<Api>,
+    /// The path posted to, replacing the API's.
+    pub path: Option<String>,
+    /// How the API key is sent.
+    pub auth: Option<Auth>,
+    /// Headers added to `[load.request]`'s; a name given in both takes
+    /// this value.
+    #[serde(default)]
+    pub headers: std::collections::BTreeMap<String, String>,
 }
 
 fn default_send_lag() -> Duration {
@@ -204,9 +215,25 @@ fn default_jitter() -> Duration {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RequestConfig {
-    /// OpenAI or Anthropic (`"openai"`, `"anthropic"`).
+    /// OpenAI or Anthropic (`"openai"`, `"anthropic"`): its chat API,
+    /// unless `api` names another.
     #[serde(default)]
     pub dialect: Dialect,
+    /// The API called: `"chat"`, `"messages"`, `"responses"` or
+    /// `"embeddings"` (none: the dialect's chat API).
+    pub api: Option<Api>,
+    /// The path posted to, below the target's base path, with its query
+    /// string if any (none: the API's own, such as `/v1/chat/completions`).
+    pub path: Option<String>,
+    /// How the API key is sent: `"bearer"` (`authorization: Bearer KEY`),
+    /// `"api-key"` or `"x-api-key"` (none: the dialect's, bearer for
+    /// OpenAI and x-api-key for Anthropic).
+    pub auth: Option<Auth>,
+    /// Headers sent with every request; a value may hold `{tenant}`,
+    /// `{request_id}`, `{attempt}` and `{provider_url}` (the provider
+    /// behind the gateway: a rehearsal's fake provider).
+    #[serde(default)]
+    pub headers: std::collections::BTreeMap<String, String>,
     /// The model name sent.
     #[serde(default = "default_model")]
     pub model: String,
@@ -237,6 +264,10 @@ impl Default for RequestConfig {
             max_tokens: default_max_tokens(),
             stream: 0.0,
             api_key: default_api_key(),
+            api: None,
+            path: None,
+            auth: None,
+            headers: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -343,13 +374,19 @@ pub enum LoadError {
 /// The shape of requests, validated.
 #[derive(Debug, Clone)]
 pub struct RequestShape {
-    pub(crate) dialect: Dialect,
+    pub(crate) api: Api,
     pub(crate) model: String,
     pub(crate) prompt_tokens: Dist<f64>,
     pub(crate) padding_kb: Dist<f64>,
     pub(crate) max_tokens: Dist<f64>,
     pub(crate) stream_share: f64,
     pub(crate) api_key: String,
+    /// The path below the target's base path, a query string included;
+    /// `None`: the API's.
+    pub(crate) path: Option<String>,
+    pub(crate) auth: Auth,
+    /// The scenario's headers, split at their placeholders.
+    pub(crate) headers: Vec<HeaderTemplate>,
 }
 
 /// A validated retry policy.
@@ -492,7 +529,12 @@ impl LoadPlan {
 
     /// The dialect requests are sent in.
     pub fn dialect(&self) -> Dialect {
-        self.request.dialect
+        self.request.api.dialect()
+    }
+
+    /// The API requests are sent to.
+    pub fn api(&self) -> Api {
+        self.request.api
     }
 
     /// The total length of the arrival schedule.
@@ -616,7 +658,7 @@ fn validate(
     base_dir: &Path,
 ) -> Result<LoadPlan, ConfigError> {
     let arrivals = arrivals(cfg, source, base_dir)?;
-    let request = request_shape(&cfg.request, source)?;
+    let request = request_shape(&cfg.request, source, &own_headers(cfg))?;
     cfg.patience
         .check()
         .map_err(|e| dist_error(source, "load.patience", e))?;
@@ -739,9 +781,16 @@ fn replay_arrivals(
     })
 }
 
-/// The shape of requests: its distributions turned into samplers, and the
-/// model and API key checked (the key must fit in a header).
-fn request_shape(rq: &RequestConfig, source: &Source<'_>) -> Result<RequestShape, ConfigError> {
+/// The shape of requests: its distributions turned into samplers, the
+/// model and API key checked (the key must fit in a header), the API
+/// agreeing with the dialect, the path and the headers (see
+/// [`head::templates`]); errors at `at`'s fields (`load.request`, or a
+/// tenant's `request`) but for the key's.
+fn request_shape(
+    rq: &RequestConfig,
+    source: &Source<'_>,
+    own: &OwnHeaders<'_>,
+) -> Result<RequestShape, ConfigError> {
     let sampler = |dist: &Dist<f64>, path: &str| {
         dist.check()
             .map(|()| dist.clone())
@@ -758,15 +807,84 @@ fn request_shape(rq: &RequestConfig, source: &Source<'_>) -> Result<RequestShape
     }
     http::HeaderValue::from_str(&rq.api_key)
         .map_err(|_| source.error("load.request.api_key", "is not a valid header value"))?;
+    let api = match rq.api {
+        None => Api::of_dialect(rq.dialect),
+        // `dialect` has a default (openai), so only anthropic can disagree.
+        Some(api) if rq.dialect == Dialect::Anthropic && api != Api::Messages => {
+            return Err(source.error(
+                "load.request.api",
+                format!(
+                    "`dialect = \"anthropic\"` has only the messages API, not {:?}",
+                    api.as_str()
+                ),
+            ))
+        }
+        Some(api) => api,
+    };
+    if api == Api::Embeddings && rq.stream > 0.0 {
+        return Err(source.error(
+            "load.request.stream",
+            "embeddings are not streamed: must be 0 with `api = \"embeddings\"`",
+        ));
+    }
+    let path = match &rq.path {
+        Some(p) => Some(head::check_path(p).map_err(|m| source.error("load.request.path", m))?),
+        None => None,
+    };
+    let auth = rq.auth.unwrap_or(Auth::of_dialect(api.dialect()));
+    let own = OwnHeaders { auth, api, ..*own };
+    let headers = head::templates(&rq.headers, &own.names())
+        .map_err(|(name, m)| source.error(&format!("load.request.headers.{name}"), m))?;
     Ok(RequestShape {
-        dialect: rq.dialect,
+        api,
         model: rq.model.clone(),
         prompt_tokens,
         padding_kb,
         max_tokens,
         stream_share: rq.stream,
         api_key: rq.api_key.clone(),
+        path,
+        auth,
+        headers,
     })
+}
+
+/// What the headers the load generator sets itself depend on: the
+/// patience header (when sent), and a shape's auth and API.
+#[derive(Debug, Clone, Copy)]
+struct OwnHeaders<'a> {
+    patience: Option<&'a str>,
+    auth: Auth,
+    api: Api,
+}
+
+impl OwnHeaders<'_> {
+    /// The names of the headers the load generator sets itself, which a
+    /// scenario's `headers` may not repeat.
+    fn names(&self) -> Vec<&str> {
+        let mut names = vec![
+            "host",
+            "content-type",
+            "content-length",
+            "transfer-encoding",
+            "connection",
+            wire::headers::REQUEST_ID,
+            self.auth.header(),
+        ];
+        if self.api.dialect() == Dialect::Anthropic {
+            names.push(wire::headers::ANTHROPIC_VERSION);
+        }
+        names.extend(self.patience);
+        names
+    }
+}
+
+fn own_headers(cfg: &LoadConfig) -> OwnHeaders<'_> {
+    OwnHeaders {
+        patience: cfg.send_patience.then_some(cfg.patience_header.as_str()),
+        auth: Auth::Bearer,
+        api: Api::Chat,
+    }
 }
 
 /// The tenants: names unique, keys valid in a header, weights finite and
@@ -826,15 +944,32 @@ fn tenants(
                 .unwrap_or(cfg.request.max_tokens.clone()),
             stream: r.stream.unwrap_or(cfg.request.stream),
             api_key: t.api_key.clone(),
+            api: r.api.or(cfg.request.api),
+            path: r.path.clone().or_else(|| cfg.request.path.clone()),
+            auth: r.auth.or(cfg.request.auth),
+            // The tenant's header replaces the request's of that name,
+            // whatever the case of either.
+            headers: cfg
+                .request
+                .headers
+                .iter()
+                .filter(|(k, _)| !r.headers.keys().any(|t| t.eq_ignore_ascii_case(k)))
+                .chain(&r.headers)
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
         };
-        let request = request_shape(&merged, source).map_err(|e| {
-            let field = e.to_string();
-            if field.contains("load.request.api_key") {
+        let request = request_shape(&merged, source, &own_headers(cfg)).map_err(|e| {
+            if e.field == "load.request.api_key" {
                 source.error(&at("api_key"), "is not a valid header value")
+            } else if let Some(rest) = e.field.strip_prefix("load.request.") {
+                source.error(&at(&format!("request.{rest}")), e.message)
             } else {
-                source.error(&at("request"), field)
+                source.error(&at("request"), e.to_string())
             }
         })?;
+        // A provider URL is known only at run time; any stands for it.
+        head::Head::new(Vec::new(), &request.headers, &t.name, Some("http://p"))
+            .map_err(|m| source.error(&at("name"), m))?;
         let weights = phase_names
             .iter()
             .map(|p| t.phases.get(*p).copied().unwrap_or(t.share))
@@ -1013,6 +1148,113 @@ mod tests {
         let e = config_err(&TWO_TENANTS.replace("k-batch", "k\\nbatch"));
         assert_eq!(e.field, "load.tenants[1].api_key", "{e}");
         assert!(e.line > 0, "{e}");
+    }
+
+    const PHASE: &str = "[[load.phases]]\nduration = \"1s\"\nrate = 1\n";
+
+    #[test]
+    fn apis_paths_auth_and_headers_are_read_per_tenant() {
+        let p = plan(&format!(
+            "[load]\n{PHASE}[load.request]\napi = \"responses\"\nauth = \"api-key\"\n\
+             path = \"/openai/deployments/m/responses?api-version=2025-04-01-preview\"\n\
+             headers = {{ \"X-App\" = \"{{tenant}}\", \"x-trace\" = \"{{request_id}}.{{attempt}}\" }}\n\
+             [[load.tenants]]\nname = \"shop\"\napi_key = \"k\"\n\
+             request = {{ api = \"embeddings\", auth = \"bearer\", headers = {{ \"x-app\" = \"mine\" }} }}\n"
+        ))
+        .unwrap();
+        assert_eq!(p.api(), Api::Responses);
+        assert_eq!(p.request.auth, Auth::ApiKey);
+        assert_eq!(
+            p.request.path(),
+            "/openai/deployments/m/responses?api-version=2025-04-01-preview"
+        );
+        assert_eq!(p.request.headers.len(), 2);
+        let shop = &p.tenants[0].request;
+        assert_eq!((shop.api, shop.auth), (Api::Embeddings, Auth::Bearer));
+        assert_eq!(shop.path(), p.request.path(), "the path is the request's");
+        let app = shop.headers.iter().find(|h| h.name == "x-app").unwrap();
+        assert_eq!(app.parts, vec![head::Part::Text("mine".into())]);
+        // Today's dialect alone still picks its chat API.
+        let p = plan(&format!(
+            "[load]\n{PHASE}[load.request]\ndialect = \"anthropic\"\n"
+        ))
+        .unwrap();
+        assert_eq!((p.api(), p.dialect()), (Api::Messages, Dialect::Anthropic));
+        assert_eq!(p.request.auth, Auth::XApiKey);
+    }
+
+    #[test]
+    fn headers_that_cannot_be_sent_are_located() {
+        let cases = [
+            (
+                "headers = { \"bad name\" = \"v\" }",
+                "load.request.headers.bad name",
+                "not a header name",
+            ),
+            (
+                "headers = { \"x-a\" = \"v\\r\\nx-b: w\" }",
+                "load.request.headers.x-a",
+                "CR or LF",
+            ),
+            (
+                "headers = { \"Host\" = \"h\" }",
+                "load.request.headers.Host",
+                "sets `host`",
+            ),
+            (
+                "headers = { \"content-length\" = \"1\" }",
+                "load.request.headers.content-length",
+                "itself",
+            ),
+            (
+                "headers = { \"x-request-id\" = \"1\" }",
+                "load.request.headers.x-request-id",
+                "itself",
+            ),
+            (
+                "headers = { \"authorization\" = \"Bearer x\" }",
+                "load.request.headers.authorization",
+                "itself",
+            ),
+            (
+                "auth = \"api-key\"\nheaders = { \"api-key\" = \"x\" }",
+                "load.request.headers.api-key",
+                "itself",
+            ),
+            (
+                "dialect = \"anthropic\"\napi = \"chat\"",
+                "load.request.api",
+                "only the messages API",
+            ),
+            (
+                "api = \"embeddings\"\nstream = 0.5",
+                "load.request.stream",
+                "not streamed",
+            ),
+            ("path = \"v1/chat\"", "load.request.path", "begin with"),
+        ];
+        for (line, field, says) in cases {
+            let text = format!("[load]\n{PHASE}[load.request]\n{line}\n");
+            let e = config_err(&text);
+            assert_eq!(e.field, field, "{e}");
+            assert!(e.message.contains(says), "{e}");
+            assert!(e.to_string().starts_with("s.toml:"), "{e}");
+            assert!(e.line >= 5, "{line}: {e}");
+        }
+        let e = config_err(&format!(
+            "[load]\n{PHASE}[load.request]\nheaders = {{ \"x-app\" = \"{{tenant}}\" }}\n\
+             [[load.tenants]]\nname = \"a\\u0001b\"\napi_key = \"k\"\n"
+        ));
+        assert_eq!(e.field, "load.tenants[0].name", "{e}");
+        let e = config_err(&format!(
+            "[load]\nsend_patience = true\n{PHASE}[load.request]\nheaders = {{ \"x-request-timeout-ms\" = \"1\" }}\n"
+        ));
+        assert!(e.message.contains("itself"), "{e}");
+        let e = config_err(&format!(
+            "[load]\n{PHASE}[[load.tenants]]\nname = \"a\"\napi_key = \"k\"\n\
+             request = {{ auth = \"api-key\", headers = {{ \"api-key\" = \"x\" }} }}\n"
+        ));
+        assert_eq!(e.field, "load.tenants[0].request.headers.api-key", "{e}");
     }
 
     #[test]

@@ -5,11 +5,12 @@ use std::sync::{Arc, OnceLock};
 
 use bytes::{Bytes, BytesMut};
 use rand::Rng;
-use wire::{Dialect, CHARS_PER_TOKEN};
+use wire::{Api, CHARS_PER_TOKEN};
 
 use crate::config::RequestShape;
 use crate::replay::ReplayRow;
 
+pub(crate) mod head;
 pub(crate) mod json;
 
 /// The draws of one person's request.
@@ -38,48 +39,49 @@ impl RequestShape {
         }
     }
 
-    /// The path requests go to, below the target's base path.
-    pub(crate) fn path(&self) -> &'static str {
-        self.dialect.path()
+    /// The path requests go to, below the target's base path (with the
+    /// scenario's query string, if it gave a path with one).
+    pub(crate) fn path(&self) -> &str {
+        self.path.as_deref().unwrap_or(self.api.path())
     }
 
     /// The length of the body [`RequestShape::put_body`] writes, without
     /// writing it.
     pub(crate) fn body_len(&self, id: &str, d: &Drawn) -> usize {
         let model = d.model.as_deref().unwrap_or(&self.model);
+        let form = BodyForm::of(self.api);
         let mut n = r#"{"model":"#.len() + json::str_len(model);
-        n += r#","max_tokens":"#.len() + json::u64_len(u64::from(d.max_tokens));
+        if let Some(key) = form.max_tokens {
+            n += key.len() + json::u64_len(u64::from(d.max_tokens));
+        }
         if d.stream {
-            n += r#","stream":true"#.len();
-            if self.dialect == Dialect::OpenAi {
-                n += r#","stream_options":{"include_usage":true}"#.len();
-            }
+            n += form.stream.len();
         }
         // The marker and a space before the prompt text.
-        n += r#","messages":[{"role":"user","content":""#.len() + wire::marker(id).len() + 1;
+        n += form.open.len() + wire::marker(id).len() + 1;
         n += d.prompt_tokens as usize * CHARS_PER_TOKEN;
         if d.padding_kb > 0 {
             n += r#"\n\nContext:\n"#.len() + d.padding_kb as usize * 1024;
         }
-        n + r#""}]}"#.len()
+        n + form.close.len()
     }
 
     /// Appends the JSON body of a request to `out` ([`RequestShape::body_len`]
     /// bytes).
     pub(crate) fn put_body(&self, out: &mut Vec<u8>, id: &str, d: &Drawn) {
         let model = d.model.as_deref().unwrap_or(&self.model);
+        let form = BodyForm::of(self.api);
         let start = out.len();
         out.extend_from_slice(b"{\"model\":");
         json::push_str(out, model);
-        out.extend_from_slice(b",\"max_tokens\":");
-        json::push_u64(out, u64::from(d.max_tokens));
-        if d.stream {
-            out.extend_from_slice(b",\"stream\":true");
-            if self.dialect == Dialect::OpenAi {
-                out.extend_from_slice(b",\"stream_options\":{\"include_usage\":true}");
-            }
+        if let Some(key) = form.max_tokens {
+            out.extend_from_slice(key.as_bytes());
+            json::push_u64(out, u64::from(d.max_tokens));
         }
-        out.extend_from_slice(b",\"messages\":[{\"role\":\"user\",\"content\":\"");
+        if d.stream {
+            out.extend_from_slice(form.stream.as_bytes());
+        }
+        out.extend_from_slice(form.open.as_bytes());
         // Ids are validated ASCII letters, digits, '-' and '_' (within
         // wire::is_request_id): nothing to escape.
         out.extend_from_slice(wire::MARKER_OPEN.as_bytes());
@@ -91,7 +93,7 @@ impl RequestShape {
             out.extend_from_slice(b"\\n\\nContext:\\n");
             put_filler(out, d.padding_kb as usize * 1024);
         }
-        out.extend_from_slice(b"\"}]}");
+        out.extend_from_slice(form.close.as_bytes());
         debug_assert_eq!(
             out.len() - start,
             self.body_len(id, d),
@@ -104,6 +106,53 @@ impl RequestShape {
         let mut out = Vec::with_capacity(self.body_len(id, d));
         self.put_body(&mut out, id, d);
         out.into()
+    }
+}
+
+/// The JSON around a body's model, counts and prompt, per API: the
+/// prompt is one user message (chat, messages) or the `input` string
+/// (responses, embeddings).
+struct BodyForm {
+    /// The key of the token limit and its colon (embeddings have none).
+    max_tokens: Option<&'static str>,
+    /// What a streamed request adds.
+    stream: &'static str,
+    /// Up to the prompt's opening quote.
+    open: &'static str,
+    /// From the prompt's closing quote.
+    close: &'static str,
+}
+
+impl BodyForm {
+    fn of(api: Api) -> BodyForm {
+        const MESSAGES: &str = r#","messages":[{"role":"user","content":""#;
+        match api {
+            Api::Chat => BodyForm {
+                max_tokens: Some(r#","max_tokens":"#),
+                stream: r#","stream":true,"stream_options":{"include_usage":true}"#,
+                open: MESSAGES,
+                close: r#""}]}"#,
+            },
+            Api::Messages => BodyForm {
+                max_tokens: Some(r#","max_tokens":"#),
+                stream: r#","stream":true"#,
+                open: MESSAGES,
+                close: r#""}]}"#,
+            },
+            Api::Responses => BodyForm {
+                max_tokens: Some(r#","max_output_tokens":"#),
+                stream: r#","stream":true"#,
+                open: r#","input":""#,
+                close: r#""}"#,
+            },
+            // Never streamed (validated).
+            Api::Embeddings => BodyForm {
+                max_tokens: None,
+                stream: "",
+                open: r#","input":""#,
+                close: r#""}"#,
+            },
+        }
     }
 }
 
@@ -139,7 +188,7 @@ fn put_filler(out: &mut Vec<u8>, mut n: usize) {
 /// Reads a 2xx answer, whole or streamed, and decides whether it is valid.
 #[derive(Debug)]
 pub(crate) struct AnswerReader {
-    dialect: Dialect,
+    api: Api,
     sse: bool,
     /// The whole body (JSON) or the unfinished last line (SSE).
     buf: BytesMut,
@@ -154,11 +203,11 @@ pub(crate) struct AnswerReader {
 const MAX_JSON_BODY: usize = 16 * 1024 * 1024;
 
 impl AnswerReader {
-    /// A reader of a `dialect` answer, a stream of server-sent events if
+    /// A reader of an answer of `api`, a stream of server-sent events if
     /// `sse` (its content type said `text/event-stream`).
-    pub(crate) fn new(dialect: Dialect, sse: bool) -> Self {
+    pub(crate) fn new(api: Api, sse: bool) -> Self {
         AnswerReader {
-            dialect,
+            api,
             sse,
             buf: BytesMut::new(),
             done: false,
@@ -202,50 +251,81 @@ impl AnswerReader {
             self.invalid = true;
             return;
         }
-        if self.dialect == Dialect::OpenAi && data == b"[DONE]" {
+        if self.api == Api::Chat && data == b"[DONE]" {
             self.done = true;
             return;
         }
-        match self.dialect {
-            Dialect::OpenAi => {
-                let Ok(chunk) = serde_json::from_slice::<shapes::OaChunk<'_>>(data) else {
-                    self.invalid = true;
-                    return;
-                };
-                if chunk.error.is_some() {
-                    self.invalid = true;
-                    return;
-                }
-                if let Some(t) = chunk.usage.and_then(|u| u.completion_tokens) {
+        match self.api {
+            Api::Chat => self.chat_chunk(data),
+            Api::Messages => self.messages_event(data),
+            Api::Responses => self.responses_event(data),
+            // An embeddings answer is never a stream.
+            Api::Embeddings => self.invalid = true,
+        }
+    }
+
+    fn chat_chunk(&mut self, data: &[u8]) {
+        let Ok(chunk) = serde_json::from_slice::<shapes::OaChunk<'_>>(data) else {
+            self.invalid = true;
+            return;
+        };
+        if chunk.error.is_some() {
+            self.invalid = true;
+            return;
+        }
+        if let Some(t) = chunk.usage.and_then(|u| u.completion_tokens) {
+            self.usage_tokens = Some(t);
+        }
+        let has_content = chunk
+            .choices
+            .first()
+            .and_then(|c| c.delta.as_ref())
+            .and_then(|d| d.content.as_ref())
+            .is_some_and(|c| !c.is_empty());
+        if has_content {
+            self.chunks += 1;
+        }
+    }
+
+    fn messages_event(&mut self, data: &[u8]) {
+        let Ok(event) = serde_json::from_slice::<shapes::AnEvent<'_>>(data) else {
+            self.invalid = true;
+            return;
+        };
+        match event.kind.as_ref() {
+            "content_block_delta" => self.chunks += 1,
+            "message_delta" => {
+                if let Some(t) = event.usage.and_then(|u| u.output_tokens) {
                     self.usage_tokens = Some(t);
                 }
-                let has_content = chunk
-                    .choices
-                    .first()
-                    .and_then(|c| c.delta.as_ref())
-                    .and_then(|d| d.content.as_ref())
-                    .is_some_and(|c| !c.is_empty());
-                if has_content {
-                    self.chunks += 1;
-                }
             }
-            Dialect::Anthropic => {
-                let Ok(event) = serde_json::from_slice::<shapes::AnEvent<'_>>(data) else {
-                    self.invalid = true;
-                    return;
-                };
-                match event.kind.as_ref() {
-                    "content_block_delta" => self.chunks += 1,
-                    "message_delta" => {
-                        if let Some(t) = event.usage.and_then(|u| u.output_tokens) {
-                            self.usage_tokens = Some(t);
-                        }
-                    }
-                    "message_stop" => self.done = true,
-                    "error" => self.invalid = true,
-                    _ => {}
+            "message_stop" => self.done = true,
+            "error" => self.invalid = true,
+            _ => {}
+        }
+    }
+
+    /// A Responses stream's typed event: the text's deltas counted, the
+    /// usage read from `response.completed`, which ends the stream.
+    fn responses_event(&mut self, data: &[u8]) {
+        let Ok(event) = serde_json::from_slice::<shapes::RsEvent<'_>>(data) else {
+            self.invalid = true;
+            return;
+        };
+        match event.kind.as_ref() {
+            "response.output_text.delta" => self.chunks += 1,
+            "response.completed" => {
+                if let Some(t) = event
+                    .response
+                    .and_then(|r| r.usage)
+                    .and_then(|u| u.output_tokens)
+                {
+                    self.usage_tokens = Some(t);
                 }
+                self.done = true;
             }
+            "error" | "response.failed" | "response.incomplete" => self.invalid = true,
+            _ => {}
         }
     }
 
@@ -263,7 +343,7 @@ impl AnswerReader {
             }
             return (self.done && !self.invalid).then(|| self.usage_tokens.unwrap_or(self.chunks));
         }
-        json::answer_tokens(self.dialect, &self.buf)
+        json::answer_tokens(self.api, &self.buf)
     }
 }
 
@@ -307,6 +387,18 @@ mod shapes {
     }
 
     #[derive(Deserialize)]
+    pub(super) struct RsResponse {
+        pub(super) usage: Option<AnUsage>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct RsEvent<'a> {
+        #[serde(rename = "type", borrow)]
+        pub(super) kind: Cow<'a, str>,
+        pub(super) response: Option<RsResponse>,
+    }
+
+    #[derive(Deserialize)]
     pub(super) struct AnEvent<'a> {
         #[serde(rename = "type", borrow)]
         pub(super) kind: Cow<'a, str>,
@@ -319,21 +411,24 @@ mod tests {
     use super::*;
     use wire::Dist;
 
-    fn shape(dialect: Dialect) -> RequestShape {
+    fn shape(api: Api) -> RequestShape {
         RequestShape {
-            dialect,
+            api,
             model: "m\"odel".into(),
             prompt_tokens: Dist::Fixed(100.0),
             padding_kb: Dist::Fixed(2.0),
             max_tokens: Dist::Fixed(50.0),
             stream_share: 0.0,
             api_key: "k".into(),
+            path: None,
+            auth: head::Auth::Bearer,
+            headers: Vec::new(),
         }
     }
 
     #[test]
     fn openai_body_is_valid_json_with_marker_and_sizes() {
-        let s = shape(Dialect::OpenAi);
+        let s = shape(Api::Chat);
         let mut rng = rand::thread_rng();
         let mut d = s.draw(&mut rng, None);
         d.stream = true;
@@ -353,7 +448,7 @@ mod tests {
 
     #[test]
     fn replayed_row_overrides_draws() {
-        let s = shape(Dialect::Anthropic);
+        let s = shape(Api::Messages);
         let row = ReplayRow {
             prompt_tokens: Some(7),
             max_tokens: Some(9),
@@ -370,8 +465,8 @@ mod tests {
         assert!(v.get("stream_options").is_none());
     }
 
-    fn read(dialect: Dialect, ct: &str, chunks: &[&str]) -> Option<u64> {
-        let mut r = AnswerReader::new(dialect, ct.starts_with("text/event-stream"));
+    fn read(api: Api, ct: &str, chunks: &[&str]) -> Option<u64> {
+        let mut r = AnswerReader::new(api, ct.starts_with("text/event-stream"));
         for c in chunks {
             r.feed(c.as_bytes());
         }
@@ -382,12 +477,9 @@ mod tests {
     fn openai_answers() {
         let json = "application/json";
         let ok = r#"{"choices":[{"message":{"role":"assistant","content":"hi"}}],"usage":{"completion_tokens":12}}"#;
-        assert_eq!(
-            read(Dialect::OpenAi, json, &[&ok[..10], &ok[10..]]),
-            Some(12)
-        );
-        assert_eq!(read(Dialect::OpenAi, json, &["{\"choices\":[]}"]), None);
-        assert_eq!(read(Dialect::OpenAi, json, &["not json"]), None);
+        assert_eq!(read(Api::Chat, json, &[&ok[..10], &ok[10..]]), Some(12));
+        assert_eq!(read(Api::Chat, json, &["{\"choices\":[]}"]), None);
+        assert_eq!(read(Api::Chat, json, &["not json"]), None);
         let sse = "text/event-stream";
         let c =
             |s: &str| format!("data: {{\"choices\":[{{\"delta\":{{\"content\":\"{s}\"}}}}]}}\n\n");
@@ -396,29 +488,22 @@ mod tests {
         // Split across chunk boundaries in the middle of a line.
         let all = format!("{a}{b}{usage}data: [DONE]\n\n");
         assert_eq!(
-            read(Dialect::OpenAi, sse, &[&all[..7], &all[7..40], &all[40..]]),
+            read(Api::Chat, sse, &[&all[..7], &all[7..40], &all[40..]]),
             Some(5)
         );
         // Without usage, chunks are counted.
-        assert_eq!(
-            read(Dialect::OpenAi, sse, &[&a, &b, "data: [DONE]\n\n"]),
-            Some(2)
-        );
+        assert_eq!(read(Api::Chat, sse, &[&a, &b, "data: [DONE]\n\n"]), Some(2));
         // Cut before [DONE]: not a valid answer.
-        assert_eq!(read(Dialect::OpenAi, sse, &[&a, &b]), None);
-        assert_eq!(read(Dialect::OpenAi, sse, &[&a, "data: {oops\n\n"]), None);
+        assert_eq!(read(Api::Chat, sse, &[&a, &b]), None);
+        assert_eq!(read(Api::Chat, sse, &[&a, "data: {oops\n\n"]), None);
     }
 
     #[test]
     fn anthropic_answers() {
         let ok = r#"{"type":"message","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":3,"output_tokens":4}}"#;
-        assert_eq!(read(Dialect::Anthropic, "application/json", &[ok]), Some(4));
+        assert_eq!(read(Api::Messages, "application/json", &[ok]), Some(4));
         assert_eq!(
-            read(
-                Dialect::Anthropic,
-                "application/json",
-                &["{\"type\":\"error\"}"]
-            ),
+            read(Api::Messages, "application/json", &["{\"type\":\"error\"}"]),
             None
         );
         let sse = "text/event-stream";
@@ -426,7 +511,64 @@ mod tests {
                       event: content_block_delta\ndata: {\"type\":\"content_block_delta\"}\n\n\
                       event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":9}}\n\n\
                       event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
-        assert_eq!(read(Dialect::Anthropic, sse, &[stream]), Some(9));
-        assert_eq!(read(Dialect::Anthropic, sse, &[&stream[..120]]), None);
+        assert_eq!(read(Api::Messages, sse, &[stream]), Some(9));
+        assert_eq!(read(Api::Messages, sse, &[&stream[..120]]), None);
+    }
+
+    #[test]
+    fn responses_and_embeddings_bodies_carry_the_prompt_as_input() {
+        let mut rng = rand::thread_rng();
+        let s = shape(Api::Responses);
+        let mut d = s.draw(&mut rng, None);
+        d.stream = true;
+        let body = s.body("r000042", &d);
+        assert_eq!(body.len(), s.body_len("r000042", &d));
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["max_output_tokens"], 50);
+        assert_eq!(v["stream"], true);
+        assert!(v.get("stream_options").is_none() && v.get("messages").is_none());
+        assert!(v["input"]
+            .as_str()
+            .unwrap()
+            .starts_with("[rehearse:id=r000042] "));
+        let s = shape(Api::Embeddings);
+        let d = s.draw(&mut rng, None);
+        let body = s.body("r1", &d);
+        assert_eq!(body.len(), s.body_len("r1", &d));
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert!(v.get("max_tokens").is_none() && v.get("stream").is_none());
+        assert!(v["input"]
+            .as_str()
+            .unwrap()
+            .starts_with("[rehearse:id=r1] "));
+    }
+
+    #[test]
+    fn responses_streams_end_at_completed_and_count_its_usage() {
+        let sse = "text/event-stream";
+        let ev = |kind: &str, rest: &str| {
+            format!("event: {kind}\ndata: {{\"type\":\"{kind}\"{rest}}}\n\n")
+        };
+        let created = ev(
+            "response.created",
+            r#","response":{"id":"resp_1","status":"in_progress"}"#,
+        );
+        let delta = ev("response.output_text.delta", r#","delta":"hi ""#);
+        let done = ev("response.output_text.done", r#","text":"hi hi ""#);
+        let completed = ev(
+            "response.completed",
+            r#","response":{"status":"completed","usage":{"input_tokens":3,"output_tokens":11}}"#,
+        );
+        let all = format!("{created}{delta}{delta}{done}{completed}");
+        assert_eq!(
+            read(Api::Responses, sse, &[&all[..50], &all[50..]]),
+            Some(11)
+        );
+        // Cut before response.completed: not a valid answer.
+        let cut = format!("{created}{delta}{delta}");
+        assert_eq!(read(Api::Responses, sse, &[&cut]), None);
+        let failed = format!("{created}{}", ev("response.failed", ""));
+        assert_eq!(read(Api::Responses, sse, &[&failed]), None);
+        assert_eq!(read(Api::Embeddings, sse, &[&all]), None);
     }
 }

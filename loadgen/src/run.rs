@@ -22,12 +22,14 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info_span, warn, Instrument};
-use wire::headers::{ANTHROPIC_VERSION, REQUEST_ID, X_API_KEY};
+use wire::headers::{ANTHROPIC_VERSION, REQUEST_ID};
 use wire::{files, ClientOutcome, ClientRecord, Clock, Dialect};
 
 use crate::config::LoadPlan;
+use crate::config::RequestShape;
 use crate::http1::{BoundWait, Connector, HttpError, TlsTarget};
 use crate::progress::Live;
+use crate::request::head::{Head, DEFAULT_TENANT};
 use crate::request::{json, AnswerReader, Drawn};
 use crate::retry::{retryable, RetryBudget};
 use crate::schedule::{Arrivals, Source};
@@ -47,6 +49,8 @@ use writer::spawn_writer;
 pub struct Target {
     authority: String,
     base_path: String,
+    /// The URL's query string, sent after the path's own.
+    query: Option<String>,
     host_port: String,
     /// `https://`: the host, as the certificate must name it (and as SNI).
     tls_host: Option<String>,
@@ -106,6 +110,7 @@ impl Target {
         Ok(Target {
             authority: authority.as_str().to_string(),
             base_path: base_path.to_string(),
+            query: uri.query().map(str::to_owned),
             host_port: format!("{host}:{port}"),
             tls_host,
         })
@@ -182,6 +187,10 @@ pub struct LoadOptions {
     /// The live counters to count into, for a caller that reads them
     /// while the run goes on (`--metrics-listen`); `None`: the run's own.
     pub live: Option<Arc<Live>>,
+    /// What a scenario header's `{provider_url}` is: the provider behind
+    /// the gateway (a rehearsal's fake provider). `None`: a header that
+    /// needs it is an error when the run starts.
+    pub provider_url: Option<String>,
 }
 
 impl LoadOptions {
@@ -200,6 +209,7 @@ impl LoadOptions {
             max_spend_tokens: None,
             open_files: None,
             live: None,
+            provider_url: None,
         }
     }
 }
@@ -207,6 +217,10 @@ impl LoadOptions {
 /// Why a run could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadRunError {
+    /// A scenario header cannot be made for this run (it needs a provider
+    /// URL none was given).
+    #[error("{0}")]
+    Headers(String),
     /// The target did not accept a TCP connection.
     #[error("target {target} is unreachable: {cause}")]
     Unreachable {
@@ -322,9 +336,9 @@ struct Shared {
     /// The arrivals this process plays.
     shard: crate::Shard,
     connector: Connector,
-    /// The request head up to the per-request headers: the plan's own,
-    /// then one per tenant (their API keys differ).
-    head_prefixes: Vec<Vec<u8>>,
+    /// The request heads: the plan's own, then one per tenant (their API
+    /// keys, paths and headers differ).
+    heads: Vec<Head>,
     clock: Clock,
     start: Instant,
     records: mpsc::UnboundedSender<ClientRecord>,
@@ -410,28 +424,7 @@ pub async fn run(
     };
 
     let plan = Arc::new(plan.clone());
-    let path: Uri = target
-        .url(plan.request.path())
-        .parse()
-        .expect("a parsed target plus a static path is a valid URI");
-    let head_prefix = |key: &str| {
-        let mut head = format!(
-            "POST {} HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\n",
-            path.path(),
-            target.authority
-        );
-        match plan.request.dialect {
-            Dialect::OpenAi => head.push_str(&format!("authorization: Bearer {key}\r\n")),
-            Dialect::Anthropic => head.push_str(&format!(
-                "{X_API_KEY}: {key}\r\n{ANTHROPIC_VERSION}: 2023-06-01\r\n"
-            )),
-        }
-        head.into_bytes()
-    };
-    let head_prefixes = std::iter::once(&plan.request)
-        .chain(plan.tenants.iter().map(|t| &t.request))
-        .map(|r| head_prefix(&r.api_key))
-        .collect();
+    let heads = heads(&plan, target, options.provider_url.as_deref())?;
 
     let bounds = bound::steps(&plan, options.shard.count, bound::open_files(options));
     let connector = Connector::new(addr, bounds[0].limit, bounds[0].own()).with_tls(tls);
@@ -471,7 +464,7 @@ pub async fn run(
         plan: plan.clone(),
         shard: options.shard,
         connector,
-        head_prefixes,
+        heads,
         clock,
         start,
         records: tx,
@@ -528,6 +521,36 @@ pub async fn run(
     report.notes.extend(bound_notes);
     write_summary(&report, &options.out_dir)?;
     Ok(report)
+}
+
+/// The request heads, made once: the plan's own, then each tenant's
+/// (request line with the path and both query strings, host, content
+/// type, the key as its auth says, the scenario's headers).
+fn heads(
+    plan: &LoadPlan,
+    target: &Target,
+    provider_url: Option<&str>,
+) -> Result<Vec<Head>, LoadRunError> {
+    let head = |shape: &RequestShape, tenant: &str| {
+        let path = crate::request::head::request_target(
+            &target.base_path,
+            shape.path(),
+            target.query.as_deref(),
+        );
+        let mut prefix = format!(
+            "POST {path} HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\n",
+            target.authority
+        );
+        prefix.push_str(&shape.auth.line(&shape.api_key));
+        if shape.api.dialect() == Dialect::Anthropic {
+            prefix.push_str(&format!("{ANTHROPIC_VERSION}: 2023-06-01\r\n"));
+        }
+        Head::new(prefix.into_bytes(), &shape.headers, tenant, provider_url)
+            .map_err(LoadRunError::Headers)
+    };
+    std::iter::once(head(&plan.request, DEFAULT_TENANT))
+        .chain(plan.tenants.iter().map(|t| head(&t.request, &t.name)))
+        .collect()
 }
 
 /// `summary.json` and `load-seconds.csv`, each written whole.
@@ -872,17 +895,20 @@ fn body_code(body: &[u8]) -> Option<String> {
 fn request_bytes(
     shared: &Shared,
     (id, tenant, drawn): (&str, Option<u16>, &Drawn),
+    attempt: u32,
     give_up: Instant,
 ) -> Vec<u8> {
-    let prefix = &shared.head_prefixes[tenant.map_or(0, |t| usize::from(t) + 1)];
+    let head = &shared.heads[tenant.map_or(0, |t| usize::from(t) + 1)];
     let shape = shared.plan.shape(tenant);
     let body_len = shape.body_len(id, drawn);
-    let mut out = Vec::with_capacity(prefix.len() + 128 + id.len() + body_len);
-    out.extend_from_slice(prefix);
+    let mut out =
+        Vec::with_capacity(head.prefix.len() + 128 + id.len() + head.pieces_len(id) + body_len);
+    out.extend_from_slice(&head.prefix);
     out.extend_from_slice(REQUEST_ID.as_bytes());
     out.extend_from_slice(b": ");
     out.extend_from_slice(id.as_bytes());
     out.extend_from_slice(b"\r\n");
+    head.put_pieces(&mut out, id, attempt);
     if let Some(name) = &shared.plan.patience_header {
         let left = give_up
             .saturating_duration_since(Instant::now())
@@ -918,13 +944,13 @@ async fn attempt_once(
     }
 
     let mut seen = Seen::default();
-    let dialect = shared.plan.request.dialect;
+    let api = shared.plan.shape(tenant).api;
     let clock = shared.clock;
     let exchange = async {
         let resp = match shared
             .connector
             .send(
-                || request_bytes(shared, (id, tenant, drawn), give_up),
+                || request_bytes(shared, (id, tenant, drawn), attempt, give_up),
                 &mut seen.wait,
             )
             .await
@@ -966,7 +992,7 @@ async fn attempt_once(
         // An answer is read by the dialect's reader; a refusal's first
         // bytes are kept for its error code. One or the other, never both.
         let mut sink = if success {
-            Sink::Answer(AnswerReader::new(dialect, resp.headers.event_stream))
+            Sink::Answer(AnswerReader::new(api, resp.headers.event_stream))
         } else {
             Sink::Refusal {
                 reason: resp.headers.gateway_reason.clone(),

@@ -15,6 +15,8 @@ mod basics;
 mod bound;
 #[path = "e2e/hangup.rs"]
 mod hangup;
+#[path = "e2e/headers.rs"]
+mod headers;
 #[path = "e2e/omission.rs"]
 mod omission;
 #[path = "e2e/replay.rs"]

@@ -119,10 +119,10 @@ impl Shared {
         self: Arc<Self>,
         req: Request<Incoming>,
     ) -> Result<Response<GatewayBody>, Infallible> {
-        // A chat request of either API, at its path.
+        // A call to one of the four APIs, at its path.
         if req.method() == Method::POST {
-            if let Some(dialect) = Dialect::of_path(req.uri().path()) {
-                return Ok(self.proxy(req, dialect).await);
+            if let Some(api) = wire::Api::of_path(req.uri().path()) {
+                return Ok(self.proxy(req, api).await);
             }
         }
         let response = match (req.method(), req.uri().path()) {
@@ -177,6 +177,7 @@ impl Shared {
         &self,
         headers: &HeaderMap,
         body: Incoming,
+        api: wire::Api,
     ) -> Result<(Bytes, RequestShape), Response<GatewayBody>> {
         let metrics = &self.metrics;
         // Refuse an oversized body before reading it when it says its size.
@@ -219,7 +220,7 @@ impl Shared {
                 return Err(r);
             }
         };
-        match RequestShape::parse(&bytes) {
+        match RequestShape::parse(&bytes, api) {
             Ok(shape) => Ok((bytes, shape)),
             Err(e) => {
                 metrics.bad_requests.fetch_add(1, Ordering::Relaxed);
@@ -236,13 +237,14 @@ impl Shared {
     async fn proxy(
         self: Arc<Self>,
         req: Request<Incoming>,
-        dialect: Dialect,
+        api: wire::Api,
     ) -> Response<GatewayBody> {
+        let dialect = api.dialect();
         let arrived = Instant::now();
         let metrics = &self.metrics;
         metrics.requests.fetch_add(1, Ordering::Relaxed);
         let (parts, body) = req.into_parts();
-        let (bytes, shape) = match self.read_body(&parts.headers, body).await {
+        let (bytes, shape) = match self.read_body(&parts.headers, body, api).await {
             Ok(read) => read,
             Err(answer) => return answer,
         };

@@ -1,4 +1,4 @@
-//! The two provider APIs a rehearsal speaks.
+//! The two providers' dialects a rehearsal speaks, and the four APIs in them.
 
 use serde::{Deserialize, Serialize};
 
@@ -47,9 +47,98 @@ impl Dialect {
     }
 }
 
+/// Which of the provider's APIs a call is to: in a scenario's
+/// `[load.request]` (`api = "responses"`) and in every
+/// [`ProviderRecord`](crate::ProviderRecord). Chat is OpenAI's chat
+/// completions, messages Anthropic's; responses and embeddings are
+/// OpenAI's.
+///
+/// ```
+/// use wire::{Api, Dialect};
+/// assert_eq!(Api::Responses.path(), "/v1/responses");
+/// assert_eq!(Api::Messages.dialect(), Dialect::Anthropic);
+/// assert_eq!(Api::of_dialect(Dialect::OpenAi), Api::Chat);
+/// assert_eq!(serde_json::to_string(&Api::Embeddings).unwrap(), "\"embeddings\"");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Api {
+    /// OpenAI's `POST /v1/chat/completions`.
+    #[default]
+    Chat,
+    /// Anthropic's `POST /v1/messages`.
+    Messages,
+    /// OpenAI's `POST /v1/responses`.
+    Responses,
+    /// OpenAI's `POST /v1/embeddings`.
+    Embeddings,
+}
+
+impl Api {
+    /// All four.
+    pub const ALL: [Api; 4] = [Api::Chat, Api::Messages, Api::Responses, Api::Embeddings];
+
+    /// The path a request to this API is posted to.
+    pub fn path(self) -> &'static str {
+        match self {
+            Api::Chat => "/v1/chat/completions",
+            Api::Messages => "/v1/messages",
+            Api::Responses => "/v1/responses",
+            Api::Embeddings => "/v1/embeddings",
+        }
+    }
+
+    /// The API whose requests are posted to `path`, if any.
+    pub fn of_path(path: &str) -> Option<Api> {
+        Api::ALL.into_iter().find(|a| a.path() == path)
+    }
+
+    /// The name used in configs and records (`"chat"`, `"messages"`,
+    /// `"responses"`, `"embeddings"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Api::Chat => "chat",
+            Api::Messages => "messages",
+            Api::Responses => "responses",
+            Api::Embeddings => "embeddings",
+        }
+    }
+
+    /// The provider whose API this is: its headers (rate limits, keys) and
+    /// error bodies.
+    pub fn dialect(self) -> Dialect {
+        match self {
+            Api::Messages => Dialect::Anthropic,
+            Api::Chat | Api::Responses | Api::Embeddings => Dialect::OpenAi,
+        }
+    }
+
+    /// The dialect's chat API (`dialect = "..."` without an `api`).
+    pub fn of_dialect(dialect: Dialect) -> Api {
+        match dialect {
+            Dialect::OpenAi => Api::Chat,
+            Dialect::Anthropic => Api::Messages,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn apis_round_trip_and_belong_to_their_dialect() {
+        for a in Api::ALL {
+            let json = serde_json::to_string(&a).unwrap();
+            assert_eq!(json, format!("\"{}\"", a.as_str()));
+            assert_eq!(serde_json::from_str::<Api>(&json).unwrap(), a);
+            assert_eq!(Api::of_path(a.path()), Some(a));
+        }
+        for d in Dialect::ALL {
+            assert_eq!(Api::of_dialect(d).dialect(), d);
+            assert_eq!(Api::of_dialect(d).path(), d.path());
+        }
+    }
 
     #[test]
     fn names_and_paths_round_trip() {

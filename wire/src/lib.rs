@@ -14,7 +14,8 @@
 //! - `record`: [`ClientRecord`] and [`ClientOutcome`] (`client.jsonl`),
 //!   [`ProviderRecord`] and [`ProviderOutcome`] (`provider.jsonl`),
 //!   [`RssSample`] (`rss.jsonl`);
-//! - `dialect`: [`Dialect`], OpenAI or Anthropic;
+//! - `dialect`: [`Dialect`], OpenAI or Anthropic, and [`Api`], chat,
+//!   messages, responses or embeddings;
 //! - `dist`: [`Dist`], a value drawn per call or per person (fixed,
 //!   uniform, lognormal, exponential, mix), for the provider, the load
 //!   and the plan alike;
@@ -76,7 +77,7 @@ mod scale;
 mod tokens;
 
 pub use clock::Clock;
-pub use dialect::Dialect;
+pub use dialect::{Api, Dialect};
 pub use dist::{Dist, DistError, Dur, MixEntry, Quantity};
 pub use expectations::Expectations;
 pub use fd_table::{presize_fd_table, raise_open_files_limit, PRESIZE_MAX};

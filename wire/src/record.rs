@@ -16,7 +16,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Dialect, RetryAfterHeader, UNRECORDED_GRANULARITY_MS};
+use crate::{Api, Dialect, RetryAfterHeader, UNRECORDED_GRANULARITY_MS};
 
 /// How an attempt ended, as the load generator saw it.
 ///
@@ -440,9 +440,12 @@ pub struct ProviderRecord {
     /// Arrival order in its run at this provider, from 0.
     #[serde(default)]
     pub seq: u64,
-    /// Which API.
+    /// Which provider's dialect.
     #[serde(default)]
     pub dialect: Dialect,
+    /// Which of its APIs (records written before there were four: chat).
+    #[serde(default)]
+    pub api: Api,
     /// The model named.
     #[serde(default)]
     pub model: String,

@@ -6,7 +6,7 @@
 //! about 5,400 instructions a record (callgrind), an eighth of a
 //! zero-latency call's whole cost, most of it in the generic map
 //! machinery. This writes the same bytes (the test below compares the
-//! two on every outcome and dialect, on strings that need escaping and on
+//! two on every outcome, dialect and API, on strings that need escaping and on
 //! the edges of each number) in a fraction of that. `wire` stays the one
 //! definition of the record: a field added there without one here fails
 //! the test.
@@ -28,6 +28,8 @@ pub(super) fn push_record(out: &mut Vec<u8>, r: &ProviderRecord) {
     // Dialect and outcome names are lowercase ASCII: nothing to escape.
     out.extend_from_slice(b",\"dialect\":\"");
     out.extend_from_slice(r.dialect.as_str().as_bytes());
+    out.extend_from_slice(b"\",\"api\":\"");
+    out.extend_from_slice(r.api.as_str().as_bytes());
     out.extend_from_slice(b"\",\"model\":");
     push_str(out, &r.model);
     out.extend_from_slice(if r.stream {
@@ -82,7 +84,7 @@ fn push_str(out: &mut Vec<u8>, s: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wire::{Dialect, ProviderOutcome};
+    use wire::{Api, Dialect, ProviderOutcome};
 
     fn serde_line(r: &ProviderRecord) -> String {
         let mut v = serde_json::to_vec(r).unwrap();
@@ -103,6 +105,7 @@ mod tests {
             run_id: "run-1796133204234-0".into(),
             seq: 41,
             dialect: Dialect::OpenAi,
+            api: Api::Chat,
             model: "gpt-4o-mini".into(),
             stream: false,
             received_us: 1_796_133_204_234_182,
@@ -127,6 +130,7 @@ mod tests {
                 } else {
                     Dialect::OpenAi
                 },
+                api: Api::ALL[i % Api::ALL.len()],
                 stream: i % 3 == 0,
                 run_id: if i % 2 == 1 {
                     String::new()

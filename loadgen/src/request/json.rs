@@ -14,6 +14,10 @@
 //!   integer;
 //! - Anthropic: an object whose `type` is `"message"`, whose `content` is
 //!   an array, and whose `usage.output_tokens` reads as above;
+//! - Responses: an object whose `object` is `"response"`, whose `output`
+//!   is an array, and whose `usage.output_tokens` reads as above;
+//! - embeddings: an object whose `data` is a non-empty array of objects
+//!   that each have an `embedding` (no completion tokens: 0);
 //! - a field named twice among those read is an error (serde's derive).
 
 use std::borrow::Cow;
@@ -22,21 +26,51 @@ use std::marker::PhantomData;
 
 use serde::de::{self, IgnoredAny, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
-use wire::Dialect;
+use wire::Api;
 
-/// The completion tokens of a valid answer of `dialect` in `body` (0 when
-/// its usage does not say), or `None` if it is not one.
-pub(crate) fn answer_tokens(dialect: Dialect, body: &[u8]) -> Option<u64> {
-    match dialect {
-        Dialect::OpenAi => {
+/// The completion tokens of a valid answer of `api` in `body` (0 when
+/// its usage does not say, and for embeddings), or `None` if it is not
+/// one.
+pub(crate) fn answer_tokens(api: Api, body: &[u8]) -> Option<u64> {
+    match api {
+        Api::Chat => {
             let c: OaCompletion = serde_json::from_slice(body).ok()?;
             Some(c.usage.and_then(|u| u.completion_tokens).unwrap_or(0))
         }
-        Dialect::Anthropic => {
+        Api::Messages => {
             let m: AnMessage<'_> = serde_json::from_slice(body).ok()?;
             (m.kind == "message").then(|| m.usage.and_then(|u| u.output_tokens).unwrap_or(0))
         }
+        Api::Responses => {
+            let r: RsResponse<'_> = serde_json::from_slice(body).ok()?;
+            (r.object == "response").then(|| r.usage.and_then(|u| u.output_tokens).unwrap_or(0))
+        }
+        Api::Embeddings => {
+            let _: EmList = serde_json::from_slice(body).ok()?;
+            Some(0)
+        }
     }
+}
+
+#[derive(Deserialize)]
+struct RsResponse<'a> {
+    #[serde(borrow)]
+    object: Cow<'a, str>,
+    #[allow(dead_code)]
+    output: Array<IgnoredAny, 0>,
+    usage: Option<AnUsage>,
+}
+
+#[derive(Deserialize)]
+struct EmItem {
+    #[allow(dead_code)]
+    embedding: IgnoredAny,
+}
+
+#[derive(Deserialize)]
+struct EmList {
+    #[allow(dead_code)]
+    data: Array<EmItem, 1>,
 }
 
 #[derive(Deserialize)]
@@ -157,108 +191,107 @@ mod tests {
 
     #[test]
     fn answers_are_valid_by_their_dialect_s_fields() {
-        let cases: &[(Dialect, &str, Option<u64>)] = &[
-            (Dialect::OpenAi, OPENAI, Some(16)),
-            (Dialect::Anthropic, ANTHROPIC, Some(4)),
+        let cases: &[(Api, &str, Option<u64>)] = &[
+            (Api::Chat, OPENAI, Some(16)),
+            (Api::Messages, ANTHROPIC, Some(4)),
             (
-                Dialect::OpenAi,
-                r#"{"choices":[{"message":null}]}"#,
-                Some(0),
+                Api::Responses,
+                r#"{"id":"resp_1","object":"response","status":"completed","output":[{"type":"message"}],"usage":{"input_tokens":3,"output_tokens":7}}"#,
+                Some(7),
             ),
             (
-                Dialect::OpenAi,
+                Api::Responses,
+                r#"{"object":"response","output":[]}"#,
+                Some(0),
+            ),
+            (Api::Responses, r#"{"object":"list","output":[]}"#, None),
+            (Api::Responses, r#"{"object":"response"}"#, None),
+            (
+                Api::Embeddings,
+                r#"{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.1,0.2]}],"usage":{"prompt_tokens":5,"total_tokens":5}}"#,
+                Some(0),
+            ),
+            (Api::Embeddings, r#"{"object":"list","data":[]}"#, None),
+            (Api::Embeddings, r#"{"data":[{"index":0}]}"#, None),
+            (Api::Chat, r#"{"choices":[{"message":null}]}"#, Some(0)),
+            (
+                Api::Chat,
                 r#" {"choices":[{"message":1}],"usage":null} "#,
                 Some(0),
             ),
             (
-                Dialect::OpenAi,
+                Api::Chat,
                 r#"{"choices":[{"message":1}],"usage":{"completion_tokens":null}}"#,
                 Some(0),
             ),
-            (Dialect::OpenAi, r#"{"choices":[]}"#, None),
-            (Dialect::OpenAi, r#"{"choices":[{}]}"#, None),
+            (Api::Chat, r#"{"choices":[]}"#, None),
+            (Api::Chat, r#"{"choices":[{}]}"#, None),
             (
-                Dialect::OpenAi,
+                Api::Chat,
                 r#"{"choices":[{"message":1,"message":2}]}"#,
                 None,
             ),
             (
-                Dialect::OpenAi,
+                Api::Chat,
                 r#"{"choices":[{"message":1}],"choices":[{"message":1}]}"#,
                 None,
             ),
             (
-                Dialect::OpenAi,
+                Api::Chat,
                 r#"{"choices":[{"message":1}],"usage":{"completion_tokens":-1}}"#,
                 None,
             ),
             (
-                Dialect::OpenAi,
+                Api::Chat,
                 r#"{"choices":[{"message":1}],"usage":{"completion_tokens":1.0}}"#,
                 None,
             ),
             (
-                Dialect::OpenAi,
+                Api::Chat,
                 r#"{"choices":[{"message":1}],"usage":{"completion_tokens":1e2}}"#,
                 None,
             ),
             (
-                Dialect::OpenAi,
+                Api::Chat,
                 r#"{"choices":[{"message":1}],"usage":{"completion_tokens":18446744073709551616}}"#,
                 None,
             ),
             (
-                Dialect::OpenAi,
+                Api::Chat,
                 r#"{"choices":[{"message":1}],"usage":{"completion_tokens":18446744073709551615}}"#,
                 Some(u64::MAX),
             ),
-            (Dialect::OpenAi, r#"{"choices":[{"message":1}]} x"#, None),
-            (
-                Dialect::OpenAi,
-                r#"{"choic\u0065s":[{"message":1}]}"#,
-                Some(0),
-            ),
-            (
-                Dialect::OpenAi,
-                "{\"choices\":[{\"message\":\"a\tb\"}]}",
-                None,
-            ),
+            (Api::Chat, r#"{"choices":[{"message":1}]} x"#, None),
+            (Api::Chat, r#"{"choic\u0065s":[{"message":1}]}"#, Some(0)),
+            (Api::Chat, "{\"choices\":[{\"message\":\"a\tb\"}]}", None),
             // As serde_json: a skipped string's \u escapes are not checked
             // for surrogates, a key's are.
+            (Api::Chat, r#"{"choices":[{"message":"\ud800"}]}"#, Some(0)),
             (
-                Dialect::OpenAi,
-                r#"{"choices":[{"message":"\ud800"}]}"#,
-                Some(0),
-            ),
-            (
-                Dialect::OpenAi,
+                Api::Chat,
                 r#"{"choices":[{"message":1,"x\ud800":1}]}"#,
                 None,
             ),
             (
-                Dialect::OpenAi,
+                Api::Chat,
                 r#"{"choices":[{"message":1,"\ud83d\ude00":1}]}"#,
                 Some(0),
             ),
-            (Dialect::OpenAi, r#"{"choices":[{"message":01}]}"#, None),
-            (Dialect::OpenAi, r#"{"choices":[{"message":-}]}"#, None),
-            (Dialect::OpenAi, r#"{"choices":[{"message":[1,]}]}"#, None),
-            (Dialect::OpenAi, r#"{"choices":[{"message":1},]}"#, None),
+            (Api::Chat, r#"{"choices":[{"message":01}]}"#, None),
+            (Api::Chat, r#"{"choices":[{"message":-}]}"#, None),
+            (Api::Chat, r#"{"choices":[{"message":[1,]}]}"#, None),
+            (Api::Chat, r#"{"choices":[{"message":1},]}"#, None),
+            (Api::Messages, r#"{"type":"message","content":[]}"#, Some(0)),
+            (Api::Messages, r#"{"type":"error","content":[]}"#, None),
+            (Api::Messages, r#"{"type":"message"}"#, None),
             (
-                Dialect::Anthropic,
-                r#"{"type":"message","content":[]}"#,
-                Some(0),
-            ),
-            (Dialect::Anthropic, r#"{"type":"error","content":[]}"#, None),
-            (Dialect::Anthropic, r#"{"type":"message"}"#, None),
-            (
-                Dialect::Anthropic,
+                Api::Messages,
                 r#"{"type":"messag\u0065","content":[],"usage":{"output_tokens":7}}"#,
                 Some(7),
             ),
-            (Dialect::Anthropic, r#"{"type":1,"content":[]}"#, None),
-            (Dialect::OpenAi, "", None),
-            (Dialect::OpenAi, "[]", None),
+            (Api::Messages, r#"{"type":1,"content":[]}"#, None),
+            (Api::Chat, "", None),
+            (Api::Chat, "[]", None),
         ];
         for (dialect, body, want) in cases {
             assert_eq!(answer_tokens(*dialect, body.as_bytes()), *want, "{body}");
@@ -274,7 +307,7 @@ mod tests {
         for n in [100, 126, 200, 100_000] {
             let body = deep(n);
             assert_eq!(
-                answer_tokens(Dialect::OpenAi, body.as_bytes()),
+                answer_tokens(Api::Chat, body.as_bytes()),
                 Some(0),
                 "depth {n}"
             );

@@ -1,0 +1,449 @@
+//! A request's head: how the API key is sent ([`Auth`]), the path, and the
+//! scenario's own headers with their placeholders (`{tenant}`,
+//! `{request_id}`, `{attempt}`, and `{provider_url}`: the fake provider's
+//! base URL in a rehearsal, for a gateway that is told its upstream per
+//! request, as Portkey is).
+//!
+//! The send path is hot, so a header value is split at its placeholders
+//! once, when the scenario is read ([`HeaderTemplate`]); when the run
+//! starts, each tenant's head is made ([`Head`]): every header that needs
+//! nothing of the request (no placeholder, or only `{tenant}`) is written
+//! into the fixed prefix, and the rest into a few pieces where the request
+//! id and attempt number are put as each request is written. No text is
+//! searched or parsed per request.
+
+use std::collections::BTreeMap;
+
+use http::{HeaderName, HeaderValue};
+use serde::{Deserialize, Serialize};
+use wire::Dialect;
+
+/// What `{tenant}` is in a run without `[[load.tenants]]`.
+pub(crate) const DEFAULT_TENANT: &str = "default";
+
+/// How the API key is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Auth {
+    /// `authorization: Bearer KEY` (OpenAI's).
+    Bearer,
+    /// `api-key: KEY` (Azure OpenAI's).
+    ApiKey,
+    /// `x-api-key: KEY` (Anthropic's).
+    XApiKey,
+}
+
+impl Auth {
+    /// The dialect's own way.
+    pub(crate) fn of_dialect(dialect: Dialect) -> Auth {
+        match dialect {
+            Dialect::OpenAi => Auth::Bearer,
+            Dialect::Anthropic => Auth::XApiKey,
+        }
+    }
+
+    /// The header that carries the key.
+    pub(crate) fn header(self) -> &'static str {
+        match self {
+            Auth::Bearer => "authorization",
+            Auth::ApiKey => "api-key",
+            Auth::XApiKey => wire::headers::X_API_KEY,
+        }
+    }
+
+    /// The header's value for `key`.
+    pub(crate) fn value(self, key: &str) -> String {
+        match self {
+            Auth::Bearer => format!("Bearer {key}"),
+            Auth::ApiKey | Auth::XApiKey => key.to_string(),
+        }
+    }
+
+    /// The header's line, CRLF included.
+    pub(crate) fn line(self, key: &str) -> String {
+        match self {
+            Auth::Bearer => format!("authorization: Bearer {key}\r\n"),
+            Auth::ApiKey | Auth::XApiKey => format!("{}: {key}\r\n", self.header()),
+        }
+    }
+}
+
+/// A piece of a header value as written in the scenario.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Part {
+    Text(String),
+    Tenant,
+    ProviderUrl,
+    RequestId,
+    Attempt,
+}
+
+/// A scenario header, its value split at its placeholders.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HeaderTemplate {
+    /// Lowercase, as HTTP/1.1 sends it here.
+    pub(crate) name: HeaderName,
+    pub(crate) parts: Vec<Part>,
+}
+
+/// The placeholders, each with what it stands for; a brace not opening
+/// one of these is text (a header may carry JSON, as Portkey's config
+/// header does).
+const PLACEHOLDERS: [(&str, Part); 4] = [
+    ("{tenant}", Part::Tenant),
+    ("{provider_url}", Part::ProviderUrl),
+    ("{request_id}", Part::RequestId),
+    ("{attempt}", Part::Attempt),
+];
+
+/// Splits `value` at its placeholders.
+fn split(value: &str) -> Vec<Part> {
+    let mut parts = Vec::new();
+    let mut text = String::new();
+    let mut rest = value;
+    while !rest.is_empty() {
+        if let Some((p, part)) = PLACEHOLDERS.iter().find(|(p, _)| rest.starts_with(p)) {
+            if !text.is_empty() {
+                parts.push(Part::Text(std::mem::take(&mut text)));
+            }
+            parts.push(part.clone());
+            rest = &rest[p.len()..];
+        } else {
+            let c = rest.chars().next().expect("rest is not empty");
+            text.push(c);
+            rest = &rest[c.len_utf8()..];
+        }
+    }
+    if !text.is_empty() {
+        parts.push(Part::Text(text));
+    }
+    parts
+}
+
+/// The scenario's headers, checked and split: each name a valid header
+/// name and none of `own` (the headers the load generator sets itself),
+/// each value free of CR, LF and other bytes a header value cannot hold
+/// (its placeholders are filled with ids, digits and tenant names, which
+/// are checked when the head is made). An error names the header and
+/// what is wrong.
+pub(crate) fn templates(
+    headers: &BTreeMap<String, String>,
+    own: &[&str],
+) -> Result<Vec<HeaderTemplate>, (String, String)> {
+    let mut out: Vec<HeaderTemplate> = Vec::with_capacity(headers.len());
+    for (name, value) in headers {
+        let fail = |m: String| Err((name.clone(), m));
+        let Ok(header) = HeaderName::from_bytes(name.as_bytes()) else {
+            return fail(format!("{name:?} is not a header name"));
+        };
+        if let Some(o) = own.iter().find(|o| header.as_str() == **o) {
+            return fail(format!(
+                "the load generator sets `{o}` itself; a scenario header may not"
+            ));
+        }
+        if out.iter().any(|t| t.name == header) {
+            return fail(format!(
+                "`{header}` is given twice (names are not case-sensitive)"
+            ));
+        }
+        if value.contains(['\r', '\n']) {
+            return fail("a header value may not hold CR or LF".into());
+        }
+        if HeaderValue::from_str(value).is_err() {
+            return fail("is not a valid header value (control characters or non-ASCII)".into());
+        }
+        out.push(HeaderTemplate {
+            name: header,
+            parts: split(value),
+        });
+    }
+    Ok(out)
+}
+
+impl HeaderTemplate {
+    /// The value for one request, its placeholders filled, for a client
+    /// that sends headers by name (the calibration sweep's); `None` when
+    /// it needs `{provider_url}` and there is none.
+    pub(crate) fn value(
+        &self,
+        tenant: &str,
+        (id, attempt): (&str, u32),
+        provider_url: Option<&str>,
+    ) -> Option<String> {
+        let mut out = String::new();
+        for p in &self.parts {
+            match p {
+                Part::Text(t) => out.push_str(t),
+                Part::Tenant => out.push_str(tenant),
+                Part::ProviderUrl => out.push_str(provider_url?),
+                Part::RequestId => out.push_str(id),
+                Part::Attempt => out.push_str(itoa::Buffer::new().format(attempt)),
+            }
+        }
+        Some(out)
+    }
+}
+
+/// A path given in the scenario: it must begin with `/`, and it and its
+/// query string must be valid in a request line.
+pub(crate) fn check_path(path: &str) -> Result<String, String> {
+    if !path.starts_with('/') {
+        return Err(format!("{path:?} must begin with `/`"));
+    }
+    match path.parse::<http::uri::PathAndQuery>() {
+        Ok(p) if p.as_str() == path => Ok(path.to_string()),
+        _ => Err(format!(
+            "{path:?} is not a valid path (spaces, control characters?)"
+        )),
+    }
+}
+
+/// The request target: the target's base path, `path`, and the query
+/// strings of both (the path's first, the target's after it).
+pub(crate) fn request_target(base_path: &str, path: &str, target_query: Option<&str>) -> String {
+    let mut out = format!("{base_path}{path}");
+    if let Some(q) = target_query.filter(|q| !q.is_empty()) {
+        out.push(if path.contains('?') { '&' } else { '?' });
+        out.push_str(q);
+    }
+    out
+}
+
+/// A piece of the per-request part of a head.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Piece {
+    Bytes(Box<[u8]>),
+    RequestId,
+    Attempt,
+}
+
+/// One shape's head for one tenant, made once when the run starts: the
+/// fixed prefix (request line, host, content type, the key, the headers
+/// that need nothing of the request) and the pieces of the headers that
+/// need the request id or the attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Head {
+    pub(crate) prefix: Vec<u8>,
+    pieces: Vec<Piece>,
+}
+
+impl Head {
+    /// The head of `headers` for `tenant`, after `prefix` (whose lines end
+    /// in CRLF), `{provider_url}` filled with `provider_url`. Errors if
+    /// `tenant` or the URL cannot be written in a header value, or a
+    /// header needs the URL and there is none.
+    pub(crate) fn new(
+        mut prefix: Vec<u8>,
+        headers: &[HeaderTemplate],
+        tenant: &str,
+        provider_url: Option<&str>,
+    ) -> Result<Head, String> {
+        let mut pieces = Vec::new();
+        for h in headers {
+            let per_request = h
+                .parts
+                .iter()
+                .any(|p| matches!(p, Part::RequestId | Part::Attempt));
+            let mut line = Vec::new();
+            line.extend_from_slice(h.name.as_str().as_bytes());
+            line.extend_from_slice(b": ");
+            for p in &h.parts {
+                match p {
+                    Part::Text(t) => line.extend_from_slice(t.as_bytes()),
+                    Part::Tenant => {
+                        if HeaderValue::from_str(tenant).is_err() {
+                            return Err(format!(
+                                "header `{}`: the tenant name {tenant:?} cannot be sent in a header",
+                                h.name
+                            ));
+                        }
+                        line.extend_from_slice(tenant.as_bytes());
+                    }
+                    Part::ProviderUrl => match provider_url {
+                        Some(url) if HeaderValue::from_str(url).is_ok() => {
+                            line.extend_from_slice(url.as_bytes());
+                        }
+                        Some(url) => {
+                            return Err(format!(
+                                "header `{}`: the provider URL {url:?} cannot be sent in a header",
+                                h.name
+                            ))
+                        }
+                        None => {
+                            return Err(format!(
+                                "header `{}` needs {{provider_url}}, and this load knows no provider (it is filled in a rehearsal, or by `rehearse load --provider-url`)",
+                                h.name
+                            ))
+                        }
+                    },
+                    Part::RequestId | Part::Attempt => {
+                        pieces.push(Piece::Bytes(std::mem::take(&mut line).into()));
+                        pieces.push(match p {
+                            Part::RequestId => Piece::RequestId,
+                            _ => Piece::Attempt,
+                        });
+                    }
+                }
+            }
+            line.extend_from_slice(b"\r\n");
+            if per_request {
+                pieces.push(Piece::Bytes(line.into()));
+            } else {
+                prefix.extend_from_slice(&line);
+            }
+        }
+        // Neighbouring bytes merged: fewer copies per request.
+        let mut merged: Vec<Piece> = Vec::with_capacity(pieces.len());
+        for p in pieces {
+            match (merged.last_mut(), p) {
+                (_, Piece::Bytes(b)) if b.is_empty() => {}
+                (Some(Piece::Bytes(a)), Piece::Bytes(b)) => {
+                    let mut v = std::mem::take(a).into_vec();
+                    v.extend_from_slice(&b);
+                    *a = v.into();
+                }
+                (_, p) => merged.push(p),
+            }
+        }
+        Ok(Head {
+            prefix,
+            pieces: merged,
+        })
+    }
+
+    /// The length the per-request headers add beyond their pieces' bytes'
+    /// upper bound: for the buffer's capacity.
+    pub(crate) fn pieces_len(&self, id: &str) -> usize {
+        self.pieces
+            .iter()
+            .map(|p| match p {
+                Piece::Bytes(b) => b.len(),
+                Piece::RequestId => id.len(),
+                Piece::Attempt => 10,
+            })
+            .sum()
+    }
+
+    /// Appends the per-request headers of attempt `attempt` of `id`.
+    pub(crate) fn put_pieces(&self, out: &mut Vec<u8>, id: &str, attempt: u32) {
+        for p in &self.pieces {
+            match p {
+                Piece::Bytes(b) => out.extend_from_slice(b),
+                // Request ids are validated header-safe (wire::is_request_id).
+                Piece::RequestId => out.extend_from_slice(id.as_bytes()),
+                Piece::Attempt => {
+                    out.extend_from_slice(itoa::Buffer::new().format(attempt).as_bytes())
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn values_are_split_at_their_placeholders_only() {
+        assert_eq!(
+            split("app-{tenant}/{request_id}#{attempt}{x}"),
+            vec![
+                Part::Text("app-".into()),
+                Part::Tenant,
+                Part::Text("/".into()),
+                Part::RequestId,
+                Part::Text("#".into()),
+                Part::Attempt,
+                Part::Text("{x}".into()),
+            ]
+        );
+        assert_eq!(split(r#"{"provider":"openai"}"#).len(), 1);
+        assert!(split("").is_empty());
+    }
+
+    #[test]
+    fn bad_names_values_and_clashes_are_refused() {
+        let own = ["host", "content-length", "x-request-id", "authorization"];
+        let refused = |pairs: &[(&str, &str)]| templates(&headers(pairs), &own).unwrap_err();
+        assert!(refused(&[("bad name", "v")])
+            .1
+            .contains("not a header name"));
+        assert!(refused(&[("x-a", "v\r\nx-b: w")]).1.contains("CR or LF"));
+        assert!(refused(&[("x-a", "v\u{7}")])
+            .1
+            .contains("not a valid header value"));
+        for clash in ["Host", "content-length", "X-Request-Id", "authorization"] {
+            let (name, m) = refused(&[(clash, "v")]);
+            assert_eq!(name, clash);
+            assert!(m.contains("sets"), "{m}");
+        }
+        assert!(refused(&[("X-A", "1"), ("x-a", "2")]).1.contains("twice"));
+        let ok = templates(&headers(&[("X-Portkey-Provider", "openai")]), &own).unwrap();
+        assert_eq!(ok[0].name.as_str(), "x-portkey-provider");
+    }
+
+    #[test]
+    fn heads_put_fixed_headers_in_the_prefix_and_fill_the_rest() {
+        let t = templates(
+            &headers(&[
+                ("x-app", "{tenant}"),
+                ("x-trace", "t-{request_id}-{attempt}"),
+                ("x-plain", "v"),
+            ]),
+            &[],
+        )
+        .unwrap();
+        let head = Head::new(b"POST / HTTP/1.1\r\n".to_vec(), &t, "shop", None).unwrap();
+        assert_eq!(
+            String::from_utf8(head.prefix.clone()).unwrap(),
+            "POST / HTTP/1.1\r\nx-app: shop\r\nx-plain: v\r\n"
+        );
+        let mut out = Vec::new();
+        head.put_pieces(&mut out, "r000007", 2);
+        assert_eq!(String::from_utf8(out).unwrap(), "x-trace: t-r000007-2\r\n");
+        assert_eq!(head.pieces.len(), 5, "{:?}", head.pieces);
+        assert!(head.pieces_len("r000007") >= "x-trace: t-r000007-2\r\n".len());
+        assert!(Head::new(Vec::new(), &t, "caf\u{e9}\n", None).is_err());
+        let t = templates(
+            &headers(&[("x-portkey-custom-host", "{provider_url}/v1")]),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            t[0].parts,
+            vec![Part::ProviderUrl, Part::Text("/v1".into())]
+        );
+        let head = Head::new(Vec::new(), &t, "default", Some("http://127.0.0.1:9")).unwrap();
+        assert_eq!(
+            head.prefix,
+            b"x-portkey-custom-host: http://127.0.0.1:9/v1\r\n"
+        );
+        assert!(Head::new(Vec::new(), &t, "default", None)
+            .unwrap_err()
+            .contains("needs {provider_url}"));
+    }
+
+    #[test]
+    fn paths_keep_their_query_and_the_targets() {
+        assert!(check_path("v1/chat").is_err());
+        assert!(check_path("/v1/a b").is_err());
+        let p =
+            check_path("/openai/deployments/m/chat/completions?api-version=2024-10-21").unwrap();
+        assert_eq!(
+            request_target("/base", &p, Some("x=1")),
+            "/base/openai/deployments/m/chat/completions?api-version=2024-10-21&x=1"
+        );
+        assert_eq!(
+            request_target("", "/v1/responses", Some("k=v")),
+            "/v1/responses?k=v"
+        );
+        assert_eq!(request_target("", "/v1/responses", None), "/v1/responses");
+    }
+}
