@@ -48,8 +48,7 @@ pub struct Args {
     /// Stop (partial, exit 3) before the tokens sent would pass N.
     #[arg(long, value_name = "N")]
     max_spend_tokens: Option<u64>,
-    /// What `{provider_url}` in a `[load.request]` header is: the provider
-    /// behind the gateway (a rehearsal's shards get the fake provider's).
+    /// What `{provider_url}` in a `[load.request]` header is (a rehearsal's shards get its own).
     #[arg(long, value_name = "URL")]
     provider_url: Option<String>,
     /// Play only shard I of N of the scenario's one seeded schedule (the

@@ -21,10 +21,8 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory as _, Parser, Subcommand};
 
-/// jemalloc: thousands of held connections each own two 8 KiB buffers of
-/// which a request touches a few hundred bytes; jemalloc's page-aligned size
-/// classes keep the untouched pages out of resident memory, where the
-/// system allocator's headers straddle pages (see BENCHMARKS.md).
+/// jemalloc: of the two 8 KiB buffers each held connection owns, its page-aligned size classes keep
+/// the untouched pages out of resident memory (the system allocator's headers straddle them).
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

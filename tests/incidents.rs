@@ -237,9 +237,13 @@ fn four_policies_against_a_slow_upstream_in_one_compare() {
             ended.len()
         );
     }
-    // Limit 50 + timeout: most of the slow minute refused, at once.
+    // Limit 50 + timeout: most of the slow minute refused, at once: within
+    // a tenth of the timeout (83 ms), where a caller that waited for it
+    // would take all of it. (5 ms held on a quiet machine; four
+    // rehearsals at once on a debug build took up to tens of ms.)
     let slow = slow_window(&dir, &limit);
-    let fast_enough = |a: &&ClientRecord| !valid(&limit) || a.done_us - a.sent_us < 5_000;
+    let fast_enough =
+        |a: &&ClientRecord| !valid(&limit) || ((a.done_us - a.sent_us) as f64) < timeout_us / 10.0;
     let refused = slow
         .iter()
         .filter(|a| a.outcome == ClientOutcome::Shed)
@@ -247,7 +251,7 @@ fn four_policies_against_a_slow_upstream_in_one_compare() {
         .count();
     assert!(
         refused as f64 >= 0.6 * slow.len() as f64,
-        "{refused} of {} refused (in under 5 ms, on a valid run)",
+        "{refused} of {} refused (within a tenth of the timeout, on a valid run)",
         slow.len()
     );
     // AIMD: at most half the timeouts of the fixed limit.

@@ -468,6 +468,7 @@ async fn drive(
     lo.max_spend_tokens = opts.max_spend_tokens;
     lo.live = Some(live);
     lo.provider_url = Some(provider_url.to_owned());
+    lo.open_files_shared = matches!(opts.provider, crate::ProviderChoice::InProcess);
     match loadgen::run(&p.rehearsal.load, &target, &lo, cancel).await {
         Ok(r) => {
             notes.extend(r.spend.map(spend_note));

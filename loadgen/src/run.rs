@@ -184,6 +184,10 @@ pub struct LoadOptions {
     /// rest); `None`: the soft limit, raised to the hard one, read when
     /// the run starts.
     pub open_files: Option<u64>,
+    /// True if the fake provider serves from this process (a rehearsal's
+    /// in-process provider): its sockets come from the same open files,
+    /// so the bound takes half of what is spare.
+    pub open_files_shared: bool,
     /// The live counters to count into, for a caller that reads them
     /// while the run goes on (`--metrics-listen`); `None`: the run's own.
     pub live: Option<Arc<Live>>,
@@ -208,6 +212,7 @@ impl LoadOptions {
             records: true,
             max_spend_tokens: None,
             open_files: None,
+            open_files_shared: false,
             live: None,
             provider_url: None,
         }

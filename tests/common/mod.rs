@@ -30,13 +30,14 @@ pub fn one_at_a_time() -> Turn {
         .write(true)
         .open(&path)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    file.lock()
-        .unwrap_or_else(|e| panic!("lock {}: {e}", path.display()));
-    Turn(Some(file))
+    let locked = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+        .unwrap_or_else(|(_, e)| panic!("lock {}: {e}", path.display()));
+    Turn(Some(locked))
 }
 
-/// A rehearsal's turn ([`one_at_a_time`]): the locked file, if any.
-pub struct Turn(Option<std::fs::File>);
+/// A rehearsal's turn ([`one_at_a_time`]): the locked file, if any
+/// (unlocked when it drops).
+pub struct Turn(Option<nix::fcntl::Flock<std::fs::File>>);
 
 /// The runs under `dir` (`dir` itself, or each variant of a comparison)
 /// whose load generator fell behind its own schedule: its send lag p99

@@ -44,8 +44,11 @@ const PATIENCE_DRAWS: u32 = 10_000;
 pub(crate) enum Why {
     /// Rate × mean patience × headroom, plus slack: what the callers hold.
     Callers { per_s: f64, patience_s: f64 },
-    /// The open files this process can spare: its limit less those kept.
-    OpenFiles { limit: u64 },
+    /// The open files this process can spare: its limit less those kept,
+    /// halved when the fake provider serves from this process (`shared`:
+    /// its sockets, one per call the gateway makes, come from the same
+    /// table).
+    OpenFiles { limit: u64, shared: bool },
     /// The scenario's `max_connections`.
     Scenario,
 }
@@ -73,10 +76,15 @@ impl Step {
                 self.limit,
                 wire::number::count(per_s.round() as u64),
             ),
-            Why::OpenFiles { limit } => format!(
-                "{} open connections: the open-files limit of {} less {KEPT_FILES} kept for the rest",
+            Why::OpenFiles { limit, shared } => format!(
+                "{} open connections: the open-files limit of {} less {KEPT_FILES} kept for the rest{}",
                 self.limit,
                 wire::number::count(limit),
+                if shared {
+                    ", halved: the fake provider serves from this process and takes its sockets from the same files"
+                } else {
+                    ""
+                },
             ),
             Why::Scenario => format!("max_connections = {}", self.limit),
         }
@@ -88,7 +96,7 @@ impl Step {
 /// open files (`open_files`: the process's limit, when known) and the
 /// scenario's `max_connections`. `shards`: how many processes share the
 /// schedule, this one playing 1/`shards` of it.
-pub(crate) fn steps(plan: &LoadPlan, shards: u32, open_files: Option<u64>) -> Vec<Step> {
+pub(crate) fn steps(plan: &LoadPlan, shards: u32, open_files: Option<Files>) -> Vec<Step> {
     let (mean_s, longest_s) = patience(plan);
     let share = 1.0 / f64::from(shards.max(1));
     let callers = |per_s: f64| Step {
@@ -145,10 +153,11 @@ pub(crate) fn steps(plan: &LoadPlan, shards: u32, open_files: Option<u64>) -> Ve
         steps.push(callers(0.0));
     }
     for step in &mut steps {
-        if let Some(limit) = open_files {
-            let spare = limit.saturating_sub(KEPT_FILES).max(1) as usize;
+        if let Some(Files { limit, shared }) = open_files {
+            let spare = limit.saturating_sub(KEPT_FILES) / if shared { 2 } else { 1 };
+            let spare = spare.max(1) as usize;
             if spare < step.limit {
-                (step.limit, step.why) = (spare, Why::OpenFiles { limit });
+                (step.limit, step.why) = (spare, Why::OpenFiles { limit, shared });
             }
         }
         if let Some(cap) = plan.max_connections.filter(|&cap| cap <= step.limit) {
@@ -158,12 +167,24 @@ pub(crate) fn steps(plan: &LoadPlan, shards: u32, open_files: Option<u64>) -> Ve
     steps
 }
 
+/// The open files the connections may take from: a process's limit, and
+/// whether the fake provider shares it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Files {
+    pub(crate) limit: u64,
+    pub(crate) shared: bool,
+}
+
 /// The open files the run's options give, else this process's soft
 /// limit (raised to the hard one), if it can be read.
-pub(crate) fn open_files(options: &super::LoadOptions) -> Option<u64> {
+pub(crate) fn open_files(options: &super::LoadOptions) -> Option<Files> {
     options
         .open_files
         .or_else(|| wire::raise_open_files_limit().ok())
+        .map(|limit| Files {
+            limit,
+            shared: options.open_files_shared,
+        })
 }
 
 /// The mean and the longest of the people's patience, in seconds at the
@@ -230,8 +251,24 @@ mod tests {
         let p = plan(
             "patience = { fixed = \"2s\" }\n[[load.phases]]\nduration = \"1s\"\nrate = 1000\n",
         );
-        let s = steps(&p, 1, Some(1_024))[0];
-        assert_eq!((s.limit, s.why), (768, Why::OpenFiles { limit: 1_024 }));
+        let s = steps(
+            &p,
+            1,
+            Some(Files {
+                limit: 1_024,
+                shared: false,
+            }),
+        )[0];
+        assert_eq!(
+            (s.limit, s.why),
+            (
+                768,
+                Why::OpenFiles {
+                    limit: 1_024,
+                    shared: false
+                }
+            )
+        );
         assert!(s.own());
         assert!(
             s.said().contains("open-files limit of 1,024"),
@@ -241,7 +278,14 @@ mod tests {
         let p = plan(
             "patience = { fixed = \"2s\" }\nmax_connections = 50\n[[load.phases]]\nduration = \"1s\"\nrate = 1000\n",
         );
-        let s = steps(&p, 1, Some(1_024))[0];
+        let s = steps(
+            &p,
+            1,
+            Some(Files {
+                limit: 1_024,
+                shared: false,
+            }),
+        )[0];
         assert_eq!((s.limit, s.own()), (50, false));
         // A cap above the callers' bound is not what binds.
         let p = plan(
