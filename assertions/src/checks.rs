@@ -32,6 +32,11 @@ const US: f64 = 1_000_000.0;
 
 /// The share of honouring retries that must be admitted after the overload.
 const HONOURED_ADMITTED_SHARE: f64 = 0.9;
+/// The fewest retries that honoured Retry-After over which that share is
+/// judged: over fewer, one retry a busy machine delivered a moment early
+/// decides it (a flash promotion run with 1 such retry, refused, failed
+/// a gateway whose other figures all held).
+const HONOURED_MIN: u64 = 10;
 
 /// Sheds needed before Retry-After must vary.
 const SHEDS_BEFORE_VARYING: usize = 5;
@@ -537,7 +542,7 @@ impl RetryAfterFindings {
                 percent(th.tolerance)
             )));
         }
-        if self.honouring > 0
+        if self.honouring >= HONOURED_MIN
             && (self.admitted as f64 / self.honouring as f64) < HONOURED_ADMITTED_SHARE
         {
             let short = format!(
@@ -570,6 +575,12 @@ impl RetryAfterFindings {
     fn honour_note(&self) -> String {
         if self.honouring == 0 {
             "no retry honoured a Retry-After after the overload (retry policy none?), so admission was not judged".to_string()
+        } else if self.honouring < HONOURED_MIN {
+            format!(
+                "{} of {} retries that honoured Retry-After after the overload were admitted (fewer than {HONOURED_MIN}: too few to judge the share)",
+                count(self.admitted),
+                count(self.honouring)
+            )
         } else {
             format!(
                 "{} of {} retries that honoured Retry-After after the overload were admitted",
@@ -1542,6 +1553,36 @@ mod tests {
         assert_eq!(
             detail(&j, "retry_after"),
             "only 0 of 13 retries that honoured Retry-After after the overload were admitted"
+        );
+    }
+
+    /// Over fewer than HONOURED_MIN honouring retries the share is noise:
+    /// three, all shed, do not fail the check (and the detail says why).
+    #[test]
+    fn a_few_honouring_retries_shed_are_too_few_to_judge() {
+        let mut s = stories::bounded();
+        let after = s.expect.overload.unwrap().1;
+        let mut kept = 0;
+        s.attempts.retain(|a| {
+            if a.attempt == 2 && a.sent_us >= after {
+                kept += 1;
+                kept <= 3
+            } else {
+                true
+            }
+        });
+        for a in &mut s.attempts {
+            if a.attempt == 2 && a.sent_us >= after {
+                a.outcome = ClientOutcome::Shed;
+            }
+        }
+        let j = run(&s, &five_seconds());
+        let d = detail(&j, "retry_after");
+        assert!(!d.starts_with("only 0 of"), "{d}");
+        let observed = verdict(&j, "retry_after").observed;
+        assert!(
+            observed.contains("0/3 honouring retries admitted"),
+            "{observed}"
         );
     }
 
