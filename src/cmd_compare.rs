@@ -58,6 +58,7 @@ pub fn main(args: Args) -> Result<Ended, Error> {
     };
     let compared = match CompareInputs::of(&args.inputs)? {
         CompareInputs::Runs(dirs) => {
+            refuse_variant_flags(&args)?;
             harness::compare_runs(&dirs, &out("compare-runs"), &args.gate)?
         }
         CompareInputs::Scenario(scenario) => {
@@ -84,4 +85,25 @@ pub fn main(args: Args) -> Result<Ended, Error> {
     println!("comparison: {}", compared.json.display());
     println!("page: {}", compared.html.display());
     Ok(compared.status.into())
+}
+
+/// Run directories are judged as they were run: a flag that makes or
+/// changes variants would have no effect on them, so it is refused rather
+/// than ignored (`rehearse report DIR --set ...` judges one again with
+/// other thresholds).
+fn refuse_variant_flags(args: &Args) -> Result<(), Error> {
+    let given = [
+        ("--each", args.each.is_some()),
+        ("--time-scale", args.time_scale.is_some()),
+        ("--expect", !args.expect.is_empty()),
+        ("--set", !args.sets.sets.is_empty()),
+    ];
+    match given.iter().find(|(_, on)| *on) {
+        Some((flag, _)) => Err(Error::bad_input(anyhow::anyhow!(
+            "{flag}: has no effect on a comparison of run directories (they are judged as \
+             they were run; `rehearse report DIR --set KEY=VALUE` judges one again with other \
+             thresholds)"
+        ))),
+        None => Ok(()),
+    }
 }

@@ -228,6 +228,17 @@ fn run_directories_are_compared_with_a_baseline(bounded: &Path, naive: &Path) {
     assert_eq!(c["regressions"].as_array().unwrap().len(), 0, "{c}");
     let figures = c["variants"][1]["figures"].as_object().unwrap();
     assert!(figures.len() >= 6, "{c}");
+    // A variant's flag would change nothing here: refused, named.
+    let refused = rehearse()
+        .arg("compare")
+        .args([bounded, bounded])
+        .args(["--time-scale", "2", "--out"])
+        .arg(bounded.parent().unwrap().join("refused"))
+        .output()
+        .unwrap();
+    let all = text(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{all}");
+    assert!(all.contains("--time-scale: has no effect"), "{all}");
     assert!(figures.values().all(|f| f["change"] == 0.0), "{c}");
     // Naive judged again with what it fails loosened: every check passes.
     let loosened = rehearse()
