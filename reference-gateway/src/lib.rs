@@ -123,15 +123,16 @@ mod metrics;
 mod proxy;
 mod queue;
 mod request;
+mod router;
 mod server;
 mod tenants;
 mod upstream;
 
 pub use config::{
     parse_duration, AimdConfig, BoundedConfig, DeadlineConfig, GatewayConfig, Mode, Order,
-    TenantConfig,
+    Routing, TenantConfig, UpstreamConfig, MAX_UPSTREAMS, MAX_WEIGHT,
 };
 pub use error::{ConfigError, GatewayError};
 pub use flags::{FlagsError, GatewayFlags, ABOUT as CLI_ABOUT};
 pub use metrics::{resident_memory_bytes, ShedReason};
-pub use server::{Gateway, GatewayHandle, GatewaySnapshot};
+pub use server::{Gateway, GatewayHandle, GatewaySnapshot, UpstreamSnapshot};
