@@ -915,6 +915,89 @@ mod tests {
         assert_eq!(limit(&s), 2, "one cut per slow call");
     }
 
+    #[test]
+    fn counts_follow_the_share_not_cooling_rounded_up() {
+        assert_eq!(at_share(8, 1.0, 1), 8);
+        assert_eq!(at_share(8, 0.5, 1), 4);
+        assert_eq!(at_share(8, 0.25, 1), 2);
+        assert_eq!(at_share(5, 0.5, 1), 3, "rounded up");
+        assert_eq!(at_share(1, 0.1, 1), 1, "never below one call");
+        assert_eq!(at_share(16, 0.1, 0), 2);
+        assert_eq!(at_share(0, 0.5, 0), 0, "no queue stays no queue");
+    }
+
+    /// Two upstreams of weights 3 and 1, the first cooling: a quarter of
+    /// the capacity.
+    fn quarter_open() -> Arc<Router> {
+        let mut c = GatewayConfig::new(Mode::Bounded, "");
+        for (name, weight) in [("big", 3), ("small", 1)] {
+            c.upstreams.push(crate::config::UpstreamConfig {
+                name: name.into(),
+                url: Some("http://127.0.0.1:9".into()),
+                provider: None,
+                weight,
+                priority: 0,
+            });
+        }
+        let router = Arc::new(Router::new(&c));
+        router.cool(0, Duration::from_secs(60), Instant::now());
+        router
+    }
+
+    #[tokio::test]
+    async fn slots_work_on_the_capacity_of_the_upstreams_not_cooling() {
+        let s = Arc::new(Slots::new(
+            Limit::Fixed(8),
+            8,
+            Duration::from_secs(10),
+            DrainMeter::new(Duration::from_secs(5), Instant::now()),
+            metrics(),
+            Some(quarter_open()),
+        ));
+        let admission = Admission::Slots(s.clone());
+        assert_eq!(admission.gauges().limit, Some(2), "8 x 1/4");
+        let _a = s.admit(job(1.0, Duration::ZERO)).await.unwrap();
+        let _b = s.admit(job(1.0, Duration::ZERO)).await.unwrap();
+        // The third waits; the queue holds 8 x 1/4 = 2.
+        let (s1, s2) = (s.clone(), s.clone());
+        let w1 = tokio::spawn(async move { s1.admit(job(1.0, Duration::ZERO)).await.is_ok() });
+        let w2 = tokio::spawn(async move { s2.admit(job(1.0, Duration::ZERO)).await.is_ok() });
+        while s.lock().queue.len() < 2 {
+            tokio::task::yield_now().await;
+        }
+        let refused = s.admit(job(1.0, Duration::ZERO)).await.err().unwrap();
+        assert_eq!(refused.reason, ShedReason::QueueFull);
+        w1.abort();
+        w2.abort();
+    }
+
+    #[tokio::test]
+    async fn the_pacer_paces_to_the_share_of_its_rate_not_cooling() {
+        // 400 tokens/s at a quarter: 100/s. Patience 2.5 s, service 0:
+        // behind 100 tokens owed, a 100-token job is done at 2 s (fits); a
+        // third, behind 200, at 3 s (does not).
+        let p = Arc::new(Pacer::new(
+            400.0,
+            Duration::ZERO,
+            Order::Fifo,
+            metrics(),
+            Some(quarter_open()),
+        ));
+        let token = CancellationToken::new();
+        tokio::spawn(p.clone().dispatch(token.clone()));
+        let patience = Duration::from_millis(2500);
+        let _first = p.admit(job(100.0, patience)).await.unwrap();
+        let p2 = p.clone();
+        let second = tokio::spawn(async move { p2.admit(job(100.0, patience)).await.is_ok() });
+        while p.lock().queue.is_empty() {
+            tokio::task::yield_now().await;
+        }
+        let shed = p.admit(job(100.0, patience)).await.err().unwrap();
+        assert_eq!(shed.reason, ShedReason::WouldMissDeadline);
+        second.abort();
+        token.cancel();
+    }
+
     fn pacer(tokens_per_s: f64, service: Duration, order: Order) -> Arc<Pacer> {
         Arc::new(Pacer::new(tokens_per_s, service, order, metrics(), None))
     }

@@ -1147,6 +1147,91 @@ latency_target = "1s 500ms"
         );
     }
 
+    const SEVERAL: &str = "mode = \"bounded\"\nrouting = \"weighted\"\ncooldown = \"8s\"\n\
+        [[upstreams]]\nname = \"primary\"\nurl = \"http://127.0.0.1:9\"\nweight = 3\n\
+        [[upstreams]]\nname = \"secondary\"\nprovider = \"backup\"\npriority = 1\n";
+
+    #[test]
+    fn several_upstreams_parse_with_their_routing_and_cooldown() {
+        let src = toml_located::Source::new(SEVERAL, "g.toml");
+        let c: GatewayConfig = src.parse().unwrap();
+        assert_eq!(c.validate_policy(), Ok(()), "a scenario's policy may name providers");
+        assert_eq!(c.routing, Routing::Weighted);
+        assert_eq!(c.cooldown, Duration::from_secs(8));
+        assert!(c.cooldowns_on(), "on by default with upstreams");
+        assert_eq!(c.upstreams[0].weight, 3);
+        assert_eq!((c.upstreams[1].weight, c.upstreams[1].priority), (1, 1));
+        // The provider must be resolved before the gateway starts.
+        let err = GatewayConfig::from_toml(SEVERAL, "g.toml").unwrap_err();
+        assert_eq!((err.field.as_str(), err.line), ("upstreams[1].provider", 10), "{err}");
+        assert!(err.to_string().contains("not resolved"), "{err}");
+        let mut c = c;
+        let urls = BTreeMap::from([("other".to_string(), "http://127.0.0.1:1".to_string())]);
+        let (field, message) = c.resolve_providers(&urls).unwrap_err();
+        assert_eq!(field, "upstreams[1].provider");
+        assert!(message.contains("`backup`") && message.contains("other"), "{message}");
+        let urls = BTreeMap::from([("backup".to_string(), "http://127.0.0.1:10".to_string())]);
+        c.resolve_providers(&urls).unwrap();
+        assert_eq!(c.upstreams[1].url.as_deref(), Some("http://127.0.0.1:10"));
+        assert_eq!(c.upstreams[1].provider, None);
+        assert_eq!(c.validate(), Ok(()));
+        // A lone upstream is one named `default`, without cooldowns.
+        let lone = GatewayConfig::from_toml(HEAD, "g.toml").unwrap();
+        assert!(!lone.cooldowns_on());
+        assert_eq!(lone.routes()[0].name, "default");
+        assert_eq!(lone.routes()[0].url.as_deref(), Some("http://127.0.0.1:1"));
+        assert_eq!(lone.cooldown, Duration::from_secs(5));
+        let on = format!("{HEAD}cooldowns = true\n");
+        assert!(GatewayConfig::from_toml(&on, "g.toml").unwrap().cooldowns_on());
+        // Inline, as a scenario may write them.
+        let inline = "mode = \"naive\"\nupstreams = [{ name = \"a\", url = \"http://127.0.0.1:9\" }, { name = \"b\", url = \"http://127.0.0.1:10\", priority = 1 }]\n";
+        let c = GatewayConfig::from_toml(inline, "g.toml").unwrap();
+        assert_eq!(c.upstreams.len(), 2);
+    }
+
+    #[test]
+    fn upstream_errors_name_their_field() {
+        let one = |tail: &str| format!("mode = \"naive\"\n{tail}");
+        let up = |body: &str| format!("[[upstreams]]\n{body}\n");
+        let a = "name = \"a\"\nurl = \"http://127.0.0.1:9\"";
+        let cases = [
+            (
+                one(&format!("upstream = \"http://127.0.0.1:1\"\n{}", up(a))),
+                "upstreams",
+                3,
+            ),
+            (one(&up("name = \"a\"")), "upstreams[0].url", 3),
+            (
+                one(&up("name = \"a\"\nurl = \"http://127.0.0.1:9\"\nprovider = \"p\"")),
+                "upstreams[0].provider",
+                5,
+            ),
+            (one(&format!("{}{}", up(a), up(a))), "upstreams[1].name", 6),
+            (one(&up("name = \"two words\"\nurl = \"http://127.0.0.1:9\"")), "upstreams[0].name", 3),
+            (one(&up("name = \"a\"\nurl = \"ftp://x\"")), "upstreams[0].url", 4),
+            (one(&up(&format!("{a}\nweight = 0"))), "upstreams[0].weight", 5),
+            (one(&up(&format!("{a}\nweight = 10001"))), "upstreams[0].weight", 5),
+            (one(&format!("cooldown = \"0s\"\n{}", up(a))), "cooldown", 2),
+            (one("routing = \"random\"\n"), "routing", 2),
+            (one(""), "upstream", 0),
+        ];
+        for (text, field, line) in cases {
+            let err = GatewayConfig::from_toml(&text, "g.toml").unwrap_err();
+            assert_eq!((err.field.as_str(), err.line), (field, line), "{text}\n{err}");
+        }
+        // No cooldowns, no cooldown needed.
+        let off = one(&format!("cooldown = \"0s\"\ncooldowns = false\n{}", up(a)));
+        assert!(GatewayConfig::from_toml(&off, "g.toml").is_ok());
+        assert_eq!("weighted".parse::<Routing>(), Ok(Routing::Weighted));
+        assert!("random".parse::<Routing>().is_err());
+    }
+
+    #[test]
+    fn the_cooldown_is_scaled_as_a_duration() {
+        let c = GatewayConfig::new(Mode::Bounded, "http://127.0.0.1:1").time_scaled(10.0);
+        assert_eq!(c.cooldown, Duration::from_millis(500));
+    }
+
     #[test]
     fn a_policy_without_upstream_is_valid_as_a_policy_only() {
         let c = GatewayConfig::new(Mode::Naive, "");
