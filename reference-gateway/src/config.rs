@@ -638,15 +638,16 @@ impl GatewayConfig {
                 return Err((field("name"), format!("`{}` is named twice", u.name)));
             }
             match (&u.url, &u.provider) {
-                (None, None) => {
-                    return Err((
-                        field("url"),
-                        "missing: give `url` (standalone) or `provider` (a scenario's provider name)"
-                            .into(),
-                    ))
-                }
+                (None, None) => return Err((
+                    field("url"),
+                    "missing: give `url` (standalone) or `provider` (a scenario's provider name)"
+                        .into(),
+                )),
                 (Some(_), Some(_)) => {
-                    return Err((field("provider"), "give `url` or `provider`, not both".into()))
+                    return Err((
+                        field("provider"),
+                        "give `url` or `provider`, not both".into(),
+                    ))
                 }
                 (Some(url), None) => check_url(&field("url"), url)?,
                 (None, Some(_)) => {}
@@ -1155,7 +1156,11 @@ latency_target = "1s 500ms"
     fn several_upstreams_parse_with_their_routing_and_cooldown() {
         let src = toml_located::Source::new(SEVERAL, "g.toml");
         let c: GatewayConfig = src.parse().unwrap();
-        assert_eq!(c.validate_policy(), Ok(()), "a scenario's policy may name providers");
+        assert_eq!(
+            c.validate_policy(),
+            Ok(()),
+            "a scenario's policy may name providers"
+        );
         assert_eq!(c.routing, Routing::Weighted);
         assert_eq!(c.cooldown, Duration::from_secs(8));
         assert!(c.cooldowns_on(), "on by default with upstreams");
@@ -1163,13 +1168,20 @@ latency_target = "1s 500ms"
         assert_eq!((c.upstreams[1].weight, c.upstreams[1].priority), (1, 1));
         // The provider must be resolved before the gateway starts.
         let err = GatewayConfig::from_toml(SEVERAL, "g.toml").unwrap_err();
-        assert_eq!((err.field.as_str(), err.line), ("upstreams[1].provider", 10), "{err}");
+        assert_eq!(
+            (err.field.as_str(), err.line),
+            ("upstreams[1].provider", 10),
+            "{err}"
+        );
         assert!(err.to_string().contains("not resolved"), "{err}");
         let mut c = c;
         let urls = BTreeMap::from([("other".to_string(), "http://127.0.0.1:1".to_string())]);
         let (field, message) = c.resolve_providers(&urls).unwrap_err();
         assert_eq!(field, "upstreams[1].provider");
-        assert!(message.contains("`backup`") && message.contains("other"), "{message}");
+        assert!(
+            message.contains("`backup`") && message.contains("other"),
+            "{message}"
+        );
         let urls = BTreeMap::from([("backup".to_string(), "http://127.0.0.1:10".to_string())]);
         c.resolve_providers(&urls).unwrap();
         assert_eq!(c.upstreams[1].url.as_deref(), Some("http://127.0.0.1:10"));
@@ -1182,7 +1194,9 @@ latency_target = "1s 500ms"
         assert_eq!(lone.routes()[0].url.as_deref(), Some("http://127.0.0.1:1"));
         assert_eq!(lone.cooldown, Duration::from_secs(5));
         let on = format!("{HEAD}cooldowns = true\n");
-        assert!(GatewayConfig::from_toml(&on, "g.toml").unwrap().cooldowns_on());
+        assert!(GatewayConfig::from_toml(&on, "g.toml")
+            .unwrap()
+            .cooldowns_on());
         // Inline, as a scenario may write them.
         let inline = "mode = \"naive\"\nupstreams = [{ name = \"a\", url = \"http://127.0.0.1:9\" }, { name = \"b\", url = \"http://127.0.0.1:10\", priority = 1 }]\n";
         let c = GatewayConfig::from_toml(inline, "g.toml").unwrap();
@@ -1202,22 +1216,44 @@ latency_target = "1s 500ms"
             ),
             (one(&up("name = \"a\"")), "upstreams[0].url", 3),
             (
-                one(&up("name = \"a\"\nurl = \"http://127.0.0.1:9\"\nprovider = \"p\"")),
+                one(&up(
+                    "name = \"a\"\nurl = \"http://127.0.0.1:9\"\nprovider = \"p\"",
+                )),
                 "upstreams[0].provider",
                 5,
             ),
             (one(&format!("{}{}", up(a), up(a))), "upstreams[1].name", 6),
-            (one(&up("name = \"two words\"\nurl = \"http://127.0.0.1:9\"")), "upstreams[0].name", 3),
-            (one(&up("name = \"a\"\nurl = \"ftp://x\"")), "upstreams[0].url", 4),
-            (one(&up(&format!("{a}\nweight = 0"))), "upstreams[0].weight", 5),
-            (one(&up(&format!("{a}\nweight = 10001"))), "upstreams[0].weight", 5),
+            (
+                one(&up("name = \"two words\"\nurl = \"http://127.0.0.1:9\"")),
+                "upstreams[0].name",
+                3,
+            ),
+            (
+                one(&up("name = \"a\"\nurl = \"ftp://x\"")),
+                "upstreams[0].url",
+                4,
+            ),
+            (
+                one(&up(&format!("{a}\nweight = 0"))),
+                "upstreams[0].weight",
+                5,
+            ),
+            (
+                one(&up(&format!("{a}\nweight = 10001"))),
+                "upstreams[0].weight",
+                5,
+            ),
             (one(&format!("cooldown = \"0s\"\n{}", up(a))), "cooldown", 2),
             (one("routing = \"random\"\n"), "routing", 2),
             (one(""), "upstream", 0),
         ];
         for (text, field, line) in cases {
             let err = GatewayConfig::from_toml(&text, "g.toml").unwrap_err();
-            assert_eq!((err.field.as_str(), err.line), (field, line), "{text}\n{err}");
+            assert_eq!(
+                (err.field.as_str(), err.line),
+                (field, line),
+                "{text}\n{err}"
+            );
         }
         // No cooldowns, no cooldown needed.
         let off = one(&format!("cooldown = \"0s\"\ncooldowns = false\n{}", up(a)));

@@ -41,7 +41,10 @@ pub struct GatewayFlags {
     /// one of several upstreams: NAME=URL[,weight=W][,priority=P] (e.g.
     /// --upstream primary=http://127.0.0.1:8080 --upstream
     /// secondary=http://127.0.0.1:8081,priority=1).
-    #[cfg_attr(feature = "clap", arg(long, value_name = "URL | NAME=URL[,weight=W][,priority=P]"))]
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, value_name = "URL | NAME=URL[,weight=W][,priority=P]")
+    )]
     pub upstream: Vec<String>,
     /// Several upstreams: failover (priority order) or weighted.
     #[cfg_attr(feature = "clap", arg(long))]
@@ -314,7 +317,10 @@ fn upstream_flags(given: &[String]) -> Result<(String, Vec<UpstreamConfig>), Fla
         field: "--upstream".into(),
         message,
     };
-    let plain = |text: &str| text.split_once('=').is_none_or(|(name, _)| name.contains("://"));
+    let plain = |text: &str| {
+        text.split_once('=')
+            .is_none_or(|(name, _)| name.contains("://"))
+    };
     if let [one] = given {
         if plain(one) {
             return Ok((one.clone(), Vec::new()));
@@ -559,11 +565,20 @@ mod tests {
             ..flags(Mode::Naive)
         };
         let c = GatewayConfig::from_flags(plain, None).unwrap();
-        assert_eq!((c.upstream.as_str(), c.upstreams.len()), ("http://127.0.0.1:9/p?x=1", 0));
+        assert_eq!(
+            (c.upstream.as_str(), c.upstreams.len()),
+            ("http://127.0.0.1:9/p?x=1", 0)
+        );
         for (bad, says) in [
-            (vec!["http://127.0.0.1:9", "b=http://127.0.0.1:10"], "NAME=URL"),
+            (
+                vec!["http://127.0.0.1:9", "b=http://127.0.0.1:10"],
+                "NAME=URL",
+            ),
             (vec!["a=http://127.0.0.1:9,weight=x"], "whole number"),
-            (vec!["a=http://127.0.0.1:9,speed=2"], "weight=W or priority=P"),
+            (
+                vec!["a=http://127.0.0.1:9,speed=2"],
+                "weight=W or priority=P",
+            ),
         ] {
             let f = GatewayFlags {
                 upstream: bad.iter().map(|s| s.to_string()).collect(),
@@ -573,10 +588,15 @@ mod tests {
             assert!(err.contains("--upstream") && err.contains(says), "{err}");
         }
         let twice = GatewayFlags {
-            upstream: vec!["a=http://127.0.0.1:9".into(), "a=http://127.0.0.1:10".into()],
+            upstream: vec![
+                "a=http://127.0.0.1:9".into(),
+                "a=http://127.0.0.1:10".into(),
+            ],
             ..flags(Mode::Naive)
         };
-        let err = GatewayConfig::from_flags(twice, None).unwrap_err().to_string();
+        let err = GatewayConfig::from_flags(twice, None)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("upstreams[1].name"), "{err}");
     }
 

@@ -129,8 +129,8 @@ mod tenants;
 mod upstream;
 
 pub use config::{
-    parse_duration, AimdConfig, BoundedConfig, DeadlineConfig, GatewayConfig, Mode, Order,
-    Routing, TenantConfig, UpstreamConfig, MAX_UPSTREAMS, MAX_WEIGHT,
+    parse_duration, AimdConfig, BoundedConfig, DeadlineConfig, GatewayConfig, Mode, Order, Routing,
+    TenantConfig, UpstreamConfig, MAX_UPSTREAMS, MAX_WEIGHT,
 };
 pub use error::{ConfigError, GatewayError};
 pub use flags::{FlagsError, GatewayFlags, ABOUT as CLI_ABOUT};

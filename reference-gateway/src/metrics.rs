@@ -51,7 +51,10 @@ impl Histogram {
     /// when `upstream` is given.
     fn render_series(&self, out: &mut String, name: &str, upstream: Option<&str>) {
         let (first, only) = match upstream {
-            Some(u) => (format!("upstream=\"{u}\","), format!("{{upstream=\"{u}\"}}")),
+            Some(u) => (
+                format!("upstream=\"{u}\","),
+                format!("{{upstream=\"{u}\"}}"),
+            ),
             None => (String::new(), String::new()),
         };
         let mut cumulative = 0;
@@ -62,7 +65,10 @@ impl Histogram {
         cumulative += self.counts[BUCKETS.len()].load(Ordering::Relaxed);
         let _ = writeln!(out, "{name}_bucket{{{first}le=\"+Inf\"}} {cumulative}");
         let sum = self.sum_ns.load(Ordering::Relaxed) as f64 / 1e9;
-        let _ = writeln!(out, "{name}_sum{only} {sum}\n{name}_count{only} {cumulative}");
+        let _ = writeln!(
+            out,
+            "{name}_sum{only} {sum}\n{name}_count{only} {cumulative}"
+        );
     }
 }
 
@@ -438,7 +444,11 @@ impl Metrics {
         );
         for (u, left) in self.upstreams.iter().zip(cooling) {
             let on = u8::from(!left.is_zero());
-            let _ = writeln!(out, "gateway_upstream_cooling{{upstream=\"{}\"}} {on}", u.name);
+            let _ = writeln!(
+                out,
+                "gateway_upstream_cooling{{upstream=\"{}\"}} {on}",
+                u.name
+            );
         }
         let _ = writeln!(
             out,

@@ -29,8 +29,8 @@ use crate::admission::{Admission, CallOutcome, Job, Permit, Refusal};
 use crate::config::{GatewayConfig, Mode};
 use crate::metrics::{Gauges, Metrics, ShedReason};
 use crate::request::RequestShape;
-use crate::tenants::{OverEntitlement, Tenants};
 use crate::router::{Router, Tried};
+use crate::tenants::{OverEntitlement, Tenants};
 use crate::upstream::{Answer, Call, Upstream};
 
 /// Errors a response body can carry (an upstream body that broke).
@@ -386,7 +386,10 @@ impl Shared {
                     };
                     return Attempted::Answer(call.answered(answer), deadline);
                 }
-                Ok(Ok(answer)) => (self.router.cooldown_for(Some(answer.response.headers())), true),
+                Ok(Ok(answer)) => (
+                    self.router.cooldown_for(Some(answer.response.headers())),
+                    true,
+                ),
                 Ok(Err(_)) | Err(_) => (self.router.cooldown_for(None), false),
             };
             if self.router.cool(at, cool_for, now) {
@@ -396,7 +399,9 @@ impl Shared {
             }
             let next = self.router.pick(tried, now);
             match (result, next) {
-                (Ok(Ok(answer)), None) => return Attempted::Answer(call.answered(answer), deadline),
+                (Ok(Ok(answer)), None) => {
+                    return Attempted::Answer(call.answered(answer), deadline)
+                }
                 (Ok(Err(e)), None) => {
                     call.failed();
                     return Attempted::Failed(error_chain(&e));
@@ -545,7 +550,12 @@ impl Shared {
 
     /// 503 `all_upstreams_cooling`: every upstream is cooling down; retry
     /// when the first cooldown ends.
-    fn cooling_response(&self, left: Duration, arrived: Instant, id: &str) -> Response<GatewayBody> {
+    fn cooling_response(
+        &self,
+        left: Duration,
+        arrived: Instant,
+        id: &str,
+    ) -> Response<GatewayBody> {
         let reason = ShedReason::AllUpstreamsCooling;
         self.metrics.refused(reason);
         self.metrics.queue_wait.observe(arrived.elapsed());

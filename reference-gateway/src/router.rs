@@ -87,8 +87,7 @@ impl Router {
                 let url = u.url.unwrap_or_default();
                 let uri: Uri = url.parse().unwrap_or_default();
                 Route {
-                    header: HeaderValue::from_str(&u.name)
-                        .unwrap_or(HeaderValue::from_static("-")),
+                    header: HeaderValue::from_str(&u.name).unwrap_or(HeaderValue::from_static("-")),
                     name: u.name,
                     origin: format!(
                         "{}://{}",
@@ -367,7 +366,11 @@ mod tests {
         let r = Router::new(&c);
         let now = Instant::now();
         assert!(!r.cool(0, Duration::from_secs(5), now));
-        assert_eq!(r.pick(Tried::default(), now), Some(0), "tried again at once");
+        assert_eq!(
+            r.pick(Tried::default(), now),
+            Some(0),
+            "tried again at once"
+        );
         assert_eq!(r.all_cooling(now), None);
         assert_eq!(r.share(now), 1.0);
         // A lone `upstream` has none by default.

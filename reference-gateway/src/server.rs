@@ -65,11 +65,7 @@ impl Gateway {
         // that jobs queued at shutdown are still dispatched or refused.
         let background = CancellationToken::new();
         let router = Arc::new(Router::new(&self.config));
-        let metrics = Arc::new(Metrics::new(
-            router.names(),
-            router.named,
-            router.cools(),
-        ));
+        let metrics = Arc::new(Metrics::new(router.names(), router.named, router.cools()));
         let admission = Admission::new(&self.config, metrics.clone(), router.clone(), &background);
         let shared = Arc::new(Shared::new(&self.config, admission, metrics, router));
         let grace = self.config.shutdown_grace;
