@@ -9,11 +9,11 @@
 //!   a job only if the tokens ahead of it, plus its own, drain in time for
 //!   the caller's deadline; the same test runs again at dequeue.
 //!
-//! Each works on the capacity of the upstreams not cooling: at a share
+//! Each works on the capacity of the upstreams not cooling. At a share
 //! `s` of the upstreams' weight open ([`Router::share`]; 1 with a lone
-//! upstream or no cooldowns), a limit of N calls is `ceil(N·s)` (at least
-//! 1) and a queue of Q places `ceil(Q·s)`; the pacer's token rate is
-//! `rate·s`. Read at each admission and dispatch, so the capacity comes
+//! upstream or no cooldowns), a limit of N calls is `ceil(N·s)`, never
+//! below one, and a queue of Q places `ceil(Q·s)`; the pacer's token rate
+//! is `rate·s`. Read at each admission and dispatch, so the capacity comes
 //! back as soon as a cooldown ends (a queued job waits for the next call
 //! to end to see it).
 //!

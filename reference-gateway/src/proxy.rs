@@ -293,7 +293,7 @@ impl Shared {
         };
         let dispatched = permit.dispatched();
         // Every upstream may have begun to cool while the job waited.
-        let Some(first) = self.router.pick(Tried::default(), Instant::now()) else {
+        let Some(first) = self.router.pick(Tried::default(), dispatched) else {
             let left = self.router.all_cooling(Instant::now()).unwrap_or_default();
             return self.cooling_response(left, arrived, &id);
         };
@@ -378,24 +378,25 @@ impl Shared {
                 None => Ok(request.await),
                 Some(d) => tokio::time::timeout_at(d, request).await,
             };
-            let now = Instant::now();
-            let (cool_for, refused) = match &result {
+            let result = match result {
                 Ok(Ok(answer)) if !crate::upstream::is_refusal(answer.response.status()) => {
-                    let Ok(Ok(answer)) = result else {
-                        unreachable!("matched just above")
-                    };
                     return Attempted::Answer(call.answered(answer), deadline);
                 }
-                Ok(Ok(answer)) => (
-                    self.router.cooldown_for(Some(answer.response.headers())),
-                    true,
-                ),
-                Ok(Err(_)) | Err(_) => (self.router.cooldown_for(None), false),
+                other => other,
             };
-            if self.router.cool(at, cool_for, now) {
-                let m = &self.metrics.upstreams[at];
-                m.cooldowns.fetch_add(1, Ordering::Relaxed);
-                debug!(upstream = %self.router.route(at).name, cooldown_ms = cool_for.as_millis() as u64, refused, "cooling an upstream down");
+            // Refused (429, 503, 529), failed or timed out.
+            let now = Instant::now();
+            if self.router.cools() {
+                let headers = match &result {
+                    Ok(Ok(answer)) => Some(answer.response.headers()),
+                    _ => None,
+                };
+                let wait = self.router.cooldown_for(headers);
+                if self.router.cool(at, wait, now) {
+                    let m = &self.metrics.upstreams[at];
+                    m.cooldowns.fetch_add(1, Ordering::Relaxed);
+                    debug!(upstream = %self.router.route(at).name, cooldown_ms = wait.as_millis() as u64, retry_after = headers.is_some(), "cooling an upstream down");
+                }
             }
             let next = self.router.pick(tried, now);
             match (result, next) {
@@ -416,7 +417,7 @@ impl Shared {
                     // The refusal (or the call) is dropped unread: its
                     // connection closes, the caller sees none of it.
                     call.sent_on();
-                    let path = up.uri.path_and_query().map_or("/", |p| p.as_str());
+                    let path = self.router.route(at).path_of(&up.uri);
                     up.uri = match self.router.route(next).uri(path) {
                         Ok(uri) => uri,
                         Err(e) => return Attempted::Failed(e.to_string()),

@@ -40,6 +40,13 @@ impl Route {
     pub(crate) fn uri(&self, path_and_query: &str) -> Result<Uri, http::uri::InvalidUri> {
         format!("{}{}{}", self.origin, self.prefix, path_and_query).parse()
     }
+
+    /// The caller's path and query in `uri`, a URI of this upstream's
+    /// ([`Route::uri`]): without its prefix.
+    pub(crate) fn path_of<'u>(&self, uri: &'u Uri) -> &'u str {
+        let full = uri.path_and_query().map_or("/", |p| p.as_str());
+        full.strip_prefix(self.prefix.as_str()).unwrap_or(full)
+    }
 }
 
 /// The set of upstreams a request has been sent to already: a bit each.
@@ -312,10 +319,11 @@ mod tests {
         }
         assert_eq!(seen, ["a", "c", "b"], "once each");
         assert_eq!(r.pick(Tried::default(), now), Some(1), "always a first");
-        assert_eq!(
-            r.route(1).uri("/v1/x").unwrap().to_string(),
-            "http://127.0.0.1:9/a/v1/x"
-        );
+        let uri = r.route(1).uri("/v1/x?y=1").unwrap();
+        assert_eq!(uri.to_string(), "http://127.0.0.1:9/a/v1/x?y=1");
+        // Sent on, the caller's path goes under the next one's prefix.
+        let on = r.route(0).uri(r.route(1).path_of(&uri)).unwrap();
+        assert_eq!(on.to_string(), "http://127.0.0.1:9/c/v1/x?y=1");
     }
 
     #[test]

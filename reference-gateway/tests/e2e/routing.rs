@@ -56,7 +56,7 @@ async fn calls(p: &ProviderHandle, n: usize) -> Vec<u16> {
     p.records().iter().map(|r| r.status).collect()
 }
 
-fn served_by<'a>(a: &'a Answer) -> Option<&'a str> {
+fn served_by(a: &Answer) -> Option<&str> {
     a.header("x-gateway-upstream")
 }
 
