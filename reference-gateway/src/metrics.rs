@@ -78,8 +78,10 @@ impl Histogram {
 ///
 /// The name is older than the table: three rows are load shedding
 /// (scarcity: the gateway cannot serve everyone now), one is a tenant's
-/// rate limit (an entitlement, enforced whatever the load), and two are the
-/// upstream's (it took too long, or it refused).
+/// rate limit (an entitlement, enforced whatever the load), two are the
+/// upstream's (it took too long, or it refused), and one says that every
+/// upstream is cooling down (none may be called before the first
+/// cooldown ends).
 ///
 /// ```
 /// use reference_gateway::ShedReason;
@@ -89,6 +91,9 @@ impl Histogram {
 /// assert_eq!(ShedReason::UpstreamTimeout.status(), Some(504));
 /// assert!(!ShedReason::UpstreamTimeout.retry_after());
 /// assert_eq!(ShedReason::UpstreamRefused.status(), None, "the provider's own");
+/// assert_eq!(ShedReason::AllUpstreamsCooling.status(), Some(503));
+/// assert!(ShedReason::AllUpstreamsCooling.retry_after());
+/// assert!(ShedReason::AllUpstreamsCooling.before_dispatch());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ShedReason {
