@@ -422,12 +422,12 @@ mod tests {
             "3s",
             "--no-cooldowns",
         ];
-        let f = Cli::try_parse_from(several).unwrap().flags;
-        assert_eq!(f.upstream.len(), 2);
-        assert_eq!(f.routing, Some(Routing::Weighted));
-        assert_eq!(f.cooldown, Some(Duration::from_secs(3)));
-        assert!(f.no_cooldowns);
         assert_eq!(f.wait_budget, Some(Duration::from_secs(2)));
+        let g = Cli::try_parse_from(several).unwrap().flags;
+        assert_eq!(g.upstream.len(), 2);
+        assert_eq!(g.routing, Some(Routing::Weighted));
+        assert_eq!(g.cooldown, Some(Duration::from_secs(3)));
+        assert!(g.no_cooldowns);
         assert!(Cli::try_parse_from(["gateway", "--mode", "fancy"]).is_err());
         assert!(Cli::try_parse_from(["gateway", "--wait-budget", "soon"]).is_err());
     }
