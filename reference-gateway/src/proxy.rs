@@ -524,7 +524,7 @@ impl Shared {
         if !finished {
             // The relay, and the upstream body inside it, were dropped: the
             // provider sees the call hang up.
-            call.timed_out();
+            call.timed_out_reading();
             let _ = frames_tx.send(Err(BoxError::from(UpstreamTimedOut)));
         }
     }
@@ -730,6 +730,20 @@ impl CallGuard {
         debug!("upstream call cancelled: upstream_timeout passed");
     }
 
+    /// `upstream_timeout` passed while the answer was being read (its head
+    /// already passed on): the call is cut, and its upstream cooled down
+    /// for `cooldown`, as one that timed out before answering is.
+    fn timed_out_reading(&mut self) {
+        self.timed_out();
+        let router = &self.shared.router;
+        let wait = router.cooldown_for(None);
+        if router.cool(self.upstream, wait, Instant::now()) {
+            self.shared.metrics.upstreams[self.upstream]
+                .cooldowns
+                .fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     /// The upstream could not be reached or broke.
     fn failed(&mut self) {
         self.shared.metrics.upstreams[self.upstream]
@@ -820,7 +834,7 @@ impl Body for GuardedBody {
             if expired && this.call.is_some() {
                 this.timed_out = true;
                 if let Some(mut call) = this.call.take() {
-                    call.timed_out();
+                    call.timed_out_reading();
                 }
                 return Poll::Ready(Some(Err(BoxError::from(UpstreamTimedOut))));
             }

@@ -319,3 +319,40 @@ async fn weighted_routing_follows_the_weights_among_the_upstreams_not_cooling() 
     })
     .await;
 }
+
+/// A stream already begun is never sent on: past `upstream_timeout` it is
+/// cut, as with one upstream, and its upstream cooled down; the next
+/// request goes to the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_cut_by_the_upstream_timeout_cools_its_upstream_and_is_not_sent_on() {
+    bounded_in_time(async {
+        let dragging = provider(
+            "[latency]\nttft = { fixed = \"1ms\" }\nper_token = { fixed = \"1s\" }\n[completion_tokens]\nfixed = 16\n",
+        )
+        .await;
+        let healthy = provider(HEALTHY).await;
+        let mut c = two(Mode::Bounded, &dragging, &healthy);
+        c.upstream_timeout = Some(Duration::from_millis(500));
+        c.cooldown = Duration::from_secs(30);
+        let gw = gateway(c).await;
+        let (client, base) = (client(), gw.base_url());
+        let body = chat_body("cut", 40, 16, true);
+        // Cut mid-way: the client sees a broken or short body, never a
+        // second upstream's answer spliced in.
+        if let Ok(a) = chat(&client, &base, "cut", body, None, None).await {
+            assert_eq!(served_by(&a), Some("primary"), "{a:?}");
+            assert!(!a.body.contains("[DONE]"), "{a:?}");
+        }
+        until(|| gw.snapshot().upstream_timeouts == 1).await;
+        let up = gw.upstreams();
+        assert_eq!((up[0].calls, up[0].sent_on, up[0].cooldowns), (1, 0, 1), "{up:?}");
+        assert!(up[0].cooling_for > Duration::from_secs(20), "{up:?}");
+        assert_eq!(up[1].calls, 0, "not sent on");
+        let next = chat_as(&client, &base, None, "next").await;
+        assert_eq!((next.status, served_by(&next)), (200, Some("secondary")));
+        gw.shutdown().await;
+        dragging.shutdown().await;
+        healthy.shutdown().await;
+    })
+    .await;
+}
