@@ -1263,6 +1263,34 @@ latency_target = "1s 500ms"
     }
 
     #[test]
+    fn upstreams_round_trip_through_the_harness_writer() {
+        // `rehearse run` writes a scenario's gateway at rehearsal scale
+        // with `toml::to_string`, and the gateway reads it back.
+        let src = toml_located::Source::new(SEVERAL, "g.toml");
+        let mut c: GatewayConfig = src.parse().unwrap();
+        let urls = BTreeMap::from([("backup".to_string(), "http://127.0.0.1:10".to_string())]);
+        c.resolve_providers(&urls).unwrap();
+        c.cooldowns = Some(false);
+        let c = c.time_scaled(4.0);
+        let text = toml::to_string(&c).unwrap();
+        assert_eq!(
+            GatewayConfig::from_toml(&text, "gateway.toml").unwrap(),
+            c,
+            "{text}"
+        );
+        let lone = GatewayConfig::new(Mode::Bounded, "http://127.0.0.1:1");
+        let text = toml::to_string(&lone).unwrap();
+        assert!(
+            !text.contains("upstreams") && !text.contains("cooldowns"),
+            "{text}"
+        );
+        assert_eq!(
+            GatewayConfig::from_toml(&text, "gateway.toml").unwrap(),
+            lone
+        );
+    }
+
+    #[test]
     fn the_cooldown_is_scaled_as_a_duration() {
         let c = GatewayConfig::new(Mode::Bounded, "http://127.0.0.1:1").time_scaled(10.0);
         assert_eq!(c.cooldown, Duration::from_millis(500));
