@@ -580,6 +580,32 @@ impl GatewayConfig {
         Ok(())
     }
 
+    /// Points a scenario's gateway at its providers, as the harness does
+    /// before it starts it: with no `upstreams`, `upstream` becomes
+    /// `first_url` (the scenario's first provider, as `{provider_url}`);
+    /// with `upstreams`, each `provider` is resolved from `urls`
+    /// ([`GatewayConfig::resolve_providers`]) and `upstream` is left empty.
+    ///
+    /// ```
+    /// use std::collections::BTreeMap;
+    /// use reference_gateway::{GatewayConfig, Mode};
+    ///
+    /// let mut lone = GatewayConfig::new(Mode::Naive, "");
+    /// lone.set_providers("http://127.0.0.1:9", &BTreeMap::new()).unwrap();
+    /// assert_eq!(lone.upstream, "http://127.0.0.1:9");
+    /// ```
+    pub fn set_providers(
+        &mut self,
+        first_url: &str,
+        urls: &BTreeMap<String, String>,
+    ) -> Result<(), (String, String)> {
+        if self.upstreams.is_empty() {
+            self.upstream = first_url.to_string();
+            return Ok(());
+        }
+        self.resolve_providers(urls)
+    }
+
     /// Returns true if and only if refusing upstreams are cooled down:
     /// `cooldowns` when given, else with `upstreams` and not for a lone
     /// `upstream`.
@@ -1187,6 +1213,18 @@ latency_target = "1s 500ms"
         assert_eq!(c.upstreams[1].url.as_deref(), Some("http://127.0.0.1:10"));
         assert_eq!(c.upstreams[1].provider, None);
         assert_eq!(c.validate(), Ok(()));
+        let mut set = GatewayConfig::from_toml(
+            SEVERAL
+                .replace("provider = \"backup\"", "url = \"http://127.0.0.1:1\"")
+                .as_str(),
+            "g.toml",
+        )
+        .unwrap();
+        set.upstreams[1].url = None;
+        set.upstreams[1].provider = Some("backup".into());
+        set.set_providers("http://127.0.0.1:7", &urls).unwrap();
+        assert_eq!(set.upstream, "", "several: upstream stays empty");
+        assert_eq!(set.validate(), Ok(()));
         // A lone upstream is one named `default`, without cooldowns.
         let lone = GatewayConfig::from_toml(HEAD, "g.toml").unwrap();
         assert!(!lone.cooldowns_on());
