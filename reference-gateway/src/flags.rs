@@ -38,9 +38,9 @@ pub struct GatewayFlags {
     #[cfg_attr(feature = "clap", arg(long))]
     pub mode: Option<Mode>,
     /// Base URL of the provider, e.g. http://127.0.0.1:8080; or, repeated,
-    /// one of several upstreams: NAME=URL[,weight=W][,priority=P] (e.g.
-    /// --upstream primary=http://127.0.0.1:8080 --upstream
-    /// secondary=http://127.0.0.1:8081,priority=1).
+    /// one of several upstreams: `NAME=URL[,weight=W][,priority=P]` (e.g.
+    /// `--upstream primary=http://127.0.0.1:8080 --upstream
+    /// secondary=http://127.0.0.1:8081,priority=1`).
     #[cfg_attr(
         feature = "clap",
         arg(long, value_name = "URL | NAME=URL[,weight=W][,priority=P]")
