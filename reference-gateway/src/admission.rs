@@ -9,6 +9,14 @@
 //!   a job only if the tokens ahead of it, plus its own, drain in time for
 //!   the caller's deadline; the same test runs again at dequeue.
 //!
+//! Each works on the capacity of the upstreams not cooling. At a share
+//! `s` of the upstreams' weight open ([`Router::share`]; 1 with a lone
+//! upstream or no cooldowns), a limit of N calls is `ceil(N·s)`, never
+//! below one, and a queue of Q places `ceil(Q·s)`; the pacer's token rate
+//! is `rate·s`. Read at each admission and dispatch, so the capacity comes
+//! back as soon as a cooldown ends (a queued job waits for the next call
+//! to end to see it).
+//!
 //! A job that is admitted gets a [`Permit`]; dropping the permit gives the
 //! slot back. A caller that hangs up while queued drops its `admit` future,
 //! whose guard takes the job out of the queue at once.
@@ -25,6 +33,16 @@ use crate::config::{GatewayConfig, Mode, Order};
 use crate::drain::{self, DrainMeter, ServiceMeter};
 use crate::metrics::{Gauges, Metrics, ShedReason};
 use crate::queue::WaitQueue;
+use crate::router::Router;
+
+/// A count (a concurrency limit, queue places) at `share` of the
+/// upstreams' capacity: `ceil(n·share)`, at least `least`, at most `n`.
+pub(crate) fn at_share(n: usize, share: f64, least: usize) -> usize {
+    if share >= 1.0 {
+        return n;
+    }
+    ((n as f64 * share).ceil() as usize).clamp(least.min(n), n)
+}
 
 /// What admission needs to know about a request.
 #[derive(Debug, Clone, Copy)]
@@ -70,8 +88,11 @@ impl Admission {
     pub(crate) fn new(
         config: &GatewayConfig,
         metrics: Arc<Metrics>,
+        router: Arc<Router>,
         shutdown: &CancellationToken,
     ) -> Admission {
+        // Without cooldowns the share is always 1: no need to ask.
+        let router = router.cools().then_some(router);
         let now = Instant::now();
         match config.mode {
             Mode::Naive | Mode::Timeout => Admission::Unbounded,
@@ -81,6 +102,7 @@ impl Admission {
                 config.bounded.wait_budget,
                 DrainMeter::new(config.drain_window, now),
                 metrics,
+                router,
             ))),
             Mode::Aimd => {
                 let a = &config.aimd;
@@ -93,6 +115,7 @@ impl Admission {
                     a.wait_budget,
                     DrainMeter::new(config.drain_window, now),
                     metrics,
+                    router,
                 )))
             }
             Mode::Deadline => {
@@ -102,6 +125,7 @@ impl Admission {
                     d.expected_service,
                     d.order,
                     metrics,
+                    router,
                 ));
                 tokio::spawn(pacer.clone().dispatch(shutdown.clone()));
                 Admission::Pacer(pacer)
@@ -122,20 +146,22 @@ impl Admission {
         match self {
             Admission::Unbounded => Gauges::default(),
             Admission::Slots(s) => {
+                let share = s.share(Instant::now());
                 let st = s.lock();
                 Gauges {
                     queue_depth: st.queue.len(),
                     queued_tokens: None,
-                    limit: Some(st.limit.current()),
+                    limit: Some(at_share(st.limit.current(), share, 1)),
                     pool: None,
                 }
             }
             Admission::Pacer(p) => {
-                let st = p.lock();
                 let now = Instant::now();
+                let rate = p.rate(now);
+                let st = p.lock();
                 Gauges {
                     queue_depth: st.queue.len(),
-                    queued_tokens: Some(st.tokens_ahead(now, p.rate)),
+                    queued_tokens: Some(st.tokens_ahead(now, rate)),
                     limit: None,
                     pool: None,
                 }
@@ -298,6 +324,8 @@ pub(crate) struct Slots {
     capacity: usize,
     wait_budget: Duration,
     metrics: Arc<Metrics>,
+    /// The upstreams, when some may be cooling.
+    router: Option<Arc<Router>>,
 }
 
 impl Slots {
@@ -307,6 +335,7 @@ impl Slots {
         wait_budget: Duration,
         drain: DrainMeter,
         metrics: Arc<Metrics>,
+        router: Option<Arc<Router>>,
     ) -> Slots {
         Slots {
             state: Mutex::new(SlotsState {
@@ -320,7 +349,13 @@ impl Slots {
             capacity,
             wait_budget,
             metrics,
+            router,
         }
+    }
+
+    /// The share of the upstreams' capacity not cooling at `now`.
+    fn share(&self, now: Instant) -> f64 {
+        self.router.as_ref().map_or(1.0, |r| r.share(now))
     }
 
     fn lock(&self) -> MutexGuard<'_, SlotsState> {
@@ -335,7 +370,7 @@ impl Slots {
     /// the call time observed ([`drain::queue_drain`]). Before any call
     /// has completed, the backlog ahead of one more job (itself included)
     /// at the rate jobs were observed leaving the queue.
-    fn retry_after(&self, st: &mut SlotsState, now: Instant) -> Duration {
+    fn retry_after(&self, st: &mut SlotsState, now: Instant, limit: usize) -> Duration {
         let oldest = st
             .started
             .iter()
@@ -355,7 +390,7 @@ impl Slots {
             // At least the header's least: 0 reads as "retry at once".
             return drain::queue_drain(
                 &ends,
-                st.limit.current(),
+                limit,
                 waited,
                 self.wait_budget.as_secs_f64(),
                 service_s,
@@ -372,16 +407,18 @@ impl Slots {
 
     async fn admit(self: &Arc<Self>, job: Job) -> Result<Permit, Refusal> {
         let (seq, rx) = {
-            let mut st = self.lock();
             let now = Instant::now();
-            if st.queue.is_empty() && st.in_flight < st.limit.current() {
+            let share = self.share(now);
+            let mut st = self.lock();
+            let limit = at_share(st.limit.current(), share, 1);
+            if st.queue.is_empty() && st.in_flight < limit {
                 return Ok(self.grant(&mut st, now));
             }
-            if st.queue.len() >= self.capacity {
+            if st.queue.len() >= at_share(self.capacity, share, 0) {
                 self.metrics.refused(ShedReason::QueueFull);
                 return Err(Refusal {
                     reason: ShedReason::QueueFull,
-                    retry_after: self.retry_after(&mut st, now),
+                    retry_after: self.retry_after(&mut st, now, limit),
                 });
             }
             let (tx, rx) = oneshot::channel();
@@ -482,14 +519,19 @@ impl Slots {
     /// Hands free slots to waiting jobs, dropping those that waited too long.
     fn dispatch_waiting(self: &Arc<Self>, st: &mut SlotsState) {
         let now = Instant::now();
-        while st.in_flight < st.limit.current() {
+        let share = self.share(now);
+        loop {
+            let limit = at_share(st.limit.current(), share, 1);
+            if st.in_flight >= limit {
+                break;
+            }
             let Some(waiter) = st.queue.pop() else { break };
             let waited = now.saturating_duration_since(waiter.arrived);
             if waited > self.wait_budget {
                 // Never call the provider for it: its caller has likely left
                 // or will get an answer too late to use.
                 self.metrics.refused(ShedReason::WaitExpired);
-                let retry_after = self.retry_after(st, now);
+                let retry_after = self.retry_after(st, now, limit);
                 let _ = waiter.tx.send(Grant::Expired { retry_after });
                 continue;
             }
@@ -564,10 +606,12 @@ impl PacerState {
 pub(crate) struct Pacer {
     state: Mutex<PacerState>,
     wake: Notify,
-    /// Tokens per second.
+    /// Tokens per second, with every upstream open.
     rate: f64,
     expected_service: Duration,
     metrics: Arc<Metrics>,
+    /// The upstreams, when some may be cooling.
+    router: Option<Arc<Router>>,
 }
 
 /// The deadline arithmetic: returns true if and only if a job of `cost`
@@ -589,7 +633,13 @@ pub(crate) fn makes_deadline(
 const PACER_SLACK: Duration = Duration::from_millis(20);
 
 impl Pacer {
-    fn new(rate: f64, expected_service: Duration, order: Order, metrics: Arc<Metrics>) -> Pacer {
+    fn new(
+        rate: f64,
+        expected_service: Duration,
+        order: Order,
+        metrics: Arc<Metrics>,
+        router: Option<Arc<Router>>,
+    ) -> Pacer {
         Pacer {
             state: Mutex::new(PacerState {
                 queue: WaitQueue::new(order),
@@ -601,7 +651,14 @@ impl Pacer {
             rate,
             expected_service,
             metrics,
+            router,
         }
+    }
+
+    /// Tokens per second at `now`: the rate at the share of the upstreams'
+    /// capacity not cooling.
+    fn rate(&self, now: Instant) -> f64 {
+        self.rate * self.router.as_ref().map_or(1.0, |r| r.share(now))
     }
 
     fn lock(&self) -> MutexGuard<'_, PacerState> {
@@ -610,21 +667,22 @@ impl Pacer {
 
     async fn admit(self: &Arc<Self>, job: Job) -> Result<Permit, Refusal> {
         let (seq, rx) = {
-            let mut st = self.lock();
             let now = Instant::now();
+            let rate = self.rate(now);
+            let mut st = self.lock();
             let patience = job
                 .patience
                 .saturating_sub(now.saturating_duration_since(job.arrived));
-            let ahead = st.tokens_ahead(now, self.rate);
-            if !makes_deadline(ahead, job.cost, self.rate, self.expected_service, patience) {
+            let ahead = st.tokens_ahead(now, rate);
+            if !makes_deadline(ahead, job.cost, rate, self.expected_service, patience) {
                 self.metrics.refused(ShedReason::WouldMissDeadline);
                 return Err(Refusal {
                     reason: ShedReason::WouldMissDeadline,
-                    retry_after: st.drain_time(now, self.rate),
+                    retry_after: st.drain_time(now, rate),
                 });
             }
             if st.queue.is_empty() && st.next_free <= now {
-                return Ok(self.grant(&mut st, now, now, job.cost));
+                return Ok(self.grant(&mut st, now, now, job.cost, rate));
             }
             let (tx, rx) = oneshot::channel();
             let seq = st.queue.push(PacedWaiter {
@@ -672,8 +730,9 @@ impl Pacer {
         now: Instant,
         base: Instant,
         cost: f64,
+        rate: f64,
     ) -> Permit {
-        st.next_free = base + Duration::from_secs_f64(cost / self.rate);
+        st.next_free = base + Duration::from_secs_f64(cost / rate);
         st.in_flight += 1;
         Permit::new(Release::Pacer(self.clone()), now)
     }
@@ -683,8 +742,9 @@ impl Pacer {
     async fn dispatch(self: Arc<Self>, shutdown: CancellationToken) {
         loop {
             let wake_at = {
-                let mut st = self.lock();
                 let now = Instant::now();
+                let rate = self.rate(now);
+                let mut st = self.lock();
                 if st.queue.is_empty() {
                     None
                 } else if st.next_free > now {
@@ -695,13 +755,13 @@ impl Pacer {
                         // The same test as at admission, with nothing left
                         // ahead of it: too late even if dispatched now.
                         self.metrics.refused(ShedReason::WaitExpired);
-                        let retry_after = st.drain_time(now, self.rate);
+                        let retry_after = st.drain_time(now, rate);
                         let _ = waiter.tx.send(Grant::Expired { retry_after });
                         continue;
                     }
                     let previous = st.next_free;
                     let base = previous.max(now.checked_sub(PACER_SLACK).unwrap_or(now));
-                    let mut permit = self.grant(&mut st, now, base, waiter.cost);
+                    let mut permit = self.grant(&mut st, now, base, waiter.cost, rate);
                     permit.claimed = false;
                     if let Err(Grant::Go(permit)) = waiter.tx.send(Grant::Go(permit)) {
                         permit.defuse();
@@ -771,6 +831,7 @@ mod tests {
             budget,
             DrainMeter::new(Duration::from_secs(5), Instant::now()),
             metrics(),
+            None,
         ))
     }
 
@@ -854,8 +915,91 @@ mod tests {
         assert_eq!(limit(&s), 2, "one cut per slow call");
     }
 
+    #[test]
+    fn counts_follow_the_share_not_cooling_rounded_up() {
+        assert_eq!(at_share(8, 1.0, 1), 8);
+        assert_eq!(at_share(8, 0.5, 1), 4);
+        assert_eq!(at_share(8, 0.25, 1), 2);
+        assert_eq!(at_share(5, 0.5, 1), 3, "rounded up");
+        assert_eq!(at_share(1, 0.1, 1), 1, "never below one call");
+        assert_eq!(at_share(16, 0.1, 0), 2);
+        assert_eq!(at_share(0, 0.5, 0), 0, "no queue stays no queue");
+    }
+
+    /// Two upstreams of weights 3 and 1, the first cooling: a quarter of
+    /// the capacity.
+    fn quarter_open() -> Arc<Router> {
+        let mut c = GatewayConfig::new(Mode::Bounded, "");
+        for (name, weight) in [("big", 3), ("small", 1)] {
+            c.upstreams.push(crate::config::UpstreamConfig {
+                name: name.into(),
+                url: Some("http://127.0.0.1:9".into()),
+                provider: None,
+                weight,
+                priority: 0,
+            });
+        }
+        let router = Arc::new(Router::new(&c));
+        router.cool(0, Duration::from_secs(60), Instant::now());
+        router
+    }
+
+    #[tokio::test]
+    async fn slots_work_on_the_capacity_of_the_upstreams_not_cooling() {
+        let s = Arc::new(Slots::new(
+            Limit::Fixed(8),
+            8,
+            Duration::from_secs(10),
+            DrainMeter::new(Duration::from_secs(5), Instant::now()),
+            metrics(),
+            Some(quarter_open()),
+        ));
+        let admission = Admission::Slots(s.clone());
+        assert_eq!(admission.gauges().limit, Some(2), "8 x 1/4");
+        let _a = s.admit(job(1.0, Duration::ZERO)).await.unwrap();
+        let _b = s.admit(job(1.0, Duration::ZERO)).await.unwrap();
+        // The third waits; the queue holds 8 x 1/4 = 2.
+        let (s1, s2) = (s.clone(), s.clone());
+        let w1 = tokio::spawn(async move { s1.admit(job(1.0, Duration::ZERO)).await.is_ok() });
+        let w2 = tokio::spawn(async move { s2.admit(job(1.0, Duration::ZERO)).await.is_ok() });
+        while s.lock().queue.len() < 2 {
+            tokio::task::yield_now().await;
+        }
+        let refused = s.admit(job(1.0, Duration::ZERO)).await.err().unwrap();
+        assert_eq!(refused.reason, ShedReason::QueueFull);
+        w1.abort();
+        w2.abort();
+    }
+
+    #[tokio::test]
+    async fn the_pacer_paces_to_the_share_of_its_rate_not_cooling() {
+        // 400 tokens/s at a quarter: 100/s. Patience 2.5 s, service 0:
+        // behind 100 tokens owed, a 100-token job is done at 2 s (fits); a
+        // third, behind 200, at 3 s (does not).
+        let p = Arc::new(Pacer::new(
+            400.0,
+            Duration::ZERO,
+            Order::Fifo,
+            metrics(),
+            Some(quarter_open()),
+        ));
+        let token = CancellationToken::new();
+        tokio::spawn(p.clone().dispatch(token.clone()));
+        let patience = Duration::from_millis(2500);
+        let _first = p.admit(job(100.0, patience)).await.unwrap();
+        let p2 = p.clone();
+        let second = tokio::spawn(async move { p2.admit(job(100.0, patience)).await.is_ok() });
+        while p.lock().queue.is_empty() {
+            tokio::task::yield_now().await;
+        }
+        let shed = p.admit(job(100.0, patience)).await.err().unwrap();
+        assert_eq!(shed.reason, ShedReason::WouldMissDeadline);
+        second.abort();
+        token.cancel();
+    }
+
     fn pacer(tokens_per_s: f64, service: Duration, order: Order) -> Arc<Pacer> {
-        Arc::new(Pacer::new(tokens_per_s, service, order, metrics()))
+        Arc::new(Pacer::new(tokens_per_s, service, order, metrics(), None))
     }
 
     #[tokio::test]

@@ -214,6 +214,82 @@ pub struct TenantConfig {
     pub requests_per_minute: Option<u64>,
 }
 
+/// How requests are spread over several upstreams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Routing {
+    /// Priority order: the lowest `priority` first (then list order); the
+    /// next only when those before it are cooling or refused this request.
+    #[default]
+    Failover,
+    /// By `weight` (smooth weighted round robin) among the upstreams not
+    /// cooling.
+    Weighted,
+}
+
+impl fmt::Display for Routing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Routing::Failover => "failover",
+            Routing::Weighted => "weighted",
+        })
+    }
+}
+
+impl FromStr for Routing {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "failover" => Ok(Routing::Failover),
+            "weighted" => Ok(Routing::Weighted),
+            other => Err(format!(
+                "unknown routing `{other}`: expected failover or weighted"
+            )),
+        }
+    }
+}
+
+/// One of several upstreams (`upstreams = [...]`): a provider deployment
+/// the gateway routes to by name.
+///
+/// ```toml
+/// upstreams = [
+///   { name = "primary", url = "http://127.0.0.1:8080", priority = 0 },
+///   { name = "secondary", url = "http://127.0.0.1:8081", priority = 1 },
+/// ]
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamConfig {
+    /// Its name: the `upstream` label of `/metrics`, `x-gateway-upstream`.
+    pub name: String,
+    /// Its base URL (`http://host:port`, optionally with a path prefix).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Inside a scenario, instead of `url`: the name of one of its
+    /// providers, whose URL the harness fills in
+    /// ([`GatewayConfig::resolve_providers`]) before the gateway starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// Its share in `weighted` routing, and of the capacity admission
+    /// counts on (1 to 10,000).
+    #[serde(default = "default_weight")]
+    pub weight: u32,
+    /// Failover order: the lowest first; equal priorities keep list order.
+    #[serde(default)]
+    pub priority: u32,
+}
+
+fn default_weight() -> u32 {
+    1
+}
+
+/// The most upstreams a gateway routes over (a bit each in a mask).
+pub const MAX_UPSTREAMS: usize = 64;
+/// The largest weight an upstream may have.
+pub const MAX_WEIGHT: u32 = 10_000;
+
 /// Everything a gateway needs to start.
 ///
 /// ```
@@ -235,8 +311,28 @@ pub struct GatewayConfig {
     /// Base URL of the provider (`http://host:port`, optionally with a path
     /// prefix). Required by [`GatewayConfig::validate`]; left out of a
     /// scenario's `[gateway.reference]`, where the harness sets it.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub upstream: String,
+    /// Several upstreams instead of one `upstream` (never both): see
+    /// [`UpstreamConfig`], `routing` and `cooldown`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub upstreams: Vec<UpstreamConfig>,
+    /// How requests are spread over `upstreams`: failover (priority order)
+    /// or weighted.
+    #[serde(default)]
+    pub routing: Routing,
+    /// How long an upstream that refused (429, 503, 529), timed out or
+    /// could not be reached is left out when it gave no Retry-After (its
+    /// Retry-After when it did).
+    #[serde(default = "default_cooldown", with = "humantime_serde")]
+    pub cooldown: Duration,
+    /// Whether a refusing upstream is cooled down at all. None (the
+    /// default): yes with `upstreams`, no for a lone `upstream` (every
+    /// refusal passed on, as a plain proxy does). False: a refusing
+    /// upstream is tried again at once by the next request (the router
+    /// that retries into a cooling deployment).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cooldowns: Option<bool>,
     /// Where the CLI binds; the library takes an already-bound listener.
     #[serde(default = "default_listen")]
     pub listen: SocketAddr,
@@ -359,6 +455,9 @@ fn default_queue_full_status() -> u16 {
 fn default_tenant_window() -> Duration {
     wire::QuotaBuckets::MINUTE
 }
+fn default_cooldown() -> Duration {
+    Duration::from_secs(5)
+}
 fn default_upstream_retry_backoff() -> Duration {
     Duration::from_millis(500)
 }
@@ -369,6 +468,10 @@ impl GatewayConfig {
         GatewayConfig {
             mode,
             upstream: upstream.into(),
+            upstreams: Vec::new(),
+            routing: Routing::Failover,
+            cooldown: default_cooldown(),
+            cooldowns: None,
             listen: default_listen(),
             max_body_bytes: default_max_body_bytes(),
             connect_timeout: default_connect_timeout(),
@@ -401,31 +504,185 @@ impl GatewayConfig {
     }
 
     /// Checks the values serde cannot: returns the offending field (its
-    /// dotted path, e.g. `tenants.key-a.tokens_per_minute`) and why.
+    /// dotted path, e.g. `tenants.key-a.tokens_per_minute` or
+    /// `upstreams[1].url`) and why. Every upstream must have its URL here:
+    /// an upstream naming a `provider` not yet resolved
+    /// ([`GatewayConfig::resolve_providers`]) is refused.
     pub fn validate(&self) -> Result<(), (String, String)> {
-        let upstream = |message: String| ("upstream".to_string(), message);
-        if self.upstream.is_empty() {
-            return Err(upstream("missing: the provider's base URL".into()));
+        self.validate_policy()?;
+        if self.upstreams.is_empty() {
+            if self.upstream.is_empty() {
+                return Err((
+                    "upstream".into(),
+                    "missing: the provider's base URL (or `upstreams`)".into(),
+                ));
+            }
+            return check_url("upstream", &self.upstream);
         }
-        let uri: http::Uri = self
-            .upstream
-            .parse()
-            .map_err(|e| upstream(format!("not a URL: {e}")))?;
-        if uri.scheme_str() != Some("http") || uri.host().is_none() {
-            return Err(upstream(format!(
-                "`{}`: expected http://host:port",
-                self.upstream
-            )));
+        for (i, u) in self.upstreams.iter().enumerate() {
+            if u.url.is_none() {
+                let provider = u.provider.as_deref().unwrap_or_default();
+                return Err((
+                    format!("upstreams[{i}].provider"),
+                    format!(
+                        "provider `{provider}` is not resolved to a URL: a scenario's harness \
+                         fills it in before the gateway starts; standalone, give `url`"
+                    ),
+                ));
+            }
         }
-        self.validate_policy()
+        Ok(())
     }
 
-    /// Checks everything [`GatewayConfig::validate`] does but the upstream:
-    /// the policy alone, as a scenario's `[gateway.reference]` gives it.
+    /// Fills in the `url` of every upstream that names a `provider`, from
+    /// `urls` (provider name to base URL), as the harness does before it
+    /// starts the gateway of a scenario; the `provider` is then cleared.
+    /// Fails on a provider not in `urls`, with the upstream's field.
+    ///
+    /// ```
+    /// use std::collections::BTreeMap;
+    /// use reference_gateway::{GatewayConfig, Mode, UpstreamConfig};
+    ///
+    /// let mut config = GatewayConfig::new(Mode::Bounded, "");
+    /// config.upstreams.push(UpstreamConfig {
+    ///     name: "primary".into(),
+    ///     url: None,
+    ///     provider: Some("openai-east".into()),
+    ///     weight: 1,
+    ///     priority: 0,
+    /// });
+    /// assert_eq!(config.validate_policy(), Ok(()), "a scenario's policy");
+    /// assert_eq!(config.validate().unwrap_err().0, "upstreams[0].provider");
+    /// let urls = BTreeMap::from([("openai-east".to_string(), "http://127.0.0.1:9".to_string())]);
+    /// config.resolve_providers(&urls).unwrap();
+    /// assert_eq!(config.upstreams[0].url.as_deref(), Some("http://127.0.0.1:9"));
+    /// assert!(config.validate().is_ok());
+    /// ```
+    pub fn resolve_providers(
+        &mut self,
+        urls: &BTreeMap<String, String>,
+    ) -> Result<(), (String, String)> {
+        for (i, u) in self.upstreams.iter_mut().enumerate() {
+            let Some(name) = &u.provider else { continue };
+            let Some(url) = urls.get(name) else {
+                let known: Vec<&str> = urls.keys().map(String::as_str).collect();
+                return Err((
+                    format!("upstreams[{i}].provider"),
+                    format!(
+                        "`{name}` is not one of the providers ({})",
+                        known.join(", ")
+                    ),
+                ));
+            };
+            u.url = Some(url.clone());
+            u.provider = None;
+        }
+        Ok(())
+    }
+
+    /// Points a scenario's gateway at its providers, as the harness does
+    /// before it starts it: with no `upstreams`, `upstream` becomes
+    /// `first_url` (the scenario's first provider, as `{provider_url}`);
+    /// with `upstreams`, each `provider` is resolved from `urls`
+    /// ([`GatewayConfig::resolve_providers`]) and `upstream` is left empty.
+    ///
+    /// ```
+    /// use std::collections::BTreeMap;
+    /// use reference_gateway::{GatewayConfig, Mode};
+    ///
+    /// let mut lone = GatewayConfig::new(Mode::Naive, "");
+    /// lone.set_providers("http://127.0.0.1:9", &BTreeMap::new()).unwrap();
+    /// assert_eq!(lone.upstream, "http://127.0.0.1:9");
+    /// ```
+    pub fn set_providers(
+        &mut self,
+        first_url: &str,
+        urls: &BTreeMap<String, String>,
+    ) -> Result<(), (String, String)> {
+        if self.upstreams.is_empty() {
+            self.upstream = first_url.to_string();
+            return Ok(());
+        }
+        self.resolve_providers(urls)
+    }
+
+    /// Returns true if and only if refusing upstreams are cooled down:
+    /// `cooldowns` when given, else with `upstreams` and not for a lone
+    /// `upstream`.
+    pub fn cooldowns_on(&self) -> bool {
+        self.cooldowns.unwrap_or(!self.upstreams.is_empty())
+    }
+
+    /// The upstreams routed over, in the order written: `upstreams`, or the
+    /// lone `upstream` as one named `default`.
+    pub(crate) fn routes(&self) -> Vec<UpstreamConfig> {
+        if self.upstreams.is_empty() {
+            return vec![UpstreamConfig {
+                name: "default".into(),
+                url: Some(self.upstream.clone()),
+                provider: None,
+                weight: 1,
+                priority: 0,
+            }];
+        }
+        self.upstreams.clone()
+    }
+
+    /// Checks everything [`GatewayConfig::validate`] does but the
+    /// upstreams' URLs being there: the policy alone, as a scenario's
+    /// `[gateway.reference]` gives it (its `upstreams` may name providers).
     pub fn validate_policy(&self) -> Result<(), (String, String)> {
         self.validate_knobs()
             .map_err(|(field, message)| (field.to_string(), message))?;
+        self.validate_upstreams()?;
         self.validate_tenants()
+    }
+
+    /// `upstreams`: not beside `upstream`, each named once, with a URL or
+    /// a provider (not both) and a weight in range.
+    fn validate_upstreams(&self) -> Result<(), (String, String)> {
+        if self.upstreams.is_empty() {
+            return Ok(());
+        }
+        let whole = |message: &str| Err(("upstreams".to_string(), message.to_string()));
+        if !self.upstream.is_empty() {
+            return whole("give either `upstream` (one) or `upstreams` (several), not both");
+        }
+        if self.upstreams.len() > MAX_UPSTREAMS {
+            return whole("at most 64 upstreams");
+        }
+        for (i, u) in self.upstreams.iter().enumerate() {
+            let field = |key: &str| format!("upstreams[{i}].{key}");
+            let label_safe = |b: u8| b.is_ascii_alphanumeric() || b"_.-".contains(&b);
+            if u.name.is_empty() || !u.name.bytes().all(label_safe) {
+                return Err((
+                    field("name"),
+                    format!("`{}`: expected letters, digits, `_`, `.` or `-`", u.name),
+                ));
+            }
+            if self.upstreams[..i].iter().any(|o| o.name == u.name) {
+                return Err((field("name"), format!("`{}` is named twice", u.name)));
+            }
+            match (&u.url, &u.provider) {
+                (None, None) => return Err((
+                    field("url"),
+                    "missing: give `url` (standalone) or `provider` (a scenario's provider name)"
+                        .into(),
+                )),
+                (Some(_), Some(_)) => {
+                    return Err((
+                        field("provider"),
+                        "give `url` or `provider`, not both".into(),
+                    ))
+                }
+                (Some(url), None) => check_url(&field("url"), url)?,
+                (None, Some(_)) => {}
+            }
+            if !(1..=MAX_WEIGHT).contains(&u.weight) {
+                return Err((field("weight"), "must lie between 1 and 10000".into()));
+            }
+        }
+        Ok(())
     }
 
     /// Each API key is sent in a header, and each entitlement is above 0.
@@ -480,6 +737,12 @@ impl GatewayConfig {
         }
         if self.tenant_window.is_zero() {
             return Err(("tenant_window", "must be above 0".into()));
+        }
+        if self.cooldowns_on() && self.cooldown.is_zero() {
+            return Err((
+                "cooldown",
+                "must be above 0 (`cooldowns = false` turns them off)".into(),
+            ));
         }
         if self.pool_max_connections == Some(0) {
             return Err((
@@ -596,6 +859,7 @@ impl GatewayConfig {
         self.connect_timeout = d(self.connect_timeout);
         self.drain_window = d(self.drain_window);
         self.shutdown_grace = d(self.shutdown_grace);
+        self.cooldown = d(self.cooldown);
         self.bounded.wait_budget = d(self.bounded.wait_budget);
         self.bounded.concurrency = scale.count_usize(self.bounded.concurrency);
         self.bounded.queue = scale.count_usize(self.bounded.queue);
@@ -621,6 +885,19 @@ impl GatewayConfig {
         self.tenant_window = d(self.tenant_window);
         self
     }
+}
+
+/// A base URL the gateway can call: `http://host[:port][/prefix]`.
+fn check_url(field: &str, url: &str) -> Result<(), (String, String)> {
+    let err = |message: String| Err((field.to_string(), message));
+    let uri: http::Uri = match url.parse() {
+        Ok(uri) => uri,
+        Err(e) => return err(format!("not a URL: {e}")),
+    };
+    if uri.scheme_str() != Some("http") || uri.host().is_none() {
+        return err(format!("`{url}`: expected http://host:port"));
+    }
+    Ok(())
 }
 
 /// Parses a humantime duration ("250ms", "2s", "1m 30s"), as flags take them.
@@ -895,6 +1172,166 @@ latency_target = "1s 500ms"
             (3, "tenant_window"),
             "{err}"
         );
+    }
+
+    const SEVERAL: &str = "mode = \"bounded\"\nrouting = \"weighted\"\ncooldown = \"8s\"\n\
+        [[upstreams]]\nname = \"primary\"\nurl = \"http://127.0.0.1:9\"\nweight = 3\n\
+        [[upstreams]]\nname = \"secondary\"\nprovider = \"backup\"\npriority = 1\n";
+
+    #[test]
+    fn several_upstreams_parse_with_their_routing_and_cooldown() {
+        let src = toml_located::Source::new(SEVERAL, "g.toml");
+        let c: GatewayConfig = src.parse().unwrap();
+        assert_eq!(
+            c.validate_policy(),
+            Ok(()),
+            "a scenario's policy may name providers"
+        );
+        assert_eq!(c.routing, Routing::Weighted);
+        assert_eq!(c.cooldown, Duration::from_secs(8));
+        assert!(c.cooldowns_on(), "on by default with upstreams");
+        assert_eq!(c.upstreams[0].weight, 3);
+        assert_eq!((c.upstreams[1].weight, c.upstreams[1].priority), (1, 1));
+        // The provider must be resolved before the gateway starts.
+        let err = GatewayConfig::from_toml(SEVERAL, "g.toml").unwrap_err();
+        assert_eq!(
+            (err.field.as_str(), err.line),
+            ("upstreams[1].provider", 10),
+            "{err}"
+        );
+        assert!(err.to_string().contains("not resolved"), "{err}");
+        let mut c = c;
+        let urls = BTreeMap::from([("other".to_string(), "http://127.0.0.1:1".to_string())]);
+        let (field, message) = c.resolve_providers(&urls).unwrap_err();
+        assert_eq!(field, "upstreams[1].provider");
+        assert!(
+            message.contains("`backup`") && message.contains("other"),
+            "{message}"
+        );
+        let urls = BTreeMap::from([("backup".to_string(), "http://127.0.0.1:10".to_string())]);
+        c.resolve_providers(&urls).unwrap();
+        assert_eq!(c.upstreams[1].url.as_deref(), Some("http://127.0.0.1:10"));
+        assert_eq!(c.upstreams[1].provider, None);
+        assert_eq!(c.validate(), Ok(()));
+        let mut set = GatewayConfig::from_toml(
+            SEVERAL
+                .replace("provider = \"backup\"", "url = \"http://127.0.0.1:1\"")
+                .as_str(),
+            "g.toml",
+        )
+        .unwrap();
+        set.upstreams[1].url = None;
+        set.upstreams[1].provider = Some("backup".into());
+        set.set_providers("http://127.0.0.1:7", &urls).unwrap();
+        assert_eq!(set.upstream, "", "several: upstream stays empty");
+        assert_eq!(set.validate(), Ok(()));
+        // A lone upstream is one named `default`, without cooldowns.
+        let lone = GatewayConfig::from_toml(HEAD, "g.toml").unwrap();
+        assert!(!lone.cooldowns_on());
+        assert_eq!(lone.routes()[0].name, "default");
+        assert_eq!(lone.routes()[0].url.as_deref(), Some("http://127.0.0.1:1"));
+        assert_eq!(lone.cooldown, Duration::from_secs(5));
+        let on = format!("{HEAD}cooldowns = true\n");
+        assert!(GatewayConfig::from_toml(&on, "g.toml")
+            .unwrap()
+            .cooldowns_on());
+        // Inline, as a scenario may write them.
+        let inline = "mode = \"naive\"\nupstreams = [{ name = \"a\", url = \"http://127.0.0.1:9\" }, { name = \"b\", url = \"http://127.0.0.1:10\", priority = 1 }]\n";
+        let c = GatewayConfig::from_toml(inline, "g.toml").unwrap();
+        assert_eq!(c.upstreams.len(), 2);
+    }
+
+    #[test]
+    fn upstream_errors_name_their_field() {
+        let one = |tail: &str| format!("mode = \"naive\"\n{tail}");
+        let up = |body: &str| format!("[[upstreams]]\n{body}\n");
+        let a = "name = \"a\"\nurl = \"http://127.0.0.1:9\"";
+        let cases = [
+            (
+                one(&format!("upstream = \"http://127.0.0.1:1\"\n{}", up(a))),
+                "upstreams",
+                3,
+            ),
+            (one(&up("name = \"a\"")), "upstreams[0].url", 3),
+            (
+                one(&up(
+                    "name = \"a\"\nurl = \"http://127.0.0.1:9\"\nprovider = \"p\"",
+                )),
+                "upstreams[0].provider",
+                5,
+            ),
+            (one(&format!("{}{}", up(a), up(a))), "upstreams[1].name", 6),
+            (
+                one(&up("name = \"two words\"\nurl = \"http://127.0.0.1:9\"")),
+                "upstreams[0].name",
+                3,
+            ),
+            (
+                one(&up("name = \"a\"\nurl = \"ftp://x\"")),
+                "upstreams[0].url",
+                4,
+            ),
+            (
+                one(&up(&format!("{a}\nweight = 0"))),
+                "upstreams[0].weight",
+                5,
+            ),
+            (
+                one(&up(&format!("{a}\nweight = 10001"))),
+                "upstreams[0].weight",
+                5,
+            ),
+            (one(&format!("cooldown = \"0s\"\n{}", up(a))), "cooldown", 2),
+            (one("routing = \"random\"\n"), "routing", 2),
+            (one(""), "upstream", 0),
+        ];
+        for (text, field, line) in cases {
+            let err = GatewayConfig::from_toml(&text, "g.toml").unwrap_err();
+            assert_eq!(
+                (err.field.as_str(), err.line),
+                (field, line),
+                "{text}\n{err}"
+            );
+        }
+        // No cooldowns, no cooldown needed.
+        let off = one(&format!("cooldown = \"0s\"\ncooldowns = false\n{}", up(a)));
+        assert!(GatewayConfig::from_toml(&off, "g.toml").is_ok());
+        assert_eq!("weighted".parse::<Routing>(), Ok(Routing::Weighted));
+        assert!("random".parse::<Routing>().is_err());
+    }
+
+    #[test]
+    fn upstreams_round_trip_through_the_harness_writer() {
+        // `rehearse run` writes a scenario's gateway at rehearsal scale
+        // with `toml::to_string`, and the gateway reads it back.
+        let src = toml_located::Source::new(SEVERAL, "g.toml");
+        let mut c: GatewayConfig = src.parse().unwrap();
+        let urls = BTreeMap::from([("backup".to_string(), "http://127.0.0.1:10".to_string())]);
+        c.resolve_providers(&urls).unwrap();
+        c.cooldowns = Some(false);
+        let c = c.time_scaled(4.0);
+        let text = toml::to_string(&c).unwrap();
+        assert_eq!(
+            GatewayConfig::from_toml(&text, "gateway.toml").unwrap(),
+            c,
+            "{text}"
+        );
+        let lone = GatewayConfig::new(Mode::Bounded, "http://127.0.0.1:1");
+        let text = toml::to_string(&lone).unwrap();
+        assert!(
+            !text.contains("upstreams") && !text.contains("cooldowns"),
+            "{text}"
+        );
+        assert_eq!(
+            GatewayConfig::from_toml(&text, "gateway.toml").unwrap(),
+            lone
+        );
+    }
+
+    #[test]
+    fn the_cooldown_is_scaled_as_a_duration() {
+        let c = GatewayConfig::new(Mode::Bounded, "http://127.0.0.1:1").time_scaled(10.0);
+        assert_eq!(c.cooldown, Duration::from_millis(500));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 #[cfg(feature = "clap")]
 use crate::config::parse_duration;
-use crate::config::{GatewayConfig, Mode, Order};
+use crate::config::{GatewayConfig, Mode, Order, Routing, UpstreamConfig};
 use crate::error::ConfigError;
 
 /// What `rehearse gateway --help` says of the process, before its flags.
@@ -37,9 +37,26 @@ pub struct GatewayFlags {
     /// Admission mode: naive, bounded, deadline, aimd or timeout.
     #[cfg_attr(feature = "clap", arg(long))]
     pub mode: Option<Mode>,
-    /// Base URL of the provider, e.g. http://127.0.0.1:8080.
+    /// Base URL of the provider, e.g. http://127.0.0.1:8080; or, repeated,
+    /// one of several upstreams: `NAME=URL[,weight=W][,priority=P]` (e.g.
+    /// `--upstream primary=http://127.0.0.1:8080 --upstream
+    /// secondary=http://127.0.0.1:8081,priority=1`).
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, value_name = "URL | NAME=URL[,weight=W][,priority=P]")
+    )]
+    pub upstream: Vec<String>,
+    /// Several upstreams: failover (priority order) or weighted.
     #[cfg_attr(feature = "clap", arg(long))]
-    pub upstream: Option<String>,
+    pub routing: Option<Routing>,
+    /// How long a refusing upstream cools down when it gave no Retry-After
+    /// (default 5s).
+    #[cfg_attr(feature = "clap", arg(long, value_parser = parse_duration))]
+    pub cooldown: Option<Duration>,
+    /// Never cool a refusing upstream down: the next request tries it
+    /// again at once.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub no_cooldowns: bool,
     /// Address to listen on (127.0.0.1:0 picks a free port and prints it).
     #[cfg_attr(feature = "clap", arg(long))]
     pub listen: Option<SocketAddr>,
@@ -167,16 +184,19 @@ impl GatewayConfig {
                 if let Some(m) = flags.mode {
                     c.mode = m;
                 }
-                if let Some(u) = &flags.upstream {
-                    c.upstream = u.clone();
+                if !flags.upstream.is_empty() {
+                    (c.upstream, c.upstreams) = upstream_flags(&flags.upstream)?;
                 }
                 c
             }
             None => {
-                let (Some(mode), Some(upstream)) = (flags.mode, flags.upstream.clone()) else {
+                let Some(mode) = flags.mode.filter(|_| !flags.upstream.is_empty()) else {
                     return Err(FlagsError::Required);
                 };
-                GatewayConfig::new(mode, upstream)
+                let (upstream, upstreams) = upstream_flags(&flags.upstream)?;
+                let mut c = GatewayConfig::new(mode, upstream);
+                c.upstreams = upstreams;
+                c
             }
         };
         config.apply(flags);
@@ -202,6 +222,15 @@ impl GatewayConfig {
     fn apply(&mut self, flags: GatewayFlags) {
         if let Some(v) = flags.listen {
             self.listen = v;
+        }
+        if let Some(v) = flags.routing {
+            self.routing = v;
+        }
+        if let Some(v) = flags.cooldown {
+            self.cooldown = v;
+        }
+        if flags.no_cooldowns {
+            self.cooldowns = Some(false);
         }
         if let Some(v) = flags.max_body_bytes {
             self.max_body_bytes = v;
@@ -281,6 +310,59 @@ impl GatewayConfig {
     }
 }
 
+/// The `--upstream` flags: one plain URL (a lone `upstream`), or each
+/// `NAME=URL[,weight=W][,priority=P]` (`upstreams`).
+fn upstream_flags(given: &[String]) -> Result<(String, Vec<UpstreamConfig>), FlagsError> {
+    let invalid = |message: String| FlagsError::Invalid {
+        field: "--upstream".into(),
+        message,
+    };
+    let plain = |text: &str| {
+        text.split_once('=')
+            .is_none_or(|(name, _)| name.contains("://"))
+    };
+    if let [one] = given {
+        if plain(one) {
+            return Ok((one.clone(), Vec::new()));
+        }
+    }
+    let mut upstreams = Vec::new();
+    for text in given {
+        if plain(text) {
+            return Err(invalid(format!(
+                "`{text}`: with several upstreams, each is NAME=URL[,weight=W][,priority=P]"
+            )));
+        }
+        let (name, rest) = text.split_once('=').expect("not plain: it has a name");
+        let mut parts = rest.split(',');
+        let mut upstream = UpstreamConfig {
+            name: name.trim().to_string(),
+            url: parts.next().map(|u| u.trim().to_string()),
+            provider: None,
+            weight: 1,
+            priority: 0,
+        };
+        for part in parts {
+            let number = |v: &str| {
+                v.trim()
+                    .parse::<u32>()
+                    .map_err(|_| invalid(format!("`{text}`: `{part}` is not a whole number")))
+            };
+            match part.split_once('=') {
+                Some(("weight", v)) => upstream.weight = number(v)?,
+                Some(("priority", v)) => upstream.priority = number(v)?,
+                _ => {
+                    return Err(invalid(format!(
+                        "`{text}`: `{part}`: expected weight=W or priority=P"
+                    )))
+                }
+            }
+        }
+        upstreams.push(upstream);
+    }
+    Ok((String::new(), upstreams))
+}
+
 /// True if and only if the config file at `path` writes
 /// `deadline.tokens_per_minute` (an unreadable file is reported later, by
 /// [`GatewayConfig::from_flags`]).
@@ -325,7 +407,27 @@ mod tests {
         let more = ["--queue", "5", "--wait-budget", "2s"];
         let f = Cli::try_parse_from(args.iter().chain(&more)).unwrap().flags;
         assert_eq!((f.mode, f.queue), (Some(Mode::Aimd), Some(5)));
+        assert_eq!(f.upstream, ["http://127.0.0.1:9"]);
+        let several = [
+            "gateway",
+            "--mode",
+            "bounded",
+            "--upstream",
+            "a=http://127.0.0.1:9",
+            "--upstream",
+            "b=http://127.0.0.1:10,priority=1",
+            "--routing",
+            "weighted",
+            "--cooldown",
+            "3s",
+            "--no-cooldowns",
+        ];
         assert_eq!(f.wait_budget, Some(Duration::from_secs(2)));
+        let g = Cli::try_parse_from(several).unwrap().flags;
+        assert_eq!(g.upstream.len(), 2);
+        assert_eq!(g.routing, Some(Routing::Weighted));
+        assert_eq!(g.cooldown, Some(Duration::from_secs(3)));
+        assert!(g.no_cooldowns);
         assert!(Cli::try_parse_from(["gateway", "--mode", "fancy"]).is_err());
         assert!(Cli::try_parse_from(["gateway", "--wait-budget", "soon"]).is_err());
     }
@@ -333,7 +435,7 @@ mod tests {
     fn flags(mode: Mode) -> GatewayFlags {
         GatewayFlags {
             mode: Some(mode),
-            upstream: Some("http://127.0.0.1:9".into()),
+            upstream: vec!["http://127.0.0.1:9".into()],
             ..GatewayFlags::default()
         }
     }
@@ -431,9 +533,77 @@ mod tests {
     }
 
     #[test]
+    fn repeated_upstreams_name_each_with_its_weight_and_priority() {
+        let f = GatewayFlags {
+            upstream: vec![
+                "primary=http://127.0.0.1:9/v,weight=3".into(),
+                "secondary=http://127.0.0.1:10,priority=1,weight=1".into(),
+            ],
+            routing: Some(Routing::Weighted),
+            cooldown: Some(Duration::from_secs(8)),
+            ..flags(Mode::Bounded)
+        };
+        let c = GatewayConfig::from_flags(f, Some("2")).unwrap();
+        assert_eq!(c.upstream, "");
+        assert_eq!(c.upstreams.len(), 2);
+        assert_eq!(c.upstreams[0].name, "primary");
+        assert_eq!(c.upstreams[0].url.as_deref(), Some("http://127.0.0.1:9/v"));
+        assert_eq!((c.upstreams[0].weight, c.upstreams[0].priority), (3, 0));
+        assert_eq!((c.upstreams[1].weight, c.upstreams[1].priority), (1, 1));
+        assert_eq!(c.routing, Routing::Weighted);
+        assert_eq!(c.cooldown, Duration::from_secs(4), "scaled by time");
+        assert!(c.cooldowns_on(), "on with upstreams");
+        let off = GatewayFlags {
+            upstream: vec!["a=http://127.0.0.1:9".into()],
+            no_cooldowns: true,
+            ..flags(Mode::Naive)
+        };
+        assert!(!GatewayConfig::from_flags(off, None).unwrap().cooldowns_on());
+        // A URL with `=` in its query is still one plain URL.
+        let plain = GatewayFlags {
+            upstream: vec!["http://127.0.0.1:9/p?x=1".into()],
+            ..flags(Mode::Naive)
+        };
+        let c = GatewayConfig::from_flags(plain, None).unwrap();
+        assert_eq!(
+            (c.upstream.as_str(), c.upstreams.len()),
+            ("http://127.0.0.1:9/p?x=1", 0)
+        );
+        for (bad, says) in [
+            (
+                vec!["http://127.0.0.1:9", "b=http://127.0.0.1:10"],
+                "NAME=URL",
+            ),
+            (vec!["a=http://127.0.0.1:9,weight=x"], "whole number"),
+            (
+                vec!["a=http://127.0.0.1:9,speed=2"],
+                "weight=W or priority=P",
+            ),
+        ] {
+            let f = GatewayFlags {
+                upstream: bad.iter().map(|s| s.to_string()).collect(),
+                ..flags(Mode::Naive)
+            };
+            let err = GatewayConfig::from_flags(f, None).unwrap_err().to_string();
+            assert!(err.contains("--upstream") && err.contains(says), "{err}");
+        }
+        let twice = GatewayFlags {
+            upstream: vec![
+                "a=http://127.0.0.1:9".into(),
+                "a=http://127.0.0.1:10".into(),
+            ],
+            ..flags(Mode::Naive)
+        };
+        let err = GatewayConfig::from_flags(twice, None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("upstreams[1].name"), "{err}");
+    }
+
+    #[test]
     fn bad_input_is_refused() {
         let no_upstream = GatewayFlags {
-            upstream: None,
+            upstream: Vec::new(),
             ..flags(Mode::Naive)
         };
         let err = GatewayConfig::from_flags(no_upstream, None).unwrap_err();

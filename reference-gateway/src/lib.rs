@@ -24,6 +24,36 @@
 //! `upstream_retries` retries the provider's refusals after their
 //! Retry-After, holding the request and its connection meanwhile.
 //!
+//! # Several upstreams
+//!
+//! `upstream = URL` is one upstream (named `default`), passed every
+//! refusal through as a plain proxy does. `upstreams = [{ name, url,
+//! weight, priority }]` (or `provider = NAME` instead of `url` in a
+//! scenario: [`GatewayConfig::resolve_providers`]) is several, routed by
+//! `routing`: `failover` tries them in priority order (the lowest first,
+//! then the order written), `weighted` by weight (smooth weighted round
+//! robin) among those not cooling. An upstream that answers 429, 503 or
+//! 529, passes `upstream_timeout` or cannot be reached is cooled down for
+//! the Retry-After it gave (`retry-after-ms`, else `retry-after` in seconds
+//! or as an HTTP date), else for `cooldown` (5 s), and the request it
+//! refused is sent on at once to the next upstream not cooling, at most
+//! once per upstream; a stream is only sent on before its first byte
+//! (a refusal is a head: nothing of it reached the caller). With no
+//! upstream left, the last refusal is passed on as it came. `cooldowns =
+//! false` never cools (the router that retries into a cooling deployment):
+//! the next request tries the refusing upstream again at once. When every
+//! upstream is cooling, a request is refused at once (and a queued one at
+//! dispatch), 503 `all_upstreams_cooling`, with a Retry-After of the
+//! shortest cooldown left. Admission works on the capacity not cooling:
+//! at a share `s` of the upstreams' weight open, bounded's and aimd's
+//! limits are `ceil(N·s)` (at least 1) and their queues `ceil(Q·s)`, the
+//! pacer's token rate `rate·s` (give weights in proportion to each
+//! upstream's capacity, in failover too). `/metrics` labels every upstream
+//! series `upstream="NAME"` (with a lone `upstream` they stay unlabelled,
+//! as before) and adds each upstream's calls, send-ons, cooldowns and a
+//! `gateway_upstream_cooling` gauge; every forwarded answer says which
+//! upstream gave it in `x-gateway-upstream`.
+//!
 //! In every mode but naive, a caller hanging up drops its queued job and
 //! cancels its upstream call. Every shed answer carries `retry-after` and
 //! `retry-after-ms`: how long the live backlog takes to drain. Behind a
@@ -52,9 +82,10 @@
 //! | waited past its budget or deadline (stale) | bounded, aimd, deadline | at dequeue; never sent | 503 | `wait_expired` | yes |
 //! | tenant over its entitlement | all | at admission, whatever the load | 429, with the tenant's `x-ratelimit-*` headers | `tenant_limited` | yes, from its bucket (none if the request exceeds the whole bucket: it never fits) |
 //! | upstream timeout | all | `upstream_timeout` after dispatch; the call cancelled | 504 (an answer already streaming is cut instead) | `upstream_timeout` | no |
-//! | provider refusal passed through | all | the provider answered 429, 503 or 529 (after `upstream_retries` retries, if set) | the provider's | `upstream_refused` (header only: the body is the provider's) | the provider's |
+//! | provider refusal passed through | all | the provider answered 429, 503 or 529 (after `upstream_retries` retries, if set), and no other upstream is left to send it on to | the provider's | `upstream_refused` (header only: the body is the provider's) | the provider's |
+//! | every upstream cooling | all, with cooldowns | at admission, or at dispatch for a queued job; never sent | 503 | `all_upstreams_cooling` | yes: the shortest cooldown left |
 //!
-//! The first four never reach the provider; they also carry
+//! The first four and the last never reach the provider; they also carry
 //! `x-gateway-shed` (the older name, same value). A tenant is an API key
 //! (`Authorization: Bearer KEY`, else `x-api-key`) listed in `[tenants]`
 //! with its tokens (and optionally requests) per minute; a request is
@@ -64,7 +95,9 @@
 //! limited, only shed like every other. In `/metrics`:
 //! `gateway_shed_total{reason="queue_full"|"would_miss_deadline"|"tenant_limited"}`,
 //! `gateway_stale_drops_total`, `gateway_upstream_timeouts_total`,
-//! `gateway_upstream_refused_total`, never summed.
+//! `gateway_upstream_refused_total`,
+//! `gateway_shed_total{reason="all_upstreams_cooling"}` (with cooldowns
+//! on), never summed.
 //!
 //! On the wire: requests keep their `x-request-id` and their prompt; the
 //! caller's remaining patience (`x-request-timeout-ms`, relative ms) is
@@ -82,7 +115,9 @@
 //!   [`CancellationToken`](tokio_util::sync::CancellationToken) fires, and
 //!   gives back a [`GatewayHandle`];
 //! - `proxy`: one request's path: read, check, the tenant's entitlement,
-//!   admit, forward within the upstream timeout, stream back;
+//!   admit, forward within the upstream timeout (on to the next upstream
+//!   when one refuses), stream back;
+//! - `router`: the upstreams, their order or weights, their cooldowns;
 //! - `admission`: the modes' policies (slots with a queue, a token pacer);
 //! - `queue`: the waiting room, FIFO or LIFO, hang-ups removed at once;
 //! - `aimd`: the adaptive limit's arithmetic;
@@ -123,15 +158,16 @@ mod metrics;
 mod proxy;
 mod queue;
 mod request;
+mod router;
 mod server;
 mod tenants;
 mod upstream;
 
 pub use config::{
-    parse_duration, AimdConfig, BoundedConfig, DeadlineConfig, GatewayConfig, Mode, Order,
-    TenantConfig,
+    parse_duration, AimdConfig, BoundedConfig, DeadlineConfig, GatewayConfig, Mode, Order, Routing,
+    TenantConfig, UpstreamConfig, MAX_UPSTREAMS, MAX_WEIGHT,
 };
 pub use error::{ConfigError, GatewayError};
 pub use flags::{FlagsError, GatewayFlags, ABOUT as CLI_ABOUT};
 pub use metrics::{resident_memory_bytes, ShedReason};
-pub use server::{Gateway, GatewayHandle, GatewaySnapshot};
+pub use server::{Gateway, GatewayHandle, GatewaySnapshot, UpstreamSnapshot};

@@ -44,15 +44,31 @@ impl Histogram {
 
     fn render(&self, out: &mut String, name: &str, help: &str) {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        self.render_series(out, name, None);
+    }
+
+    /// One series of the family `name`: with the label `upstream="…"`
+    /// when `upstream` is given.
+    fn render_series(&self, out: &mut String, name: &str, upstream: Option<&str>) {
+        let (first, only) = match upstream {
+            Some(u) => (
+                format!("upstream=\"{u}\","),
+                format!("{{upstream=\"{u}\"}}"),
+            ),
+            None => (String::new(), String::new()),
+        };
         let mut cumulative = 0;
         for (i, bound) in BUCKETS.iter().enumerate() {
             cumulative += self.counts[i].load(Ordering::Relaxed);
-            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
+            let _ = writeln!(out, "{name}_bucket{{{first}le=\"{bound}\"}} {cumulative}");
         }
         cumulative += self.counts[BUCKETS.len()].load(Ordering::Relaxed);
-        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {cumulative}");
+        let _ = writeln!(out, "{name}_bucket{{{first}le=\"+Inf\"}} {cumulative}");
         let sum = self.sum_ns.load(Ordering::Relaxed) as f64 / 1e9;
-        let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {cumulative}");
+        let _ = writeln!(
+            out,
+            "{name}_sum{only} {sum}\n{name}_count{only} {cumulative}"
+        );
     }
 }
 
@@ -62,8 +78,10 @@ impl Histogram {
 ///
 /// The name is older than the table: three rows are load shedding
 /// (scarcity: the gateway cannot serve everyone now), one is a tenant's
-/// rate limit (an entitlement, enforced whatever the load), and two are the
-/// upstream's (it took too long, or it refused).
+/// rate limit (an entitlement, enforced whatever the load), two are the
+/// upstream's (it took too long, or it refused), and one says that every
+/// upstream is cooling down (none may be called before the first
+/// cooldown ends).
 ///
 /// ```
 /// use reference_gateway::ShedReason;
@@ -73,6 +91,9 @@ impl Histogram {
 /// assert_eq!(ShedReason::UpstreamTimeout.status(), Some(504));
 /// assert!(!ShedReason::UpstreamTimeout.retry_after());
 /// assert_eq!(ShedReason::UpstreamRefused.status(), None, "the provider's own");
+/// assert_eq!(ShedReason::AllUpstreamsCooling.status(), Some(503));
+/// assert!(ShedReason::AllUpstreamsCooling.retry_after());
+/// assert!(ShedReason::AllUpstreamsCooling.before_dispatch());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ShedReason {
@@ -94,17 +115,22 @@ pub enum ShedReason {
     /// The provider answered 429, 503 or 529: passed on as it came, status,
     /// body and Retry-After (every mode).
     UpstreamRefused,
+    /// At admission or at dispatch: every upstream is cooling down after
+    /// refusing (or timing out, or being unreachable), so none is called.
+    /// 503, with a Retry-After of the shortest cooldown left.
+    AllUpstreamsCooling,
 }
 
 impl ShedReason {
     /// Every row of the table, in its order.
-    pub const ALL: [ShedReason; 6] = [
+    pub const ALL: [ShedReason; 7] = [
         ShedReason::QueueFull,
         ShedReason::WouldMissDeadline,
         ShedReason::WaitExpired,
         ShedReason::TenantLimited,
         ShedReason::UpstreamTimeout,
         ShedReason::UpstreamRefused,
+        ShedReason::AllUpstreamsCooling,
     ];
 
     /// The `x-gateway-reason` header, the error `code` in the JSON body and
@@ -117,6 +143,7 @@ impl ShedReason {
             ShedReason::TenantLimited => "tenant_limited",
             ShedReason::UpstreamTimeout => "upstream_timeout",
             ShedReason::UpstreamRefused => "upstream_refused",
+            ShedReason::AllUpstreamsCooling => "all_upstreams_cooling",
         }
     }
 
@@ -126,7 +153,9 @@ impl ShedReason {
     pub fn status(self) -> Option<u16> {
         match self {
             ShedReason::QueueFull | ShedReason::TenantLimited => Some(429),
-            ShedReason::WouldMissDeadline | ShedReason::WaitExpired => Some(503),
+            ShedReason::WouldMissDeadline
+            | ShedReason::WaitExpired
+            | ShedReason::AllUpstreamsCooling => Some(503),
             ShedReason::UpstreamTimeout => Some(504),
             ShedReason::UpstreamRefused => None,
         }
@@ -153,11 +182,41 @@ impl ShedReason {
     }
 }
 
-/// Every number the gateway exports.
+/// The numbers of one upstream's calls.
 #[derive(Debug, Default)]
+pub(crate) struct UpstreamMetrics {
+    /// Its name, the `upstream` label.
+    pub(crate) name: String,
+    /// Each call's time (`gateway_upstream_seconds`).
+    pub(crate) seconds: Histogram,
+    /// Calls sent to it (each attempt).
+    pub(crate) calls: AtomicU64,
+    /// Its refusals passed on to the caller (`upstream_refused`).
+    pub(crate) refused: AtomicU64,
+    /// Its calls cancelled by `upstream_timeout`.
+    pub(crate) timeouts: AtomicU64,
+    /// Its calls that failed to connect or broke.
+    pub(crate) errors: AtomicU64,
+    /// Requests it refused (or timed out on, or failed) that were sent on
+    /// to the next upstream.
+    pub(crate) sent_on: AtomicU64,
+    /// Times it was put to cool down.
+    pub(crate) cooldowns: AtomicU64,
+}
+
+/// Every number the gateway exports.
+#[derive(Debug)]
 pub(crate) struct Metrics {
     pub(crate) queue_wait: Histogram,
-    pub(crate) upstream: Histogram,
+    /// Per upstream, in the order configured (a lone `upstream`: one).
+    pub(crate) upstreams: Vec<UpstreamMetrics>,
+    /// The upstream series carry an `upstream` label (there are
+    /// `upstreams`); a lone `upstream`'s series stay as they always were.
+    labelled: bool,
+    /// Cooldowns are on: `all_upstreams_cooling` and the cooling gauges are
+    /// exported.
+    cools: bool,
+    pub(crate) shed_cooling: AtomicU64,
     pub(crate) end_to_end: Histogram,
     /// Waits for a pooled connection (exported with `split_pool_wait`).
     pub(crate) pool_wait: Histogram,
@@ -170,13 +229,17 @@ pub(crate) struct Metrics {
     pub(crate) shed_deadline: AtomicU64,
     pub(crate) tenant_limited: AtomicU64,
     pub(crate) stale_drops: AtomicU64,
-    pub(crate) upstream_timeouts: AtomicU64,
-    pub(crate) upstream_refused: AtomicU64,
     pub(crate) cancelled_queued: AtomicU64,
     pub(crate) cancelled_upstream: AtomicU64,
-    pub(crate) upstream_errors: AtomicU64,
     pub(crate) bad_requests: AtomicU64,
     pub(crate) in_flight: AtomicU64,
+}
+
+impl Default for Metrics {
+    /// One upstream, `default`, unlabelled, no cooldowns.
+    fn default() -> Self {
+        Metrics::new(vec!["default".into()], false, false)
+    }
 }
 
 /// Gauges read from the admission state when `/metrics` is rendered.
@@ -190,20 +253,71 @@ pub(crate) struct Gauges {
 }
 
 impl Metrics {
-    /// Counts one refusal in its metric.
-    pub(crate) fn refused(&self, reason: ShedReason) {
+    /// The metrics of a gateway routing over upstreams `names` (in the
+    /// order configured); `labelled` when they came as `upstreams`, `cools`
+    /// when cooldowns are on.
+    pub(crate) fn new(names: Vec<String>, labelled: bool, cools: bool) -> Metrics {
+        Metrics {
+            queue_wait: Histogram::default(),
+            upstreams: names
+                .into_iter()
+                .map(|name| UpstreamMetrics {
+                    name,
+                    ..UpstreamMetrics::default()
+                })
+                .collect(),
+            labelled,
+            cools,
+            shed_cooling: AtomicU64::new(0),
+            end_to_end: Histogram::default(),
+            pool_wait: Histogram::default(),
+            pool_waiting: AtomicU64::new(0),
+            upstream_retries: AtomicU64::new(0),
+            requests: AtomicU64::new(0),
+            shed_queue_full: AtomicU64::new(0),
+            shed_deadline: AtomicU64::new(0),
+            tenant_limited: AtomicU64::new(0),
+            stale_drops: AtomicU64::new(0),
+            cancelled_queued: AtomicU64::new(0),
+            cancelled_upstream: AtomicU64::new(0),
+            bad_requests: AtomicU64::new(0),
+            in_flight: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts one refusal in its metric; the upstream's rows
+    /// (`upstream_timeout`, `upstream_refused`) at the upstream `at`.
+    pub(crate) fn refused_at(&self, reason: ShedReason, at: usize) {
+        let upstream = &self.upstreams[at.min(self.upstreams.len() - 1)];
         let c = match reason {
             ShedReason::QueueFull => &self.shed_queue_full,
             ShedReason::WouldMissDeadline => &self.shed_deadline,
             ShedReason::TenantLimited => &self.tenant_limited,
             ShedReason::WaitExpired => &self.stale_drops,
-            ShedReason::UpstreamTimeout => &self.upstream_timeouts,
-            ShedReason::UpstreamRefused => &self.upstream_refused,
+            ShedReason::AllUpstreamsCooling => &self.shed_cooling,
+            ShedReason::UpstreamTimeout => &upstream.timeouts,
+            ShedReason::UpstreamRefused => &upstream.refused,
         };
         c.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub(crate) fn render(&self, mode: &str, gauges: Gauges) -> String {
+    /// Counts one refusal of the gateway's own in its metric (the
+    /// upstream's rows at the first upstream).
+    pub(crate) fn refused(&self, reason: ShedReason) {
+        self.refused_at(reason, 0);
+    }
+
+    /// The sum of one counter over the upstreams.
+    pub(crate) fn upstream_total(&self, of: impl Fn(&UpstreamMetrics) -> &AtomicU64) -> u64 {
+        self.upstreams
+            .iter()
+            .map(|u| of(u).load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// The Prometheus text. `cooling` is what is left of each upstream's
+    /// cooldown (zero: not cooling), in the order configured.
+    pub(crate) fn render(&self, mode: &str, gauges: Gauges, cooling: &[Duration]) -> String {
         let mut out = String::with_capacity(8 * 1024);
         let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let _ = writeln!(
@@ -225,24 +339,21 @@ impl Metrics {
         );
         let _ = writeln!(
             out,
-            "# HELP gateway_shed_total Requests refused at admission, unsent, by the policy that fired: load shedding (queue_full, would_miss_deadline) or a tenant's rate limit (tenant_limited).\n# TYPE gateway_shed_total counter\ngateway_shed_total{{reason=\"queue_full\"}} {}\ngateway_shed_total{{reason=\"would_miss_deadline\"}} {}\ngateway_shed_total{{reason=\"tenant_limited\"}} {}",
+            "# HELP gateway_shed_total Requests refused at admission, unsent, by the policy that fired: load shedding (queue_full, would_miss_deadline{}) or a tenant's rate limit (tenant_limited).\n# TYPE gateway_shed_total counter\ngateway_shed_total{{reason=\"queue_full\"}} {}\ngateway_shed_total{{reason=\"would_miss_deadline\"}} {}\ngateway_shed_total{{reason=\"tenant_limited\"}} {}",
+            if self.cools { ", all_upstreams_cooling" } else { "" },
             load(&self.shed_queue_full),
             load(&self.shed_deadline),
             load(&self.tenant_limited)
         );
+        if self.cools {
+            let _ = writeln!(
+                out,
+                "gateway_shed_total{{reason=\"all_upstreams_cooling\"}} {}",
+                load(&self.shed_cooling)
+            );
+        }
         counter(&mut out, "gateway_stale_drops_total", "Queued jobs dropped at dequeue because they waited too long (503, wait_expired); the provider was not called.", load(&self.stale_drops));
-        counter(
-            &mut out,
-            "gateway_upstream_timeouts_total",
-            "Upstream calls cancelled because upstream_timeout passed (504, upstream_timeout).",
-            load(&self.upstream_timeouts),
-        );
-        counter(
-            &mut out,
-            "gateway_upstream_refused_total",
-            "Provider refusals (429, 503, 529) passed on to the caller (upstream_refused).",
-            load(&self.upstream_refused),
-        );
+        self.render_upstream_counters(&mut out);
         counter(
             &mut out,
             "gateway_upstream_retries_total",
@@ -263,18 +374,99 @@ impl Metrics {
         );
         counter(
             &mut out,
-            "gateway_upstream_errors_total",
-            "Upstream calls that failed to connect or broke (502).",
-            load(&self.upstream_errors),
-        );
-        counter(
-            &mut out,
             "gateway_bad_requests_total",
             "Requests refused as malformed or too large (400, 413).",
             load(&self.bad_requests),
         );
         self.render_gauges(&mut out, gauges);
+        self.render_cooling(&mut out, cooling);
         out
+    }
+
+    /// The counters of upstream calls: unlabelled for a lone `upstream`
+    /// (as they always were), one series per upstream otherwise, and then
+    /// also the calls, the send-ons and the cooldowns.
+    fn render_upstream_counters(&self, out: &mut String) {
+        type Of = fn(&UpstreamMetrics) -> &AtomicU64;
+        let mut families: Vec<(&str, &str, Of)> = vec![
+            (
+                "gateway_upstream_timeouts_total",
+                "Upstream calls cancelled because upstream_timeout passed (504, upstream_timeout).",
+                |u| &u.timeouts,
+            ),
+            (
+                "gateway_upstream_refused_total",
+                "Provider refusals (429, 503, 529) passed on to the caller (upstream_refused).",
+                |u| &u.refused,
+            ),
+            (
+                "gateway_upstream_errors_total",
+                "Upstream calls that failed to connect or broke (502).",
+                |u| &u.errors,
+            ),
+        ];
+        if self.labelled {
+            families.extend([
+                (
+                    "gateway_upstream_calls_total",
+                    "Calls sent to each upstream (each attempt of a request sent on counts at its upstream).",
+                    (|u| &u.calls) as Of,
+                ),
+                (
+                    "gateway_upstream_sent_on_total",
+                    "Requests an upstream refused (429, 503, 529), timed out on or failed, sent on to the next upstream.",
+                    |u| &u.sent_on,
+                ),
+                (
+                    "gateway_upstream_cooldowns_total",
+                    "Times an upstream was put to cool down.",
+                    |u| &u.cooldowns,
+                ),
+            ]);
+        }
+        for (name, help, of) in families {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+            for u in &self.upstreams {
+                let v = of(u).load(Ordering::Relaxed);
+                if self.labelled {
+                    let _ = writeln!(out, "{name}{{upstream=\"{}\"}} {v}", u.name);
+                } else {
+                    let _ = writeln!(out, "{name} {v}");
+                }
+            }
+        }
+    }
+
+    /// Each upstream's cooldown, when cooldowns are on: cooling or not, and
+    /// the seconds left.
+    fn render_cooling(&self, out: &mut String, cooling: &[Duration]) {
+        if !self.cools {
+            return;
+        }
+        let _ = writeln!(
+            out,
+            "# HELP gateway_upstream_cooling 1 while an upstream is cooling down (left out of routing), else 0.\n# TYPE gateway_upstream_cooling gauge"
+        );
+        for (u, left) in self.upstreams.iter().zip(cooling) {
+            let on = u8::from(!left.is_zero());
+            let _ = writeln!(
+                out,
+                "gateway_upstream_cooling{{upstream=\"{}\"}} {on}",
+                u.name
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP gateway_upstream_cooldown_seconds What is left of an upstream's cooldown.\n# TYPE gateway_upstream_cooldown_seconds gauge"
+        );
+        for (u, left) in self.upstreams.iter().zip(cooling) {
+            let _ = writeln!(
+                out,
+                "gateway_upstream_cooldown_seconds{{upstream=\"{}\"}} {:.3}",
+                u.name,
+                left.as_secs_f64()
+            );
+        }
     }
 
     /// The histograms: queue wait, (pool wait,) upstream, end to end.
@@ -290,17 +482,17 @@ impl Metrics {
                 "gateway_pool_wait_seconds",
                 "Time from dispatch to having a pooled connection to the provider.",
             );
-            self.upstream.render(
-                out,
-                "gateway_upstream_seconds",
-                "Time from having a pooled connection to the end of the provider's answer.",
-            );
+        }
+        let help = if pool_metered {
+            "Time from having a pooled connection to the end of the provider's answer."
         } else {
-            self.upstream.render(
-                out,
-                "gateway_upstream_seconds",
-                "Time from dispatch to the end of the provider's answer.",
-            );
+            "Time from dispatch to the end of the provider's answer."
+        };
+        let name = "gateway_upstream_seconds";
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        for u in &self.upstreams {
+            let label = self.labelled.then_some(u.name.as_str());
+            u.seconds.render_series(out, name, label);
         }
         self.end_to_end.render(
             out,
@@ -420,6 +612,7 @@ mod tests {
                 limit: Some(8),
                 pool: None,
             },
+            &[],
         );
         assert!(
             text.contains("gateway_shed_total{reason=\"queue_full\"} 2\n"),

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::{Method, Request, Response, StatusCode, Uri};
+use http::{Method, Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
@@ -29,6 +29,7 @@ use crate::admission::{Admission, CallOutcome, Job, Permit, Refusal};
 use crate::config::{GatewayConfig, Mode};
 use crate::metrics::{Gauges, Metrics, ShedReason};
 use crate::request::RequestShape;
+use crate::router::{Router, Tried};
 use crate::tenants::{OverEntitlement, Tenants};
 use crate::upstream::{Answer, Call, Upstream};
 
@@ -45,7 +46,7 @@ pub(crate) struct Shared {
     pub(crate) admission: Admission,
     pub(crate) metrics: Arc<Metrics>,
     client: Upstream,
-    upstream: UpstreamBase,
+    pub(crate) router: Arc<Router>,
     max_body_bytes: usize,
     body_read_timeout: Duration,
     pub(crate) header_read_timeout: Duration,
@@ -57,16 +58,19 @@ pub(crate) struct Shared {
     tenants: Tenants,
 }
 
-/// Where upstream calls go: scheme and authority, and a path prefix.
-struct UpstreamBase {
-    origin: String,
-    prefix: String,
-}
+/// On an answer passed on by a gateway with named `upstreams`: which one
+/// gave it.
+pub(crate) const GATEWAY_UPSTREAM: &str = "x-gateway-upstream";
 
-impl UpstreamBase {
-    fn uri(&self, path_and_query: &str) -> Result<Uri, http::uri::InvalidUri> {
-        format!("{}{}{}", self.origin, self.prefix, path_and_query).parse()
-    }
+/// How a request's attempts at the upstreams ended.
+enum Attempted {
+    /// An answer to pass on (a success, or the last refusal): its head,
+    /// and when its upstream timeout passes.
+    Answer(Response<Incoming>, CallDeadline),
+    /// The last upstream tried could not be reached or broke (why).
+    Failed(String),
+    /// The last upstream tried passed its `upstream_timeout`.
+    TimedOut,
 }
 
 impl Shared {
@@ -74,23 +78,14 @@ impl Shared {
         config: &GatewayConfig,
         admission: Admission,
         metrics: Arc<Metrics>,
+        router: Arc<Router>,
     ) -> Shared {
-        let upstream: Uri = config
-            .upstream
-            .parse()
-            .expect("validated by GatewayConfig::validate");
-        let origin = format!(
-            "{}://{}",
-            upstream.scheme_str().unwrap_or("http"),
-            upstream.authority().map(|a| a.as_str()).unwrap_or_default()
-        );
-        let prefix = upstream.path().trim_end_matches('/').to_string();
         Shared {
             mode: config.mode,
             admission,
             client: Upstream::new(config, metrics.clone()),
             metrics,
-            upstream: UpstreamBase { origin, prefix },
+            router,
             max_body_bytes: config.max_body_bytes,
             body_read_timeout: config.body_read_timeout,
             header_read_timeout: config.header_read_timeout,
@@ -114,6 +109,13 @@ impl Shared {
         }
     }
 
+    /// The `/metrics` text now.
+    pub(crate) fn metrics_text(&self) -> String {
+        let cooling = self.router.cooling_all(Instant::now());
+        self.metrics
+            .render(&self.mode.to_string(), self.gauges(), &cooling)
+    }
+
     /// Routes one request. Never fails: every error is an HTTP answer.
     pub(crate) async fn handle(
         self: Arc<Self>,
@@ -128,7 +130,7 @@ impl Shared {
         let response = match (req.method(), req.uri().path()) {
             (&Method::GET, "/v1/models") => self.pass_through(req).await,
             (&Method::GET, "/metrics") => {
-                let text = self.metrics.render(&self.mode.to_string(), self.gauges());
+                let text = self.metrics_text();
                 let mut r = Response::new(full(text));
                 r.headers_mut().insert(
                     header::CONTENT_TYPE,
@@ -151,7 +153,8 @@ impl Shared {
     async fn pass_through(&self, req: Request<Incoming>) -> Response<GatewayBody> {
         let (parts, _) = req.into_parts();
         let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-        let Ok(uri) = self.upstream.uri(path) else {
+        let at = self.router.first_open(Instant::now());
+        let Ok(uri) = self.router.route(at).uri(path) else {
             return bad_gateway("bad upstream URI");
         };
         let mut up = Request::new(Full::new(Bytes::new()));
@@ -165,7 +168,9 @@ impl Shared {
                 Response::from_parts(parts, body.map_err(BoxError::from).boxed_unsync())
             }
             Err(e) => {
-                self.metrics.upstream_errors.fetch_add(1, Ordering::Relaxed);
+                self.metrics.upstreams[at]
+                    .errors
+                    .fetch_add(1, Ordering::Relaxed);
                 bad_gateway(&e.to_string())
             }
         }
@@ -273,6 +278,10 @@ impl Shared {
                 return tenant_limited_response(&limited, dialect, &id);
             }
         };
+        // No upstream can take it now: refused at once, never queued.
+        if let Some(left) = self.router.all_cooling(arrived) {
+            return self.cooling_response(left, arrived, &id);
+        }
         let permit = match self.admission.admit(job).await {
             Ok(p) => p,
             Err(refusal) => {
@@ -282,45 +291,27 @@ impl Shared {
                 return self.shed_response(refusal, &id);
             }
         };
+        let dispatched = permit.dispatched();
+        // Every upstream may have begun to cool while the job waited.
+        let Some(first) = self.router.pick(Tried::default(), dispatched) else {
+            let left = self.router.all_cooling(Instant::now()).unwrap_or_default();
+            return self.cooling_response(left, arrived, &id);
+        };
         if let Some(charge) = charge {
             charge.spend();
         }
-        let dispatched = permit.dispatched();
         let queue_wait = dispatched.saturating_duration_since(arrived);
         metrics.queue_wait.observe(queue_wait);
 
-        let path = parts
-            .uri
-            .path_and_query()
-            .map_or(parts.uri.path(), |p| p.as_str());
-        let uri = match self.upstream.uri(path) {
-            Ok(u) => u,
+        let up = match self.upstream_call(&parts, bytes.clone(), patience, arrived, first) {
+            Ok(up) => up,
             Err(e) => return bad_gateway(&e.to_string()),
         };
-        let held = bytes.clone();
-        let mut headers = HeaderMap::new();
-        copy_request_headers(&parts.headers, &mut headers);
-        if let Some(p) = patience {
-            // Pass on what is left of the caller's patience, so the provider
-            // (or a harness reading its records) can tell a stale call.
-            let left = p.saturating_sub(arrived.elapsed()).as_millis();
-            headers.insert(self.patience_header.clone(), HeaderValue::from(left as u64));
-        }
-        let up = Call {
-            method: Method::POST,
-            uri,
-            headers,
-            body: bytes,
-        };
-
-        let deadline = self
-            .upstream_timeout
-            .map(|t| tokio::time::Instant::from_std(dispatched + t));
-        let call = CallGuard::new(self.clone(), permit, arrived, dispatched, held);
+        let call = CallGuard::new(self.clone(), permit, arrived, dispatched, bytes);
         let mut response = if self.mode == Mode::Naive {
-            self.clone().call_detached(up, call, deadline, &id).await
+            self.clone().call_detached(up, call, first, &id).await
         } else {
-            self.call_attached(up, call, deadline, &id).await
+            self.call_attached(up, call, first, &id).await
         };
         response.headers_mut().insert(
             GATEWAY_QUEUE_WAIT_US,
@@ -329,36 +320,131 @@ impl Shared {
         response
     }
 
+    /// The call to make upstream (at upstream `at` first): the caller's
+    /// path and headers, and what is left of its patience.
+    fn upstream_call(
+        &self,
+        parts: &http::request::Parts,
+        body: Bytes,
+        patience: Option<Duration>,
+        arrived: Instant,
+        at: usize,
+    ) -> Result<Call, http::uri::InvalidUri> {
+        let path = parts
+            .uri
+            .path_and_query()
+            .map_or(parts.uri.path(), |p| p.as_str());
+        let uri = self.router.route(at).uri(path)?;
+        let mut headers = HeaderMap::new();
+        copy_request_headers(&parts.headers, &mut headers);
+        if let Some(p) = patience {
+            // Pass on what is left of the caller's patience, so the provider
+            // (or a harness reading its records) can tell a stale call.
+            let left = p.saturating_sub(arrived.elapsed()).as_millis();
+            headers.insert(self.patience_header.clone(), HeaderValue::from(left as u64));
+        }
+        Ok(Call {
+            method: Method::POST,
+            uri,
+            headers,
+            body,
+        })
+    }
+
+    /// Sends `up` to upstream `first`, and on to the next upstream not
+    /// cooling each time one refuses (429, 503, 529), times out or cannot
+    /// be reached, once per upstream; each such upstream is cooled down
+    /// (for its Retry-After, else `cooldown`) when cooldowns are on. Each
+    /// attempt has its own `upstream_timeout` (the first from dispatch).
+    /// Ends with the answer to pass on (a success, or the last refusal
+    /// when no upstream is left), or how the last attempt failed.
+    async fn attempts(&self, up: &mut Call, call: &mut CallGuard, first: usize) -> Attempted {
+        let mut tried = Tried::default();
+        let mut at = first;
+        loop {
+            // The first attempt's time runs from dispatch, as it always has.
+            let started = if tried.is_empty() {
+                call.dispatched
+            } else {
+                Instant::now()
+            };
+            tried.add(at);
+            call.attempt(at, started);
+            let deadline = self
+                .upstream_timeout
+                .map(|t| tokio::time::Instant::from_std(started + t));
+            let request = self.client.send(up);
+            let result = match deadline {
+                None => Ok(request.await),
+                Some(d) => tokio::time::timeout_at(d, request).await,
+            };
+            let result = match result {
+                Ok(Ok(answer)) if !crate::upstream::is_refusal(answer.response.status()) => {
+                    return Attempted::Answer(call.answered(answer), deadline);
+                }
+                other => other,
+            };
+            // Refused (429, 503, 529), failed or timed out.
+            let now = Instant::now();
+            if self.router.cools() {
+                let headers = match &result {
+                    Ok(Ok(answer)) => Some(answer.response.headers()),
+                    _ => None,
+                };
+                let wait = self.router.cooldown_for(headers);
+                if self.router.cool(at, wait, now) {
+                    let m = &self.metrics.upstreams[at];
+                    m.cooldowns.fetch_add(1, Ordering::Relaxed);
+                    debug!(upstream = %self.router.route(at).name, cooldown_ms = wait.as_millis() as u64, retry_after = headers.is_some(), "cooling an upstream down");
+                }
+            }
+            let next = self.router.pick(tried, now);
+            match (result, next) {
+                (Ok(Ok(answer)), None) => {
+                    return Attempted::Answer(call.answered(answer), deadline)
+                }
+                (Ok(Err(e)), None) => {
+                    call.failed();
+                    return Attempted::Failed(error_chain(&e));
+                }
+                (Err(_), None) => {
+                    // The request future is gone, and its connection with
+                    // it: the provider sees the call hang up.
+                    call.timed_out();
+                    return Attempted::TimedOut;
+                }
+                (_, Some(next)) => {
+                    // The refusal (or the call) is dropped unread: its
+                    // connection closes, the caller sees none of it.
+                    call.sent_on();
+                    let path = self.router.route(at).path_of(&up.uri);
+                    up.uri = match self.router.route(next).uri(path) {
+                        Ok(uri) => uri,
+                        Err(e) => return Attempted::Failed(e.to_string()),
+                    };
+                    debug!(from = %self.router.route(at).name, to = %self.router.route(next).name, "sent on");
+                    at = next;
+                }
+            }
+        }
+    }
+
     /// Every mode but naive: the call lives inside the caller's request
     /// future and its response body. A caller hanging up drops them, which
     /// drops the upstream request and closes its connection; so does the
     /// upstream timeout passing.
     async fn call_attached(
         &self,
-        up: Call,
+        mut up: Call,
         mut call: CallGuard,
-        deadline: CallDeadline,
+        first: usize,
         id: &str,
     ) -> Response<GatewayBody> {
-        let request = self.client.send(&up);
-        let answer = match deadline {
-            None => request.await,
-            Some(at) => match tokio::time::timeout_at(at, request).await {
-                Ok(answer) => answer,
-                Err(_) => {
-                    // The request future is gone, and its connection with
-                    // it: the provider sees the call hang up.
-                    call.timed_out();
-                    return self.upstream_timeout_response(id);
-                }
-            },
-        };
-        match answer {
-            Ok(answer) => {
-                let resp = call.answered(answer);
+        match self.attempts(&mut up, &mut call, first).await {
+            Attempted::Answer(resp, deadline) => {
                 let (mut parts, body) = resp.into_parts();
                 strip_hop_by_hop(&mut parts.headers);
-                self.mark_provider_refusal(&mut parts);
+                self.mark_answer(&mut parts, call.upstream);
                 let body = GuardedBody {
                     inner: body,
                     call: Some(call),
@@ -367,11 +453,11 @@ impl Shared {
                 };
                 Response::from_parts(parts, body.boxed_unsync())
             }
-            Err(e) => {
-                call.failed();
-                warn!(cause = %error_chain(&e), "upstream call failed");
-                bad_gateway(&error_chain(&e))
+            Attempted::Failed(cause) => {
+                warn!(cause = %cause, "upstream call failed");
+                bad_gateway(&cause)
             }
+            Attempted::TimedOut => self.upstream_timeout_response(id),
         }
     }
 
@@ -382,38 +468,15 @@ impl Shared {
     async fn call_detached(
         self: Arc<Self>,
         up: Call,
-        mut call: CallGuard,
-        deadline: CallDeadline,
+        call: CallGuard,
+        first: usize,
         id: &str,
     ) -> Response<GatewayBody> {
         let (head_tx, head_rx) = oneshot::channel();
         // Unbounded on purpose: naive mode holds whatever the provider sends.
         let (frames_tx, frames_rx) = mpsc::unbounded_channel();
         let shared = self.clone();
-        tokio::spawn(async move {
-            let mut head_tx = Some(head_tx);
-            let relay = shared.relay_detached(up, &mut call, &mut head_tx, &frames_tx);
-            let finished = match deadline {
-                None => {
-                    relay.await;
-                    true
-                }
-                Some(at) => tokio::time::timeout_at(at, relay).await.is_ok(),
-            };
-            if !finished {
-                // The relay, and the upstream call inside it, were dropped:
-                // the provider sees the call hang up.
-                call.timed_out();
-                match head_tx.take() {
-                    Some(tx) => {
-                        let _ = tx.send(DetachedHead::TimedOut);
-                    }
-                    None => {
-                        let _ = frames_tx.send(Err(BoxError::from(UpstreamTimedOut)));
-                    }
-                }
-            }
-        });
+        tokio::spawn(shared.relay_detached(up, call, first, head_tx, frames_tx));
         match head_rx.await {
             Ok(DetachedHead::Answer(mut parts)) => {
                 strip_hop_by_hop(&mut parts.headers);
@@ -426,57 +489,85 @@ impl Shared {
     }
 
     /// Naive mode's detached call: the head to `head_tx`, then every frame
-    /// to `frames_tx`, read to the end.
+    /// to `frames_tx`, read to the end (or until the upstream timeout of
+    /// the attempt that answered passes).
     async fn relay_detached(
-        &self,
-        up: Call,
-        call: &mut CallGuard,
-        head_tx: &mut Option<oneshot::Sender<DetachedHead>>,
-        frames_tx: &mpsc::UnboundedSender<Result<Frame<Bytes>, BoxError>>,
+        self: Arc<Self>,
+        mut up: Call,
+        mut call: CallGuard,
+        first: usize,
+        head_tx: oneshot::Sender<DetachedHead>,
+        frames_tx: mpsc::UnboundedSender<Result<Frame<Bytes>, BoxError>>,
     ) {
-        let resp = match self.client.send(&up).await {
-            Ok(answer) => call.answered(answer),
-            Err(e) => {
-                call.failed();
-                if let Some(tx) = head_tx.take() {
-                    let _ = tx.send(DetachedHead::Failed(error_chain(&e)));
-                }
+        let (resp, deadline) = match self.attempts(&mut up, &mut call, first).await {
+            Attempted::Answer(resp, deadline) => (resp, deadline),
+            Attempted::Failed(cause) => {
+                let _ = head_tx.send(DetachedHead::Failed(cause));
+                return;
+            }
+            Attempted::TimedOut => {
+                let _ = head_tx.send(DetachedHead::TimedOut);
                 return;
             }
         };
-        let (mut parts, mut body) = resp.into_parts();
-        self.mark_provider_refusal(&mut parts);
-        if let Some(tx) = head_tx.take() {
-            let _ = tx.send(DetachedHead::Answer(parts));
-        }
-        while let Some(frame) = body.frame().await {
-            match frame {
-                Ok(f) => {
-                    // A closed receiver is ignored: no notice of the
-                    // caller hanging up.
-                    let _ = frames_tx.send(Ok(f));
-                }
-                Err(e) => {
-                    call.failed();
-                    let _ = frames_tx.send(Err(BoxError::from(e)));
-                    return;
-                }
+        let (mut parts, body) = resp.into_parts();
+        self.mark_answer(&mut parts, call.upstream);
+        let _ = head_tx.send(DetachedHead::Answer(parts));
+        let relay = relay_frames(body, &mut call, &frames_tx);
+        let finished = match deadline {
+            None => {
+                relay.await;
+                true
             }
+            Some(at) => tokio::time::timeout_at(at, relay).await.is_ok(),
+        };
+        if !finished {
+            // The relay, and the upstream body inside it, were dropped: the
+            // provider sees the call hang up.
+            call.timed_out_reading();
+            let _ = frames_tx.send(Err(BoxError::from(UpstreamTimedOut)));
         }
-        call.completed();
     }
 
-    /// A provider's refusal (429, 503, 529) goes back as it came, status,
-    /// body and Retry-After, marked `x-gateway-reason: upstream_refused` so
-    /// that it is not taken for the gateway's own.
-    fn mark_provider_refusal(&self, parts: &mut http::response::Parts) {
+    /// The head of an answer passed on: a provider's refusal (429, 503,
+    /// 529) goes back as it came, status, body and Retry-After, marked
+    /// `x-gateway-reason: upstream_refused` so that it is not taken for the
+    /// gateway's own; with named `upstreams`, every answer says which
+    /// upstream gave it (`x-gateway-upstream`).
+    fn mark_answer(&self, parts: &mut http::response::Parts, upstream: usize) {
         if crate::upstream::is_refusal(parts.status) {
             let reason = ShedReason::UpstreamRefused;
-            self.metrics.refused(reason);
+            self.metrics.refused_at(reason, upstream);
             parts
                 .headers
                 .insert(GATEWAY_REASON, HeaderValue::from_static(reason.code()));
         }
+        if self.router.named {
+            parts
+                .headers
+                .insert(GATEWAY_UPSTREAM, self.router.route(upstream).header.clone());
+        }
+    }
+
+    /// 503 `all_upstreams_cooling`: every upstream is cooling down; retry
+    /// when the first cooldown ends.
+    fn cooling_response(
+        &self,
+        left: Duration,
+        arrived: Instant,
+        id: &str,
+    ) -> Response<GatewayBody> {
+        let reason = ShedReason::AllUpstreamsCooling;
+        self.metrics.refused(reason);
+        self.metrics.queue_wait.observe(arrived.elapsed());
+        debug!(id = %id, reason = reason.code(), left_ms = left.as_millis() as u64, "shed");
+        refusal_response(
+            reason,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "every upstream is cooling down after refusing, timing out or failing; retry after the time given (when the first cooldown ends)",
+            Some(left.max(Duration::from_millis(1))),
+            id,
+        )
     }
 
     /// The answer to a request shed at admission or dropped at dequeue.
@@ -538,6 +629,9 @@ struct CallGuard {
     permit: Option<Permit>,
     arrived: Instant,
     dispatched: Instant,
+    /// The upstream of the attempt now, and when that attempt began.
+    upstream: usize,
+    attempt_started: Instant,
     status: Option<StatusCode>,
     ended: bool,
     /// The pooled connection the answer comes on, and when it was had.
@@ -564,12 +658,31 @@ impl CallGuard {
             permit: Some(permit),
             arrived,
             dispatched,
+            upstream: 0,
+            attempt_started: dispatched,
             status: None,
             ended: false,
             connection: None,
             connected: None,
             _request: request,
         }
+    }
+
+    /// An attempt at upstream `at` begins.
+    fn attempt(&mut self, at: usize, started: Instant) {
+        self.upstream = at;
+        self.attempt_started = started;
+        self.shared.metrics.upstreams[at]
+            .calls
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The attempt's upstream refused, timed out or failed, and the request
+    /// goes on to the next: its call's time is counted at its upstream.
+    fn sent_on(&mut self) {
+        let m = &self.shared.metrics.upstreams[self.upstream];
+        m.seconds.observe(self.attempt_started.elapsed());
+        m.sent_on.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The provider answered (its head): keeps the connection until the
@@ -588,9 +701,9 @@ impl CallGuard {
         // a pooled connection, unless that wait is metered apart.
         let since = match self.connected {
             Some(at) if self.shared.client.split_pool_wait() => at,
-            _ => self.dispatched,
+            _ => self.attempt_started,
         };
-        m.upstream.observe(since.elapsed());
+        m.upstreams[self.upstream].seconds.observe(since.elapsed());
         m.end_to_end.observe(self.arrived.elapsed());
         self.connection.take();
         let outcome = match self.status.map(|s| s.as_u16()) {
@@ -607,7 +720,9 @@ impl CallGuard {
     /// `upstream_timeout` passed; the call is being dropped. For the AIMD
     /// limit this is a call past any latency target.
     fn timed_out(&mut self) {
-        self.shared.metrics.refused(ShedReason::UpstreamTimeout);
+        self.shared
+            .metrics
+            .refused_at(ShedReason::UpstreamTimeout, self.upstream);
         if let Some(p) = self.permit.as_mut() {
             p.finish(CallOutcome::Overloaded);
         }
@@ -615,11 +730,24 @@ impl CallGuard {
         debug!("upstream call cancelled: upstream_timeout passed");
     }
 
+    /// `upstream_timeout` passed while the answer was being read (its head
+    /// already passed on): the call is cut, and its upstream cooled down
+    /// for `cooldown`, as one that timed out before answering is.
+    fn timed_out_reading(&mut self) {
+        self.timed_out();
+        let router = &self.shared.router;
+        let wait = router.cooldown_for(None);
+        if router.cool(self.upstream, wait, Instant::now()) {
+            self.shared.metrics.upstreams[self.upstream]
+                .cooldowns
+                .fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     /// The upstream could not be reached or broke.
     fn failed(&mut self) {
-        self.shared
-            .metrics
-            .upstream_errors
+        self.shared.metrics.upstreams[self.upstream]
+            .errors
             .fetch_add(1, Ordering::Relaxed);
         if let Some(p) = self.permit.as_mut() {
             p.finish(CallOutcome::Overloaded);
@@ -706,7 +834,7 @@ impl Body for GuardedBody {
             if expired && this.call.is_some() {
                 this.timed_out = true;
                 if let Some(mut call) = this.call.take() {
-                    call.timed_out();
+                    call.timed_out_reading();
                 }
                 return Poll::Ready(Some(Err(BoxError::from(UpstreamTimedOut))));
             }
@@ -760,6 +888,30 @@ impl Body for ChannelBody {
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         self.rx.poll_recv(cx)
     }
+}
+
+/// Naive mode's relay of an answer's body: every frame to `frames_tx`,
+/// read to the end whether or not anyone still listens.
+async fn relay_frames(
+    mut body: Incoming,
+    call: &mut CallGuard,
+    frames_tx: &mpsc::UnboundedSender<Result<Frame<Bytes>, BoxError>>,
+) {
+    while let Some(frame) = body.frame().await {
+        match frame {
+            Ok(f) => {
+                // A closed receiver is ignored: no notice of the caller
+                // hanging up.
+                let _ = frames_tx.send(Ok(f));
+            }
+            Err(e) => {
+                call.failed();
+                let _ = frames_tx.send(Err(BoxError::from(e)));
+                return;
+            }
+        }
+    }
+    call.completed();
 }
 
 /// The call's id by the one rule ([`wire::request_id`]: `x-request-id`

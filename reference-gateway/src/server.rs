@@ -18,6 +18,7 @@ use crate::config::{GatewayConfig, Mode};
 use crate::error::GatewayError;
 use crate::metrics::Metrics;
 use crate::proxy::Shared;
+use crate::router::Router;
 
 /// A validated gateway, ready to serve.
 ///
@@ -63,12 +64,20 @@ impl Gateway {
         // The pacer outlives `stop` until the connections have drained, so
         // that jobs queued at shutdown are still dispatched or refused.
         let background = CancellationToken::new();
-        let metrics = Arc::new(Metrics::default());
-        let admission = Admission::new(&self.config, metrics.clone(), &background);
-        let shared = Arc::new(Shared::new(&self.config, admission, metrics));
+        let router = Arc::new(Router::new(&self.config));
+        let metrics = Arc::new(Metrics::new(router.names(), router.named, router.cools()));
+        let admission = Admission::new(&self.config, metrics.clone(), router.clone(), &background);
+        let shared = Arc::new(Shared::new(&self.config, admission, metrics, router));
         let grace = self.config.shutdown_grace;
         let span = tracing::info_span!("gateway", mode = %self.config.mode, %addr);
-        info!(parent: &span, upstream = %self.config.upstream, "serving");
+        if self.config.upstreams.is_empty() {
+            info!(parent: &span, upstream = %self.config.upstream, "serving");
+        } else {
+            let names = shared.router.names().join(",");
+            let routing = self.config.routing;
+            let cooldowns = self.config.cooldowns_on();
+            info!(parent: &span, upstreams = %names, %routing, cooldowns, "serving");
+        }
         let task = tokio::spawn(
             accept_loop(listener, shared.clone(), stop.clone(), background, grace).instrument(span),
         );
@@ -135,6 +144,26 @@ pub struct GatewaySnapshot {
     pub cancelled_queued: u64,
     /// Upstream calls cancelled because their caller hung up.
     pub cancelled_upstream: u64,
+    /// Requests refused because every upstream was cooling
+    /// (`all_upstreams_cooling`).
+    pub all_upstreams_cooling: u64,
+}
+
+/// A reading of one upstream's calls and cooldown.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpstreamSnapshot {
+    /// Its name (`default` for a lone `upstream`).
+    pub name: String,
+    /// Calls sent to it (each attempt).
+    pub calls: u64,
+    /// Its refusals passed on to callers (`upstream_refused`).
+    pub refused: u64,
+    /// Requests it refused, timed out on or failed that were sent on.
+    pub sent_on: u64,
+    /// Times it was put to cool down.
+    pub cooldowns: u64,
+    /// What is left of its cooldown now (zero: not cooling).
+    pub cooling_for: std::time::Duration,
 }
 
 impl GatewayHandle {
@@ -155,9 +184,29 @@ impl GatewayHandle {
 
     /// The `/metrics` text, without a round trip.
     pub fn metrics_text(&self) -> String {
+        self.shared.metrics_text()
+    }
+
+    /// Reads each upstream's counters and cooldown now, in the order
+    /// configured.
+    pub fn upstreams(&self) -> Vec<UpstreamSnapshot> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let now = std::time::Instant::now();
+        let cooling = self.shared.router.cooling_all(now);
         self.shared
             .metrics
-            .render(&self.mode.to_string(), self.shared.gauges())
+            .upstreams
+            .iter()
+            .zip(cooling)
+            .map(|(u, left)| UpstreamSnapshot {
+                name: u.name.clone(),
+                calls: u.calls.load(Relaxed),
+                refused: u.refused.load(Relaxed),
+                sent_on: u.sent_on.load(Relaxed),
+                cooldowns: u.cooldowns.load(Relaxed),
+                cooling_for: left,
+            })
+            .collect()
     }
 
     /// Reads the admission state and counters now.
@@ -173,10 +222,11 @@ impl GatewayHandle {
             shed: m.shed_queue_full.load(Relaxed) + m.shed_deadline.load(Relaxed),
             tenant_limited: m.tenant_limited.load(Relaxed),
             stale_drops: m.stale_drops.load(Relaxed),
-            upstream_timeouts: m.upstream_timeouts.load(Relaxed),
-            upstream_refused: m.upstream_refused.load(Relaxed),
+            upstream_timeouts: m.upstream_total(|u| &u.timeouts),
+            upstream_refused: m.upstream_total(|u| &u.refused),
             cancelled_queued: m.cancelled_queued.load(Relaxed),
             cancelled_upstream: m.cancelled_upstream.load(Relaxed),
+            all_upstreams_cooling: m.shed_cooling.load(Relaxed),
         }
     }
 

@@ -25,6 +25,8 @@ mod passthrough;
 mod pool_demo;
 #[path = "e2e/refusals.rs"]
 mod refusals;
+#[path = "e2e/routing.rs"]
+mod routing;
 #[path = "e2e/tenants.rs"]
 mod tenants;
 #[path = "e2e/upstream_timeout.rs"]
