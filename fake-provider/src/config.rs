@@ -295,6 +295,13 @@ fn default_completion() -> Dist<u32> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderConfig {
+    /// The provider's name: each of a scenario's `[[providers]]` has one
+    /// (`a-z`, `0-9`, `_`, `-`), which every record of its calls carries
+    /// and its metrics are labelled with; `None` is the provider named
+    /// `default` (a scenario's one `[provider]`), whose records and
+    /// metrics are as they were before there were several.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// Seed of every draw; the same config and seed give the same draws in
     /// call order.
     #[serde(default = "default_seed")]
@@ -346,6 +353,7 @@ pub struct ProviderConfig {
 impl Default for ProviderConfig {
     fn default() -> Self {
         ProviderConfig {
+            name: None,
             seed: default_seed(),
             models: default_models(),
             max_body_bytes: default_max_body(),
@@ -368,6 +376,18 @@ impl ProviderConfig {
     /// an example commented out) with a line on what it means; the
     /// module's documentation shows it, `rehearse init` writes it.
     pub const TEMPLATE: &'static str = include_str!("config.toml");
+
+    /// Its name: `name`, else `default` ([`wire::DEFAULT_PROVIDER`]).
+    ///
+    /// ```
+    /// let mut cfg = fake_provider::ProviderConfig::default();
+    /// assert_eq!(cfg.name_or_default(), "default");
+    /// cfg.name = Some("secondary".into());
+    /// assert_eq!(cfg.name_or_default(), "secondary");
+    /// ```
+    pub fn name_or_default(&self) -> &str {
+        self.name.as_deref().unwrap_or(wire::DEFAULT_PROVIDER)
+    }
 }
 
 /// The most phases a timeline may hold (the active set is a 64-bit mask).
@@ -403,6 +423,12 @@ impl ProviderConfig {
         prefix: &str,
     ) -> Result<(), ConfigError> {
         let p = |s: &str| format!("{prefix}{s}");
+        if let Some(name) = self.name.as_deref().filter(|n| !wire::is_provider_name(n)) {
+            return Err(src.error(
+                &p("name"),
+                format!("{name:?}: a provider's name is 1 to 64 of a-z, 0-9, _ and -"),
+            ));
+        }
         check_latency_patch(
             src,
             &p("latency"),

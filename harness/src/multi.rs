@@ -79,7 +79,7 @@ pub async fn stage(s: &crate::Scenario, opts: &StageOptions) -> Result<(), RunEr
     std::fs::create_dir_all(&opts.out).map_err(RunError::create_dir(&opts.out))?;
     let remote = RemoteProvider::new(&opts.provider);
     let offset = remote.clock_offset(ROUNDS).await?;
-    let version = remote.upload_config(&rehearsal.provider).await?;
+    let version = remote.upload_config(rehearsal.provider()).await?;
     let start_provider_us = unix_us(opts.start_at).saturating_add_signed(offset.offset_us);
     let run_id = crate::remote::run_id_of(&opts.out);
     let lease = rehearsal.load.schedule_length() + Duration::from_secs(600);
