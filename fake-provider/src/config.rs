@@ -396,6 +396,60 @@ pub const MAX_PHASES: usize = 64;
 /// Statuses the fault injector knows how to answer with.
 pub const FAULT_STATUSES: [u16; 4] = [500, 502, 503, 529];
 
+/// A file's providers validated, as read: its one `[provider]` (`one`)
+/// or its `[[providers]]` (`several`), not both (a located error at the
+/// first of `[[providers]]`); each of `[[providers]]` named, the names
+/// unique; every field checked where it is written (`provider.…`,
+/// `providers[i].…`). A `[provider]` may not be named (it is `default`);
+/// one of `[[providers]]` named `default` is that provider (its name
+/// `None`). Neither: one provider at its defaults.
+pub fn providers_in(
+    one: Option<ProviderConfig>,
+    several: Option<Vec<ProviderConfig>>,
+    src: &toml_located::Source<'_>,
+) -> Result<Vec<ProviderConfig>, ConfigError> {
+    let mut providers = match (one, several) {
+        (Some(_), Some(_)) => return Err(src.error(
+            "providers[0]",
+            "give `[provider]` (one provider) or `[[providers]]` (several, each named), not both",
+        )),
+        (Some(p), None) => {
+            if p.name.is_some() {
+                return Err(src.error(
+                    "provider.name",
+                    "the one `[provider]` is named `default`: name providers in `[[providers]]`",
+                ));
+            }
+            p.validate(src, "provider.")?;
+            return Ok(vec![p]);
+        }
+        (None, None) => return Ok(vec![ProviderConfig::default()]),
+        (None, Some(list)) => list,
+    };
+    if providers.is_empty() {
+        return Err(src.error("providers", "name at least one provider"));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for (i, p) in providers.iter_mut().enumerate() {
+        let at = format!("providers[{i}]");
+        let Some(name) = p.name.clone() else {
+            return Err(src.error(&at, "each of `[[providers]]` needs a `name`"));
+        };
+        p.validate(src, &format!("{at}."))?;
+        if !seen.insert(name.clone()) {
+            return Err(src.error(
+                &format!("{at}.name"),
+                format!("{name:?}: a second provider of that name (each name once)"),
+            ));
+        }
+        // `default` is the one-provider case's name: its records say none.
+        if name == wire::DEFAULT_PROVIDER {
+            p.name = None;
+        }
+    }
+    Ok(providers)
+}
+
 impl ProviderConfig {
     /// Parses and validates a config from TOML `text` read from `origin`.
     ///

@@ -428,11 +428,12 @@ impl Scenario {
     }
 }
 
-/// `[provider]` or `[[providers]]` validated (not both; each of
-/// `[[providers]]` named, the names unique; every field checked where it
+/// `[provider]` or `[[providers]]` validated
+/// ([`fake_provider::config::providers_in`]: not both, each of
+/// `[[providers]]` named, the names unique, every field checked where it
 /// is written), the scenario's `seed` given to each that sets none of its
 /// own (plus its place in the list, from 0, so two alike providers do not
-/// draw alike). Neither: one provider at its defaults.
+/// draw alike).
 fn providers_of(
     one: Option<ProviderConfig>,
     several: Option<Vec<ProviderConfig>>,
@@ -440,51 +441,19 @@ fn providers_of(
     text: &str,
     seed: Option<u64>,
 ) -> Result<Vec<ProviderConfig>, ConfigError> {
-    let (mut providers, prefix) = match (one, several) {
-        (Some(_), Some(_)) => return Err(src.error(
-            "providers[0]",
-            "give `[provider]` (one provider) or `[[providers]]` (several, each named), not both",
-        )),
-        (Some(p), None) => {
-            if p.name.is_some() {
-                return Err(src.error(
-                    "provider.name",
-                    "the one `[provider]` is named `default`: name providers in `[[providers]]`",
-                ));
-            }
-            (vec![p], None)
-        }
-        (None, Some(list)) => (list, Some("providers")),
-        (None, None) => (vec![ProviderConfig::default()], None),
+    let table = if several.is_some() {
+        "providers"
+    } else {
+        "provider"
     };
-    let Some(table) = prefix else {
-        let p = &mut providers[0];
-        p.validate(src, "provider.")?;
-        if let (Some(seed), false) = (seed, text_has(text, "provider", "seed")) {
-            p.seed = seed;
-        }
-        return Ok(providers);
-    };
-    if providers.is_empty() {
-        return Err(src.error(table, "name at least one provider"));
-    }
-    let mut seen = std::collections::HashSet::new();
+    let mut providers = fake_provider::config::providers_in(one, several, src)?;
+    let listed = table == "providers";
     for (i, p) in providers.iter_mut().enumerate() {
-        let at = format!("{table}[{i}]");
-        let Some(name) = p.name.clone() else {
-            return Err(src.error(&at, "each of `[[providers]]` needs a `name`"));
+        let at = if listed {
+            format!("{table}[{i}]")
+        } else {
+            table.to_string()
         };
-        p.validate(src, &format!("{at}."))?;
-        if !seen.insert(name.clone()) {
-            return Err(src.error(
-                &format!("{at}.name"),
-                format!("{name:?}: a second provider of that name (each name once)"),
-            ));
-        }
-        // `default` is the one-provider case's name: its records say no name.
-        if name == wire::DEFAULT_PROVIDER {
-            p.name = None;
-        }
         if let (Some(seed), false) = (seed, text_has(text, &at, "seed")) {
             p.seed = seed.wrapping_add(i as u64);
         }
