@@ -17,7 +17,9 @@ pub struct Args {
     /// A provider config file (the same schema as a scenario's [provider]).
     #[arg(long, conflicts_with = "scenario")]
     config: Option<PathBuf>,
-    /// A scenario file: its [provider], or each of its [[providers]].
+    /// A scenario file: its [provider], or each of its [[providers]]
+    /// (with neither, the providers --listen NAME=ADDR names, each at the
+    /// defaults until a harness uploads its table).
     scenario: Option<PathBuf>,
     /// Address to listen on. Loopback by default: the admin endpoints then
     /// answer only this machine. Several providers: one port each, the
@@ -61,8 +63,12 @@ struct Served {
 
 /// Runs `rehearse provider`.
 pub fn main(args: Args) -> Result<Ended, Error> {
-    let configs =
-        process::load_configs(args.config.as_deref(), args.scenario.as_deref()).bad_input()?;
+    let configs = match (&args.config, &args.scenario) {
+        (None, None) => process::configs_named_by(&args.listen).bad_input()?,
+        (config, scenario) => {
+            process::load_configs(config.as_deref(), scenario.as_deref()).bad_input()?
+        }
+    };
     let names: Vec<&str> = configs
         .iter()
         .map(ProviderConfig::name_or_default)

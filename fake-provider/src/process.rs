@@ -170,6 +170,40 @@ pub fn load_configs(
     crate::config::providers_in(section.provider, section.providers, &src)
 }
 
+/// With neither a config nor a scenario: the providers the `--listen`
+/// flags name (`NAME=ADDR` each), each at the defaults and named so (a
+/// harness uploads each one's table, `PUT /_fake/config`, before a run);
+/// one default provider when they name none.
+///
+/// ```
+/// use fake_provider::process::configs_named_by;
+/// let flags = ["primary=0.0.0.0:8080".to_string(), "backup=0.0.0.0:8081".to_string()];
+/// let configs = configs_named_by(&flags).unwrap();
+/// assert_eq!(configs[1].name.as_deref(), Some("backup"));
+/// assert_eq!(configs_named_by(&["127.0.0.1:8080".to_string()]).unwrap().len(), 1);
+/// ```
+pub fn configs_named_by(flags: &[String]) -> Result<Vec<ProviderConfig>, SettingError> {
+    let named: Vec<&str> = flags
+        .iter()
+        .filter_map(|f| f.split_once('=').map(|(n, _)| n))
+        .collect();
+    if named.is_empty() {
+        return Ok(vec![ProviderConfig::default()]);
+    }
+    named
+        .into_iter()
+        .map(|n| match wire::is_provider_name(n) {
+            true => Ok(ProviderConfig {
+                name: (n != wire::DEFAULT_PROVIDER).then(|| n.to_string()),
+                ..ProviderConfig::default()
+            }),
+            false => Err(SettingError(format!(
+                "--listen {n}=...: a provider's name is 1 to 64 of a-z, 0-9, _ and -"
+            ))),
+        })
+        .collect()
+}
+
 /// Where each of `names` (a process's providers, in order) listens, from
 /// the `--listen` flags: `NAME=ADDR` for each, or one `ADDR` (a bare port
 /// is loopback's) from which they take consecutive ports, the first
