@@ -361,3 +361,111 @@ fn a_run_against_two_remote_providers_names_each_and_merges_their_records() {
         common::text(&out)
     );
 }
+
+/// `rehearse stage` and `collect` given two providers by name: each
+/// readied at the one start, and each one's records fetched, moved onto
+/// the first one's clock and merged into the run directory's one
+/// provider.jsonl, which `rehearse report` judges.
+#[test]
+fn stage_and_collect_take_each_provider_by_name() {
+    let _one = one_at_a_time();
+    let dir = scratch("providers", "staged");
+    let (path, _) = round_robin_scenario(&dir);
+    let mut child = rehearse()
+        .args(["provider", "--threads", "1"])
+        .args([
+            "--listen",
+            "primary=127.0.0.1:0",
+            "--listen",
+            "backup=127.0.0.1:0",
+        ])
+        .arg("--records")
+        .arg(dir.join("remote.jsonl"))
+        .env_remove("REHEARSE_ADMIN_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let _provider = Running(child);
+    let urls = banner_urls(stdout, 2);
+    let (primary, backup) = (urls[0].1.clone(), urls[1].1.clone());
+    let flags: Vec<String> = urls
+        .iter()
+        .flat_map(|(n, u)| ["--provider".to_string(), format!("{n}={u}")])
+        .collect();
+    // The gateway, started by hand as a staging one would be.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let _gateway = Running(
+        std::process::Command::new("python3")
+            .arg(dir.join("round_robin.py"))
+            .args([&listen, &backup])
+            .arg(dir.join("seen.json"))
+            .env("REHEARSE_PROVIDER_URL", &primary)
+            .env("REHEARSE_PROVIDER_URL_PRIMARY", &primary)
+            .env("REHEARSE_PROVIDER_URL_BACKUP", &backup)
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::net::TcpStream::connect(&listen).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the gateway never listened"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let gateway = format!("http://{listen}");
+    let start = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        + 3.0;
+    let start_at = format!("{start:.3}");
+    let staged = dir.join("staged");
+    let out = rehearse()
+        .arg("stage")
+        .arg(&path)
+        .args(&flags)
+        .args(["--start-at", &start_at, "--target", &gateway, "--out"])
+        .arg(&staged)
+        .output()
+        .unwrap();
+    common::ok(&out, "stage");
+    let out = rehearse()
+        .arg("load")
+        .arg(staged.join("scenario.toml"))
+        .args(["--target", &gateway, "--no-progress"])
+        .args(["--shard", "0/1", "--start-at", &start_at])
+        .args(["--provider", &primary, "--out"])
+        .arg(dir.join("shard0"))
+        .output()
+        .unwrap();
+    assert!(
+        matches!(out.status.code(), Some(0 | 3)),
+        "{}",
+        common::text(&out)
+    );
+    let out = rehearse()
+        .arg("collect")
+        .arg(&staged)
+        .arg(dir.join("shard0"))
+        .args(&flags)
+        .output()
+        .unwrap();
+    common::ok(&out, "collect");
+    let out = rehearse().arg("report").arg(&staged).output().unwrap();
+    assert!(
+        matches!(out.status.code(), Some(0 | 1 | 3)),
+        "{}",
+        common::text(&out)
+    );
+    both_in_one_file(&staged);
+    let notes = common::json(&staged.join("run.json"))["notes"].to_string();
+    assert!(notes.contains("from the first provider's"), "{notes}");
+}
