@@ -56,9 +56,18 @@ OUT=${OUT:-target/bench-gateway/$IDLE}
 mkdir -p "$OUT"
 
 command -v wrk >/dev/null || { echo "wrk not found (apt-get install wrk)" >&2; exit 2; }
-cargo build --release --bin rehearse >&2
-cargo build --release -p reference-gateway --example tcp_relay >&2
-BIN=target/release/rehearse
+# The container image's build (deploy/image/build.sh: the gnu target,
+# statically linked), as bench/side-by-side.sh: a machine that has run
+# .ci/run builds only the relay here. NO_BUILD=1 uses what is built.
+TRIPLE=x86_64-unknown-linux-gnu
+[ -n "${NO_BUILD:-}" ] || {
+  export RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static --cfg getrandom_backend=\"linux_getrandom\""
+  cargo build --release --target "$TRIPLE" --bin rehearse >&2
+  cargo build --release --target "$TRIPLE" -p reference-gateway --example tcp_relay >&2
+  unset RUSTFLAGS
+}
+BIN=${BIN:-target/$TRIPLE/release/rehearse}
+RELAY=${RELAY:-target/$TRIPLE/release/examples/tcp_relay}
 
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
@@ -88,7 +97,7 @@ start "$OUT/gateway.log" "${on_sut[@]}" "$BIN" gateway --mode bounded --upstream
   --concurrency 64 --queue 1024 --wait-budget 10s ${GATEWAY_THREADS:+--threads "$GATEWAY_THREADS"}
 gateway=$url
 # The floor of any extra process hop on this machine: a TCP relay, no logic.
-start "$OUT/relay.log" "${on_sut[@]}" target/release/examples/tcp_relay 127.0.0.1:0 "${provider#http://}"
+start "$OUT/relay.log" "${on_sut[@]}" "$RELAY" 127.0.0.1:0 "${provider#http://}"
 relay=$url
 echo "relay $relay (tcp, one thread); pinned: ${on_sut[*]:-no} (servers under test), ${on_rest[*]:-no} (wrk, provider)" >&2
 echo "provider $provider (threads: ${PROVIDER_THREADS:-per core}), gateway $gateway (bounded, concurrency 64, threads: ${GATEWAY_THREADS:-per core})" >&2
