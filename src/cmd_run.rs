@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use harness::RunOptions;
 
-use crate::exit::{Ended, Error};
+use crate::exit::{Classify as _, Ended, Error};
 use crate::scenario::Sets;
 
 /// Flags of `rehearse run`.
@@ -42,13 +42,13 @@ pub struct Args {
     /// fetched and moved onto this machine's clock at the end; or external:
     /// none, the --target gateway calls a real provider, and the run is
     /// judged from the client side and the gateway's gauges in [gateway].
+    /// A scenario of several [[providers]]: NAME=URL for each (repeatable).
     #[arg(
         long,
-        value_name = "in-process|external|URL",
-        default_value = "in-process",
+        value_name = "in-process|external|URL|NAME=URL",
         conflicts_with = "provider_listen"
     )]
-    provider: harness::ProviderChoice,
+    provider: Vec<harness::ProviderChoice>,
     /// The --target gateway was configured for the run's time scale (its
     /// timeouts and budgets divided by it); without this, --target with a
     /// time scale other than 1 is refused.
@@ -82,6 +82,9 @@ pub struct Args {
 /// until its end or the first signal (a partial report, exit 3).
 pub fn main(args: Args) -> Result<Ended, Error> {
     let scenario = crate::scenario::load(args.scenario.as_deref(), &args.sets)?;
+    let provider = harness::ProviderChoice::combine(args.provider)
+        .map_err(anyhow::Error::msg)
+        .bad_input()?;
     let opts = RunOptions {
         out: args
             .out
@@ -92,7 +95,7 @@ pub fn main(args: Args) -> Result<Ended, Error> {
         junit: args.junit,
         progress: !args.no_progress && std::io::stderr().is_terminal(),
         provider_listen: args.provider_listen,
-        provider: args.provider,
+        provider,
         allow_time_scale: args.allow_time_scale,
         shards: args.shards,
         tls: args.tls.options(),

@@ -27,9 +27,10 @@ pub struct CollectArgs {
     /// The shards' --out folders.
     #[arg(required = true)]
     shards: Vec<PathBuf>,
-    /// The fake provider the run used.
-    #[arg(long, value_name = "URL")]
-    provider: String,
+    /// The fake provider the run used; several: NAME=URL for each
+    /// (repeatable), as `rehearse stage` was given them.
+    #[arg(long, value_name = "URL|NAME=URL", required = true)]
+    provider: Vec<String>,
 }
 
 /// Runs `rehearse stage`.

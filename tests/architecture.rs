@@ -716,8 +716,10 @@ fn the_binary_is_the_cli_alone() {
         .iter()
         .map(|f| std::fs::read_to_string(f).unwrap().lines().count())
         .sum();
+    // 1,400 since issue 27: the flags of several providers (`--provider
+    // NAME=URL`, `rehearse provider` serving each on its own port).
     assert!(
-        total < 1_200,
+        total < 1_400,
         "src/ holds {total} lines: the engine belongs in harness/ and report/"
     );
 }

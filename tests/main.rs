@@ -21,6 +21,7 @@ mod incidents;
 mod metrics;
 mod multihost;
 mod provider_admin;
+mod providers;
 mod staging;
 mod terminal;
 mod tls;

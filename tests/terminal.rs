@@ -345,12 +345,12 @@ fn init_writes_every_field_and_reads_back_as_the_defaults() {
     assert_eq!(s.checklist, checklist);
     let mut provider = fake_provider::ProviderConfig::default();
     provider.completion_tokens = fake_provider::config::Dist::Fixed(200);
-    provider.latency = s.provider.latency.clone();
+    provider.latency = s.provider().latency.clone();
     provider.quota.tokens_per_minute = Some(500_000);
     provider.quota.requests_per_minute = Some(10_000);
-    assert_eq!(s.provider, provider);
-    assert_eq!(s.provider.latency.multiplier, 1.0);
-    assert_eq!(s.provider.latency.knee, None);
+    assert_eq!(s.provider(), &provider);
+    assert_eq!(s.provider().latency.multiplier, 1.0);
+    assert_eq!(s.provider().latency.knee, None);
     // Never over a file without --force.
     std::fs::write(&file, "mine").unwrap();
     let out = rehearse().arg("init").arg(&file).output().unwrap();
@@ -412,8 +412,8 @@ fn init_writes_every_field_and_reads_back_as_the_defaults() {
             .to_vec()
         )
     );
-    assert_eq!(s.provider.quota.tokens_per_minute, Some(90_000));
-    assert_eq!(s.provider.quota.requests_per_minute, None);
+    assert_eq!(s.provider().quota.tokens_per_minute, Some(90_000));
+    assert_eq!(s.provider().quota.requests_per_minute, None);
     assert_eq!(s.load_plan.dialect(), wire::Dialect::Anthropic);
     assert_eq!(s.load_plan.phases()[1].from_per_sec, 30.0);
     assert_eq!(s.meta.time_scale, 1.0);

@@ -80,6 +80,9 @@ pub(crate) fn call(
         outcome: ProviderOutcome::Ok,
         status: 200,
         phase: "base".to_string(),
+        retry_after_s: None,
+        retry_after_ms: None,
+        provider: None,
     }
 }
 

@@ -664,11 +664,30 @@ fn metrics_text(shared: &Shared) -> String {
     use std::fmt::Write;
     let s = shared.stats();
     let mut t = String::new();
+    // A named provider's samples are labelled with its name (several
+    // served beside each other, scraped into one Prometheus); the default
+    // provider's are as they were.
+    let run = shared.run();
+    let provider = run
+        .config
+        .name
+        .as_deref()
+        .map(|n| format!("provider=\"{n}\""));
     let mut metric = |name: &str, kind: &str, help: &str, samples: &[(&str, u64)]| {
         let _ = writeln!(t, "# HELP {name} {help}");
         let _ = writeln!(t, "# TYPE {name} {kind}");
         for (labels, v) in samples {
-            let _ = writeln!(t, "{name}{labels} {v}");
+            match (&provider, labels.strip_prefix('{')) {
+                (Some(p), Some(rest)) => {
+                    let _ = writeln!(t, "{name}{{{p},{rest} {v}");
+                }
+                (Some(p), None) => {
+                    let _ = writeln!(t, "{name}{{{p}}} {v}");
+                }
+                (None, _) => {
+                    let _ = writeln!(t, "{name}{labels} {v}");
+                }
+            }
         }
     };
     metric(

@@ -295,6 +295,13 @@ fn default_completion() -> Dist<u32> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderConfig {
+    /// The provider's name: each of a scenario's `[[providers]]` has one
+    /// (`a-z`, `0-9`, `_`, `-`), which every record of its calls carries
+    /// and its metrics are labelled with; `None` is the provider named
+    /// `default` (a scenario's one `[provider]`), whose records and
+    /// metrics are as they were before there were several.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// Seed of every draw; the same config and seed give the same draws in
     /// call order.
     #[serde(default = "default_seed")]
@@ -346,6 +353,7 @@ pub struct ProviderConfig {
 impl Default for ProviderConfig {
     fn default() -> Self {
         ProviderConfig {
+            name: None,
             seed: default_seed(),
             models: default_models(),
             max_body_bytes: default_max_body(),
@@ -368,6 +376,18 @@ impl ProviderConfig {
     /// an example commented out) with a line on what it means; the
     /// module's documentation shows it, `rehearse init` writes it.
     pub const TEMPLATE: &'static str = include_str!("config.toml");
+
+    /// Its name: `name`, else `default` ([`wire::DEFAULT_PROVIDER`]).
+    ///
+    /// ```
+    /// let mut cfg = fake_provider::ProviderConfig::default();
+    /// assert_eq!(cfg.name_or_default(), "default");
+    /// cfg.name = Some("secondary".into());
+    /// assert_eq!(cfg.name_or_default(), "secondary");
+    /// ```
+    pub fn name_or_default(&self) -> &str {
+        self.name.as_deref().unwrap_or(wire::DEFAULT_PROVIDER)
+    }
 }
 
 /// The most phases a timeline may hold (the active set is a 64-bit mask).
@@ -375,6 +395,60 @@ pub const MAX_PHASES: usize = 64;
 
 /// Statuses the fault injector knows how to answer with.
 pub const FAULT_STATUSES: [u16; 4] = [500, 502, 503, 529];
+
+/// A file's providers validated, as read: its one `[provider]` (`one`)
+/// or its `[[providers]]` (`several`), not both (a located error at the
+/// first of `[[providers]]`); each of `[[providers]]` named, the names
+/// unique; every field checked where it is written (`provider.…`,
+/// `providers[i].…`). A `[provider]` may not be named (it is `default`);
+/// one of `[[providers]]` named `default` is that provider (its name
+/// `None`). Neither: one provider at its defaults.
+pub fn providers_in(
+    one: Option<ProviderConfig>,
+    several: Option<Vec<ProviderConfig>>,
+    src: &toml_located::Source<'_>,
+) -> Result<Vec<ProviderConfig>, ConfigError> {
+    let mut providers = match (one, several) {
+        (Some(_), Some(_)) => return Err(src.error(
+            "providers[0]",
+            "give `[provider]` (one provider) or `[[providers]]` (several, each named), not both",
+        )),
+        (Some(p), None) => {
+            if p.name.is_some() {
+                return Err(src.error(
+                    "provider.name",
+                    "the one `[provider]` is named `default`: name providers in `[[providers]]`",
+                ));
+            }
+            p.validate(src, "provider.")?;
+            return Ok(vec![p]);
+        }
+        (None, None) => return Ok(vec![ProviderConfig::default()]),
+        (None, Some(list)) => list,
+    };
+    if providers.is_empty() {
+        return Err(src.error("providers", "name at least one provider"));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for (i, p) in providers.iter_mut().enumerate() {
+        let at = format!("providers[{i}]");
+        let Some(name) = p.name.clone() else {
+            return Err(src.error(&at, "each of `[[providers]]` needs a `name`"));
+        };
+        p.validate(src, &format!("{at}."))?;
+        if !seen.insert(name.clone()) {
+            return Err(src.error(
+                &format!("{at}.name"),
+                format!("{name:?}: a second provider of that name (each name once)"),
+            ));
+        }
+        // `default` is the one-provider case's name: its records say none.
+        if name == wire::DEFAULT_PROVIDER {
+            p.name = None;
+        }
+    }
+    Ok(providers)
+}
 
 impl ProviderConfig {
     /// Parses and validates a config from TOML `text` read from `origin`.
@@ -403,6 +477,12 @@ impl ProviderConfig {
         prefix: &str,
     ) -> Result<(), ConfigError> {
         let p = |s: &str| format!("{prefix}{s}");
+        if let Some(name) = self.name.as_deref().filter(|n| !wire::is_provider_name(n)) {
+            return Err(src.error(
+                &p("name"),
+                format!("{name:?}: a provider's name is 1 to 64 of a-z, 0-9, _ and -"),
+            ));
+        }
         check_latency_patch(
             src,
             &p("latency"),

@@ -135,41 +135,175 @@ pub fn banner(token: Option<TokenSource>, clock_offset_ms: i64, config: &Provide
     said
 }
 
-/// The config of a provider process: the provider config file at
-/// `config`, else the `[provider]` table of the scenario at `scenario` (its
-/// other tables belong to other subcommands, which check them), else the
-/// defaults; validated, errors at their line.
-pub fn load_config(
+/// The configs of a provider process: the provider config file at
+/// `config` (one provider, named by its `name` if it has one), else the
+/// `[provider]` table or the `[[providers]]` of the scenario at
+/// `scenario` (its other tables belong to other subcommands, which check
+/// them; see [`crate::config::providers_in`]), else one at the defaults;
+/// validated, errors at their line.
+pub fn load_configs(
     config: Option<&Path>,
     scenario: Option<&Path>,
-) -> Result<ProviderConfig, ConfigError> {
+) -> Result<Vec<ProviderConfig>, ConfigError> {
     if let Some(path) = config {
         let origin = path.display().to_string();
-        return ProviderConfig::from_toml(&read(path, &origin)?, &origin);
+        return Ok(vec![ProviderConfig::from_toml(
+            &read(path, &origin)?,
+            &origin,
+        )?]);
     }
     let Some(path) = scenario else {
-        return Ok(ProviderConfig::default());
+        return Ok(vec![ProviderConfig::default()]);
     };
     let origin = path.display().to_string();
     let text = read(path, &origin)?;
     let src = toml_located::Source::new(&text, &origin);
-    #[derive(serde::Deserialize)]
-    struct Probe {
-        provider: Option<toml::Table>,
-    }
-    if src.parse::<Probe>()?.provider.is_none() {
-        return Ok(ProviderConfig::default());
-    }
     // Deserialized in place so errors keep their lines.
     #[derive(serde::Deserialize)]
     struct Section {
-        provider: ProviderConfig,
+        provider: Option<ProviderConfig>,
+        providers: Option<Vec<ProviderConfig>>,
         #[serde(flatten)]
         _rest: toml::Table,
     }
     let section: Section = src.parse()?;
-    section.provider.validate(&src, "provider.")?;
-    Ok(section.provider)
+    crate::config::providers_in(section.provider, section.providers, &src)
+}
+
+/// With neither a config nor a scenario: the providers the `--listen`
+/// flags name (`NAME=ADDR` each), each at the defaults and named so (a
+/// harness uploads each one's table, `PUT /_fake/config`, before a run);
+/// one default provider when they name none.
+///
+/// ```
+/// use fake_provider::process::configs_named_by;
+/// let flags = ["primary=0.0.0.0:8080".to_string(), "backup=0.0.0.0:8081".to_string()];
+/// let configs = configs_named_by(&flags).unwrap();
+/// assert_eq!(configs[1].name.as_deref(), Some("backup"));
+/// assert_eq!(configs_named_by(&["127.0.0.1:8080".to_string()]).unwrap().len(), 1);
+/// ```
+pub fn configs_named_by(flags: &[String]) -> Result<Vec<ProviderConfig>, SettingError> {
+    let named: Vec<&str> = flags
+        .iter()
+        .filter_map(|f| f.split_once('=').map(|(n, _)| n))
+        .collect();
+    if named.is_empty() {
+        return Ok(vec![ProviderConfig::default()]);
+    }
+    named
+        .into_iter()
+        .map(|n| match wire::is_provider_name(n) {
+            true => Ok(ProviderConfig {
+                name: (n != wire::DEFAULT_PROVIDER).then(|| n.to_string()),
+                ..ProviderConfig::default()
+            }),
+            false => Err(SettingError(format!(
+                "--listen {n}=...: a provider's name is 1 to 64 of a-z, 0-9, _ and -"
+            ))),
+        })
+        .collect()
+}
+
+/// Where each of `names` (a process's providers, in order) listens, from
+/// the `--listen` flags: `NAME=ADDR` for each, or one `ADDR` (a bare port
+/// is loopback's) from which they take consecutive ports, the first
+/// `ADDR`'s own (port 0: each a free port of its own). One port each,
+/// not one port with a name prefix: an SDK or a gateway takes a base URL
+/// per deployment, and a prefix would change every path it builds.
+///
+/// ```
+/// use fake_provider::process::listen_addrs;
+/// let flags = ["127.0.0.1:8080".to_string()];
+/// assert_eq!(listen_addrs(&flags, &["a", "b"]).unwrap(), ["127.0.0.1:8080", "127.0.0.1:8081"]);
+/// let flags = ["b=0.0.0.0:9000".to_string(), "a=127.0.0.1:7000".to_string()];
+/// assert_eq!(listen_addrs(&flags, &["a", "b"]).unwrap(), ["127.0.0.1:7000", "0.0.0.0:9000"]);
+/// assert!(listen_addrs(&flags, &["a"]).is_err());
+/// ```
+pub fn listen_addrs(flags: &[String], names: &[&str]) -> Result<Vec<String>, SettingError> {
+    let bare = |a: &str| match a.parse::<u16>() {
+        Ok(port) => format!("127.0.0.1:{port}"),
+        Err(_) => a.to_string(),
+    };
+    let listed = names.join(", ");
+    if let [one] = flags {
+        if !one.contains('=') {
+            let addr = bare(one);
+            let Some((host, Ok(port))) = addr.rsplit_once(':').map(|(h, p)| (h, p.parse::<u16>()))
+            else {
+                return Err(SettingError(format!(
+                    "--listen {one}: expected HOST:PORT, a port, or NAME=HOST:PORT"
+                )));
+            };
+            return (0..names.len())
+                .map(|i| match port {
+                    0 => Ok(addr.clone()),
+                    p => u16::try_from(usize::from(p) + i)
+                        .map(|p| format!("{host}:{p}"))
+                        .map_err(|_| {
+                            SettingError(format!(
+                                "--listen {one}: no room for {} consecutive ports",
+                                names.len()
+                            ))
+                        }),
+                })
+                .collect();
+        }
+    }
+    let mut by_name = Vec::new();
+    for flag in flags {
+        let Some((name, addr)) = flag.split_once('=') else {
+            return Err(SettingError(format!(
+                "--listen {flag}: with several --listen flags each is NAME=ADDR (the providers: {listed})"
+            )));
+        };
+        if !names.contains(&name) {
+            return Err(SettingError(format!(
+                "--listen {flag}: no provider is named {name:?} (the providers: {listed})"
+            )));
+        }
+        if by_name.iter().any(|(n, _)| *n == name) {
+            return Err(SettingError(format!(
+                "--listen {flag}: {name:?} is given twice"
+            )));
+        }
+        by_name.push((name, bare(addr)));
+    }
+    names
+        .iter()
+        .map(|n| {
+            by_name
+                .iter()
+                .find(|(name, _)| name == n)
+                .map(|(_, a)| a.clone())
+                .ok_or_else(|| SettingError(format!("--listen: no address for provider {n:?}: give NAME=ADDR for each of {listed}")))
+        })
+        .collect()
+}
+
+/// Where provider `name` of a process serving `count` writes its records,
+/// when told `records`: that file for one; for several, `-NAME` put
+/// before its extension (`provider.jsonl` → `provider-east.jsonl`), each
+/// rotated and capped on its own.
+///
+/// ```
+/// use std::path::Path;
+/// use fake_provider::process::records_path_of;
+/// assert_eq!(records_path_of(Path::new("/r/provider.jsonl"), "east", 2), Path::new("/r/provider-east.jsonl"));
+/// assert_eq!(records_path_of(Path::new("/r/provider.jsonl"), "default", 1), Path::new("/r/provider.jsonl"));
+/// ```
+pub fn records_path_of(records: &Path, name: &str, count: usize) -> PathBuf {
+    if count <= 1 {
+        return records.to_path_buf();
+    }
+    let stem = records
+        .file_stem()
+        .map(|s| s.to_string_lossy())
+        .unwrap_or_default();
+    let file = match records.extension() {
+        Some(ext) => format!("{stem}-{name}.{}", ext.to_string_lossy()),
+        None => format!("{stem}-{name}"),
+    };
+    records.with_file_name(file)
 }
 
 fn read(path: &Path, origin: &str) -> Result<String, ConfigError> {
@@ -240,11 +374,19 @@ pub fn parse_byte_size(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("`{text}` is not a size in bytes (such as 1073741824 or 1GiB)"))
 }
 
-/// The banner of a provider process listening at `base`: its endpoints,
-/// then `said` (the lines of [`banner`]), then where its records go.
-pub fn listening_banner(base: &str, said: &str, records: &Path, records_max_bytes: u64) -> String {
+/// The banner of a provider (`name`: `None` for the default one)
+/// listening at `base`: its endpoints, then `said` (the lines of
+/// [`banner`]), then where its records go.
+pub fn listening_banner(
+    name: Option<&str>,
+    base: &str,
+    said: &str,
+    records: &Path,
+    records_max_bytes: u64,
+) -> String {
+    let who = name.map(|n| format!(" {n}")).unwrap_or_default();
     let mut banner = format!(
-        "fake provider listening on {base}\n  OpenAI:    {base}/v1/chat/completions   (SDK base_url: {base}/v1)\n  Anthropic: {base}/v1/messages           (SDK base_url: {base})\n  admin:     {base}/_fake/  time  run  stats  records  config  reset  lease  phase  overrides;  {base}/metrics\n"
+        "fake provider{who} listening on {base}\n  OpenAI:    {base}/v1/chat/completions   (SDK base_url: {base}/v1)\n  Anthropic: {base}/v1/messages           (SDK base_url: {base})\n  admin:     {base}/_fake/  time  run  stats  records  config  reset  lease  phase  overrides;  {base}/metrics\n"
     );
     banner.push_str(said);
     banner.push_str(&format!(
@@ -350,14 +492,41 @@ mod tests {
         let scenario = file("s.toml", "[load]\nwhatever = 1\n[provider]\nseed = 9\n");
         let none = file("none.toml", "[load]\nwhatever = 1\n");
         let bad = file("bad.toml", "[load]\n[provider]\nsed = 9\n");
-        assert_eq!(load_config(Some(&config), None).unwrap().seed, 7);
-        assert_eq!(load_config(None, Some(&scenario)).unwrap().seed, 9);
+        let seed = |r: Result<Vec<ProviderConfig>, ConfigError>| r.unwrap()[0].seed;
+        assert_eq!(seed(load_configs(Some(&config), None)), 7);
+        assert_eq!(seed(load_configs(None, Some(&scenario))), 9);
         let default = ProviderConfig::default();
-        assert_eq!(load_config(None, Some(&none)).unwrap().seed, default.seed);
-        assert_eq!(load_config(None, None).unwrap().seed, default.seed);
-        let err = load_config(None, Some(&bad)).unwrap_err();
+        assert_eq!(seed(load_configs(None, Some(&none))), default.seed);
+        assert_eq!(seed(load_configs(None, None)), default.seed);
+        let err = load_configs(None, Some(&bad)).unwrap_err();
         assert_eq!((err.line, err.field.as_str()), (3, "provider.sed"), "{err}");
-        let err = load_config(Some(&dir.join("missing.toml")), None).unwrap_err();
+        let several = file(
+            "several.toml",
+            "[load]\n[[providers]]\nname = \"a\"\n[[providers]]\nname = \"b\"\nseed = 4\n",
+        );
+        let configs = load_configs(None, Some(&several)).unwrap();
+        let names: Vec<_> = configs
+            .iter()
+            .map(ProviderConfig::name_or_default)
+            .collect();
+        assert_eq!((names, configs[1].seed), (vec!["a", "b"], 4));
+        let twice = file(
+            "twice.toml",
+            "[[providers]]\nname = \"a\"\n[[providers]]\nname = \"a\"\n",
+        );
+        let err = load_configs(None, Some(&twice)).unwrap_err();
+        assert_eq!(
+            (err.line, err.field.as_str()),
+            (4, "providers[1].name"),
+            "{err}"
+        );
+        let both = file(
+            "both.toml",
+            "[provider]\nseed = 1\n[[providers]]\nname = \"a\"\n",
+        );
+        let err = load_configs(None, Some(&both)).unwrap_err();
+        assert_eq!(err.line, 4, "{err}");
+        let err = load_configs(Some(&dir.join("missing.toml")), None).unwrap_err();
         assert!(err.to_string().contains("cannot read the file"), "{err}");
     }
 }

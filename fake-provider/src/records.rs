@@ -330,7 +330,10 @@ impl RecordFile {
     /// allocation once the lane has grown, and no wake-up but the first
     /// line after the writer fell asleep and one per batch. With the
     /// lane full, waits for the disk.
-    pub(crate) fn push(&self, run: u64, record: &ProviderRecord) {
+    ///
+    /// `provider` is the name the line carries when the record names none
+    /// (the provider's, borrowed from its config: no copy per call).
+    pub(crate) fn push_named(&self, run: u64, record: &ProviderRecord, provider: Option<&str>) {
         let pushed = LANES.try_with(|lanes| {
             let mut lanes = lanes.borrow_mut();
             let lane = match lanes.iter().find(|(id, _)| *id == self.id) {
@@ -343,23 +346,29 @@ impl RecordFile {
                     &lanes.last().expect("just pushed").1
                 }
             };
-            self.push_into(lane, run, record);
+            self.push_into(lane, run, record, provider);
         });
         if pushed.is_err() {
             // This thread is ending (its locals are gone): a lane for
             // this one line, which the writer takes and then forgets.
-            self.push_into(&self.state.join(), run, record);
+            self.push_into(&self.state.join(), run, record, provider);
         }
     }
 
-    fn push_into(&self, lane: &Lane, run: u64, record: &ProviderRecord) {
+    /// [`RecordFile::push_named`] for the default provider.
+    #[cfg(test)]
+    pub(crate) fn push(&self, run: u64, record: &ProviderRecord) {
+        self.push_named(run, record, None);
+    }
+
+    fn push_into(&self, lane: &Lane, run: u64, record: &ProviderRecord, provider: Option<&str>) {
         let limits = self.state.limits;
         let mut held = lock(&lane.held);
         if held.closed {
             self.state.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        line::push_record(&mut held.bytes, record);
+        line::push_record(&mut held.bytes, record, provider);
         let end = held.bytes.len();
         held.lines.push((run, end));
         let ask = end >= limits.batch && !held.asked;

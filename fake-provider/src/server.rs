@@ -493,7 +493,10 @@ impl Drop for CallGuard {
         }
         drop(self.permit.take());
         self.run.counters.finished(&self.record);
-        self.shared.records.push(self.run.number, &self.record);
+        let name = self.run.config.name.as_deref();
+        self.shared
+            .records
+            .push_named(self.run.number, &self.record, name);
         // Out of flight only once its record is queued: whoever waits for
         // `in_flight == 0` and then syncs the records finds this one.
         self.shared.gauges.in_flight.fetch_sub(1, Ordering::Relaxed);
@@ -521,6 +524,11 @@ fn empty_record() -> ProviderRecord {
         phase: String::new(),
         outcome: ProviderOutcome::Ok,
         status: 0,
+        retry_after_s: None,
+        retry_after_ms: None,
+        // The provider's name is written into the line by the record file
+        // (it is the provider's, not the call's: no copy per call).
+        provider: None,
     }
 }
 
@@ -761,6 +769,12 @@ impl CallGuard {
         };
         if let Err(refusal) = res {
             self.finish(ProviderOutcome::QuotaExceeded, 429);
+            // What the refusal's headers will say (quota_refusal sends
+            // these same values).
+            if let Some((secs, ms)) = refusal.retry_after.map(retry_after_values) {
+                self.record.retry_after_s = Some(secs);
+                self.record.retry_after_ms = Some(ms);
+            }
             return Break(quota_refusal(
                 self.record.dialect,
                 &self.record.id,

@@ -611,6 +611,9 @@ impl Generator {
             phase: if slow { "brownout" } else { "base" }.into(),
             outcome,
             status,
+            retry_after_s: None,
+            retry_after_ms: None,
+            provider: None,
         };
         self.received.push(received, call);
         finished

@@ -38,7 +38,7 @@ pub(crate) fn expectations_of(
         queue_bound: o.map_or(0.0, |o| o.queue_bound),
         in_flight_at_provider: o.map_or(0.0, |o| o.capacity_per_s * o.service_s),
         gateway_wait_s: o.map_or(0.0, |_| longest_wait_s(&plan.rehearsal)),
-        knee: lowest_knee(&rehearsal.provider),
+        knee: lowest_knee(rehearsal.provider()),
         drain_baseline: plan.drain_baseline,
         memory_ceiling_bytes: scenario
             .gateway

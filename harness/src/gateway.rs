@@ -11,6 +11,7 @@ use wire::{files, GatewayEvent};
 use crate::clock::now_us;
 use crate::error::RunError;
 use crate::process::{self, MemoryLimit};
+use crate::provider_urls::ProviderUrls;
 use crate::rundir::write_atomic;
 use crate::scenario::{GatewayKind, Scenario};
 use crate::supervise::{wait_ready, Launch, Supervised};
@@ -31,13 +32,13 @@ pub(crate) struct Running {
 impl Running {
     /// Starts the scenario's gateway (or waits for `target`, a gateway
     /// already serving, whose certificate `tls` checks when it is an
-    /// `https://` one) in front of the provider at `provider_url`.
+    /// `https://` one) in front of the providers at `urls`.
     pub(crate) async fn start(
         s: &Scenario,
         r: &Rehearsal,
         target: Option<&str>,
         tls: &loadgen::TlsOptions,
-        provider_url: &str,
+        urls: &ProviderUrls,
         dir: &Path,
     ) -> Result<Running, RunError> {
         let g = &s.gateway;
@@ -74,14 +75,17 @@ impl Running {
         }
         let listen = process::free_port().map_err(RunError::NoFreePort)?;
         let Command { argv, env, name } = match &s.gateway.kind {
-            GatewayKind::Reference(_) => reference_command(r, provider_url, listen, dir)?,
+            GatewayKind::Reference(_) => reference_command(r, urls, listen, dir)?,
             GatewayKind::Command(argv) => {
-                let argv = process::fill(argv, provider_url, &listen);
+                let argv: Vec<String> = argv.iter().map(|a| urls.fill(a, &listen)).collect();
+                // A command scales itself by this (see wire::Scale); a
+                // script finds the providers in its environment too.
+                let mut env = vec![("REHEARSE_TIME_SCALE".to_string(), r.scale.time.to_string())];
+                env.extend(urls.env());
                 Command {
                     name: format!("`{}`", argv.join(" ")),
                     argv,
-                    // A command scales itself by this (see wire::Scale).
-                    env: vec![("REHEARSE_TIME_SCALE".to_string(), r.scale.time.to_string())],
+                    env,
                 }
             }
             GatewayKind::Url(_) => unreachable!("a url gateway is passed as the target"),
@@ -151,7 +155,7 @@ struct Command {
 /// already scaled, so it gets no `REHEARSE_TIME_SCALE`.
 fn reference_command(
     r: &Rehearsal,
-    provider_url: &str,
+    urls: &ProviderUrls,
     listen: std::net::SocketAddr,
     dir: &Path,
 ) -> Result<Command, RunError> {
@@ -159,7 +163,7 @@ fn reference_command(
         unreachable!("a reference gateway has a reference config");
     };
     let mut config = config.clone();
-    config.upstream = provider_url.to_string();
+    resolve_reference_upstreams(&mut config, urls);
     config.listen = listen;
     let path = dir.join(files::GATEWAY_CONFIG);
     let text = toml::to_string(&config).map_err(RunError::GatewayConfig)?;
@@ -176,4 +180,16 @@ fn reference_command(
         env: Vec::new(),
         name: format!("reference gateway ({})", config.mode),
     })
+}
+
+/// Points the reference gateway's config at the run's providers: today its
+/// one `upstream` is the first provider's URL (`{provider_url}`).
+///
+/// This is where its several upstreams (issue 27: `upstreams = [{ provider
+/// = NAME, .. }]` inside a scenario) resolve: each NAME's base URL is
+/// `urls.url_of(NAME)` (a name the scenario does not have is refused when
+/// the scenario loads, as `{provider_url:NAME}` is), every provider's is
+/// in `urls.iter()`.
+fn resolve_reference_upstreams(config: &mut reference_gateway::GatewayConfig, urls: &ProviderUrls) {
+    config.upstream = urls.first().to_string();
 }

@@ -865,7 +865,7 @@ mod tests {
     /// each default written is the default.
     fn defaults_hold(opts: &InitOptions) {
         let (full, minimal) = scenarios(opts);
-        assert_eq!(full.provider, minimal.provider);
+        assert_eq!(full.providers, minimal.providers);
         assert_eq!(full.checklist, minimal.checklist);
         assert_eq!(full.gateway.kind, minimal.gateway.kind);
         // `[load]` field by field as each text writes it: the validated
@@ -980,7 +980,7 @@ mod tests {
     #[test]
     fn the_flags_land_where_they_say() {
         let (s, _) = scenarios(&flags());
-        assert_eq!(s.provider.quota.tokens_per_minute, Some(90_000));
+        assert_eq!(s.provider().quota.tokens_per_minute, Some(90_000));
         assert_eq!(s.load_plan.dialect(), Dialect::Anthropic);
         let peak = s.load_plan.phases()[1];
         assert_eq!((peak.name, peak.from_per_sec), ("peak", 30.0));

@@ -15,6 +15,10 @@
 //!   (Erlang C), `drain`'s baseline when a run has none of its own;
 //! - `run`: the steps of a run;
 //! - `gateway`: the gateway under test during a run (spawned or reached);
+//! - `provider_side`: the run's fake providers (in this process, remote,
+//!   or none), started, asked and ended together;
+//! - `provider_urls`: their base URLs by name, as a gateway is told them
+//!   (placeholders, environment, the reference gateway's upstreams);
 //! - `process`: a gateway as a child process group, its memory limit and
 //!   its resident memory from /proc;
 //! - `supervise`: a spawned gateway watched, its deaths noted, restarted;
@@ -58,6 +62,7 @@ mod multi;
 mod plan;
 mod process;
 mod provider_side;
+mod provider_urls;
 mod regression;
 pub mod remote;
 mod resolve;
@@ -86,6 +91,7 @@ pub use multi::{collect, stage, write_shard_offset, StageOptions, SHARD_OFFSET};
 pub use plan::plan;
 pub use process::kill_live_group;
 pub use provider_side::ProviderChoice;
+pub use provider_urls::ProviderUrls;
 pub use regression::{Compared, RegressionGate};
 pub use run::{run, RunOptions};
 pub use rundir::default_run_dir;
@@ -102,8 +108,9 @@ pub use wire::Scale;
 pub struct Rehearsal {
     /// The scale applied.
     pub scale: Scale,
-    /// The fake provider's config.
-    pub provider: fake_provider::ProviderConfig,
+    /// The fake providers' configs, in the scenario's order (see
+    /// [`Scenario::providers`]).
+    pub providers: Vec<fake_provider::ProviderConfig>,
     /// The load.
     pub load: loadgen::LoadPlan,
     /// The reference gateway's config, when the scenario uses it (upstream
@@ -111,6 +118,13 @@ pub struct Rehearsal {
     pub reference: Option<reference_gateway::GatewayConfig>,
     /// The checklist's thresholds.
     pub thresholds: assertions::Thresholds,
+}
+
+impl Rehearsal {
+    /// The first provider's config (see [`Scenario::provider`]).
+    pub fn provider(&self) -> &fake_provider::ProviderConfig {
+        &self.providers[0]
+    }
 }
 
 impl Scenario {
@@ -127,7 +141,7 @@ impl Scenario {
         let scale = self.scale();
         Rehearsal {
             scale,
-            provider: self.provider.scaled(scale),
+            providers: self.providers.iter().map(|p| p.scaled(scale)).collect(),
             load: self.load_plan.clone().scaled(scale),
             reference: match &self.gateway.kind {
                 GatewayKind::Reference(c) => Some(c.as_ref().clone().scaled(scale)),

@@ -50,9 +50,14 @@ pub struct StageOptions {
     #[cfg_attr(feature = "clap", arg(long))]
     pub out: PathBuf,
     /// The fake provider beside the gateway (admin token from
-    /// REHEARSE_PROVIDER_TOKEN).
-    #[cfg_attr(feature = "clap", arg(long, value_name = "URL"))]
-    pub provider: String,
+    /// REHEARSE_PROVIDER_TOKEN); a scenario of several [[providers]]:
+    /// NAME=URL for each (repeatable). Every time in the run directory is
+    /// on the first provider's clock.
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, value_name = "URL|NAME=URL", required = true)
+    )]
+    pub provider: Vec<String>,
     /// When the provider's timeline and the shards' schedules start (RFC
     /// 3339 or Unix seconds): give every shard the same value.
     #[cfg_attr(feature = "clap", arg(long, value_name = "TIME", value_parser = loadgen::parse_start_at))]
@@ -76,22 +81,43 @@ pub async fn stage(s: &crate::Scenario, opts: &StageOptions) -> Result<(), RunEr
     }
     let rehearsal = scenario.rehearsal();
     let plan = crate::plan::plan(&scenario);
+    let names: Vec<&str> = rehearsal
+        .providers
+        .iter()
+        .map(fake_provider::ProviderConfig::name_or_default)
+        .collect();
+    let urls = named_urls(&opts.provider, &names)?;
     std::fs::create_dir_all(&opts.out).map_err(RunError::create_dir(&opts.out))?;
-    let remote = RemoteProvider::new(&opts.provider);
-    let offset = remote.clock_offset(ROUNDS).await?;
-    let version = remote.upload_config(&rehearsal.provider).await?;
-    let start_provider_us = unix_us(opts.start_at).saturating_add_signed(offset.offset_us);
     let run_id = crate::remote::run_id_of(&opts.out);
     let lease = rehearsal.load.schedule_length() + Duration::from_secs(600);
-    remote
-        .reset(&Reset {
-            run_id,
-            start_at_unix_ms: Some(start_provider_us / 1000),
-            lease_s: lease.as_secs(),
-            force: opts.force,
-            config_version: version,
-        })
-        .await?;
+    let mut first = None;
+    let mut others = Vec::new();
+    for ((name, url), config) in urls.iter().zip(&rehearsal.providers) {
+        let remote = RemoteProvider::new(url);
+        let offset = remote.clock_offset(ROUNDS).await?;
+        let version = remote.upload_config(config).await?;
+        let start_us = unix_us(opts.start_at).saturating_add_signed(offset.offset_us);
+        remote
+            .reset(&Reset {
+                run_id: run_id.clone(),
+                start_at_unix_ms: Some(start_us / 1000),
+                lease_s: lease.as_secs(),
+                force: opts.force,
+                config_version: version,
+            })
+            .await?;
+        match first {
+            None => first = Some((offset, start_us)),
+            Some(_) => others.push(format!(
+                "provider {name} at {url}: its timeline starts then too (its clock {:+.1} ms from the stager's, ± {:.1} ms); its records are moved onto the first provider's clock when collected",
+                offset.offset_us as f64 / 1000.0,
+                offset.uncertainty_us as f64 / 1000.0
+            )),
+        }
+    }
+    let Some((offset, start_provider_us)) = first else {
+        unreachable!("a scenario has at least one provider");
+    };
     // The document as staged, not values: every shard's `rehearse load`
     // plays this file's [load], and `rehearse report` judges from it.
     write_atomic(&opts.out.join(files::SCENARIO), scenario.text.as_bytes())?;
@@ -109,15 +135,17 @@ pub async fn stage(s: &crate::Scenario, opts: &StageOptions) -> Result<(), RunEr
         quota_scale: rehearsal.scale.quota,
         expectations: expect,
         partial: false,
-        provider_url: opts.provider.clone(),
+        provider_url: urls[0].1.clone(),
         target_url: opts.target.clone().unwrap_or_default(),
-        notes: vec![format!(
+        notes: std::iter::once(format!(
             "staged: the provider's timeline and the shards' schedules start at {} (Unix {:.3} s on the provider's clock, which was {:+.1} ms from the stager's, ± {:.1} ms); every time in this directory is on the provider's clock",
             humantime::format_rfc3339_millis(opts.start_at),
             start_provider_us as f64 / 1e6,
             offset.offset_us as f64 / 1000.0,
             offset.uncertainty_us as f64 / 1000.0
-        )],
+        ))
+        .chain(others)
+        .collect(),
         gateway_events: Vec::new(),
         untrusted: Vec::new(),
         provider_external: false,
@@ -131,6 +159,25 @@ pub async fn stage(s: &crate::Scenario, opts: &StageOptions) -> Result<(), RunEr
             .as_bytes(),
     )?;
     Ok(())
+}
+
+/// The `--provider` flags of `stage` (`URL`, or `NAME=URL` each) matched
+/// to the scenario's providers `names`: (name, URL) in its order.
+fn named_urls(flags: &[String], names: &[&str]) -> Result<Vec<(String, String)>, RunError> {
+    let bad = |m: String| RunError::flag("--provider", m);
+    let choices = flags
+        .iter()
+        .map(|f| f.parse::<crate::ProviderChoice>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(bad)?;
+    match crate::ProviderChoice::combine(choices).map_err(bad)? {
+        crate::ProviderChoice::Urls(urls) => {
+            crate::ProviderChoice::match_names(&urls, names).map_err(bad)
+        }
+        _ => Err(bad(
+            "is the URL of a rehearse provider (NAME=URL for each of several)".into(),
+        )),
+    }
 }
 
 /// `rehearse load --provider URL`: measures this machine's clock against
@@ -216,8 +263,11 @@ impl Shard {
 }
 
 /// `rehearse collect`: merges the shards into `dir` and fetches the
-/// provider's records; `rehearse report DIR` judges the result.
-pub async fn collect(dir: &Path, shards: &[PathBuf], provider: &str) -> Result<(), RunError> {
+/// providers' records (`providers`: `URL`, or `NAME=URL` each; several
+/// merged into one file in end order, each moved onto the clock of the
+/// one `stage` put first, whose URL `run.json` keeps); `rehearse report
+/// DIR` judges the result.
+pub async fn collect(dir: &Path, shards: &[PathBuf], providers: &[String]) -> Result<(), RunError> {
     let meta_path = dir.join(files::RUN);
     let meta_text = std::fs::read_to_string(&meta_path).map_err(|source| RunError::NotStaged {
         path: meta_path.clone(),
@@ -251,24 +301,86 @@ pub async fn collect(dir: &Path, shards: &[PathBuf], provider: &str) -> Result<(
     }
     // The run keeps its schedule only if every shard kept its own.
     meta.expectations.send_lag_p99_ms = lag_p99_ms;
-    let remote = RemoteProvider::new(provider);
-    let n = remote
-        .fetch_records(
-            &dir.join(files::PROVIDER_RECORDS),
-            ClockOffset {
-                offset_us: 0,
-                uncertainty_us: 0,
-            },
-        )
-        .await?;
-    meta.notes
-        .push(format!("{n} provider call records fetched from {provider}"));
+    fetch_providers(dir, providers, &mut meta).await?;
     write_atomic(
         &meta_path,
         serde_json::to_string_pretty(&meta)
             .unwrap_or_default()
             .as_bytes(),
     )?;
+    Ok(())
+}
+
+/// Fetches each provider's records into `dir`: one straight into
+/// `provider.jsonl` (already on the clock every time in `dir` is on);
+/// several each into a part, moved from its clock onto the first's
+/// (`meta.provider_url`'s; both measured now), then merged.
+async fn fetch_providers(
+    dir: &Path,
+    providers: &[String],
+    meta: &mut RunMeta,
+) -> Result<(), RunError> {
+    let bad = |m: String| RunError::flag("--provider", m);
+    let mut urls = Vec::new();
+    for flag in providers {
+        match flag.parse::<crate::ProviderChoice>().map_err(bad)? {
+            crate::ProviderChoice::Urls(u) => urls.extend(u),
+            _ => {
+                return Err(bad(format!(
+                    "{flag}: the URL of a rehearse provider, or NAME=URL"
+                )))
+            }
+        }
+    }
+    let zero = ClockOffset {
+        offset_us: 0,
+        uncertainty_us: 0,
+    };
+    if let [one] = urls.as_slice() {
+        let n = RemoteProvider::new(&one.url)
+            .fetch_records(&dir.join(files::PROVIDER_RECORDS), zero)
+            .await?;
+        meta.notes.push(format!(
+            "{n} provider call records fetched from {}",
+            one.url
+        ));
+        return Ok(());
+    }
+    let Some(first) = urls.iter().find(|u| u.url == meta.provider_url) else {
+        return Err(bad(format!(
+            "none is {}, the first provider `rehearse stage` was given (run.json's provider_url)",
+            meta.provider_url
+        )));
+    };
+    let first_offset = RemoteProvider::new(&first.url).clock_offset(ROUNDS).await?;
+    let mut parts = Vec::new();
+    for (i, at) in urls.iter().enumerate() {
+        let remote = RemoteProvider::new(&at.url);
+        let offset = match at.url == first.url {
+            true => zero,
+            false => {
+                let theirs = remote.clock_offset(ROUNDS).await?;
+                ClockOffset {
+                    offset_us: theirs.offset_us - first_offset.offset_us,
+                    uncertainty_us: theirs.uncertainty_us + first_offset.uncertainty_us,
+                }
+            }
+        };
+        let part = dir.join(format!("provider-{i}.jsonl"));
+        let n = remote.fetch_records(&part, offset).await?;
+        meta.notes.push(format!(
+            "{n} provider call records fetched from {} (its clock {:+.1} ms from the first provider's, ± {:.1} ms)",
+            at.url,
+            offset.offset_us as f64 / 1000.0,
+            offset.uncertainty_us as f64 / 1000.0
+        ));
+        parts.push(part);
+    }
+    let into = dir.join(files::PROVIDER_RECORDS);
+    crate::rundir::merge_by_end(&parts, &into).map_err(RunError::write(&into))?;
+    for p in &parts {
+        let _ = std::fs::remove_file(p);
+    }
     Ok(())
 }
 

@@ -85,7 +85,7 @@ struct Provider {
 
 fn provider_at(s: &Scenario, t: f64, req: &PerRequest) -> Provider {
     let (tokens_per_request, max_tokens_mean) = (req.tokens, req.max_tokens);
-    let cfg = &s.provider;
+    let cfg = s.provider();
     let active: Vec<_> = cfg
         .timeline
         .iter()
@@ -212,7 +212,7 @@ fn per_request(s: &Scenario) -> PerRequest {
     let prompt_tokens = load.prompt_tokens.mean();
     let padding_bytes = load.padding_kb.mean() * 1024.0;
     let max_tokens = load.max_tokens.mean();
-    let completion = s.provider.completion_tokens.mean().min(max_tokens);
+    let completion = s.provider().completion_tokens.mean().min(max_tokens);
     // The provider estimates prompt tokens at 4 characters each, padding included.
     let chars_per_token = wire::CHARS_PER_TOKEN as f64;
     PerRequest {
@@ -234,7 +234,7 @@ fn per_request(s: &Scenario) -> PerRequest {
 fn cut_points(s: &Scenario, phases: &[LoadPhase]) -> Vec<f64> {
     let end = phases.last().map_or(0.0, |p| p.end);
     let mut cuts: Vec<f64> = phases.iter().flat_map(|p| [p.start, p.end]).collect();
-    for p in &s.provider.timeline {
+    for p in &s.provider().timeline {
         cuts.push(p.from.0.as_secs_f64());
         if let Some(u) = p.until {
             cuts.push(u.0.as_secs_f64());

@@ -85,16 +85,6 @@ pub fn free_port() -> std::io::Result<SocketAddr> {
     l.local_addr()
 }
 
-/// Replaces `{provider_url}` and `{listen}` in each argument.
-pub fn fill(args: &[String], provider_url: &str, listen: &SocketAddr) -> Vec<String> {
-    args.iter()
-        .map(|a| {
-            a.replace("{provider_url}", provider_url)
-                .replace("{listen}", &listen.to_string())
-        })
-        .collect()
-}
-
 impl GatewayProcess {
     /// Spawns `argv` in a new process group with `env`, its stdout and
     /// stderr appended to `log`; it is to listen on `listen` (its command
@@ -411,16 +401,6 @@ pub fn prometheus_value(text: &str, metric: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn placeholders_are_filled() {
-        let a = fill(
-            &["gw".into(), "--up={provider_url}".into(), "{listen}".into()],
-            "http://127.0.0.1:5",
-            &"127.0.0.1:6".parse().unwrap(),
-        );
-        assert_eq!(a, ["gw", "--up=http://127.0.0.1:5", "127.0.0.1:6"]);
-    }
 
     #[test]
     fn prometheus_values_are_found() {

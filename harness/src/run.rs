@@ -125,21 +125,22 @@ pub async fn run(
     let provider = ProviderSide::start(
         &opts.provider,
         &opts.tls,
-        &p.rehearsal.provider,
+        &p.rehearsal.providers,
         &opts.provider_listen,
         &opts.out,
         &run_id,
         lease,
     )
     .await?;
-    let provider_url = provider.base_url();
-    tell(opts.quiet, &format!("fake provider: {provider_url}"));
+    let urls = provider.urls();
+    let provider_url = urls.first().to_string();
+    tell(opts.quiet, &providers_said(&urls));
     let gateway = match Running::start(
         &p.scenario,
         &p.rehearsal,
         p.target.as_deref(),
         &opts.tls,
-        &provider_url,
+        &urls,
         &opts.out,
     )
     .await
@@ -235,6 +236,16 @@ pub async fn run(
     judge_dir(&opts.out, &[], opts.junit.as_deref())
 }
 
+/// The line said when the providers are ready: `fake provider: URL` for
+/// one, each by name for several.
+fn providers_said(urls: &crate::ProviderUrls) -> String {
+    if urls.len() == 1 {
+        return format!("fake provider: {}", urls.first());
+    }
+    let each: Vec<String> = urls.iter().map(|(n, u)| format!("{n} {u}")).collect();
+    format!("fake providers: {}", each.join(", "))
+}
+
 /// Step 1: the scenario at the run's scale, its plan, the target (checked
 /// against `--allow-remote`) and the open files it needs.
 fn prepare(s: &Scenario, opts: &RunOptions) -> Result<Prepared, RunError> {
@@ -256,6 +267,14 @@ fn prepare(s: &Scenario, opts: &RunOptions) -> Result<Prepared, RunError> {
             "--provider external",
             "needs --target: the gateway that calls the real provider (the harness starts no provider for a gateway of its own to call)",
         ));
+    }
+    if let ProviderChoice::Urls(urls) = &opts.provider {
+        let names: Vec<&str> = scenario
+            .providers
+            .iter()
+            .map(fake_provider::ProviderConfig::name_or_default)
+            .collect();
+        ProviderChoice::match_names(urls, &names).map_err(|m| RunError::flag("--provider", m))?;
     }
     if let Some(bad) = opts
         .allow_unjudged

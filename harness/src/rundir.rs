@@ -14,6 +14,70 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RunError> {
     wire::files::write_atomic(path, bytes).map_err(RunError::write(path))
 }
 
+/// Merges the provider record files `parts` (each one provider's, as it
+/// wrote them) into one at `into`, in call-end order as one provider
+/// writes its own, each line copied as it is. A line that is not a record
+/// is copied at once (the judge's reading of the file then says so).
+/// Returns the lines written.
+pub(crate) fn merge_by_end(parts: &[std::path::PathBuf], into: &Path) -> std::io::Result<u64> {
+    use std::io::Write as _;
+    struct Part {
+        reader: BufReader<File>,
+        /// Its next line and that call's end, when it has one.
+        next: Option<(u64, String)>,
+    }
+    impl Part {
+        /// Reads the next line; a line that is no record is written to
+        /// `out` at once.
+        fn advance(&mut self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+            self.next = None;
+            let mut line = String::new();
+            while self.reader.read_line(&mut line)? > 0 {
+                match serde_json::from_str::<wire::ProviderRecord>(line.trim_end()) {
+                    Ok(r) => {
+                        self.next = Some((assertions::call_end_us(&r), line));
+                        return Ok(());
+                    }
+                    Err(_) => {
+                        out.write_all(line.as_bytes())?;
+                        if !line.ends_with('\n') {
+                            out.write_all(b"\n")?;
+                        }
+                        line.clear();
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+    let mut out = std::io::BufWriter::new(File::create(into)?);
+    let mut open = Vec::new();
+    for p in parts {
+        let mut part = Part {
+            reader: BufReader::with_capacity(256 * 1024, File::open(p)?),
+            next: None,
+        };
+        part.advance(&mut out)?;
+        open.push(part);
+    }
+    let mut written = 0;
+    while let Some(i) = (0..open.len())
+        .filter(|&i| open[i].next.is_some())
+        .min_by_key(|&i| open[i].next.as_ref().map_or(u64::MAX, |(end, _)| *end))
+    {
+        if let Some((_, line)) = open[i].next.take() {
+            out.write_all(line.as_bytes())?;
+            if !line.ends_with('\n') {
+                out.write_all(b"\n")?;
+            }
+            written += 1;
+        }
+        open[i].advance(&mut out)?;
+    }
+    out.flush()?;
+    Ok(written)
+}
+
 /// One record file read line by line: yields its records, and keeps what
 /// was wrong with it ([`Health`]) instead of stopping at the first bad line,
 /// so a killed run (its last line cut off) or a stray bad line is judged
@@ -180,6 +244,32 @@ pub fn default_run_dir(name: &str) -> std::path::PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn provider_parts_merge_in_end_order_line_for_line() {
+        let dir = std::env::temp_dir().join(format!("rehearse-merge-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let line = |id: &str, end: u64, name: &str| {
+            format!(
+                "{{\"id\":\"{id}\",\"received_us\":1,\"admitted_us\":null,\"first_byte_us\":null,\"finished_us\":{end},\"hung_up_us\":null,\"prompt_tokens\":1,\"completion_tokens\":0,\"phase\":\"base\",\"outcome\":\"ok\",\"status\":200,\"provider\":\"{name}\"}}\n"
+            )
+        };
+        let a = dir.join("a.jsonl");
+        let b = dir.join("b.jsonl");
+        std::fs::write(&a, line("a1", 10, "a") + &line("a2", 30, "a")).unwrap();
+        std::fs::write(&b, line("b1", 20, "b") + &line("b2", 40, "b")).unwrap();
+        let into = dir.join("provider.jsonl");
+        assert_eq!(merge_by_end(&[a, b], &into).unwrap(), 4);
+        let merged = std::fs::read_to_string(&into).unwrap();
+        assert_eq!(
+            merged,
+            line("a1", 10, "a")
+                + &line("b1", 20, "b")
+                + &line("a2", 30, "a")
+                + &line("b2", 40, "b")
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     fn read(text: &str) -> (Vec<u32>, Health) {
         let dir = std::env::temp_dir().join(format!(

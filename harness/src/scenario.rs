@@ -107,7 +107,10 @@ pub enum GatewayKind {
     /// config (mode and knobs; the harness sets upstream and listen), at
     /// full scale.
     Reference(Box<GatewayConfig>),
-    /// Any program; `{provider_url}` and `{listen}` are replaced.
+    /// Any program; `{provider_url}` (the first provider's base URL),
+    /// `{provider_url:NAME}` (provider NAME's) and `{listen}` are replaced,
+    /// and the URLs are in its environment too (see
+    /// [`ProviderUrls::env`](crate::ProviderUrls::env)).
     Command(Vec<String>),
     /// A gateway already running at this base URL.
     Url(String),
@@ -206,6 +209,9 @@ struct ScenarioRaw {
     scenario: Meta,
     #[serde(default)]
     provider: Option<ProviderConfig>,
+    /// `[[providers]]`: several, each named (see [`Scenario::providers`]).
+    #[serde(default)]
+    providers: Option<Vec<ProviderConfig>>,
     gateway: GatewayRaw,
     load: loadgen::LoadConfig,
     #[serde(default)]
@@ -231,8 +237,11 @@ pub struct Scenario {
     pub text: String,
     /// `[scenario]`.
     pub meta: Meta,
-    /// `[provider]`, at full scale.
-    pub provider: ProviderConfig,
+    /// Every fake provider, at full scale, in the order written: the one
+    /// `[provider]` (its `name` `None`: it is `default`), or each of
+    /// `[[providers]]` (named, the names unique). Never empty; the first
+    /// is [`Scenario::provider`], the one a gateway's `{provider_url}` is.
+    pub providers: Vec<ProviderConfig>,
     /// `[gateway]`.
     pub gateway: GatewaySpec,
     /// `[load]` validated, at full scale (its phases: [`LoadPlan::phases`](loadgen::LoadPlan::phases)).
@@ -388,12 +397,18 @@ impl Scenario {
         if let Some(Err((field, why))) = meta.slo.as_ref().map(Slo::check) {
             return Err(src.error(&format!("scenario.slo.{field}"), why).into());
         }
-        let mut provider = raw.provider.unwrap_or_default();
-        provider.validate(&src, "provider.")?;
-        if let (Some(seed), true) = (meta.seed, !text_has(text, "provider", "seed")) {
-            provider.seed = seed;
-        }
-        let gateway = gateway_spec(raw.gateway, &src, text, provider.quota.tokens_per_minute)?;
+        let providers = providers_of(raw.provider, raw.providers, &src, text, meta.seed)?;
+        let names: Vec<&str> = providers
+            .iter()
+            .map(ProviderConfig::name_or_default)
+            .collect();
+        let gateway = gateway_spec(
+            raw.gateway,
+            &src,
+            text,
+            providers[0].quota.tokens_per_minute,
+            &names,
+        )?;
         // The loadgen validates its own section, with its own rules, from
         // the table read here (a replay log is read now, relative to the
         // scenario's folder: one that cannot be read is an error at
@@ -404,12 +419,53 @@ impl Scenario {
             path: path.to_path_buf(),
             text: text.to_string(),
             meta,
-            provider,
+            providers,
             gateway,
             load_plan,
             load_shape: LoadShape::of(raw.load),
             checklist: raw.checklist,
         })
+    }
+}
+
+/// `[provider]` or `[[providers]]` validated
+/// ([`fake_provider::config::providers_in`]: not both, each of
+/// `[[providers]]` named, the names unique, every field checked where it
+/// is written), the scenario's `seed` given to each that sets none of its
+/// own (plus its place in the list, from 0, so two alike providers do not
+/// draw alike).
+fn providers_of(
+    one: Option<ProviderConfig>,
+    several: Option<Vec<ProviderConfig>>,
+    src: &Source<'_>,
+    text: &str,
+    seed: Option<u64>,
+) -> Result<Vec<ProviderConfig>, ConfigError> {
+    let table = if several.is_some() {
+        "providers"
+    } else {
+        "provider"
+    };
+    let mut providers = fake_provider::config::providers_in(one, several, src)?;
+    let listed = table == "providers";
+    for (i, p) in providers.iter_mut().enumerate() {
+        let at = if listed {
+            format!("{table}[{i}]")
+        } else {
+            table.to_string()
+        };
+        if let (Some(seed), false) = (seed, text_has(text, &at, "seed")) {
+            p.seed = seed.wrapping_add(i as u64);
+        }
+    }
+    Ok(providers)
+}
+
+impl Scenario {
+    /// The first provider: `[provider]`, or the first of `[[providers]]`
+    /// (a gateway's `{provider_url}`; the one the plan takes today).
+    pub fn provider(&self) -> &ProviderConfig {
+        &self.providers[0]
     }
 }
 
@@ -422,6 +478,7 @@ fn gateway_spec(
     src: &Source<'_>,
     text: &str,
     quota_tpm: Option<u64>,
+    providers: &[&str],
 ) -> Result<GatewaySpec, ConfigError> {
     let mut notes = Vec::new();
     let kind = match (g.reference, g.command, g.url) {
@@ -439,6 +496,19 @@ fn gateway_spec(
                     "gateway.command",
                     "must pass `{listen}` to the program, so the harness knows where it listens",
                 ));
+            }
+            for (i, arg) in c.iter().enumerate() {
+                if let Some(name) =
+                    crate::provider_urls::placeholder_names(arg).find(|n| !providers.contains(n))
+                {
+                    return Err(src.error(
+                        &format!("gateway.command[{i}]"),
+                        format!(
+                            "`{{provider_url:{name}}}`: no provider is named {name:?} (the scenario's: {})",
+                            providers.join(", ")
+                        ),
+                    ));
+                }
             }
             GatewayKind::Command(c)
         }
@@ -593,14 +663,24 @@ impl SavedScenario {
         }
         let src = Source::new(text, origin);
         let saved: Saved = src.parse()?;
-        let quota_tpm = saved
-            .rest
-            .get("provider")
+        let several = saved.rest.get("providers").and_then(toml::Value::as_array);
+        let first = match several {
+            Some(list) => list.first(),
+            None => saved.rest.get("provider"),
+        };
+        let quota_tpm = first
             .and_then(|p| p.get("quota"))
             .and_then(|q| q.get("tokens_per_minute"))
             .and_then(toml::Value::as_integer)
             .and_then(|n| u64::try_from(n).ok());
-        gateway_spec(saved.gateway, &src, text, quota_tpm)?;
+        let names: Vec<&str> = match several {
+            Some(list) => list
+                .iter()
+                .filter_map(|p| p.get("name").and_then(toml::Value::as_str))
+                .collect(),
+            None => vec![wire::DEFAULT_PROVIDER],
+        };
+        gateway_spec(saved.gateway, &src, text, quota_tpm, &names)?;
         let description = saved
             .rest
             .get("scenario")
@@ -717,22 +797,8 @@ pub fn apply_sets(text: &str, sets: &[String]) -> Result<String, ScenarioError> 
             .trim()
             .parse()
             .unwrap_or_else(|_| toml_edit::Value::from(value.trim()));
-        let mut item = doc.as_item_mut();
-        for part in &parts[..parts.len() - 1] {
-            let table = item
-                .as_table_like_mut()
-                .ok_or_else(|| ScenarioError::BadSet(format!("{set} ({part} is not a table)")))?;
-            if table.get(part).is_none() {
-                table.insert(part, toml_edit::Item::Table(toml_edit::Table::new()));
-            }
-            item = table
-                .get_mut(part)
-                .ok_or_else(|| ScenarioError::BadSet(set.clone()))?;
-        }
         let last = parts[parts.len() - 1];
-        let table = item
-            .as_table_like_mut()
-            .ok_or_else(|| ScenarioError::BadSet(format!("{set} (not inside a table)")))?;
+        let table = table_of_set(doc.as_table_mut(), &parts[..parts.len() - 1], set)?;
         match table.get_mut(last) {
             // A value already written is replaced in place: the comments
             // around its key stay, so errors keep the file's line numbers.
@@ -747,6 +813,55 @@ pub fn apply_sets(text: &str, sets: &[String]) -> Result<String, ScenarioError> 
         }
     }
     Ok(doc.to_string())
+}
+
+/// The table `path` names in `root`, made when missing, for `--set`
+/// `set`. An array of tables is entered by its elements' `name`: in
+/// `providers.east.quota.tokens_per_minute`, `east` is the
+/// `[[providers]]` element whose `name = "east"`.
+fn table_of_set<'d>(
+    root: &'d mut dyn toml_edit::TableLike,
+    path: &[&str],
+    set: &str,
+) -> Result<&'d mut dyn toml_edit::TableLike, ScenarioError> {
+    let mut table = root;
+    let mut i = 0;
+    while let Some(part) = path.get(i) {
+        if table.get(part).is_none() {
+            table.insert(part, toml_edit::Item::Table(toml_edit::Table::new()));
+        }
+        let item = table
+            .get_mut(part)
+            .ok_or_else(|| ScenarioError::BadSet(set.to_string()))?;
+        if item.is_array_of_tables() {
+            let Some(array) = item.as_array_of_tables_mut() else {
+                unreachable!("just asked");
+            };
+            let name = path.get(i + 1).ok_or_else(|| {
+                ScenarioError::BadSet(format!(
+                    "{set} ({part}: name one of its elements, {part}.NAME.field)"
+                ))
+            })?;
+            let named = |t: &toml_edit::Table| t.get("name").and_then(|v| v.as_str()) == Some(name);
+            let names: Vec<String> = array
+                .iter()
+                .filter_map(|t| t.get("name").and_then(|v| v.as_str()).map(str::to_string))
+                .collect();
+            table = array.iter_mut().find(|t| named(t)).ok_or_else(|| {
+                ScenarioError::BadSet(format!(
+                    "{set} (no element of {part} is named {name:?}: {})",
+                    names.join(", ")
+                ))
+            })?;
+            i += 2;
+        } else {
+            table = item
+                .as_table_like_mut()
+                .ok_or_else(|| ScenarioError::BadSet(format!("{set} ({part} is not a table)")))?;
+            i += 1;
+        }
+    }
+    Ok(table)
 }
 
 /// A small valid scenario, for the crate's tests.
@@ -776,6 +891,131 @@ mod tests {
 
     fn parse(text: &str) -> Result<Scenario, ScenarioError> {
         Scenario::from_str(text, "s.toml", Path::new("s.toml"))
+    }
+
+    const TWO: &str = "[[providers]]\nname = \"primary\"\n[providers.quota]\ntokens_per_minute = 90000\n\n[[providers]]\nname = \"backup-eu\"\nseed = 7\n[providers.latency]\nmultiplier = 2.0\n";
+
+    fn err_of(text: &str) -> ConfigError {
+        match parse(text) {
+            Err(ScenarioError::Config(e)) => e,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn several_providers_are_read_in_order_each_named_and_seeded() {
+        let text = format!("{MINIMAL}\n{TWO}").replace("name = \"t\"", "name = \"t\"\nseed = 40");
+        let s = parse(&text).unwrap();
+        let names: Vec<_> = s
+            .providers
+            .iter()
+            .map(ProviderConfig::name_or_default)
+            .collect();
+        assert_eq!(names, ["primary", "backup-eu"]);
+        assert_eq!(s.provider().quota.tokens_per_minute, Some(90_000));
+        assert_eq!(s.providers[1].latency.multiplier, 2.0);
+        // The scenario's seed for the first, its own for the second.
+        assert_eq!((s.providers[0].seed, s.providers[1].seed), (40, 7));
+        // One `[provider]`: named default, as before.
+        let one = parse(MINIMAL).unwrap();
+        assert_eq!(one.providers.len(), 1);
+        assert_eq!(one.provider().name_or_default(), "default");
+    }
+
+    #[test]
+    fn provider_and_providers_together_or_names_twice_are_located_errors() {
+        let both = format!("{MINIMAL}\n[provider]\nseed = 2\n{TWO}");
+        let e = err_of(&both);
+        assert!(e.message.contains("not both"), "{e}");
+        assert_eq!(
+            e.line,
+            both.lines()
+                .position(|l| l.starts_with("name = \"primary\""))
+                .unwrap()
+                + 1,
+            "{e}"
+        );
+        let twice = format!("{MINIMAL}\n{}", TWO.replace("backup-eu", "primary"));
+        let e = err_of(&twice);
+        assert_eq!(e.field, "providers[1].name", "{e}");
+        assert_eq!(
+            e.line,
+            twice
+                .lines()
+                .collect::<Vec<_>>()
+                .iter()
+                .rposition(|l| l.starts_with("name = \"primary\""))
+                .unwrap()
+                + 1,
+            "{e}"
+        );
+        let e = err_of(&format!(
+            "{MINIMAL}\n{}",
+            TWO.replace("name = \"backup-eu\"\n", "")
+        ));
+        assert!(e.message.contains("needs a `name`"), "{e}");
+        let e = err_of(&format!(
+            "{MINIMAL}\n{}",
+            TWO.replace("backup-eu", "Backup EU")
+        ));
+        assert_eq!(e.field, "providers[1].name", "{e}");
+        let e = err_of(&format!("{MINIMAL}\n[provider]\nname = \"x\"\n"));
+        assert_eq!(e.field, "provider.name", "{e}");
+        // A field of the second provider is checked where it is written.
+        let bad = format!("{MINIMAL}\n{TWO}[providers.concurrency]\nceiling = 0\n");
+        let e = err_of(&bad);
+        assert_eq!(e.field, "providers[1].concurrency.ceiling", "{e}");
+        assert_eq!(e.line, bad.lines().count(), "{e}");
+    }
+
+    #[test]
+    fn a_command_names_only_providers_the_scenario_has() {
+        let cmd = |arg: &str| {
+            format!("{MINIMAL}\n{TWO}").replace(
+                "[gateway.reference]\nmode = \"bounded\"\nbounded = { concurrency = 8, queue = 11, wait_budget = \"2s\" }\n",
+                &format!("command = [\"gw\", \"{{listen}}\", \"{arg}\"]\n"),
+            )
+        };
+        let s = parse(&cmd("--up={provider_url:backup-eu},{provider_url}")).unwrap();
+        assert!(matches!(s.gateway.kind, GatewayKind::Command(_)));
+        let text = cmd("{provider_url:backup}");
+        let e = err_of(&text);
+        assert_eq!(e.field, "gateway.command[2]", "{e}");
+        assert!(e.message.contains("no provider is named \"backup\""), "{e}");
+        assert!(e.message.contains("primary, backup-eu"), "{e}");
+        assert!(e.line > 0, "{e}");
+        // One provider: it is `default`.
+        let one = MINIMAL.replace(
+            "[gateway.reference]\nmode = \"bounded\"\nbounded = { concurrency = 8, queue = 11, wait_budget = \"2s\" }\n",
+            "command = [\"gw\", \"{listen}\", \"{provider_url:default}\"]\n",
+        );
+        parse(&one).unwrap();
+    }
+
+    #[test]
+    fn set_reaches_a_named_provider() {
+        let text = format!("{MINIMAL}\n{TWO}");
+        let sets = ["providers.backup-eu.quota.tokens_per_minute=1234".to_string()];
+        let s = Scenario::with_sets(&text, Path::new("s.toml"), &sets).unwrap();
+        assert_eq!(s.providers[1].quota.tokens_per_minute, Some(1234));
+        assert_eq!(s.providers[0].quota.tokens_per_minute, Some(90_000));
+        let sets = ["providers.primary.latency.multiplier=7".to_string()];
+        let s = Scenario::with_sets(&text, Path::new("s.toml"), &sets).unwrap();
+        assert_eq!(s.providers[0].latency.multiplier, 7.0);
+        let sets = ["providers.nope.seed=1".to_string()];
+        let e = Scenario::with_sets(&text, Path::new("s.toml"), &sets).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("no element of providers is named \"nope\": primary, backup-eu"),
+            "{e}"
+        );
+        // A bad value is located like the rest of the file.
+        let sets = ["providers.backup-eu.concurrency.ceiling=0".to_string()];
+        let e = Scenario::with_sets(&text, Path::new("s.toml"), &sets).unwrap_err();
+        assert!(
+            e.to_string().contains("providers[1].concurrency.ceiling"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -905,8 +1145,8 @@ mod tests {
         // Scaled like the provider's quota, so the two stay equal.
         let r = s.rehearsal();
         assert_eq!(
-            r.reference.unwrap().deadline.tokens_per_minute,
-            r.provider.quota.tokens_per_minute.unwrap() as f64
+            r.reference.as_ref().unwrap().deadline.tokens_per_minute,
+            r.provider().quota.tokens_per_minute.unwrap() as f64
         );
         // A deadline table without the rate takes it from the quota too.
         let text = deadline(
@@ -1044,9 +1284,9 @@ mod tests {
     #[test]
     fn scenario_seed_reaches_the_provider_unless_it_has_its_own() {
         let text = MINIMAL.replace("name = \"t\"", "name = \"t\"\nseed = 99");
-        assert_eq!(parse(&text).unwrap().provider.seed, 99);
+        assert_eq!(parse(&text).unwrap().provider().seed, 99);
         let text = format!("{text}\n[provider]\nseed = 5\n");
-        assert_eq!(parse(&text).unwrap().provider.seed, 5);
+        assert_eq!(parse(&text).unwrap().provider().seed, 5);
     }
 
     #[test]

@@ -83,8 +83,8 @@ pub(crate) fn memory_full_after(segments: &[Segment], memory: Option<f64>) -> Op
 
 /// The knobs the arithmetic suggests for the gateway (full scale).
 pub(crate) fn knobs(s: &Scenario, segments: &[Segment], d_s: f64) -> Knobs {
-    let latency = &s.provider.latency;
-    let (limit, limit_basis) = match (latency.knee, s.provider.concurrency.ceiling) {
+    let latency = &s.provider().latency;
+    let (limit, limit_basis) = match (latency.knee, s.provider().concurrency.ceiling) {
         (Some(k), _) => (
             Some((f64::from(k) * BELOW_KNEE).floor().max(1.0)),
             format!("80% of the provider's knee of {k} calls in service"),
@@ -121,7 +121,7 @@ pub(crate) fn knobs(s: &Scenario, segments: &[Segment], d_s: f64) -> Knobs {
         queue_healthy: bound(healthy_s),
         queue_slowest: bound(slowest_s),
         queue_tokens: s
-            .provider
+            .provider()
             .quota
             .tokens_per_minute
             .map(|tpm| (tpm as f64 / 60.0 * wait_budget_s).floor()),

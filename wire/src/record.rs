@@ -478,12 +478,61 @@ pub struct ProviderRecord {
     pub outcome: ProviderOutcome,
     /// The HTTP status answered; 0 if none (reset, hang).
     pub status: u16,
+    /// The `retry-after` it answered with, in whole seconds (rounded up,
+    /// at least 1); `None`, and not written, when it sent none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_s: Option<u64>,
+    /// The `retry-after-ms` it answered with beside it, the wait exactly
+    /// (to the millisecond); `None`, and not written, when it sent none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
+    /// The name of the scenario's provider that answered (`[[providers]]
+    /// name`); `None`, and not written, for the provider named
+    /// [`DEFAULT_PROVIDER`] (a scenario's one `[provider]`), so a
+    /// one-provider run's file is as it always was. See
+    /// [`ProviderRecord::provider_name`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+}
+
+/// The name of a scenario's one `[provider]`, and of the provider a record
+/// without a `provider` field came from.
+pub const DEFAULT_PROVIDER: &str = "default";
+
+/// Returns true if and only if `name` can name a provider: 1 to 64 of
+/// `a-z`, `0-9`, `_` and `-` (it goes into records, metric labels, file
+/// names and environment variables' names as it is).
+///
+/// ```
+/// assert!(wire::is_provider_name("azure-east_2"));
+/// assert!(!wire::is_provider_name("Azure"));
+/// assert!(!wire::is_provider_name(""));
+/// ```
+pub fn is_provider_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
 }
 
 impl ProviderRecord {
     /// Prompt plus completion tokens.
     pub fn tokens(&self) -> u64 {
         u64::from(self.prompt_tokens) + u64::from(self.completion_tokens)
+    }
+
+    /// The name of the provider that answered: its `provider` field, else
+    /// [`DEFAULT_PROVIDER`].
+    ///
+    /// ```
+    /// let line = r#"{"id":"r1","received_us":1,"admitted_us":null,"first_byte_us":null,"finished_us":null,"hung_up_us":null,"prompt_tokens":1,"completion_tokens":0,"phase":"base","outcome":"ok","status":200}"#;
+    /// let mut r: wire::ProviderRecord = serde_json::from_str(line).unwrap();
+    /// assert_eq!(r.provider_name(), "default");
+    /// r.provider = Some("secondary".into());
+    /// assert_eq!(r.provider_name(), "secondary");
+    /// ```
+    pub fn provider_name(&self) -> &str {
+        self.provider.as_deref().unwrap_or(DEFAULT_PROVIDER)
     }
 }
 

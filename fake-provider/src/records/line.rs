@@ -14,8 +14,11 @@
 use wire::ProviderRecord;
 
 /// Appends `r` as one JSON object and a newline, exactly as
-/// `serde_json::to_writer` then `\n` would.
-pub(super) fn push_record(out: &mut Vec<u8>, r: &ProviderRecord) {
+/// `serde_json::to_writer` then `\n` would, its `provider` being
+/// `provider` when the record names none: the record file's provider's
+/// name, given once for all its calls rather than copied into each
+/// (`None` for the provider named `default`).
+pub(super) fn push_record(out: &mut Vec<u8>, r: &ProviderRecord, provider: Option<&str>) {
     out.extend_from_slice(b"{\"id\":");
     push_str(out, &r.id);
     // Skipped when empty, as the record's serde attribute says.
@@ -61,6 +64,19 @@ pub(super) fn push_record(out: &mut Vec<u8>, r: &ProviderRecord) {
     out.extend_from_slice(r.outcome.as_str().as_bytes());
     out.extend_from_slice(b"\",\"status\":");
     push_u64(out, u64::from(r.status));
+    // Each skipped when None, as the record's serde attributes say.
+    if let Some(s) = r.retry_after_s {
+        out.extend_from_slice(b",\"retry_after_s\":");
+        push_u64(out, s);
+    }
+    if let Some(ms) = r.retry_after_ms {
+        out.extend_from_slice(b",\"retry_after_ms\":");
+        push_u64(out, ms);
+    }
+    if let Some(name) = r.provider.as_deref().or(provider) {
+        out.extend_from_slice(b",\"provider\":");
+        push_str(out, name);
+    }
     out.extend_from_slice(b"}\n");
 }
 
@@ -94,8 +110,42 @@ mod tests {
 
     fn ours(r: &ProviderRecord) -> String {
         let mut v = Vec::new();
-        push_record(&mut v, r);
+        push_record(&mut v, r, None);
         String::from_utf8(v).unwrap()
+    }
+
+    #[test]
+    fn the_files_provider_name_is_written_as_the_records_own_would_be() {
+        let r: ProviderRecord = serde_json::from_value(serde_json::json!({
+            "id": "r1", "received_us": 1, "admitted_us": null,
+            "first_byte_us": null, "finished_us": 2, "hung_up_us": null,
+            "prompt_tokens": 1, "completion_tokens": 0, "phase": "base",
+            "outcome": "quota_exceeded", "status": 429,
+            "retry_after_s": 2, "retry_after_ms": 1500,
+        }))
+        .unwrap();
+        let mut line = Vec::new();
+        push_record(&mut line, &r, Some("east-1"));
+        let named = ProviderRecord {
+            provider: Some("east-1".into()),
+            ..r.clone()
+        };
+        assert_eq!(String::from_utf8(line).unwrap(), serde_line(&named));
+        let back: ProviderRecord = serde_json::from_str(&serde_line(&named)).unwrap();
+        assert_eq!(back.provider_name(), "east-1");
+        assert_eq!(
+            (back.retry_after_s, back.retry_after_ms),
+            (Some(2), Some(1500))
+        );
+        // The default provider's lines are those of before: no field.
+        let mut line = Vec::new();
+        push_record(&mut line, &r, None);
+        let line = String::from_utf8(line).unwrap();
+        assert!(!line.contains("provider"), "{line}");
+        assert!(
+            line.ends_with("\"status\":429,\"retry_after_s\":2,\"retry_after_ms\":1500}\n"),
+            "{line}"
+        );
     }
 
     #[test]
@@ -120,6 +170,9 @@ mod tests {
             phase: "base".into(),
             outcome: ProviderOutcome::Ok,
             status: 200,
+            retry_after_s: None,
+            retry_after_ms: None,
+            provider: None,
         };
         let mut records = vec![base.clone()];
         for (i, o) in ProviderOutcome::ALL.iter().enumerate() {
@@ -143,6 +196,9 @@ mod tests {
                 hung_up_us: (i % 2 == 1).then_some(9),
                 max_tokens: (i % 2 == 0).then_some(i as u32),
                 status: [0, 429, 529, 500, 503][i % 5],
+                retry_after_s: (i % 2 == 0).then_some(i as u64 + 1),
+                retry_after_ms: (i % 3 == 0).then_some(i as u64 * 250),
+                provider: (i % 4 == 1).then(|| format!("p{i}")),
                 phase: format!("spike+brownout{i}"),
                 ..base.clone()
             });
@@ -180,6 +236,7 @@ mod tests {
             run_id: awkward.clone(),
             model: awkward.clone(),
             phase: format!("{awkward}{awkward}"),
+            provider: Some(awkward.clone()),
             ..base.clone()
         });
         records.push(ProviderRecord {

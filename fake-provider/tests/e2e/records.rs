@@ -397,3 +397,63 @@ async fn without_record_to_a_temporary_file_is_used_and_removed() {
     assert!(!other.exists());
     assert!(!other.parent().unwrap().exists());
 }
+
+/// A named provider's lines carry its name; a quota refusal's carry the
+/// Retry-After it answered with, as its headers said it; the default
+/// provider's answered calls carry neither (their lines are as before).
+#[tokio::test]
+async fn a_named_providers_records_carry_its_name_and_the_retry_after_it_sent() {
+    let dir = Dir::new("named");
+    let text = "name = \"east-1\"\n[quota]\nrequests_per_minute = 60\nwindow = \"1s\"\n";
+    let config = ProviderConfig::from_toml(text, "named.toml").unwrap();
+    let p = FakeProvider::new(config)
+        .record_to(dir.file())
+        .bind("127.0.0.1:0")
+        .await
+        .unwrap();
+    let first = post(&p, "/v1/chat/completions", &chat("[rehearse:id=q1]", 4)).await;
+    assert_eq!(first.status(), 200);
+    let refused = post(&p, "/v1/chat/completions", &chat("[rehearse:id=q2]", 4)).await;
+    assert_eq!(refused.status(), 429);
+    let header = |n: &str| {
+        refused.headers()[n]
+            .to_str()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    };
+    let (secs, ms) = (header("retry-after"), header("retry-after-ms"));
+    p.shutdown().await;
+    let text = std::fs::read_to_string(dir.file()).unwrap();
+    let records: Vec<ProviderRecord> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        records.iter().all(|r| r.provider_name() == "east-1"),
+        "{text}"
+    );
+    let q2 = records.iter().find(|r| r.id == "q2").unwrap();
+    assert_eq!(
+        (q2.retry_after_s, q2.retry_after_ms),
+        (Some(secs), Some(ms)),
+        "{text}"
+    );
+    let q1 = records.iter().find(|r| r.id == "q1").unwrap();
+    assert_eq!((q1.retry_after_s, q1.retry_after_ms), (None, None));
+    assert!(
+        text.lines()
+            .all(|l| l.ends_with("\"provider\":\"east-1\"}")),
+        "{text}"
+    );
+    // The default provider: no name written.
+    let p = start("").await;
+    post(&p, "/v1/chat/completions", &chat("[rehearse:id=d1]", 4)).await;
+    assert_eq!(p.sync_records().await.records, 1);
+    let line = std::fs::read_to_string(p.records_path()).unwrap();
+    assert!(
+        !line.contains("provider") && !line.contains("retry_after"),
+        "{line}"
+    );
+    p.shutdown().await;
+}
