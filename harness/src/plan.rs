@@ -90,10 +90,28 @@ struct Provider {
     failing: f64,
 }
 
-/// The first provider's settings at `t` (the one the plan's segments are
-/// of).
+/// The provider side at `t`, as the plan's segments take it: the first
+/// provider's settings; with several providers, their capacities summed
+/// (each by its own timeline, one refusing every call counting none: what
+/// a gateway routing over all of them can serve), and the phases of each
+/// named.
 fn provider_at(s: &Scenario, t: f64, req: &PerRequest) -> Provider {
-    provider_of(s, s.provider(), t, req)
+    let mut first = provider_of(s, s.provider(), t, req);
+    if s.providers.len() < 2 {
+        return first;
+    }
+    let all: Vec<Provider> = s
+        .providers
+        .iter()
+        .map(|cfg| provider_of(s, cfg, t, req))
+        .collect();
+    first.capacity_per_s = all
+        .iter()
+        .map(|p| (p.failing < 1.0).then_some(p.capacity_per_s).unwrap_or(Some(0.0)))
+        .try_fold(0.0, |sum, c| c.map(|c| sum + c));
+    let phases: Vec<&str> = all.iter().filter_map(|p| p.phase.as_deref()).collect();
+    first.phase = (!phases.is_empty()).then(|| phases.join("+"));
+    first
 }
 
 /// Provider `cfg`'s settings at `t`.
@@ -258,7 +276,7 @@ fn per_request(s: &Scenario) -> PerRequest {
 fn cut_points(s: &Scenario, phases: &[LoadPhase]) -> Vec<f64> {
     let end = phases.last().map_or(0.0, |p| p.end);
     let mut cuts: Vec<f64> = phases.iter().flat_map(|p| [p.start, p.end]).collect();
-    for p in &s.provider().timeline {
+    for p in s.providers.iter().flat_map(|p| &p.timeline) {
         cuts.push(p.from.0.as_secs_f64());
         if let Some(u) = p.until {
             cuts.push(u.0.as_secs_f64());
