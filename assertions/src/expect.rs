@@ -280,7 +280,7 @@ impl Default for CooldownHonouredThreshold {
         CooldownHonouredThreshold {
             enabled: true,
             max_share: 0.01,
-            margin: Duration::from_millis(20),
+            margin: Duration::from_millis(10),
         }
     }
 }
@@ -446,7 +446,7 @@ mod tests {
         assert_eq!(t.served_latency.p99_ms, 2_500.0);
         assert_eq!(t.failover.within, Duration::from_millis(1250));
         // The machine's margin is not scenario time.
-        assert_eq!(t.cooldown_honoured.margin, Duration::from_millis(20));
+        assert_eq!(t.cooldown_honoured.margin, Duration::from_millis(10));
         assert_eq!(t.stale_dispatch.max_share, 0.01);
         assert_eq!(
             Thresholds::default().scaled(wire::Scale {

@@ -107,7 +107,13 @@ fn provider_at(s: &Scenario, t: f64, req: &PerRequest) -> Provider {
         .collect();
     first.capacity_per_s = all
         .iter()
-        .map(|p| (p.failing < 1.0).then_some(p.capacity_per_s).unwrap_or(Some(0.0)))
+        .map(|p| {
+            if p.failing < 1.0 {
+                p.capacity_per_s
+            } else {
+                Some(0.0)
+            }
+        })
         .try_fold(0.0, |sum, c| c.map(|c| sum + c));
     let phases: Vec<&str> = all.iter().filter_map(|p| p.phase.as_deref()).collect();
     first.phase = (!phases.is_empty()).then(|| phases.join("+"));
