@@ -204,10 +204,10 @@ host, port = listen.rsplit(":", 1)
 ThreadingHTTPServer((host, int(port)), Relay).serve_forever()
 "#;
 
-#[test]
-fn a_command_gateway_reaches_two_providers_by_name_and_their_records_are_one_file() {
-    let _one = one_at_a_time();
-    let dir = scratch("providers", "run");
+/// A scenario of [`TWO_PROVIDERS`] (the primary's quota out of the way:
+/// this is about routing) behind [`ROUND_ROBIN_GATEWAY`], written into
+/// `dir`; gives its path and the gateway's `seen.json`.
+fn round_robin_scenario(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
     let gateway = dir.join("round_robin.py");
     std::fs::write(&gateway, ROUND_ROBIN_GATEWAY).unwrap();
     let seen = dir.join("seen.json");
@@ -235,10 +235,37 @@ max_tokens = {{ fixed = 5 }}
         gateway = gateway.display(),
         seen = seen.display(),
     )
-    // The primary's quota out of the way: this is about routing.
     .replace("requests_per_minute = 120\nwindow = \"1s\"\n", "");
     let path = dir.join("scenario.toml");
     std::fs::write(&path, scenario).unwrap();
+    (path, seen)
+}
+
+/// What every run of [`round_robin_scenario`] shows: both providers'
+/// calls in the one provider.jsonl, each named, no part left beside it.
+fn both_in_one_file(out_dir: &Path) {
+    let calls = records(&out_dir.join("provider.jsonl"));
+    let count = |name: &str| calls.iter().filter(|r| r.provider_name() == name).count();
+    assert!(count("primary") >= 5 && count("backup") >= 5, "{calls:?}");
+    assert_eq!(count("primary") + count("backup"), calls.len());
+    let text = std::fs::read_to_string(out_dir.join("provider.jsonl")).unwrap();
+    assert!(text.contains("\"provider\":\"backup\"") && !text.contains("\"provider\":\"default\""));
+    let parts: Vec<_> = std::fs::read_dir(out_dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("provider-"))
+        .collect();
+    assert!(parts.is_empty(), "{parts:?}");
+    // Judged from the one file.
+    let report = common::json(&out_dir.join("report.json"));
+    assert!(report["checks"].is_array(), "{report}");
+}
+
+#[test]
+fn a_command_gateway_reaches_two_providers_by_name_and_their_records_are_one_file() {
+    let _one = one_at_a_time();
+    let dir = scratch("providers", "run");
+    let (path, seen) = round_robin_scenario(&dir);
     let out_dir = dir.join("run");
     let out = rehearse()
         .arg("run")
@@ -263,20 +290,182 @@ max_tokens = {{ fixed = 5 }}
     assert_eq!(told["env_primary"], first, "{told}");
     assert_eq!(told["arg_backup"], told["env_backup"], "{told}");
     assert_ne!(told["env_backup"], first, "{told}");
-    // One provider.jsonl, both names in it; no parts left.
-    let calls = records(&out_dir.join("provider.jsonl"));
-    let count = |name: &str| calls.iter().filter(|r| r.provider_name() == name).count();
-    assert!(count("primary") >= 5 && count("backup") >= 5, "{calls:?}");
-    assert_eq!(count("primary") + count("backup"), calls.len());
-    let text = std::fs::read_to_string(out_dir.join("provider.jsonl")).unwrap();
-    assert!(text.contains("\"provider\":\"backup\"") && !text.contains("\"provider\":\"default\""));
-    let parts: Vec<_> = std::fs::read_dir(&out_dir)
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("provider-"))
+    both_in_one_file(&out_dir);
+}
+
+/// `rehearse run --provider NAME=URL` for each of two providers served by
+/// one `rehearse provider` (started with no scenario: its `--listen` flags
+/// name them): each gets its table and a reset, and each one's records
+/// are fetched and merged into the one provider.jsonl.
+#[test]
+fn a_run_against_two_remote_providers_names_each_and_merges_their_records() {
+    let _one = one_at_a_time();
+    let dir = scratch("providers", "remote");
+    let (path, _) = round_robin_scenario(&dir);
+    let mut child = rehearse()
+        .args(["provider", "--threads", "1"])
+        .args([
+            "--listen",
+            "primary=127.0.0.1:0",
+            "--listen",
+            "backup=127.0.0.1:0",
+        ])
+        .arg("--records")
+        .arg(dir.join("remote.jsonl"))
+        .env_remove("REHEARSE_ADMIN_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let _running = Running(child);
+    let urls = banner_urls(stdout, 2);
+    let out_dir = dir.join("run");
+    let out = rehearse()
+        .arg("run")
+        .arg(&path)
+        .args(["--no-progress", "--quiet", "--out"])
+        .arg(&out_dir)
+        .args(
+            urls.iter()
+                .flat_map(|(n, u)| ["--provider".to_string(), format!("{n}={u}")]),
+        )
+        .env_remove("REHEARSE_PROVIDER_TOKEN")
+        .output()
+        .unwrap();
+    assert!(
+        matches!(out.status.code(), Some(0 | 1 | 3)),
+        "{}",
+        common::text(&out)
+    );
+    both_in_one_file(&out_dir);
+    let run = common::json(&out_dir.join("run.json"));
+    assert_eq!(run["provider_url"], urls[0].1.as_str(), "{run}");
+    let notes = run["notes"].to_string();
+    assert!(notes.contains("fake provider (backup) at"), "{notes}");
+    // A URL for a provider the scenario does not have is bad input.
+    let out = rehearse()
+        .arg("run")
+        .arg(&path)
+        .args(["--no-progress", "--quiet", "--out"])
+        .arg(dir.join("bad"))
+        .args(["--provider", &format!("primary={}", urls[0].1)])
+        .args(["--provider", &format!("backup={}", urls[1].1)])
+        .args(["--provider", &format!("spare={}", urls[1].1)])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", common::text(&out));
+    assert!(
+        common::text(&out).contains("\"spare\": the scenario has no provider"),
+        "{}",
+        common::text(&out)
+    );
+}
+
+/// `rehearse stage` and `collect` given two providers by name: each
+/// readied at the one start, and each one's records fetched, moved onto
+/// the first one's clock and merged into the run directory's one
+/// provider.jsonl, which `rehearse report` judges.
+#[test]
+fn stage_and_collect_take_each_provider_by_name() {
+    let _one = one_at_a_time();
+    let dir = scratch("providers", "staged");
+    let (path, _) = round_robin_scenario(&dir);
+    let mut child = rehearse()
+        .args(["provider", "--threads", "1"])
+        .args([
+            "--listen",
+            "primary=127.0.0.1:0",
+            "--listen",
+            "backup=127.0.0.1:0",
+        ])
+        .arg("--records")
+        .arg(dir.join("remote.jsonl"))
+        .env_remove("REHEARSE_ADMIN_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let _provider = Running(child);
+    let urls = banner_urls(stdout, 2);
+    let (primary, backup) = (urls[0].1.clone(), urls[1].1.clone());
+    let flags: Vec<String> = urls
+        .iter()
+        .flat_map(|(n, u)| ["--provider".to_string(), format!("{n}={u}")])
         .collect();
-    assert!(parts.is_empty(), "{parts:?}");
-    // Judged from the one file: the report counts both providers' calls.
-    let report = common::json(&out_dir.join("report.json"));
-    assert!(report.is_object(), "{report}");
+    // The gateway, started by hand as a staging one would be.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let _gateway = Running(
+        std::process::Command::new("python3")
+            .arg(dir.join("round_robin.py"))
+            .args([&listen, &backup])
+            .arg(dir.join("seen.json"))
+            .env("REHEARSE_PROVIDER_URL", &primary)
+            .env("REHEARSE_PROVIDER_URL_PRIMARY", &primary)
+            .env("REHEARSE_PROVIDER_URL_BACKUP", &backup)
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::net::TcpStream::connect(&listen).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the gateway never listened"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let gateway = format!("http://{listen}");
+    let start = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        + 3.0;
+    let start_at = format!("{start:.3}");
+    let staged = dir.join("staged");
+    let out = rehearse()
+        .arg("stage")
+        .arg(&path)
+        .args(&flags)
+        .args(["--start-at", &start_at, "--target", &gateway, "--out"])
+        .arg(&staged)
+        .output()
+        .unwrap();
+    common::ok(&out, "stage");
+    let out = rehearse()
+        .arg("load")
+        .arg(staged.join("scenario.toml"))
+        .args(["--target", &gateway, "--no-progress"])
+        .args(["--shard", "0/1", "--start-at", &start_at])
+        .args(["--provider", &primary, "--out"])
+        .arg(dir.join("shard0"))
+        .output()
+        .unwrap();
+    assert!(
+        matches!(out.status.code(), Some(0 | 3)),
+        "{}",
+        common::text(&out)
+    );
+    let out = rehearse()
+        .arg("collect")
+        .arg(&staged)
+        .arg(dir.join("shard0"))
+        .args(&flags)
+        .output()
+        .unwrap();
+    common::ok(&out, "collect");
+    let out = rehearse().arg("report").arg(&staged).output().unwrap();
+    assert!(
+        matches!(out.status.code(), Some(0 | 1 | 3)),
+        "{}",
+        common::text(&out)
+    );
+    both_in_one_file(&staged);
+    let notes = common::json(&staged.join("run.json"))["notes"].to_string();
+    assert!(notes.contains("from the first provider's"), "{notes}");
 }

@@ -743,7 +743,8 @@ pub fn write_init(path: &Path, opts: &InitOptions, force: bool) -> Result<Scenar
 /// own serde field lists (each check's table from the thresholds'
 /// defaults): `[provider]` and its tables,
 /// `[gateway]` and `[gateway.reference]` (but `upstream` and `listen`,
-/// which the harness sets), `[load]` and its tables, `[checklist]` and
+/// which the harness sets; and `[provider]`'s `name`, which is
+/// `default`), `[load]` and its tables, `[checklist]` and
 /// each check's table.
 ///
 /// ```
@@ -789,6 +790,10 @@ pub fn scenario_keys() -> Vec<String> {
     for (table, names) in tables {
         for name in names {
             if table == "gateway.reference" && matches!(*name, "upstream" | "listen") {
+                continue;
+            }
+            // The one `[provider]` is `default`: only `[[providers]]` name one.
+            if table == "provider" && *name == "name" {
                 continue;
             }
             keys.push(format!("{table}.{name}"));

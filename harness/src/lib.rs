@@ -90,7 +90,7 @@ pub use live_metrics::{serve_load_metrics, serve_metrics, MetricsSource};
 pub use multi::{collect, stage, write_shard_offset, StageOptions, SHARD_OFFSET};
 pub use plan::plan;
 pub use process::kill_live_group;
-pub use provider_side::ProviderChoice;
+pub use provider_side::{ProviderAt, ProviderChoice};
 pub use provider_urls::ProviderUrls;
 pub use regression::{Compared, RegressionGate};
 pub use run::{run, RunOptions};

@@ -3,7 +3,8 @@
 //! 1. [`prepare`]: the scenario at rehearsal scale, its plan, where the load
 //!    goes (and whether it may), the open files it needs;
 //! 2. [`write_inputs`]: `scenario.toml` and `plan.json` into the run directory;
-//! 3. the fake provider starts in this process;
+//! 3. the fake providers start in this process (each of the scenario's
+//!    on its own port), or remote ones are readied;
 //! 4. the gateway starts (spawned and supervised, or one already serving);
 //! 5. its memory is sampled every 100 ms while the load generator drives it;
 //! 6. [`settle`]: the backlog gets the drain allowance to empty;

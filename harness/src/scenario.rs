@@ -820,6 +820,13 @@ pub fn apply_sets(text: &str, sets: &[String]) -> Result<String, ScenarioError> 
             .trim()
             .parse()
             .unwrap_or_else(|_| toml_edit::Value::from(value.trim()));
+        let several = doc.get("providers").is_some_and(|p| p.is_array_of_tables());
+        if parts[0] == "providers" && !several {
+            let rest = parts.get(2..).unwrap_or_default().join(".");
+            return Err(ScenarioError::BadSet(format!(
+                "{set} (the scenario has no [[providers]]: its one provider is [provider], provider.{rest})"
+            )));
+        }
         let last = parts[parts.len() - 1];
         let table = table_of_set(doc.as_table_mut(), &parts[..parts.len() - 1], set)?;
         match table.get_mut(last) {
@@ -1056,6 +1063,13 @@ mod tests {
         let sets = ["providers.primary.latency.multiplier=7".to_string()];
         let s = Scenario::with_sets(&text, Path::new("s.toml"), &sets).unwrap();
         assert_eq!(s.providers[0].latency.multiplier, 7.0);
+        let sets = ["providers.a.seed=1".to_string()];
+        let e = Scenario::with_sets(MINIMAL, Path::new("s.toml"), &sets).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("its one provider is [provider], provider.seed"),
+            "{e}"
+        );
         let sets = ["providers.nope.seed=1".to_string()];
         let e = Scenario::with_sets(&text, Path::new("s.toml"), &sets).unwrap_err();
         assert!(

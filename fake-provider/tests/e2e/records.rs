@@ -423,6 +423,25 @@ async fn a_named_providers_records_carry_its_name_and_the_retry_after_it_sent() 
             .unwrap()
     };
     let (secs, ms) = (header("retry-after"), header("retry-after-ms"));
+    // Its metrics carry its name, beside their own labels.
+    let metrics = client()
+        .get(format!("{}/metrics", p.base_url()))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("fake_provider_calls_received_total{provider=\"east-1\"} 2"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(
+            "fake_provider_calls_finished_total{provider=\"east-1\",outcome=\"quota_exceeded\"} 1"
+        ),
+        "{metrics}"
+    );
     p.shutdown().await;
     let text = std::fs::read_to_string(dir.file()).unwrap();
     let records: Vec<ProviderRecord> = text
