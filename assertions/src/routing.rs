@@ -41,6 +41,10 @@ use crate::verdict::{count, num, percent, plural, Figure, Status, Verdict, Worse
 /// never told a Retry-After has neither: its checklist is as it was.
 pub const ROUTING_CHECKS: [&str; 2] = ["cooldown_honoured", "failover"];
 
+/// The most providers the judge tells apart (a gateway routes over at
+/// most 64; records naming more are damaged, not a scenario's).
+pub(crate) const MAX_PROVIDERS: usize = 256;
+
 /// The gateway's reason for a refusal when every upstream is cooling.
 pub(crate) const ALL_COOLING: &str = "all_upstreams_cooling";
 
@@ -149,10 +153,15 @@ impl Routing {
         self.several = names.len() > 1;
     }
 
-    /// The index of the provider named `name`.
+    /// The index of the provider named `name`; past [`MAX_PROVIDERS`]
+    /// distinct names, one past the last (a call of it is not counted:
+    /// that many names are not providers but a damaged file).
     pub(crate) fn index(&mut self, name: &str) -> usize {
         if let Some(i) = self.providers.iter().position(|p| p.name == name) {
             return i;
+        }
+        if self.providers.len() >= MAX_PROVIDERS {
+            return MAX_PROVIDERS;
         }
         self.providers.push(Provider::new(name));
         self.providers.len() - 1
@@ -673,6 +682,16 @@ mod tests {
             "{header}"
         );
         assert!(csv.lines().nth(2).unwrap().ends_with(",4,1,50,0"), "{csv}");
+    }
+
+    #[test]
+    fn records_naming_thousands_of_providers_hold_no_more_than_the_cap() {
+        let calls: Vec<_> = (0..1_000)
+            .map(|i| to(&format!("p{i}"), &format!("c{i}"), i))
+            .collect();
+        let j = judged(&[], &calls, None);
+        assert_eq!(j.timeline.providers.len(), super::MAX_PROVIDERS);
+        assert_eq!(j.summary.provider.calls, 1_000, "each still a call");
     }
 
     #[test]
