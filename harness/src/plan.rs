@@ -93,7 +93,8 @@ struct Provider {
 /// The provider side at `t`, as the plan's segments take it: the first
 /// provider's settings; with several providers, their capacities summed
 /// (each by its own timeline, one refusing every call counting none: what
-/// a gateway routing over all of them can serve), and the phases of each
+/// a gateway routing over all of them can serve), the ceilings of those
+/// serving summed (the drain baseline's servers), and the phases of each
 /// named.
 fn provider_at(s: &Scenario, t: f64, req: &PerRequest) -> Provider {
     let mut first = provider_of(s, s.provider(), t, req);
@@ -115,6 +116,13 @@ fn provider_at(s: &Scenario, t: f64, req: &PerRequest) -> Provider {
             }
         })
         .try_fold(0.0, |sum, c| c.map(|c| sum + c));
+    // The drain baseline's servers: the ceilings of the providers serving
+    // (none refusing every call), summed; none when one has no ceiling.
+    first.ceiling = all
+        .iter()
+        .filter(|p| p.failing < 1.0)
+        .map(|p| p.ceiling)
+        .try_fold(0u32, |sum, c| c.map(|c| sum.saturating_add(c)));
     let phases: Vec<&str> = all.iter().filter_map(|p| p.phase.as_deref()).collect();
     first.phase = (!phases.is_empty()).then(|| phases.join("+"));
     first
@@ -701,6 +709,51 @@ per = "minute"
 prompt_tokens = { fixed = 1000 }
 max_tokens = { fixed = 400 }
 "#;
+
+    #[test]
+    fn several_providers_sum_their_capacity_and_name_each_trouble() {
+        let text = FLASH.replace(
+            "[provider]\ncompletion_tokens = { fixed = 200 }",
+            "[[providers]]\nname = \"a\"\ncompletion_tokens = { fixed = 200 }",
+        )
+        .replace("[provider.latency]", "[providers.latency]")
+        .replace(
+            "[provider.quota]\ntokens_per_minute = 500000\n",
+            "[providers.quota]\ntokens_per_minute = 500000\n[providers.concurrency]\nceiling = 10\n[[providers.timeline]]\nname = \"slow\"\nfrom = \"5m\"\nuntil = \"10m\"\nlatency = { multiplier = 7.0 }\n[[providers]]\nname = \"b\"\ncompletion_tokens = { fixed = 200 }\n[providers.quota]\ntokens_per_minute = 250000\n[providers.concurrency]\nceiling = 6\n",
+        );
+        let s = scenario(&text);
+        let p = plan(&s);
+        let names: Vec<_> = p.providers.iter().map(|x| x.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        // a: base, slow, base; b: base.
+        let a: Vec<_> = p.providers[0]
+            .phases
+            .iter()
+            .map(|x| x.phase.as_str())
+            .collect();
+        assert_eq!(a, ["base", "slow", "base"]);
+        assert_eq!(p.troubles.len(), 1);
+        let t = &p.troubles[0];
+        assert_eq!(
+            (t.provider.as_str(), t.start_s, t.duration_s),
+            ("a", 300.0, 300.0)
+        );
+        assert!(t.why.contains("slower"), "{}", t.why);
+        // What b serves: its quota (208/min), under its ceiling's 6 ÷ 1 s.
+        let b = 250_000.0 / 1200.0;
+        assert!((t.others_per_min.unwrap() - b).abs() < 1e-6, "{t:?}");
+        assert!((t.servable_per_min() - b).abs() < 1e-6);
+        // The segments' capacity is both, summed.
+        let first = &p.full.phases[0];
+        let a_cap = (500_000.0f64 / 1200.0).min(10.0 * 60.0 / 5.0);
+        assert!(
+            (first.capacity_per_min.unwrap() - (a_cap + b)).abs() < 1e-6,
+            "{first:?}"
+        );
+        // One provider: none of it.
+        let one = plan(&scenario(FLASH));
+        assert!(one.providers.is_empty() && one.troubles.is_empty());
+    }
 
     #[test]
     fn flash_promotion_by_hand() {
