@@ -5,8 +5,10 @@
 //! and gives the same verdicts at `--time-scale 20`; the same gateway with
 //! `cooldowns = false` calls the primary inside the Retry-After windows it
 //! announced and fails `cooldown_honoured` (and `failover`: every request
-//! goes to the troubled primary first). Each run is the scenario's nine
-//! minutes: 18 s at thirty times, 27 s at twenty.
+//! goes to the troubled primary first); weighted routing without health
+//! keeps its share of the calls on the troubled primary and fails
+//! `failover`. Each run is the scenario's nine minutes: 18 s at thirty
+//! times, 27 s at twenty.
 
 use crate::common;
 
@@ -220,5 +222,25 @@ fn without_cooldowns_the_gateway_calls_into_the_retry_after_windows() {
     // Every request tried the troubled primary first.
     assert_eq!(run.status("failover"), "fail", "{}", run.stdout);
     assert!(run.figure("failover") > 0.3, "{}", run.stdout);
+    assert_eq!(run.code, Some(1), "{}", run.stdout);
+}
+
+/// Weighted routing without health (no cooldowns): two calls in three go to
+/// the primary whatever its state, so in its troubles it keeps far more
+/// than a tenth of them and `failover` fails.
+#[test]
+fn weighted_without_health_keeps_calls_on_the_troubled_primary() {
+    let run = failover(
+        "weighted",
+        30,
+        &[
+            "gateway.reference.routing=weighted",
+            "gateway.reference.cooldowns=false",
+        ],
+    );
+    assert_eq!(run.status("failover"), "fail", "{}", run.stdout);
+    assert!(run.figure("failover") > 0.25, "{}", run.stdout);
+    let short = run.check("failover")["short"].as_str().unwrap();
+    assert!(short.starts_with("primary kept "), "{short}");
     assert_eq!(run.code, Some(1), "{}", run.stdout);
 }
