@@ -15,6 +15,7 @@ mod cli;
 mod compare;
 mod deploy;
 mod external;
+mod failover;
 mod flash;
 mod gateways;
 mod incidents;

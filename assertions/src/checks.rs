@@ -67,7 +67,7 @@ impl Evidence<'_> {
     }
 }
 
-const DISABLED: &str = "disabled in [checklist]";
+pub(crate) const DISABLED: &str = "disabled in [checklist]";
 const NO_ATTEMPTS: &str = "no data: the load generator recorded no attempts";
 
 /// The least depth `shed_onset` allows at the first shed, whatever Q*: the

@@ -46,6 +46,10 @@ pub struct Thresholds {
     pub refusals_legible: RefusalsLegibleThreshold,
     /// `[checklist.concurrency_below_knee]`.
     pub concurrency_below_knee: ConcurrencyBelowKneeThreshold,
+    /// `[checklist.cooldown_honoured]`.
+    pub cooldown_honoured: CooldownHonouredThreshold,
+    /// `[checklist.failover]`.
+    pub failover: FailoverThreshold,
 }
 
 impl Thresholds {
@@ -55,9 +59,11 @@ impl Thresholds {
     pub const TEMPLATE: &'static str = include_str!("thresholds.toml");
 
     /// The thresholds at a run's scale ([`wire::Scale`]): every duration
-    /// (`drain.within`, `served_latency.p99_ms`) divided by the time scale.
-    /// Shares, counts and tolerances are unchanged. A time scale that is
-    /// not a positive finite number leaves the thresholds as they are.
+    /// of scenario time (`drain.within`, `served_latency.p99_ms`,
+    /// `failover.within`) divided by the time scale. Shares, counts,
+    /// tolerances and `cooldown_honoured.margin` (the machine's own
+    /// jitter, the same at every scale) are unchanged. A time scale that
+    /// is not a positive finite number leaves the thresholds as they are.
     ///
     /// ```
     /// use std::time::Duration;
@@ -73,6 +79,9 @@ impl Thresholds {
             t.drain.within = Duration::try_from_secs_f64(t.drain.within.as_secs_f64() / time_scale)
                 .unwrap_or(Duration::MAX);
             t.served_latency.p99_ms /= time_scale;
+            t.failover.within =
+                Duration::try_from_secs_f64(t.failover.within.as_secs_f64() / time_scale)
+                    .unwrap_or(Duration::MAX);
         }
         t
     }
@@ -249,6 +258,63 @@ impl Default for ConcurrencyBelowKneeThreshold {
     }
 }
 
+/// `cooldown_honoured`: how few of a provider's calls may reach it inside
+/// a Retry-After window it had just announced (judged when a provider
+/// announced one, or the run has several).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CooldownHonouredThreshold {
+    /// Whether the check runs.
+    pub enabled: bool,
+    /// Allowed calls inside a window / the provider's calls.
+    pub max_share: f64,
+    /// Added to the measured round trip for the calls already on their
+    /// way when a refusal left (not counted): the rehearsal's own time,
+    /// not divided by the time scale (it is the machine's jitter).
+    #[serde(with = "humantime_serde")]
+    pub margin: Duration,
+}
+
+impl Default for CooldownHonouredThreshold {
+    fn default() -> Self {
+        CooldownHonouredThreshold {
+            enabled: true,
+            max_share: 0.01,
+            margin: Duration::from_millis(10),
+        }
+    }
+}
+
+/// `failover`: how soon a provider in trouble loses the gateway's calls,
+/// and how much of what the others can serve is served meanwhile (judged
+/// with several providers).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FailoverThreshold {
+    /// Whether the check runs.
+    pub enabled: bool,
+    /// The troubled provider's allowed share of all providers' calls,
+    /// from `within` after its trouble starts to its end.
+    pub max_share: f64,
+    /// How soon after the trouble starts (scenario time).
+    #[serde(with = "humantime_serde")]
+    pub within: Duration,
+    /// Answers needed meanwhile, a share of what the others can serve
+    /// (at most the offered load).
+    pub min_share: f64,
+}
+
+impl Default for FailoverThreshold {
+    fn default() -> Self {
+        FailoverThreshold {
+            enabled: true,
+            max_share: 0.1,
+            within: Duration::from_secs(5),
+            min_share: 0.8,
+        }
+    }
+}
+
 /// `served_latency`: the latency SLO of the people who were served.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -378,6 +444,9 @@ mod tests {
         });
         assert_eq!(t.drain.within, Duration::from_secs(15));
         assert_eq!(t.served_latency.p99_ms, 2_500.0);
+        assert_eq!(t.failover.within, Duration::from_millis(1250));
+        // The machine's margin is not scenario time.
+        assert_eq!(t.cooldown_honoured.margin, Duration::from_millis(10));
         assert_eq!(t.stale_dispatch.max_share, 0.01);
         assert_eq!(
             Thresholds::default().scaled(wire::Scale {

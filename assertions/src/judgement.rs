@@ -13,6 +13,7 @@ use wire::ClientRecord;
 use crate::checks::{self, Evidence};
 use crate::expect::{Expectations, Thresholds};
 use crate::external::External;
+use crate::routing::Routing;
 use crate::tally::Tally;
 use crate::timeline::{histogram, Drain, DrainOutcome, FirstShed, Harness, Summary, Timeline};
 use crate::verdict::{Status, Verdict};
@@ -39,7 +40,8 @@ pub const CHECKS: [&str; 13] = [
 /// behind them.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Judgement {
-    /// One verdict per check, in [`CHECKS`] order.
+    /// One verdict per check, in [`CHECKS`] order, then those of
+    /// [`crate::ROUTING_CHECKS`] the run has.
     pub verdicts: Vec<Verdict>,
     /// `invalid` if the harness was invalid, else `fail` if any check
     /// failed, else `pass`.
@@ -145,6 +147,38 @@ pub(crate) struct Measured {
     pub(crate) tally: Tally,
     pub(crate) distribution: Distribution,
     pub(crate) pass: Pass,
+    /// The providers' calls (the one pass's; the oracle has none), with
+    /// the timeline's row length in microseconds.
+    pub(crate) routing: Option<(Routing, u64)>,
+}
+
+/// The checks of several providers, after the others (see
+/// [`crate::ROUTING_CHECKS`]), and what `retry_after` judged of the
+/// gateway's every-upstream-cooling refusals.
+fn routed(
+    verdicts: &mut Vec<Verdict>,
+    r: &Routing,
+    bin_us: u64,
+    timeline: &Timeline,
+    thresholds: &Thresholds,
+) {
+    let cooling = r.cooling_judged();
+    if cooling > 0 {
+        if let Some(v) = verdicts.iter_mut().find(|v| v.id == "retry_after") {
+            v.detail.push_str(&format!(
+                " ({} of the sheds were every upstream cooling, `all_upstreams_cooling`: each judged against the time until a provider next accepted a call, the shortest cooldown left, not the drain time; {} within their bound)",
+                wire::number::count(cooling),
+                wire::number::count(r.cooling_within),
+            ));
+        }
+    }
+    verdicts.extend(r.cooldown_honoured(&thresholds.cooldown_honoured));
+    verdicts.extend(r.failover(
+        &thresholds.failover,
+        &timeline.seconds,
+        timeline.start_us,
+        bin_us,
+    ));
 }
 
 /// Runs every check on what was measured, and concludes.
@@ -162,6 +196,7 @@ pub(crate) fn conclude(
         tally,
         distribution,
         pass,
+        routing,
     } = m;
     match drain.outcome {
         DrainOutcome::Drained { drain_s } => summary.drain_s = Some(drain_s),
@@ -183,7 +218,7 @@ pub(crate) fn conclude(
         first_shed,
         tally: &tally,
     };
-    let verdicts = vec![
+    let mut verdicts = vec![
         checks::shed_onset(&ev, &thresholds.shed_onset),
         checks::stale_share(&ev, &thresholds.stale_share),
         checks::retry_after(&ev, &thresholds.retry_after),
@@ -198,6 +233,9 @@ pub(crate) fn conclude(
         knee::concurrency_below_knee(&ev, &thresholds.concurrency_below_knee),
         checks::upstream_seen(&ev).unwrap_or(harness),
     ];
+    if let (Some((r, bin_us)), None) = (&routing, external) {
+        routed(&mut verdicts, r, *bin_us, &timeline, thresholds);
+    }
     let verdicts: Vec<Verdict> = match external {
         // No provider records by design: the client's side and the
         // gateway's gauges stand in for them.

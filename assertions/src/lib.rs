@@ -39,6 +39,10 @@
 //!   [`CHECKS`] order, on what the pass measured;
 //! - `checks`: the checks, each a function of what was measured
 //!   (`legible`: `refusals_legible`; `knee`: `concurrency_below_knee`);
+//! - `routing`: several providers: each one's calls, refusals and
+//!   Retry-After windows as the calls go by, the gateway's
+//!   every-upstream-cooling refusals, and the checks on them
+//!   (`cooldown_honoured`, `failover`: [`ROUTING_CHECKS`]);
 //! - `verdict`: [`Verdict`], its [`Figure`], [`Status`] and the wording of the sentences a
 //!   person reads (numbers as `wire::number` prints them);
 //! - in tests only, `stories` (hand-made runs) and `oracle` (the judge as
@@ -46,7 +50,8 @@
 //!
 //! The imports go one way: `judge` → `judgement` → `legible`, `knee` →
 //! `checks` → `tally` → `timeline` → `expect`, and `judge`, `judgement` →
-//! `external` → `sweep` → `tally`, `timeline`; the root only declares and
+//! `external` → `sweep` → `tally`, `timeline`, and `judge`, `judgement` →
+//! `routing` → `checks`, `tally`, `timeline`; the root only declares and
 //! re-exports (`tests/architecture.rs` checks there is no circle).
 
 // No function over 120 lines outside tests (the threshold is in clippy.toml).
@@ -62,6 +67,7 @@ mod knee;
 mod legible;
 #[cfg(test)]
 mod oracle;
+mod routing;
 #[cfg(test)]
 mod stories;
 mod sweep;
@@ -70,17 +76,18 @@ mod timeline;
 mod verdict;
 
 pub use expect::{
-    ConcurrencyBelowKneeThreshold, DrainThreshold, Expectations, GoodputThreshold,
-    HarnessValidThreshold, MemoryCeilingThreshold, NoSilentLossThreshold,
-    NoSilentTruncationThreshold, RefusalsLegibleThreshold, RetryAfterThreshold,
-    ServedLatencyThreshold, ShedOnsetThreshold, StaleDispatchThreshold, StaleShareThreshold,
-    Thresholds,
+    ConcurrencyBelowKneeThreshold, CooldownHonouredThreshold, DrainThreshold, Expectations,
+    FailoverThreshold, GoodputThreshold, HarnessValidThreshold, MemoryCeilingThreshold,
+    NoSilentLossThreshold, NoSilentTruncationThreshold, RefusalsLegibleThreshold,
+    RetryAfterThreshold, ServedLatencyThreshold, ShedOnsetThreshold, StaleDispatchThreshold,
+    StaleShareThreshold, Thresholds,
 };
 pub use external::MUST_JUDGE;
 pub use judge::{call_end_us, judge, Held, Judge};
 pub use judgement::{Distribution, Judgement, Pass, CHECKS};
+pub use routing::ROUTING_CHECKS;
 pub use timeline::{
     inside_at_death, Counts, FirstShed, GatewayPeaks, Harness, Latencies, Percentiles,
-    ProviderCounts, RefusalLine, Second, Summary, Timeline,
+    ProviderCounts, ProviderSeconds, RefusalLine, Second, Summary, Timeline,
 };
 pub use verdict::{Figure, Status, Verdict, Worse};

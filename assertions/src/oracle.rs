@@ -61,6 +61,7 @@ pub(crate) fn judge_at(
             tally,
             distribution,
             pass: Pass::default(),
+            routing: None,
         },
         expect,
         thresholds,
@@ -509,6 +510,7 @@ impl<'a> Joined<'a> {
             return Timeline {
                 start_us: self.start_us,
                 seconds: rows,
+                providers: Vec::new(),
             };
         }
         let mut e2e = vec![Vec::new(); n];
@@ -569,6 +571,7 @@ impl<'a> Joined<'a> {
         Timeline {
             start_us: self.start_us,
             seconds: rows,
+            providers: Vec::new(),
         }
     }
 

@@ -180,17 +180,60 @@ pub struct Timeline {
     pub start_us: u64,
     /// One row per scenario second.
     pub seconds: Vec<Second>,
+    /// With several providers, each one's calls and refusals per second
+    /// (as long as `seconds`); empty with one, whose timeline is as it
+    /// always was.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub providers: Vec<ProviderSeconds>,
+}
+
+/// One provider's calls and refusals per scenario second (several
+/// providers): the timeline's `calls_NAME` and `refusals_NAME` columns.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProviderSeconds {
+    /// The provider's name.
+    pub name: String,
+    /// Calls received in each second.
+    pub calls: Vec<u64>,
+    /// Of them, refusals (429, 503, 529).
+    pub refusals: Vec<u64>,
 }
 
 impl Timeline {
     /// The timeline as CSV (`timeline.csv`): a header row and one row per
-    /// second; an absent value is an empty field.
+    /// second; an absent value is an empty field. With several providers,
+    /// each one's `calls_NAME,refusals_NAME` follow, in the scenario's
+    /// order.
     ///
     /// ```
-    /// let t = assertions::Timeline { start_us: 0, seconds: Vec::new() };
+    /// let mut t = assertions::Timeline { start_us: 0, seconds: Vec::new(), providers: Vec::new() };
     /// assert!(t.to_csv().starts_with("t,offered,sent,ok,"));
+    /// t.providers.push(assertions::ProviderSeconds { name: "primary".into(), calls: vec![], refusals: vec![] });
+    /// assert!(t.to_csv().trim_end().ends_with(",drain_s,calls_primary,refusals_primary"));
     /// ```
     pub fn to_csv(&self) -> String {
+        let csv = self.levels_csv();
+        if self.providers.is_empty() {
+            return csv;
+        }
+        let mut out = String::with_capacity(csv.len() * 2);
+        for (k, line) in csv.lines().enumerate() {
+            out.push_str(line);
+            for p in &self.providers {
+                if k == 0 {
+                    out.push_str(&format!(",calls_{},refusals_{}", p.name, p.name));
+                } else {
+                    let at = |v: &[u64]| v.get(k - 1).copied().unwrap_or(0);
+                    out.push_str(&format!(",{},{}", at(&p.calls), at(&p.refusals)));
+                }
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    /// The timeline's own columns, as CSV.
+    fn levels_csv(&self) -> String {
         // A writer given no row writes no header either: without seconds,
         // the header is the first line of an empty second's CSV.
         let empty = [Second::empty(0)];
@@ -1091,6 +1134,7 @@ mod tests {
         let empty = Timeline {
             start_us: T0,
             seconds: Vec::new(),
+            providers: Vec::new(),
         };
         assert_eq!(empty.to_csv(), format!("{}\n", lines[0]));
     }

@@ -137,6 +137,17 @@ pub enum RunError {
     /// The open files the run needs do not fit the limit.
     #[error(transparent)]
     OpenFiles(#[from] OpenFilesError),
+    /// A reference gateway's upstream names a provider the run has none
+    /// of (`--provider external`, or flags naming others).
+    #[error("{}: field `{field}`: {message}", path.display())]
+    GatewayUpstream {
+        /// The scenario.
+        path: std::path::PathBuf,
+        /// Its field, e.g. `gateway.reference.upstreams[1].provider`.
+        field: String,
+        /// Why.
+        message: String,
+    },
     /// The reference gateway's config could not be written as TOML.
     #[error("cannot write the gateway's config: {0}")]
     GatewayConfig(#[source] toml::ser::Error),
@@ -292,7 +303,8 @@ impl RunError {
             | E::NotStaged { .. }
             | E::NoShardOffset { .. }
             | E::ReadRecords { .. }
-            | E::MetricsListen { .. } => RunErrorKind::BadInput,
+            | E::MetricsListen { .. }
+            | E::GatewayUpstream { .. } => RunErrorKind::BadInput,
             E::Report(_)
             | E::Write { .. }
             | E::CreateDir { .. }

@@ -2,6 +2,7 @@
 //! command, spawned and supervised, or a URL already serving; started, and
 //! ended at the end.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -75,7 +76,7 @@ impl Running {
         }
         let listen = process::free_port().map_err(RunError::NoFreePort)?;
         let Command { argv, env, name } = match &s.gateway.kind {
-            GatewayKind::Reference(_) => reference_command(r, urls, listen, dir)?,
+            GatewayKind::Reference(_) => reference_command(s, r, urls, listen, dir)?,
             GatewayKind::Command(argv) => {
                 let argv: Vec<String> = argv.iter().map(|a| urls.fill(a, &listen)).collect();
                 // A command scales itself by this (see wire::Scale); a
@@ -154,6 +155,7 @@ struct Command {
 /// rehearsal scale with the harness's upstream and listen address. It is
 /// already scaled, so it gets no `REHEARSE_TIME_SCALE`.
 fn reference_command(
+    s: &Scenario,
     r: &Rehearsal,
     urls: &ProviderUrls,
     listen: std::net::SocketAddr,
@@ -163,7 +165,13 @@ fn reference_command(
         unreachable!("a reference gateway has a reference config");
     };
     let mut config = config.clone();
-    resolve_reference_upstreams(&mut config, urls);
+    resolve_reference_upstreams(&mut config, urls).map_err(|(field, message)| {
+        RunError::GatewayUpstream {
+            path: s.path.clone(),
+            field: format!("gateway.reference.{field}"),
+            message,
+        }
+    })?;
     config.listen = listen;
     let path = dir.join(files::GATEWAY_CONFIG);
     let text = toml::to_string(&config).map_err(RunError::GatewayConfig)?;
@@ -182,14 +190,78 @@ fn reference_command(
     })
 }
 
-/// Points the reference gateway's config at the run's providers: today its
-/// one `upstream` is the first provider's URL (`{provider_url}`).
-///
-/// This is where its several upstreams (issue 27: `upstreams = [{ provider
-/// = NAME, .. }]` inside a scenario) resolve: each NAME's base URL is
-/// `urls.url_of(NAME)` (a name the scenario does not have is refused when
-/// the scenario loads, as `{provider_url:NAME}` is), every provider's is
-/// in `urls.iter()`.
-fn resolve_reference_upstreams(config: &mut reference_gateway::GatewayConfig, urls: &ProviderUrls) {
-    config.upstream = urls.first().to_string();
+/// Points the reference gateway's config at the run's providers: a lone
+/// `upstream` is the first provider's URL (`{provider_url}`); each of
+/// several `upstreams = [{ provider = NAME, .. }]` gets provider NAME's.
+/// A name the run has no provider of (the scenario refuses its own
+/// unknown names when it loads; `--provider external` has none) is the
+/// upstream's field and why.
+fn resolve_reference_upstreams(
+    config: &mut reference_gateway::GatewayConfig,
+    urls: &ProviderUrls,
+) -> Result<(), (String, String)> {
+    let by_name: BTreeMap<String, String> = urls
+        .iter()
+        .map(|(name, url)| (name.to_string(), url.to_string()))
+        .collect();
+    config.set_providers(urls.first(), &by_name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reference_gateway::{GatewayConfig, Mode, UpstreamConfig};
+
+    fn upstream(name: &str, provider: &str) -> UpstreamConfig {
+        UpstreamConfig {
+            name: name.into(),
+            url: None,
+            provider: Some(provider.into()),
+            weight: 1,
+            priority: 0,
+        }
+    }
+
+    #[test]
+    fn a_lone_upstream_is_the_first_provider_and_several_resolve_by_name() {
+        let urls = ProviderUrls::new(vec![
+            ("primary".into(), "http://127.0.0.1:1".into()),
+            ("secondary".into(), "http://127.0.0.1:2".into()),
+        ])
+        .unwrap();
+        let mut lone = GatewayConfig::new(Mode::Naive, "");
+        resolve_reference_upstreams(&mut lone, &urls).unwrap();
+        assert_eq!(lone.upstream, "http://127.0.0.1:1");
+        let mut two = GatewayConfig::new(Mode::Bounded, "");
+        two.upstreams = vec![upstream("b", "secondary"), upstream("a", "primary")];
+        resolve_reference_upstreams(&mut two, &urls).unwrap();
+        let got: Vec<_> = two.upstreams.iter().map(|u| u.url.as_deref()).collect();
+        assert_eq!(
+            got,
+            [Some("http://127.0.0.1:2"), Some("http://127.0.0.1:1")]
+        );
+        assert!(two.upstream.is_empty());
+        assert!(two.validate().is_ok());
+    }
+
+    #[test]
+    fn an_upstream_naming_no_provider_of_the_run_is_its_field() {
+        let mut c = GatewayConfig::new(Mode::Bounded, "");
+        c.upstreams = vec![upstream("a", "default"), upstream("b", "elsewhere")];
+        let (field, message) =
+            resolve_reference_upstreams(&mut c, &ProviderUrls::one("http://x")).unwrap_err();
+        assert_eq!(field, "upstreams[1].provider");
+        assert!(message.contains("elsewhere"), "{message}");
+        let e = RunError::GatewayUpstream {
+            path: "scenarios/x.toml".into(),
+            field: format!("gateway.reference.{field}"),
+            message,
+        };
+        assert!(
+            e.to_string()
+                .starts_with("scenarios/x.toml: field `gateway.reference.upstreams[1].provider`: "),
+            "{e}"
+        );
+        assert_eq!(e.kind(), crate::error::RunErrorKind::BadInput);
+    }
 }

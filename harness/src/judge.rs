@@ -62,6 +62,9 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Ju
     // The timeline's rows are seconds of scenario time, whatever the scale.
     let mut judge =
         assertions::Judge::with_time_scale(&meta.expectations, &thresholds, meta.time_scale);
+    if let Some(plan) = several_providers(dir, sets, &meta) {
+        judge.providers(&plan.providers, &plan.troubles, scale(&meta));
+    }
     for (died, back) in downtime(&meta.gateway_events) {
         judge.gateway_died(died, back);
     }
@@ -131,6 +134,28 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Ju
         report_json: dir.join(files::REPORT_JSON),
         report_html: html,
     })
+}
+
+/// The run's scale.
+fn scale(meta: &RunMeta) -> Scale {
+    Scale {
+        time: meta.time_scale,
+        quota: meta.quota_scale,
+    }
+}
+
+/// With several providers, the plan of the run's saved scenario at the
+/// run's scale: each provider's phases and troubles, which `failover` is
+/// judged against. `None` with one provider, or when the saved scenario
+/// cannot be read here (then `failover` has no trouble to judge).
+fn several_providers(dir: &Path, sets: &[String], meta: &RunMeta) -> Option<wire::Plan> {
+    let mut s = crate::scenario::Scenario::load(&dir.join(files::SCENARIO), sets).ok()?;
+    if s.providers.len() < 2 {
+        return None;
+    }
+    s.meta.time_scale = meta.time_scale;
+    s.meta.quota_scale = meta.quota_scale;
+    Some(crate::plan::plan(&s))
 }
 
 /// For a run directory written before `run.json` said what a healthy

@@ -81,11 +81,61 @@ struct Provider {
     phase: Option<String>,
     /// Its concurrency ceiling, full scale.
     ceiling: Option<u32>,
+    /// What its quota alone serves, and its ceiling alone (÷ S), per
+    /// second.
+    quota_per_s: Option<f64>,
+    ceiling_per_s: Option<f64>,
+    /// The share of its calls its faults refuse or fail (errors, resets,
+    /// hangs), 0 to 1.
+    failing: f64,
 }
 
+/// The provider side at `t`, as the plan's segments take it: the first
+/// provider's settings; with several providers, their capacities summed
+/// (each by its own timeline, one refusing every call counting none: what
+/// a gateway routing over all of them can serve), the ceilings of those
+/// serving summed (the drain baseline's servers), and the phases of each
+/// named.
 fn provider_at(s: &Scenario, t: f64, req: &PerRequest) -> Provider {
+    let mut first = provider_of(s, s.provider(), t, req);
+    if s.providers.len() < 2 {
+        return first;
+    }
+    let all: Vec<Provider> = s
+        .providers
+        .iter()
+        .map(|cfg| provider_of(s, cfg, t, req))
+        .collect();
+    first.capacity_per_s = all
+        .iter()
+        .map(|p| {
+            if p.failing < 1.0 {
+                p.capacity_per_s
+            } else {
+                Some(0.0)
+            }
+        })
+        .try_fold(0.0, |sum, c| c.map(|c| sum + c));
+    // The drain baseline's servers: the ceilings of the providers serving
+    // (none refusing every call), summed; none when one has no ceiling.
+    first.ceiling = all
+        .iter()
+        .filter(|p| p.failing < 1.0)
+        .map(|p| p.ceiling)
+        .try_fold(0u32, |sum, c| c.map(|c| sum.saturating_add(c)));
+    let phases: Vec<&str> = all.iter().filter_map(|p| p.phase.as_deref()).collect();
+    first.phase = (!phases.is_empty()).then(|| phases.join("+"));
+    first
+}
+
+/// Provider `cfg`'s settings at `t`.
+fn provider_of(
+    s: &Scenario,
+    cfg: &fake_provider::ProviderConfig,
+    t: f64,
+    req: &PerRequest,
+) -> Provider {
     let (tokens_per_request, max_tokens_mean) = (req.tokens, req.max_tokens);
-    let cfg = s.provider();
     let active: Vec<_> = cfg
         .timeline
         .iter()
@@ -98,15 +148,16 @@ fn provider_at(s: &Scenario, t: f64, req: &PerRequest) -> Provider {
     let service_s =
         (eff.latency.ttft.mean() + prefill_s + completion * eff.latency.per_token.mean())
             * eff.latency.multiplier;
-    let mut caps = Vec::new();
+    let mut quota = Vec::new();
     if let Some(tpm) = eff.quota.tokens_per_minute {
         if tokens_per_request > 0.0 {
-            caps.push(tpm as f64 / 60.0 / tokens_per_request);
+            quota.push(tpm as f64 / 60.0 / tokens_per_request);
         }
     }
     if let Some(rpm) = eff.quota.requests_per_minute {
-        caps.push(rpm as f64 / 60.0);
+        quota.push(rpm as f64 / 60.0);
     }
+    let quota_per_s = quota.iter().copied().reduce(f64::min);
     let pool = match &s.gateway.kind {
         crate::scenario::GatewayKind::Reference(g) => g.pool_max_connections,
         _ => None,
@@ -118,18 +169,18 @@ fn provider_at(s: &Scenario, t: f64, req: &PerRequest) -> Provider {
         .knee
         .filter(|_| eff.latency.knee_exponent >= 1.0)
         .map(f64::from);
-    for c in [
-        eff.concurrency.ceiling.map(|c| c as f64),
-        pool.map(|p| p as f64),
-        knee,
-    ]
-    .into_iter()
-    .flatten()
-    {
-        if service_s > 0.0 {
-            caps.push(c / service_s);
-        }
-    }
+    let mut caps = quota;
+    let per_s = |c: f64| (service_s > 0.0).then(|| c / service_s);
+    let ceiling_per_s = eff.concurrency.ceiling.and_then(|c| per_s(f64::from(c)));
+    caps.extend(
+        [
+            ceiling_per_s,
+            pool.and_then(|p| per_s(p as f64)),
+            knee.and_then(per_s),
+        ]
+        .into_iter()
+        .flatten(),
+    );
     let capacity_per_s = caps.into_iter().reduce(f64::min);
     let phase = (!active.is_empty()).then(|| {
         active
@@ -138,11 +189,16 @@ fn provider_at(s: &Scenario, t: f64, req: &PerRequest) -> Provider {
             .collect::<Vec<_>>()
             .join("+")
     });
+    let f = &eff.faults;
+    let failing = (f.errors.values().sum::<f64>() + f.reset + f.hang).clamp(0.0, 1.0);
     Provider {
         capacity_per_s,
         service_s,
         phase,
         ceiling: eff.concurrency.ceiling,
+        quota_per_s,
+        ceiling_per_s,
+        failing,
     }
 }
 
@@ -234,7 +290,7 @@ fn per_request(s: &Scenario) -> PerRequest {
 fn cut_points(s: &Scenario, phases: &[LoadPhase]) -> Vec<f64> {
     let end = phases.last().map_or(0.0, |p| p.end);
     let mut cuts: Vec<f64> = phases.iter().flat_map(|p| [p.start, p.end]).collect();
-    for p in &s.provider().timeline {
+    for p in s.providers.iter().flat_map(|p| &p.timeline) {
         cuts.push(p.from.0.as_secs_f64());
         if let Some(u) = p.until {
             cuts.push(u.0.as_secs_f64());
@@ -433,6 +489,7 @@ pub fn plan(s: &Scenario) -> Plan {
         .map(|(_, h)| *h)
         .collect();
     let drain_baseline = Some(healthy_waiting(&after_overload));
+    let (providers, troubles) = several_providers(s, &phases, &req);
     let full = Figures {
         drain_minutes_unbounded: drain_minutes(&segments),
         refused_share: crate::sizing::refused_share(&overloaded, req.patience_s),
@@ -461,7 +518,150 @@ pub fn plan(s: &Scenario) -> Plan {
         full,
         overload,
         drain_baseline,
+        providers,
+        troubles,
     }
+}
+
+/// With several providers: each one's phases (capacity, quota and
+/// ceiling, service time, trouble), cut where its timeline changes within
+/// the load, and each trouble with what the others serve meanwhile;
+/// empty with one.
+fn several_providers(
+    s: &Scenario,
+    phases: &[LoadPhase],
+    req: &PerRequest,
+) -> (Vec<wire::ProviderPlan>, Vec<wire::Trouble>) {
+    if s.providers.len() < 2 {
+        return (Vec::new(), Vec::new());
+    }
+    let end = phases.last().map_or(0.0, |p| p.end);
+    let plans: Vec<wire::ProviderPlan> = s
+        .providers
+        .iter()
+        .map(|cfg| provider_phases(s, cfg, end, req))
+        .collect();
+    let mut troubles = Vec::new();
+    for (i, p) in plans.iter().enumerate() {
+        for ph in &p.phases {
+            let Some(why) = &ph.trouble else { continue };
+            let mid = ph.start_s + ph.duration_s / 2.0;
+            // The others not in trouble themselves at its middle.
+            let others: Vec<Option<f64>> = plans
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .filter_map(|(_, q)| {
+                    q.phases
+                        .iter()
+                        .find(|x| x.start_s <= mid && mid < x.start_s + x.duration_s)
+                })
+                .map(|x| {
+                    if x.trouble.is_some() {
+                        Some(0.0)
+                    } else {
+                        x.capacity_per_min
+                    }
+                })
+                .collect();
+            let others_per_min = others.iter().try_fold(0.0, |sum, c| c.map(|c| sum + c));
+            troubles.push(wire::Trouble {
+                provider: p.name.clone(),
+                why: why.clone(),
+                start_s: ph.start_s,
+                duration_s: ph.duration_s,
+                others_per_min,
+                offered_per_min: offered_mean(phases, ph.start_s, ph.start_s + ph.duration_s)
+                    * 60.0,
+            });
+        }
+    }
+    (plans, troubles)
+}
+
+/// One provider's timeline over the load's `end` seconds.
+fn provider_phases(
+    s: &Scenario,
+    cfg: &fake_provider::ProviderConfig,
+    end: f64,
+    req: &PerRequest,
+) -> wire::ProviderPlan {
+    let mut cuts = vec![0.0, end];
+    for p in &cfg.timeline {
+        cuts.push(p.from.0.as_secs_f64());
+        cuts.extend(p.until.map(|u| u.0.as_secs_f64()));
+    }
+    cuts.retain(|c| *c >= 0.0 && *c <= end);
+    cuts.sort_by(f64::total_cmp);
+    cuts.dedup_by(|a, b| (*a - *b).abs() < 1e-9);
+    // Its base: as it is with no phase of its timeline on.
+    let mut bare = cfg.clone();
+    bare.timeline.clear();
+    let base = provider_of(s, &bare, 0.0, req);
+    let per_min = |x: Option<f64>| x.map(|v| v * 60.0);
+    let phases = cuts
+        .windows(2)
+        .filter(|w| w[1] - w[0] > 1e-9)
+        .map(|w| {
+            let at = provider_of(s, cfg, w[0], req);
+            let mut capacity = per_min(at.capacity_per_s);
+            if at.failing >= 1.0 {
+                capacity = Some(0.0);
+            }
+            wire::ProviderPhase {
+                phase: at.phase.clone().unwrap_or_else(|| "base".into()),
+                start_s: w[0],
+                duration_s: w[1] - w[0],
+                quota_per_min: per_min(at.quota_per_s),
+                ceiling_per_min: per_min(at.ceiling_per_s),
+                capacity_per_min: capacity,
+                service_s: at.service_s,
+                trouble: trouble(&base, &at),
+            }
+        })
+        .collect();
+    wire::ProviderPlan {
+        name: cfg.name_or_default().to_string(),
+        phases,
+    }
+}
+
+/// Why a provider at `at` is in trouble against its `base`: it slows at
+/// least 2x, its faults refuse or fail at least half its calls, or what
+/// its quota or ceiling serves falls to half or less.
+fn trouble(base: &Provider, at: &Provider) -> Option<String> {
+    if at.failing >= 0.5 {
+        return Some(format!("fails {:.0}% of its calls", at.failing * 100.0));
+    }
+    if base.service_s > 0.0 && at.service_s >= 2.0 * base.service_s {
+        return Some(format!("{:.1}x slower", at.service_s / base.service_s));
+    }
+    match (base.capacity_per_s, at.capacity_per_s) {
+        (Some(b), Some(a)) if b > 0.0 && a <= 0.5 * b => {
+            Some(format!("capacity down to {:.0}%", a / b * 100.0))
+        }
+        (None, Some(a)) if a <= 0.0 => Some("no capacity".into()),
+        _ => None,
+    }
+}
+
+/// The mean offered rate over `[from, to)`, per second.
+fn offered_mean(phases: &[LoadPhase], from: f64, to: f64) -> f64 {
+    if to <= from {
+        return 0.0;
+    }
+    let mut arrivals = 0.0;
+    for p in phases {
+        let (a, b) = (from.max(p.start), to.min(p.end));
+        if b <= a || p.end <= p.start {
+            continue;
+        }
+        // Linear within a phase (a ramp): the mean of its two ends.
+        let rate_at =
+            |t: f64| p.from_per_s + (p.to_per_s - p.from_per_s) * (t - p.start) / (p.end - p.start);
+        arrivals += (rate_at(a) + rate_at(b)) / 2.0 * (b - a);
+    }
+    arrivals / (to - from)
 }
 
 #[cfg(test)]
@@ -509,6 +709,51 @@ per = "minute"
 prompt_tokens = { fixed = 1000 }
 max_tokens = { fixed = 400 }
 "#;
+
+    #[test]
+    fn several_providers_sum_their_capacity_and_name_each_trouble() {
+        let text = FLASH.replace(
+            "[provider]\ncompletion_tokens = { fixed = 200 }",
+            "[[providers]]\nname = \"a\"\ncompletion_tokens = { fixed = 200 }",
+        )
+        .replace("[provider.latency]", "[providers.latency]")
+        .replace(
+            "[provider.quota]\ntokens_per_minute = 500000\n",
+            "[providers.quota]\ntokens_per_minute = 500000\n[providers.concurrency]\nceiling = 10\n[[providers.timeline]]\nname = \"slow\"\nfrom = \"5m\"\nuntil = \"10m\"\nlatency = { multiplier = 7.0 }\n[[providers]]\nname = \"b\"\ncompletion_tokens = { fixed = 200 }\n[providers.quota]\ntokens_per_minute = 250000\n[providers.concurrency]\nceiling = 6\n",
+        );
+        let s = scenario(&text);
+        let p = plan(&s);
+        let names: Vec<_> = p.providers.iter().map(|x| x.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        // a: base, slow, base; b: base.
+        let a: Vec<_> = p.providers[0]
+            .phases
+            .iter()
+            .map(|x| x.phase.as_str())
+            .collect();
+        assert_eq!(a, ["base", "slow", "base"]);
+        assert_eq!(p.troubles.len(), 1);
+        let t = &p.troubles[0];
+        assert_eq!(
+            (t.provider.as_str(), t.start_s, t.duration_s),
+            ("a", 300.0, 300.0)
+        );
+        assert!(t.why.contains("slower"), "{}", t.why);
+        // What b serves: its quota (208/min), under its ceiling's 6 ÷ 1 s.
+        let b = 250_000.0 / 1200.0;
+        assert!((t.others_per_min.unwrap() - b).abs() < 1e-6, "{t:?}");
+        assert!((t.servable_per_min() - b).abs() < 1e-6);
+        // The segments' capacity is both, summed.
+        let first = &p.full.phases[0];
+        let a_cap = (500_000.0f64 / 1200.0).min(10.0 * 60.0 / 5.0);
+        assert!(
+            (first.capacity_per_min.unwrap() - (a_cap + b)).abs() < 1e-6,
+            "{first:?}"
+        );
+        // One provider: none of it.
+        let one = plan(&scenario(FLASH));
+        assert!(one.providers.is_empty() && one.troubles.is_empty());
+    }
 
     #[test]
     fn flash_promotion_by_hand() {

@@ -484,7 +484,7 @@ fn gateway_spec(
     let kind = match (g.reference, g.command, g.url) {
         (Some(mut config), None, None) => {
             notes.extend(deadline_rate(&mut config, src, text, quota_tpm)?);
-            check_reference(&config, src, text)?;
+            check_reference(&config, src, text, providers)?;
             GatewayKind::Reference(Box::new(config))
         }
         (None, Some(c), None) => {
@@ -745,13 +745,36 @@ fn deadline_rate(
 }
 
 /// The reference gateway's policy, checked where serde cannot: its values
-/// (located at `gateway.reference.FIELD`), and no `upstream` or `listen`,
-/// which the harness sets.
+/// (located at `gateway.reference.FIELD`), no `upstream` or `listen`,
+/// which the harness sets, and each `upstreams[i].provider` one of the
+/// scenario's `providers`.
 fn check_reference(
     config: &GatewayConfig,
     src: &Source<'_>,
     text: &str,
+    providers: &[&str],
 ) -> Result<(), ConfigError> {
+    for (i, u) in config.upstreams.iter().enumerate() {
+        match (&u.provider, &u.url) {
+            (Some(name), _) if !providers.contains(&name.as_str()) => {
+                return Err(src.error(
+                    &format!("gateway.reference.upstreams[{i}].provider"),
+                    format!(
+                        "no provider is named {name:?} (the scenario's: {})",
+                        providers.join(", ")
+                    ),
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(src.error(
+                    &format!("gateway.reference.upstreams[{i}].url"),
+                    "is set by the harness inside a scenario: name one of its providers \
+                     (`provider = NAME`) instead",
+                ));
+            }
+            _ => {}
+        }
+    }
     for key in ["upstream", "listen"] {
         if text_has(text, "gateway.reference", key) {
             return Err(src.error(
@@ -927,6 +950,37 @@ mod tests {
         let one = parse(MINIMAL).unwrap();
         assert_eq!(one.providers.len(), 1);
         assert_eq!(one.provider().name_or_default(), "default");
+    }
+
+    #[test]
+    fn reference_upstreams_name_the_scenarios_providers_else_a_located_error() {
+        let bounded = "bounded = { concurrency = 8, queue = 11, wait_budget = \"2s\" }\n";
+        let with = |upstreams: &str| {
+            format!("{MINIMAL}\n{TWO}").replace(
+                bounded,
+                &format!("{bounded}routing = \"failover\"\nupstreams = [\n{upstreams}]\n"),
+            )
+        };
+        let good = with(
+            "  { name = \"a\", provider = \"primary\" },\n  { name = \"b\", provider = \"backup-eu\", priority = 1 },\n",
+        );
+        let s = parse(&good).unwrap();
+        let GatewayKind::Reference(c) = &s.gateway.kind else {
+            panic!("reference")
+        };
+        assert_eq!(c.upstreams[1].provider.as_deref(), Some("backup-eu"));
+        let bad = with(
+            "  { name = \"a\", provider = \"primary\" },\n  { name = \"b\", provider = \"backup\" },\n",
+        );
+        let e = err_of(&bad);
+        assert_eq!(e.field, "gateway.reference.upstreams[1].provider", "{e}");
+        assert_eq!(e.origin, "s.toml");
+        let line = bad.lines().position(|l| l.contains("\"backup\"")).unwrap() + 1;
+        assert_eq!(e.line, line, "{e}");
+        assert!(e.message.contains("primary, backup-eu"), "{e}");
+        // A URL is the harness's to fill in.
+        let e = err_of(&with("  { name = \"a\", url = \"http://127.0.0.1:9\" },\n"));
+        assert_eq!(e.field, "gateway.reference.upstreams[0].url", "{e}");
     }
 
     #[test]

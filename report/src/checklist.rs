@@ -51,6 +51,10 @@ pub struct Report<'a> {
     pub time_scale: f64,
     /// The quota scale.
     pub quota_scale: f64,
+    /// With several providers, each one's calls and refusals per scenario
+    /// second (absent with one: its report is as it was).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub providers: &'a [assertions::ProviderSeconds],
     /// What a reader should know.
     pub notes: &'a [String],
 }
@@ -77,6 +81,7 @@ pub fn report_json<'a>(meta: &'a RunMeta, j: &'a Judgement) -> Report<'a> {
         summary: &j.summary,
         time_scale: meta.time_scale,
         quota_scale: meta.quota_scale,
+        providers: &j.timeline.providers,
         notes: &meta.notes,
     }
 }

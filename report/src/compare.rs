@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use assertions::{Status, CHECKS};
+use assertions::Status;
 use base64::Engine as _;
 use wire::number::count;
 
@@ -188,7 +188,7 @@ pub fn compare_text(c: &Comparison, style: &Style, quiet: bool) -> String {
         let mut rows = vec![std::iter::once("check".to_string())
             .chain(c.variants.iter().enumerate().map(|(i, r)| label(i, r)))
             .collect::<Vec<_>>()];
-        for id in CHECKS {
+        for id in c.check_ids() {
             let mut row = vec![id.to_string()];
             row.extend(c.variants.iter().map(|r| check_cell(r, id)));
             rows.push(row);
@@ -231,7 +231,7 @@ pub fn compare_markdown(c: &Comparison) -> String {
     md.push_str("\n|---|");
     md.push_str(&"---|".repeat(c.variants.len()));
     md.push('\n');
-    for id in CHECKS {
+    for id in c.check_ids() {
         let _ = write!(md, "| `{id}` |");
         for r in &c.variants {
             let _ = write!(md, " {} |", cell(&check_cell(r, id)));
@@ -341,7 +341,7 @@ fn checks_table(h: &mut String, c: &Comparison) {
         let _ = write!(h, "<th>{}</th>", esc(&r.name));
     }
     h.push_str("</tr></thead>\n<tbody>\n");
-    for id in CHECKS {
+    for id in c.check_ids() {
         let _ = write!(h, "<tr id=\"check-{id}\"><td><code>{id}</code></td>");
         for r in &c.variants {
             let cell = r.checks.get(id).map_or("–".into(), |s| badge(*s));
@@ -393,6 +393,7 @@ fn charts(h: &mut String, dir: &Path, c: &Comparison) {
 mod tests {
     use super::*;
     use crate::documents::Columns;
+    use assertions::CHECKS;
 
     fn run(name: &str, verdict: Status, shed: u64) -> ComparedRun {
         ComparedRun {

@@ -47,6 +47,21 @@ pub struct Comparison {
     pub fail_on_regression: bool,
 }
 
+impl Comparison {
+    /// The checks its rows show: every one of [`assertions::CHECKS`], then
+    /// those of [`assertions::ROUTING_CHECKS`] a run has (several
+    /// providers, or a provider that announced a Retry-After).
+    pub fn check_ids(&self) -> Vec<&'static str> {
+        let mut ids = assertions::CHECKS.to_vec();
+        ids.extend(
+            assertions::ROUTING_CHECKS
+                .iter()
+                .filter(|id| self.variants.iter().any(|r| r.checks.contains_key(**id))),
+        );
+        ids
+    }
+}
+
 /// One variant's run in `compare.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ComparedRun {

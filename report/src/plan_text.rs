@@ -125,8 +125,65 @@ pub fn render(p: &Plan) -> String {
         );
         render_figures(&mut out, &p.rehearsal, p, &label);
     }
+    render_providers(&mut out, p);
     crate::plan_sizing::render(&mut out, p);
     fit(&out)
+}
+
+/// With several providers: each one's timeline (its quota, its ceiling,
+/// its capacity and service time, phase by phase, full scale), their sum
+/// (the capacity column above), and each trouble with what the others
+/// serve meanwhile: what a failover gateway can serve while it is down.
+fn render_providers(out: &mut String, p: &Plan) {
+    if p.providers.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nProviders (full scale; the capacity above is theirs summed, one refusing every call counting none)"
+    );
+    let _ = writeln!(
+        out,
+        "  {:<32} {:>7} {:>9} {:>11} {:>11} {:>12} {:>9}",
+        "provider / phase",
+        "from",
+        "duration",
+        "quota/min",
+        "ceiling/min",
+        "capacity/min",
+        "service"
+    );
+    for prov in &p.providers {
+        for ph in &prov.phases {
+            let name = format!("{} / {}", prov.name, ph.phase);
+            let _ = writeln!(
+                out,
+                "  {} {:>7} {:>9} {:>11} {:>11} {:>12} {:>9}",
+                crate::terminal::pad(&crate::terminal::fit(&name, 32), 32),
+                duration(ph.start_s),
+                duration(ph.duration_s),
+                per_min(ph.quota_per_min),
+                per_min(ph.ceiling_per_min),
+                per_min(ph.capacity_per_min),
+                exact_duration((ph.service_s * 1000.0).round() / 1000.0),
+            );
+        }
+    }
+    for t in &p.troubles {
+        let text = format!(
+            "{} in trouble from {} for {} ({}): a failover gateway can serve {}/min meanwhile ({} offered, the others' capacity {}).",
+            t.provider,
+            duration(t.start_s),
+            duration(t.duration_s),
+            t.why,
+            per_min(Some(t.servable_per_min())),
+            per_min(Some(t.offered_per_min)),
+            per_min(t.others_per_min),
+        );
+        for line in crate::terminal::wrap(&text, crate::terminal::MAX_WIDTH, "  ", "    ") {
+            let _ = writeln!(out, "{line}");
+        }
+    }
 }
 
 /// Every line over 100 columns wrapped at a word, its continuation
@@ -151,6 +208,59 @@ fn fit(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn several_providers_are_listed_phase_by_phase_with_their_troubles() {
+        let mut p = Plan {
+            scenario: "f".into(),
+            ..Plan::default()
+        };
+        assert!(!render(&p).contains("Providers"), "one provider: as it was");
+        let phase =
+            |name: &str, start_s: f64, capacity: f64, trouble: Option<&str>| wire::ProviderPhase {
+                phase: name.into(),
+                start_s,
+                duration_s: 60.0,
+                quota_per_min: Some(416.7),
+                ceiling_per_min: None,
+                capacity_per_min: Some(capacity),
+                service_s: 1.15,
+                trouble: trouble.map(str::to_string),
+            };
+        p.providers = vec![
+            wire::ProviderPlan {
+                name: "primary".into(),
+                phases: vec![
+                    phase("base", 0.0, 416.7, None),
+                    phase("slow", 60.0, 416.7, Some("7.0x slower")),
+                ],
+            },
+            wire::ProviderPlan {
+                name: "secondary".into(),
+                phases: vec![phase("base", 0.0, 208.3, None)],
+            },
+        ];
+        p.troubles = vec![wire::Trouble {
+            provider: "primary".into(),
+            why: "7.0x slower".into(),
+            start_s: 60.0,
+            duration_s: 60.0,
+            others_per_min: Some(208.3),
+            offered_per_min: 300.0,
+        }];
+        let text = render(&p);
+        assert!(text.contains("primary / slow"), "{text}");
+        assert!(text.contains("secondary / base"), "{text}");
+        assert!(
+            text.contains("primary in trouble from 1m for 1m (7.0x slower): a failover gateway can serve 208/min"),
+            "{text}"
+        );
+        assert!(
+            text.lines()
+                .all(|l| crate::terminal::columns(l) <= crate::terminal::MAX_WIDTH),
+            "{text}"
+        );
+    }
 
     #[test]
     fn durations_are_printed_as_they_are() {

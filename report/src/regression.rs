@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use assertions::{Worse, CHECKS};
+use assertions::{Worse, CHECKS, ROUTING_CHECKS};
 use wire::number::num;
 
 use crate::documents::{ComparedFigure, Comparison, Tolerance};
@@ -14,7 +14,7 @@ use crate::documents::{ComparedFigure, Comparison, Tolerance};
 /// The default tolerances, by check id (README, "Gating a CI job on a
 /// baseline"). `harness_valid`'s send lag is the harness's own, never
 /// the gateway's regression: it has none.
-pub const TOLERANCES: [(&str, Tolerance); 12] = [
+pub const TOLERANCES: [(&str, Tolerance); 14] = [
     ("shed_onset", tol(0.5, 2.0)),
     ("stale_share", tol(0.5, 0.02)),
     ("retry_after", tol(0.5, 0.25)),
@@ -27,6 +27,8 @@ pub const TOLERANCES: [(&str, Tolerance); 12] = [
     ("no_silent_truncation", tol(0.0, 0.0)),
     ("refusals_legible", tol(0.0, 0.0)),
     ("concurrency_below_knee", tol(0.1, 1.0)),
+    ("cooldown_honoured", tol(0.5, 0.01)),
+    ("failover", tol(0.5, 0.05)),
 ];
 
 const fn tol(share: f64, at_least: f64) -> Tolerance {
@@ -138,7 +140,7 @@ pub fn mark_regressions(
     };
     let mut said = Vec::new();
     for run in rest {
-        for id in CHECKS {
+        for &id in CHECKS.iter().chain(&ROUTING_CHECKS) {
             let (Some(then), Some(now)) = (baseline.figures.get(id), run.figures.get_mut(id))
             else {
                 continue;

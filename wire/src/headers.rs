@@ -24,7 +24,8 @@ pub const REQUEST_TIMEOUT_MS: &str = "x-request-timeout-ms";
 pub const GATEWAY_QUEUE_WAIT_US: &str = "x-gateway-queue-wait-us";
 
 /// On every answer the reference gateway sheds: why (`queue_full`,
-/// `would_miss_deadline`, `wait_expired`, `tenant_limited`). The older
+/// `would_miss_deadline`, `wait_expired`, `tenant_limited`,
+/// `all_upstreams_cooling`). The older
 /// name of [`GATEWAY_REASON`], still written, with the same value, on the
 /// refusals for which the provider was never called.
 pub const GATEWAY_SHED: &str = "x-gateway-shed";
@@ -32,7 +33,7 @@ pub const GATEWAY_SHED: &str = "x-gateway-shed";
 /// On every refusal the reference gateway answers or passes on: which
 /// policy fired, one row of its refusal table (`queue_full`,
 /// `would_miss_deadline`, `wait_expired`, `tenant_limited`,
-/// `upstream_timeout`, `upstream_refused`); also the `code` of the JSON
+/// `upstream_timeout`, `upstream_refused`, `all_upstreams_cooling`); also the `code` of the JSON
 /// error body the gateway writes itself. Lets a person reading a 429 or a
 /// 503 tell an entitlement (a tenant's rate limit) from scarcity (load
 /// shedding) from the provider's own refusal.

@@ -253,6 +253,80 @@ pub struct Plan {
     pub error_budget: Option<ErrorBudget>,
     /// What the run sends, at its own scale.
     pub spend: Spend,
+    /// With several providers: each one's phases (capacity and trouble),
+    /// full scale; empty with one (a one-provider plan is as it was).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub providers: Vec<ProviderPlan>,
+    /// With several providers: each stretch of time a provider is in
+    /// trouble, and what the others can serve meanwhile (what a failover
+    /// gateway can serve while it is down), full scale.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub troubles: Vec<Trouble>,
+}
+
+/// One provider of several, phase by phase (full scale).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ProviderPlan {
+    /// Its name (`[[providers]] name`).
+    pub name: String,
+    /// Its timeline cut where it changes, over the load.
+    pub phases: Vec<ProviderPhase>,
+}
+
+/// A stretch of one provider's timeline with one set of settings.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ProviderPhase {
+    /// Its timeline's phases active (joined by `+`), or `base`.
+    pub phase: String,
+    /// Start, seconds from the start of the load, and length.
+    pub start_s: f64,
+    pub duration_s: f64,
+    /// What its quota serves, requests per minute (`null`: no quota).
+    pub quota_per_min: Option<f64>,
+    /// What its concurrency ceiling serves (ceiling ÷ S), requests per
+    /// minute (`null`: no ceiling).
+    pub ceiling_per_min: Option<f64>,
+    /// Its capacity μ: the lesser of the two (and of a load curve's
+    /// knee), requests per minute; 0 while it refuses every call
+    /// (`null`: unlimited).
+    pub capacity_per_min: Option<f64>,
+    /// Its mean service time S, seconds.
+    pub service_s: f64,
+    /// Why this stretch is trouble, when it is (it slows at least 2x, it
+    /// refuses or fails at least half its calls, its quota or ceiling
+    /// serves at most half of what it did): what `failover` expects a
+    /// gateway to route around.
+    pub trouble: Option<String>,
+}
+
+/// A provider in trouble, and what the others serve meanwhile (full
+/// scale): what `failover` is judged against.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Trouble {
+    /// The provider in trouble.
+    pub provider: String,
+    /// Why ([`ProviderPhase::trouble`]).
+    pub why: String,
+    /// Start, seconds from the start of the load, and length.
+    pub start_s: f64,
+    pub duration_s: f64,
+    /// What the other providers not in trouble can serve meanwhile, in
+    /// sum, requests per minute (`null`: unlimited).
+    pub others_per_min: Option<f64>,
+    /// The offered load meanwhile (its mean), requests per minute.
+    pub offered_per_min: f64,
+}
+
+impl Trouble {
+    /// What a failover gateway can serve meanwhile: the offered load, at
+    /// most what the others can serve, requests per minute.
+    pub fn servable_per_min(&self) -> f64 {
+        self.others_per_min
+            .map_or(self.offered_per_min, |o| o.min(self.offered_per_min))
+    }
 }
 
 impl Figures {

@@ -203,11 +203,16 @@ impl ClientOutcome {
     /// use wire::ClientOutcome;
     /// assert_eq!(ClientOutcome::refused(503, Some("wait_expired")), ClientOutcome::Stale);
     /// assert_eq!(ClientOutcome::refused(503, None), ClientOutcome::Shed);
+    /// // Every upstream cooling: a shed at admission, whatever its status.
+    /// assert_eq!(ClientOutcome::refused(500, Some("all_upstreams_cooling")), ClientOutcome::Shed);
+    /// assert!(ClientOutcome::is_table_reason("all_upstreams_cooling"));
     /// assert_eq!(ClientOutcome::refused(500, None), ClientOutcome::ProviderError);
     /// ```
     pub fn refused(status: u16, reason: Option<&str>) -> ClientOutcome {
         match reason {
-            Some("queue_full" | "would_miss_deadline") => ClientOutcome::Shed,
+            Some("queue_full" | "would_miss_deadline" | "all_upstreams_cooling") => {
+                ClientOutcome::Shed
+            }
             Some("wait_expired") => ClientOutcome::Stale,
             Some("tenant_limited") => ClientOutcome::TenantLimited,
             Some("upstream_refused") => ClientOutcome::UpstreamRefused,
@@ -231,6 +236,7 @@ impl ClientOutcome {
                 | "tenant_limited"
                 | "upstream_refused"
                 | "upstream_timeout"
+                | "all_upstreams_cooling"
         )
     }
 
@@ -599,6 +605,23 @@ mod tests {
         assert_eq!(back.latency_us(), 90);
         assert_eq!(back.send_lag_us(), 2);
         assert_eq!(back.retry_after_granularity_ms(), 1);
+    }
+
+    #[test]
+    fn every_upstream_cooling_is_a_shed_at_admission_of_the_table() {
+        let reason = Some("all_upstreams_cooling");
+        for status in [503, 429] {
+            assert_eq!(ClientOutcome::refused(status, reason), ClientOutcome::Shed);
+        }
+        // Its reason classes it, whatever the join says (a queued job
+        // refused at dispatch waited; it is still the table's row).
+        for (saw, waited) in [(Some(false), 900_000), (Some(true), 0), (None, 0)] {
+            assert_eq!(
+                RefusalClass::of(ClientOutcome::Shed, reason, saw, waited),
+                Some(RefusalClass::AtAdmission)
+            );
+        }
+        assert!(ClientOutcome::Shed.is_gateway_shed());
     }
 
     #[test]

@@ -98,6 +98,7 @@ use wire::{ClientOutcome, ClientRecord, ProviderOutcome, ProviderRecord, Refusal
 use crate::expect::{Expectations, Thresholds};
 use crate::external::External;
 use crate::judgement::{conclude, Distribution, Judgement, Measured, Pass};
+use crate::routing::{self, RoutedCall, Routing, TroubleWindow, ALL_COOLING};
 use crate::sweep::{Level, Rows, Sweep};
 use crate::tally::{self, Previous, Retry, Tally};
 use crate::timeline::{
@@ -447,6 +448,8 @@ pub struct Judge {
     rows: Rows,
     sweep: Sweep,
     figures: Figures,
+    /// Each provider's calls, windows and seconds (`crate::routing`).
+    routing: Routing,
     progress: Progress,
 }
 
@@ -481,8 +484,53 @@ impl Judge {
             },
             sweep: Sweep::new(thresholds.retry_after.tolerance),
             figures: Figures::new(),
+            routing: Routing::new(thresholds.retry_after.tolerance),
             progress: Progress::default(),
         }
+    }
+
+    /// Tells the judge the scenario's providers (`plan.json`'s
+    /// `providers`, in the scenario's order, full scale) and the troubles
+    /// the plan expects a gateway to route around (its `troubles`), for a
+    /// run at `scale`: with several, `failover` and `cooldown_honoured`
+    /// are judged, and the timeline has each provider's calls and
+    /// refusals per second. Give them before the first record.
+    pub fn providers(
+        &mut self,
+        providers: &[wire::ProviderPlan],
+        troubles: &[wire::Trouble],
+        scale: wire::Scale,
+    ) {
+        let names: Vec<String> = providers.iter().map(|p| p.name.clone()).collect();
+        self.routing.name_providers(&names);
+        let at = |s: f64| -> u64 {
+            let us = scale.secs(s) * US as f64;
+            self.expect
+                .start_us
+                .saturating_add(if us.is_finite() && us > 0.0 {
+                    us as u64
+                } else {
+                    0
+                })
+        };
+        let quota = if scale.quota.is_finite() && scale.quota > 0.0 {
+            scale.quota
+        } else {
+            1.0
+        };
+        let windows: Vec<TroubleWindow> = troubles
+            .iter()
+            .map(|t| TroubleWindow {
+                provider: self.routing.index(&t.provider),
+                why: t.why.clone(),
+                from_us: at(t.start_s),
+                to_us: at(t.start_s + t.duration_s),
+                // A scenario second of the rehearsal holds ÷ quota of the
+                // full scale's second.
+                others_per_s: t.others_per_min.map(|m| m / 60.0 / quota),
+            })
+            .collect();
+        self.routing.troubles = windows;
     }
 
     /// What the judge holds now.
@@ -620,11 +668,16 @@ impl Judge {
             admitted_us: c.admitted_us,
             finished_us: c.finished_us,
             hung_up_us: c.hung_up_us,
-            tokens: c.tokens(),
+            tokens: u32::try_from(c.tokens()).unwrap_or(u32::MAX),
             outcome: c.outcome,
             status: c.status,
             cut: tally::cut_mid_stream(&c),
             completed: tally::completed(&c),
+            provider: u16::try_from(self.routing.index(c.provider_name())).unwrap_or(u16::MAX),
+            retry_after_ms: c
+                .retry_after_ms
+                .or(c.retry_after_s.map(|s| s.saturating_mul(1000)))
+                .and_then(|ms| std::num::NonZeroU32::new(u32::try_from(ms).unwrap_or(u32::MAX))),
         };
         let release = Release {
             start_us: c.received_us,
@@ -814,6 +867,12 @@ impl Judge {
         }
         if let Some(ra) = a.retry_after_ms {
             self.add_value(a.done_us, Value::RetryAfter, ra);
+            if a.outcome == ClientOutcome::Shed
+                && self.figures.names.get(a.reason) == Some(ALL_COOLING)
+            {
+                let granularity_ms = if a.retry_after_fine { 1 } else { 1000 };
+                self.routing.cooling_refusal(a.done_us, ra, granularity_ms);
+            }
         }
     }
 
@@ -840,6 +899,7 @@ impl Judge {
         let provider_saw = m.is_some_and(|m| m.received_us <= a.done_us);
         let f = &mut self.figures;
         let reason = f.names.get(a.reason);
+        let cooling = reason == Some(ALL_COOLING);
         let Some(class) = RefusalClass::of(
             a.outcome,
             reason,
@@ -867,8 +927,12 @@ impl Judge {
         match a.retry_after_ms {
             Some(ra) => {
                 f.tally.retry_after_values.insert(ra);
-                let granularity_ms = if a.retry_after_fine { 1 } else { 1000 };
-                self.sweep.query(a.done_us, ra, granularity_ms);
+                // Every upstream cooling: judged against the time until a
+                // provider next accepted (`crate::routing`), not the drain.
+                if !cooling {
+                    let granularity_ms = if a.retry_after_fine { 1 } else { 1000 };
+                    self.sweep.query(a.done_us, ra, granularity_ms);
+                }
             }
             None => f.tally.sheds_without_retry_after += 1,
         }
@@ -920,6 +984,18 @@ impl Judge {
                 }
             }
         }
+        self.routing.call(&RoutedCall {
+            provider: usize::from(c.provider),
+            received_us: c.received_us,
+            end_us: [c.admitted_us, c.finished_us, c.hung_up_us]
+                .into_iter()
+                .flatten()
+                .fold(c.received_us, u64::max),
+            second: self.rows.second_of(c.received_us),
+            status: c.status,
+            accepted: c.completed,
+            retry_after_ms: c.retry_after_ms.map(|ms| u64::from(ms.get())),
+        });
         self.join(person, c);
     }
 
@@ -960,7 +1036,7 @@ impl Judge {
         self.figures.tally.cut_calls += u64::from(c.cut);
         if done < c.admitted_us.unwrap_or(c.received_us) {
             self.figures.provider.stale_dispatch += 1;
-            self.figures.provider.wasted_tokens += c.tokens;
+            self.figures.provider.wasted_tokens += u64::from(c.tokens);
         }
         if c.hung_up_us.is_none()
             && c.status != 0
@@ -1186,6 +1262,12 @@ impl Judge {
         tally.retry_after_errors =
             std::mem::replace(&mut self.sweep.retry_after_errors, histogram());
         tally.retry_after_within = self.sweep.retry_after_within;
+        let mut routing = self.routing;
+        // The every-upstream-cooling refusals, judged by their own truth.
+        let _ = tally.retry_after_errors.add(&routing.cooling_errors);
+        tally.retry_after_within += routing.cooling_within;
+        routing.round_trip_us = routing::round_trip_us(&f.latency.queue_wait);
+        let providers = routing.per_second(seconds.len());
         let pass = Pass {
             window_s: self.window.window_us() as f64 / US as f64,
             out_of_order: self.progress.out_of_order + self.sweep.late,
@@ -1197,6 +1279,7 @@ impl Judge {
             timeline: Timeline {
                 start_us: self.rows.start_us,
                 seconds,
+                providers,
             },
             summary,
             drain,
@@ -1204,6 +1287,7 @@ impl Judge {
             tally,
             distribution: f.distribution,
             pass,
+            routing: Some((routing, self.rows.bin_us)),
         };
         conclude(
             measured,

@@ -45,13 +45,19 @@ pub(super) struct Call {
     pub(super) admitted_us: Option<u64>,
     pub(super) finished_us: Option<u64>,
     pub(super) hung_up_us: Option<u64>,
-    pub(super) tokens: u64,
+    /// Prompt plus completion tokens (saturating: a call of 4 billion
+    /// tokens is none a provider answers).
+    pub(super) tokens: u32,
     pub(super) outcome: ProviderOutcome,
     pub(super) status: u16,
     /// Cut mid-stream, and completed (`tally::cut_mid_stream`,
     /// `tally::completed`).
     pub(super) cut: bool,
     pub(super) completed: bool,
+    /// Its provider, as an index into the judge's `Routing`.
+    pub(super) provider: u16,
+    /// The Retry-After it announced, milliseconds (none, or 0: `None`).
+    pub(super) retry_after_ms: Option<std::num::NonZeroU32>,
 }
 
 /// The few distinct strings records repeat (reasons, tenants), each kept
