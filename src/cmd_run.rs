@@ -81,6 +81,16 @@ pub struct Args {
 /// Runs `rehearse run`: the scenario is read and validated, then rehearsed
 /// until its end or the first signal (a partial report, exit 3).
 pub fn main(args: Args) -> Result<Ended, Error> {
+    if args.shards > 1 && args.metrics_listen.is_some() {
+        // The shards' clients count in processes of their own: served from
+        // here, their series would read zero all along.
+        return Err(Error::bad_input(anyhow::anyhow!(
+            "--metrics-listen: not with --shards {}: each shard is a process of its own and \
+             their live series are not merged; leave --shards out, or stage the rehearsal \
+             (`rehearse stage`) and give each `rehearse load --shard I/N` its own --metrics-listen",
+            args.shards
+        )));
+    }
     let scenario = crate::scenario::load(args.scenario.as_deref(), &args.sets)?;
     let provider = harness::ProviderChoice::combine(args.provider)
         .map_err(anyhow::Error::msg)

@@ -398,3 +398,30 @@ fn a_query_names_its_series_not_its_labels_or_strings() {
         ["fake_provider_queued", "rehearse_sent_total"]
     );
 }
+
+/// With --shards the clients count in processes of their own: served from
+/// the run, their series would read zero. Refused before anything starts.
+#[test]
+fn live_series_are_refused_with_shards_rather_than_served_empty() {
+    let out = rehearse()
+        .args([
+            "run",
+            "--shards",
+            "2",
+            "--metrics-listen",
+            "0",
+            "--no-progress",
+        ])
+        .output()
+        .unwrap();
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(2), "{all}");
+    assert!(
+        all.contains("--metrics-listen: not with --shards 2"),
+        "{all}"
+    );
+}
