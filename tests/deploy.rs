@@ -1030,12 +1030,19 @@ fn look_up_a_name_from_the_hosts_file(root: &Path) {
         m
     });
     assert_eq!(outcomes.get("ok"), Some(&20), "{outcomes:?}\n{said}");
-    let provider_saw = std::fs::read_to_string(root.join("work/provider.jsonl")).unwrap();
-    assert_eq!(
-        provider_saw.lines().count(),
-        20,
-        "the provider answered them"
-    );
+    // The provider writes its records on a 10 ms period (within 100 ms of
+    // a call's end): the last may land a moment after the client's answer.
+    let recorded = || {
+        std::fs::read_to_string(root.join("work/provider.jsonl"))
+            .unwrap()
+            .lines()
+            .count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while recorded() < 20 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(recorded(), 20, "the provider answered them");
 
     // Without a name server (no resolv.conf), a name the hosts file lacks
     // is refused at once, by name.
