@@ -192,6 +192,16 @@ fn failover_passes_and_its_calls_leave_the_troubled_primary() {
         .map(|p| p["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["primary", "secondary"]);
+    // And the report's charts: one of each provider's calls and refusals,
+    // second in order, with its PNG copy.
+    let html = std::fs::read_to_string(run.dir.join("report.html")).unwrap();
+    assert!(
+        html.contains("2. Calls and refusals per provider per second"),
+        "no per-provider chart in report.html"
+    );
+    assert!(html.contains("primary: refused (429, 503, 529)"));
+    let png = std::fs::read(run.dir.join("chart-providers.png")).unwrap();
+    assert_eq!(&png[1..4], b"PNG");
 }
 
 /// Time-scale invariance: at twenty times the same verdicts as at thirty

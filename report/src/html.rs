@@ -119,6 +119,7 @@ pub fn chart_data<'a>(i: &Inputs<'a>) -> ChartData<'a> {
     let j = i.judgement;
     ChartData {
         seconds: &j.timeline.seconds,
+        providers: &j.timeline.providers,
         span_s: secs(e.load_end_us),
         bands,
         queue_bound: e.overload.map(|_| e.queue_bound),
@@ -318,6 +319,8 @@ fn time_scale(m: &RunMeta) -> f64 {
 
 /// The charts, inline, each with the name of its PNG copy.
 fn chart_figures(h: &mut String, charts: &[Chart], m: &RunMeta) {
+    // Every chart but the last (the latency distribution) is on time.
+    let time_charts = charts.len().saturating_sub(1);
     let ts = time_scale(m);
     let scale = if ts == 1.0 {
         String::new()
@@ -331,7 +334,7 @@ fn chart_figures(h: &mut String, charts: &[Chart], m: &RunMeta) {
     let _ = write!(
         h,
         "<section id=\"charts\">\n<h2>The run, second by second</h2>\n\
-         <p class=\"sub\">One time axis for charts 1–5, scenario seconds since the load started{scale}; \
+         <p class=\"sub\">One time axis for charts 1–{time_charts}, scenario seconds since the load started{scale}; \
          counts are per scenario second; latencies, Retry-After and drain times are as measured in the rehearsal; \
          shaded bands are the scenario's phases (orange: overloaded in the plan).</p>\n",
     );

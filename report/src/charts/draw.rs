@@ -337,6 +337,25 @@ pub(super) fn series(
     Ok(())
 }
 
+/// Draws one series dashed (its unbroken points joined), a dot on every
+/// point when there are few.
+pub(super) fn dashed_series(
+    chart: &mut TimeCtx<'_, '_>,
+    points: impl Iterator<Item = (f64, Option<f64>)>,
+    color: RGBColor,
+    dots: bool,
+) -> DrawResult {
+    for run in runs(points) {
+        if run.len() == 1 || dots {
+            chart.draw_series(run.iter().map(|p| Circle::new(*p, 3, color.filled())))?;
+        }
+        if run.len() > 1 {
+            chart.draw_series(DashedLineSeries::new(run, 6, 4, color.stroke_width(2)))?;
+        }
+    }
+    Ok(())
+}
+
 /// A dashed horizontal line across the whole time axis.
 pub(super) fn hline(chart: &mut TimeCtx<'_, '_>, span: f64, y: f64, color: RGBColor) -> DrawResult {
     chart.draw_series(DashedLineSeries::new(

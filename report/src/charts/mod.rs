@@ -18,8 +18,8 @@
 //! - `timeline`: the run's seconds in buckets of a few for a long run;
 //! - `draw`: fonts, colours, the SVG document, title, legend, the time
 //!   chart's frame with its bands, series and lines;
-//! - `time_charts`: charts 1–5 (traffic, requests, latency, memory,
-//!   Retry-After);
+//! - `time_charts`: the time charts (traffic, calls per provider with
+//!   several, requests, latency, memory, Retry-After);
 //! - `distribution`: chart 6, the HDR percentile plot;
 //! - `curves`: a calibration sweep's latency and throughput against
 //!   concurrency, the knee and the recommended limit marked
@@ -34,14 +34,14 @@ mod raster;
 mod time_charts;
 mod timeline;
 
-use assertions::Second;
+use assertions::{ProviderSeconds, Second};
 use hdrhistogram::Histogram;
 
 use self::axes::TimeAxis;
 use self::curves::{latency_curve, throughput_curve};
 use self::distribution::distribution;
 use self::draw::{DrawResult, Frame};
-use self::time_charts::{latency, memory, requests, retry_after, traffic};
+use self::time_charts::{latency, memory, providers, requests, retry_after, traffic};
 use self::timeline::Rows;
 use crate::calibration::Calibration;
 
@@ -67,6 +67,9 @@ pub struct Band {
 pub struct ChartData<'a> {
     /// The run scenario second by scenario second.
     pub seconds: &'a [Second],
+    /// With several providers, each one's calls and refusals per second
+    /// (as long as `seconds`); empty with one.
+    pub providers: &'a [ProviderSeconds],
     /// Length of the time axis in scenario seconds: at least the timeline's and the
     /// load schedule's (so a run that ended early shows where it stopped).
     pub span_s: f64,
@@ -100,36 +103,57 @@ pub struct Chart {
     pub svg: Result<String, String>,
 }
 
-/// Draws all six charts.
+/// A chart's id, its title without its number, and how it is drawn.
+type Entry = (&'static str, &'static str, fn(&Frame) -> DrawResult<String>);
+
+/// Draws the charts, numbered in order: six, and with several providers a
+/// seventh after the traffic, each provider's calls and refusals. The time
+/// charts come first (all but the last, the distribution).
 pub fn render_all(d: &ChartData) -> Vec<Chart> {
     let rows = Rows::of(d.seconds);
     let x = TimeAxis::new(d.span_s.max(rows.end()));
-    let mk = |id, title: &str, f: &dyn Fn(&Frame) -> DrawResult<String>| {
-        drawn(id, title, || {
-            f(&Frame {
-                d,
-                rows: &rows,
-                x: &x,
-                title,
+    let mut entries: Vec<Entry> = vec![("traffic", "Traffic per second", traffic)];
+    if !d.providers.is_empty() {
+        entries.push((
+            "providers",
+            "Calls and refusals per provider per second",
+            providers,
+        ));
+    }
+    entries.extend([
+        (
+            "requests",
+            "Where the requests are",
+            requests as fn(&Frame) -> _,
+        ),
+        ("latency", "Latency per second, p50 and p99", latency),
+        ("memory", "Gateway memory (RSS)", memory),
+        (
+            "retry-after",
+            "Retry-After given vs backlog drain time measured",
+            retry_after,
+        ),
+        (
+            "distribution",
+            "End-to-end latency distribution (HDR percentile plot)",
+            distribution,
+        ),
+    ]);
+    entries
+        .into_iter()
+        .enumerate()
+        .map(|(k, (id, title, f))| {
+            let title = format!("{}. {title}", k + 1);
+            drawn(id, &title, || {
+                f(&Frame {
+                    d,
+                    rows: &rows,
+                    x: &x,
+                    title: &title,
+                })
             })
         })
-    };
-    vec![
-        mk("traffic", "1. Traffic per second", &traffic),
-        mk("requests", "2. Where the requests are", &requests),
-        mk("latency", "3. Latency per second, p50 and p99", &latency),
-        mk("memory", "4. Gateway memory (RSS)", &memory),
-        mk(
-            "retry-after",
-            "5. Retry-After given vs backlog drain time measured",
-            &retry_after,
-        ),
-        mk(
-            "distribution",
-            "6. End-to-end latency distribution (HDR percentile plot)",
-            &distribution,
-        ),
-    ]
+        .collect()
 }
 
 /// Draws `rehearse calibrate`'s two curves: latency (p50, p90, p99) and
@@ -221,6 +245,7 @@ mod tests {
         let all = hist(&[1, 2, 200, 210, 220, 900, 1900]);
         render_all(&ChartData {
             seconds,
+            providers: &[],
             span_s,
             bands: bands(),
             queue_bound: Some(245.0),
@@ -327,6 +352,7 @@ mod tests {
         let empty = Histogram::new(3).unwrap();
         let charts = render_all(&ChartData {
             seconds: &[],
+            providers: &[],
             span_s: 0.0,
             bands: Vec::new(),
             queue_bound: None,
@@ -369,10 +395,82 @@ mod tests {
     }
 
     #[test]
+    fn several_providers_get_their_own_chart_after_the_traffic() {
+        let seconds: Vec<_> = (0..10).map(second).collect();
+        // The primary refuses from second 4 on and its calls fall away; the
+        // secondary takes them.
+        let providers = vec![
+            ProviderSeconds {
+                name: "primary".into(),
+                calls: vec![30, 30, 30, 30, 12, 3, 0, 0, 0, 0],
+                refusals: vec![0, 0, 0, 0, 12, 3, 0, 0, 0, 0],
+            },
+            ProviderSeconds {
+                name: "secondary".into(),
+                calls: vec![0, 0, 0, 0, 18, 27, 30, 30, 30, 30],
+                refusals: vec![0; 10],
+            },
+        ];
+        let served = hist(&[200, 210]);
+        let charts = render_all(&ChartData {
+            seconds: &seconds,
+            providers: &providers,
+            span_s: 10.0,
+            bands: bands(),
+            queue_bound: None,
+            first_shed: None,
+            slo_ms: None,
+            memory_ceiling_bytes: None,
+            events: Vec::new(),
+            served: &served,
+            all: &served,
+        });
+        let ids: Vec<_> = charts.iter().map(|c| c.id).collect();
+        assert_eq!(
+            ids,
+            [
+                "traffic",
+                "providers",
+                "requests",
+                "latency",
+                "memory",
+                "retry-after",
+                "distribution"
+            ]
+        );
+        // Numbered in order, the rest moved down by one.
+        assert_eq!(
+            charts[1].title,
+            "2. Calls and refusals per provider per second"
+        );
+        assert_eq!(charts[2].title, "3. Where the requests are");
+        assert!(charts[6].title.starts_with("7. End-to-end latency"));
+        let svg = charts[1].svg.as_ref().unwrap();
+        for label in [
+            "primary: calls",
+            "primary: refused (429, 503, 529)",
+            "secondary: calls",
+            "provider calls per second",
+        ] {
+            assert!(svg.contains(label), "{label}");
+        }
+        assert!(!svg.contains("no provider calls recorded"));
+        assert_eq!(&png(svg).unwrap()[1..4], b"PNG");
+        // A long run is bucketed like the other series: 2,400 seconds, one
+        // point per two, each the mean of its seconds.
+        let rows = Rows::of(&(0..2400).map(second).collect::<Vec<_>>());
+        let calls: Vec<u64> = (0..2400).map(|t| t % 2 * 10).collect();
+        let pts = rows.per_second(&calls);
+        assert_eq!(pts.len(), 1200);
+        assert_eq!(pts[0], (1.0, 5.0));
+    }
+
+    #[test]
     fn phase_names_are_escaped_in_the_svg() {
         let served = hist(&[200]);
         let charts = render_all(&ChartData {
             seconds: &[second(0), second(1)],
+            providers: &[],
             span_s: 2.0,
             bands: vec![Band {
                 from_s: 0.0,

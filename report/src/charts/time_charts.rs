@@ -1,12 +1,14 @@
-//! Charts 1–5, on the shared time axis: traffic, where the requests are,
-//! latency, gateway memory, and Retry-After against the drain time.
+//! The time charts, on the shared time axis: traffic, calls and refusals
+//! per provider (several providers), where the requests are, latency,
+//! gateway memory, and Retry-After against the drain time.
 
 use plotters::prelude::*;
 
 use super::axes::{linear_axis, log_axis, ms_label, tick, Axis};
 use super::draw::{
-    band_items, hline, legend, legend_rows, no_data, series, svg_document, time_chart, DrawResult,
-    Frame, Mark, C_BLUE, C_GREEN, C_GREY, C_LIMIT, C_ORANGE, C_PURPLE, C_RED, C_SKY, C_TEXT,
+    band_items, dashed_series, hline, legend, legend_rows, no_data, series, svg_document,
+    time_chart, DrawResult, Frame, Mark, C_BLUE, C_GREEN, C_GREY, C_LIMIT, C_ORANGE, C_PURPLE,
+    C_RED, C_SKY, C_TEXT,
 };
 use super::timeline::Row;
 use super::{count, num};
@@ -85,6 +87,64 @@ pub(super) fn traffic(fr: &Frame) -> DrawResult<String> {
         series(&mut chart, col(|r| r.ok), C_GREEN, 2, d)?;
         if rows.is_empty() {
             no_data(&chart, root, "no attempts recorded")?;
+        }
+        legend(root, &items)
+    })
+}
+
+/// Each provider's colour, in the scenario's order (a seventh takes the
+/// first's again).
+const PROVIDER_COLOURS: [RGBColor; 6] = [C_BLUE, C_ORANGE, C_GREEN, C_PURPLE, C_SKY, C_RED];
+
+/// With several providers: each one's calls per second (solid) and, of
+/// them, its refusals (429, 503, 529; dashed, same colour). Where traffic
+/// moved when one browned out, and whether the gateway kept calling a
+/// provider that was refusing, read off one chart.
+pub(super) fn providers(fr: &Frame) -> DrawResult<String> {
+    let ps = fr.d.providers;
+    let points: Vec<(Vec<(f64, f64)>, Vec<(f64, f64)>)> = ps
+        .iter()
+        .map(|p| {
+            (
+                fr.rows.per_second(&p.calls),
+                fr.rows.per_second(&p.refusals),
+            )
+        })
+        .collect();
+    let max = points
+        .iter()
+        .flat_map(|(c, r)| c.iter().chain(r))
+        .map(|p| p.1)
+        .fold(0.0, f64::max);
+    let (hi, step, ticks) = linear_axis(max);
+    let colour = |i: usize| PROVIDER_COLOURS[i % PROVIDER_COLOURS.len()];
+    let mut items = Vec::new();
+    for (i, p) in ps.iter().enumerate() {
+        items.push((format!("{}: calls", p.name), Mark::Line(colour(i), 2)));
+        items.push((
+            format!("{}: refused (429, 503, 529)", p.name),
+            Mark::Dashed(colour(i)),
+        ));
+    }
+    items.extend(band_items(fr.d));
+    svg_document(legend_rows(&items), |root| {
+        let fmt = |v: &f64| tick(*v, step);
+        let mut chart = time_chart(
+            root,
+            fr,
+            Axis::linear(0.0, hi, ticks),
+            "provider calls per second",
+            &fmt,
+        )?;
+        let d = dots(fr);
+        for (i, (calls, refusals)) in points.iter().enumerate() {
+            let some =
+                |v: &Vec<(f64, f64)>| v.iter().map(|&(x, y)| (x, Some(y))).collect::<Vec<_>>();
+            series(&mut chart, some(calls).into_iter(), colour(i), 2, d)?;
+            dashed_series(&mut chart, some(refusals).into_iter(), colour(i), d)?;
+        }
+        if points.iter().all(|(c, _)| c.iter().all(|p| p.1 == 0.0)) {
+            no_data(&chart, root, "no provider calls recorded")?;
         }
         legend(root, &items)
     })

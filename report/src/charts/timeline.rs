@@ -98,6 +98,19 @@ impl Rows {
         Rows { rows, bucket }
     }
 
+    /// A count per second (one value per timeline second, as a provider's
+    /// calls are) at the rows' points: the mean per second of each bucket.
+    pub(super) fn per_second(&self, values: &[u64]) -> Vec<(f64, f64)> {
+        self.rows
+            .iter()
+            .zip(values.chunks(self.bucket))
+            .map(|(r, chunk)| {
+                let sum: u64 = chunk.iter().sum();
+                (r.x, sum as f64 / chunk.len() as f64)
+            })
+            .collect()
+    }
+
     /// The end of the last second, seconds since start.
     pub(super) fn end(&self) -> f64 {
         self.rows
