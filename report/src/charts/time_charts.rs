@@ -102,7 +102,9 @@ const PROVIDER_COLOURS: [RGBColor; 6] = [C_BLUE, C_ORANGE, C_GREEN, C_PURPLE, C_
 /// provider that was refusing, read off one chart.
 pub(super) fn providers(fr: &Frame) -> DrawResult<String> {
     let ps = fr.d.providers;
-    let points: Vec<(Vec<(f64, f64)>, Vec<(f64, f64)>)> = ps
+    // Each provider's calls and refusals, at the rows' points.
+    type Points = Vec<(f64, f64)>;
+    let points: Vec<(Points, Points)> = ps
         .iter()
         .map(|p| {
             (
