@@ -140,10 +140,9 @@ pub(super) fn providers(fr: &Frame) -> DrawResult<String> {
         )?;
         let d = dots(fr);
         for (i, (calls, refusals)) in points.iter().enumerate() {
-            let some =
-                |v: &Vec<(f64, f64)>| v.iter().map(|&(x, y)| (x, Some(y))).collect::<Vec<_>>();
-            series(&mut chart, some(calls).into_iter(), colour(i), 2, d)?;
-            dashed_series(&mut chart, some(refusals).into_iter(), colour(i), d)?;
+            let some = |&(x, y): &(f64, f64)| (x, Some(y));
+            series(&mut chart, calls.iter().map(some), colour(i), 2, d)?;
+            dashed_series(&mut chart, refusals.iter().map(some), colour(i), d)?;
         }
         if points.iter().all(|(c, _)| c.iter().all(|p| p.1 == 0.0)) {
             no_data(&chart, root, "no provider calls recorded")?;
