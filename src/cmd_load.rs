@@ -63,8 +63,9 @@ pub struct Args {
     start_at: Option<std::time::SystemTime>,
     /// The fake provider of a staged run: this machine's clock is measured
     /// against it and written to provider-offset.json for `rehearse collect`.
+    /// Several (NAME=URL,NAME=URL, as stage is given them): the first's.
     #[arg(long, value_name = "URL")]
-    provider: Option<String>,
+    provider: Option<harness::ProviderChoice>,
     /// Serve the live series (Prometheus text, GET /metrics) here; a bare port is loopback's.
     #[arg(long, value_name = "ADDR")]
     metrics_listen: Option<String>,
@@ -121,7 +122,16 @@ pub fn main(args: Args) -> Result<Ended, Error> {
          (again to quit at once)",
         options.cancel_grace.as_millis()
     );
-    let (provider, out) = (args.provider.clone(), args.out.clone());
+    let provider = match &args.provider {
+        None => None,
+        Some(harness::ProviderChoice::Urls(urls)) => urls.first().map(|u| u.url.clone()),
+        Some(_) => {
+            return Err(Error::bad_input(anyhow::anyhow!(
+                "--provider: the URL of the staged run's fake provider (of several, the first's)"
+            )))
+        }
+    };
+    let out = args.out.clone();
     let (report, partial) = crate::runtime::block_on(None, Some(note), |cancel| async move {
         let listen = args.metrics_listen.as_deref();
         let scenario = (args.scenario.as_path(), args.time_scale, listen);

@@ -59,7 +59,7 @@ fn scratch(name: &str) -> PathBuf {
 
 /// Reads YAML documents (every document of every file) as JSON, with the
 /// YAML library check-jsonschema brings (ruamel.yaml).
-fn yaml_docs(files: &[PathBuf]) -> Vec<Value> {
+pub(crate) fn yaml_docs(files: &[PathBuf]) -> Vec<Value> {
     let script = "import json, sys\n\
                   from ruamel.yaml import YAML\n\
                   y = YAML(typ='safe')\n\
@@ -95,16 +95,43 @@ fn python_module(module: &str, package: &str) {
     );
 }
 
-fn manifests() -> Vec<PathBuf> {
-    let dir = repo().join("deploy/kubernetes");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+/// The `.yaml` files of a folder of the repository, sorted.
+fn yaml_files(dir: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(repo().join(dir))
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
         .collect();
     files.sort();
+    files
+}
+
+fn manifests() -> Vec<PathBuf> {
+    let files = yaml_files("deploy/kubernetes");
     assert!(files.len() >= 5, "{files:?}");
     files
+}
+
+/// The manifests of a scenario of several providers: `several-providers/`'s
+/// files in place of their namesakes (the provider's Deployment and
+/// Service, the run's ConfigMap), the Jobs as they are.
+pub(crate) fn several_provider_manifests() -> Vec<PathBuf> {
+    let several = yaml_files("deploy/kubernetes/several-providers");
+    assert!(several.len() >= 2, "{several:?}");
+    let mut files: Vec<PathBuf> = manifests()
+        .into_iter()
+        .filter(|f| !several.iter().any(|s| s.file_name() == f.file_name()))
+        .collect();
+    files.extend(several);
+    files
+}
+
+/// Both sets of manifests, each with what it is for.
+fn manifest_sets() -> [(&'static str, Vec<PathBuf>); 2] {
+    [
+        ("one provider", manifests()),
+        ("several providers", several_provider_manifests()),
+    ]
 }
 
 // ---------------------------------------------------------------- manifests
@@ -125,7 +152,8 @@ fn kubernetes_validate(args: &[&str], files: &[PathBuf]) -> Output {
 #[test]
 fn manifests_validate_offline_against_the_kubernetes_schemas() {
     python_module("kubernetes_validate", "kubernetes-validate");
-    let files = manifests();
+    let mut files = manifests();
+    files.extend(yaml_files("deploy/kubernetes/several-providers"));
     for version in [&[][..], &["--kubernetes-version", "1.28"][..]] {
         let out = kubernetes_validate(version, &files);
         assert!(
@@ -154,27 +182,27 @@ fn manifests_validate_offline_against_the_kubernetes_schemas() {
 }
 
 /// The containers of a pod template (init containers first).
-fn containers(pod_spec: &Value) -> Vec<&Value> {
+pub(crate) fn containers(pod_spec: &Value) -> Vec<&Value> {
     ["initContainers", "containers"]
         .iter()
         .flat_map(|k| pod_spec[*k].as_array().into_iter().flatten())
         .collect()
 }
 
-fn pod_spec(doc: &Value) -> &Value {
+pub(crate) fn pod_spec(doc: &Value) -> &Value {
     match doc["kind"].as_str() {
         Some("Pod") => &doc["spec"],
         _ => &doc["spec"]["template"]["spec"],
     }
 }
 
-fn by_name<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
+pub(crate) fn by_name<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
     docs.iter()
         .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
         .unwrap_or_else(|| panic!("no {kind} {name} in deploy/kubernetes/"))
 }
 
-fn args(container: &Value) -> Vec<&str> {
+pub(crate) fn args(container: &Value) -> Vec<&str> {
     container["args"]
         .as_array()
         .unwrap_or_else(|| panic!("no args: {container}"))
@@ -198,8 +226,14 @@ fn env_value<'a>(container: &'a Value, name: &str) -> Option<&'a str> {
 #[test]
 fn manifests_agree_with_each_other_and_the_image() {
     python_module("ruamel.yaml", "check-jsonschema");
-    let docs = yaml_docs(&manifests());
-    let run_config = by_name(&docs, "ConfigMap", "rehearse-run");
+    for (what, files) in manifest_sets() {
+        agree(what, &yaml_docs(&files));
+    }
+}
+
+/// [`manifests_agree_with_each_other_and_the_image`] for one set (`what`).
+fn agree(what: &str, docs: &[Value]) {
+    let run_config = by_name(docs, "ConfigMap", "rehearse-run");
     let config_keys: BTreeSet<&str> = run_config["data"]
         .as_object()
         .unwrap()
@@ -211,7 +245,7 @@ fn manifests_agree_with_each_other_and_the_image() {
         let Some(spec) = Some(pod_spec(doc)).filter(|s| s.is_object()) else {
             continue;
         };
-        let name = doc["metadata"]["name"].as_str().unwrap();
+        let name = &format!("{what}: {}", doc["metadata"]["name"].as_str().unwrap());
         // Not root, in the pod and in every container.
         assert_eq!(spec["securityContext"]["runAsNonRoot"], true, "{name}");
         assert_eq!(spec["securityContext"]["runAsUser"], 65532, "{name}");
@@ -258,7 +292,7 @@ fn manifests_agree_with_each_other_and_the_image() {
                     assert_eq!(r["name"], "rehearse-admin", "{name}");
                     assert_eq!(r["key"], "token", "{name}");
                     // The admin token only ever comes from the Secret.
-                    let want = match name {
+                    let want = match doc["metadata"]["name"].as_str().unwrap() {
                         "rehearse-provider" => "REHEARSE_ADMIN_TOKEN",
                         _ => "REHEARSE_PROVIDER_TOKEN",
                     };
@@ -276,8 +310,8 @@ fn manifests_agree_with_each_other_and_the_image() {
 
     // The provider: one replica behind its Service, token from the Secret,
     // a readiness probe, an emptyDir for the record files it writes.
-    let provider = by_name(&docs, "Deployment", "rehearse-provider");
-    let service = by_name(&docs, "Service", "rehearse-provider");
+    let provider = by_name(docs, "Deployment", "rehearse-provider");
+    let service = by_name(docs, "Service", "rehearse-provider");
     assert_eq!(provider["spec"]["replicas"], 1);
     let labels = &provider["spec"]["template"]["metadata"]["labels"];
     for (k, v) in service["spec"]["selector"].as_object().unwrap() {
@@ -287,11 +321,37 @@ fn manifests_agree_with_each_other_and_the_image() {
     let c = containers(spec)[0];
     let a = args(c);
     assert_eq!(a[0], "provider");
-    let listen = a[a.iter().position(|x| *x == "--listen").unwrap() + 1];
-    let port: u16 = listen.rsplit_once(':').unwrap().1.parse().unwrap();
-    assert_eq!(c["ports"][0]["containerPort"], port);
-    assert_eq!(service["spec"]["ports"][0]["port"], port);
-    assert!(c["readinessProbe"]["httpGet"]["path"].is_string());
+    // Each --listen (NAME=ADDR for each of several providers) has its
+    // container port and a Service port of the same number, in order, and
+    // the run's provider flag names each at that Service port, in order.
+    let listens: Vec<(Option<&str>, u16)> = a
+        .windows(2)
+        .filter(|w| w[0] == "--listen")
+        .map(|w| {
+            let (name, addr) = match w[1].split_once('=') {
+                Some((n, addr)) => (Some(n), addr),
+                None => (None, w[1]),
+            };
+            (name, addr.rsplit_once(':').unwrap().1.parse().unwrap())
+        })
+        .collect();
+    assert!(!listens.is_empty(), "{what}: {a:?}");
+    for (i, (name, port)) in listens.iter().enumerate() {
+        let container_port = &c["ports"][i];
+        assert_eq!(container_port["containerPort"], *port, "{what}");
+        let service_port = &service["spec"]["ports"][i];
+        assert_eq!(service_port["port"], *port, "{what}");
+        assert_eq!(service_port["targetPort"], container_port["name"], "{what}");
+        if let Some(name) = name {
+            assert_eq!(
+                container_port["name"], *name,
+                "{what}: ports named as their providers"
+            );
+        }
+    }
+    let probe = &c["readinessProbe"]["httpGet"];
+    assert!(probe["path"].is_string(), "{what}");
+    assert_eq!(probe["port"], c["ports"][0]["name"], "{what}");
     let records = a[a.iter().position(|x| *x == "--records").unwrap() + 1];
     let mount = c["volumeMounts"]
         .as_array()
@@ -306,13 +366,20 @@ fn manifests_agree_with_each_other_and_the_image() {
         .find(|v| v["name"] == mount["name"])
         .unwrap();
     assert!(volume["emptyDir"].is_object(), "{volume}");
-    // The run's provider URL names that Service and port.
-    let url = run_config["data"]["provider"].as_str().unwrap();
-    assert_eq!(url, format!("http://rehearse-provider:{port}"));
+    let url = |port: &u16| format!("http://rehearse-provider:{port}");
+    let want = match listens.as_slice() {
+        [(None, port)] => url(port),
+        _ => listens
+            .iter()
+            .map(|(name, port)| format!("{}={}", name.expect("several are named"), url(port)))
+            .collect::<Vec<_>>()
+            .join(","),
+    };
+    assert_eq!(run_config["data"]["provider"], want.as_str(), "{what}");
 
     // The load: an Indexed Job of N pods at once, shard I/N each, one
     // start, results on the ReadWriteMany claim.
-    let load = by_name(&docs, "Job", "rehearse-load");
+    let load = by_name(docs, "Job", "rehearse-load");
     let job = &load["spec"];
     assert_eq!(job["completionMode"], "Indexed");
     let n = job["completions"].as_u64().unwrap();
@@ -329,18 +396,18 @@ fn manifests_agree_with_each_other_and_the_image() {
         flag("--out"),
         "/results/$(RUN_ID)/shards/$(JOB_COMPLETION_INDEX)"
     );
-    let claim = by_name(&docs, "PersistentVolumeClaim", "rehearse-results");
+    let claim = by_name(docs, "PersistentVolumeClaim", "rehearse-results");
     assert_eq!(claim["spec"]["accessModes"][0], "ReadWriteMany");
 
     // stage writes the run directory collect merges the N shards into and
     // report judges; all with the same start.
-    let stage = containers(pod_spec(by_name(&docs, "Job", "rehearse-stage")))[0];
+    let stage = containers(pod_spec(by_name(docs, "Job", "rehearse-stage")))[0];
     let a = args(stage);
     assert_eq!(a[0], "stage");
     let out = a[a.iter().position(|x| *x == "--out").unwrap() + 1];
     assert_eq!(out, "/results/$(RUN_ID)/run");
     assert!(a.windows(2).any(|w| w == ["--start-at", "$(START_AT)"]));
-    let collect_job = by_name(&docs, "Job", "rehearse-collect");
+    let collect_job = by_name(docs, "Job", "rehearse-collect");
     let [collect, report] = containers(pod_spec(collect_job))[..] else {
         panic!("collect, then report");
     };
@@ -363,10 +430,47 @@ fn manifests_agree_with_each_other_and_the_image() {
 #[test]
 fn manifest_command_lines_parse_with_this_binary() {
     python_module("ruamel.yaml", "check-jsonschema");
-    let docs = yaml_docs(&manifests());
-    let run_config = by_name(&docs, "ConfigMap", "rehearse-run");
+    for (what, files) in manifest_sets() {
+        let docs = yaml_docs(&files);
+        let checked = parse_command_lines(&docs);
+        let want: BTreeSet<String> = ["provider", "stage", "load", "collect", "report"]
+            .map(String::from)
+            .into();
+        assert_eq!(checked, want, "{what}");
+    }
+}
+
+/// A container's command line as its pod would run it: each `$(VAR)`
+/// replaced by its env value (a plain value, or the run ConfigMap's key;
+/// `JOB_COMPLETION_INDEX`: `index`).
+pub(crate) fn pod_argv(c: &Value, run_config: &Value, index: u32) -> Vec<String> {
+    let mut values: BTreeMap<String, String> = BTreeMap::new();
+    values.insert("JOB_COMPLETION_INDEX".into(), index.to_string());
+    for e in c["env"].as_array().into_iter().flatten() {
+        let name = e["name"].as_str().unwrap().to_string();
+        let value = match (&e["value"], &e["valueFrom"]["configMapKeyRef"]["key"]) {
+            (Value::String(v), _) => v.clone(),
+            (_, Value::String(k)) => run_config["data"][k].as_str().unwrap().to_string(),
+            _ => continue,
+        };
+        values.entry(name).or_insert(value);
+    }
+    args(c)
+        .iter()
+        .map(|a| {
+            values
+                .iter()
+                .fold(a.to_string(), |a, (k, v)| a.replace(&format!("$({k})"), v))
+        })
+        .collect()
+}
+
+/// Each rehearse command line of `docs`, its `$(VAR)`s replaced, parsed by
+/// the binary; the subcommands checked.
+fn parse_command_lines(docs: &[Value]) -> BTreeSet<String> {
+    let run_config = by_name(docs, "ConfigMap", "rehearse-run");
     let mut checked = BTreeSet::new();
-    for doc in &docs {
+    for doc in docs {
         let spec = pod_spec(doc);
         for c in containers(spec)
             .into_iter()
@@ -378,25 +482,7 @@ fn manifest_command_lines_parse_with_this_binary() {
             {
                 continue;
             }
-            let mut values: BTreeMap<String, String> = BTreeMap::new();
-            values.insert("JOB_COMPLETION_INDEX".into(), "3".into());
-            for e in c["env"].as_array().into_iter().flatten() {
-                let name = e["name"].as_str().unwrap().to_string();
-                let value = match (&e["value"], &e["valueFrom"]["configMapKeyRef"]["key"]) {
-                    (Value::String(v), _) => v.clone(),
-                    (_, Value::String(k)) => run_config["data"][k].as_str().unwrap().to_string(),
-                    _ => continue,
-                };
-                values.entry(name).or_insert(value);
-            }
-            let argv: Vec<String> = args(c)
-                .iter()
-                .map(|a| {
-                    values
-                        .iter()
-                        .fold(a.to_string(), |a, (k, v)| a.replace(&format!("$({k})"), v))
-                })
-                .collect();
+            let argv = pod_argv(c, run_config, 3);
             assert!(!argv.iter().any(|a| a.contains("$(")), "{argv:?}");
             let out = run(
                 Command::new(common::rehearse_bin())
@@ -412,10 +498,7 @@ fn manifest_command_lines_parse_with_this_binary() {
             checked.insert(argv[0].clone());
         }
     }
-    let want: BTreeSet<String> = ["provider", "stage", "load", "collect", "report"]
-        .map(String::from)
-        .into();
-    assert_eq!(checked, want);
+    checked
 }
 
 // ---------------------------------------------------------------- CI files

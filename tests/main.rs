@@ -19,6 +19,7 @@ mod failover;
 mod flash;
 mod gateways;
 mod incidents;
+mod kubernetes;
 mod metrics;
 mod multihost;
 mod provider_admin;

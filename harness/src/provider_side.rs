@@ -43,8 +43,25 @@ impl std::str::FromStr for ProviderChoice {
     type Err = String;
 
     /// `in-process`, `external`, an `http://` / `https://` URL, or
-    /// `NAME=URL` (one `--provider` flag).
+    /// `NAME=URL` (one `--provider` flag), or several `NAME=URL` in one
+    /// value, comma-separated (one ConfigMap key for a Job's flag).
     fn from_str(s: &str) -> Result<ProviderChoice, String> {
+        if s.contains(',') {
+            let mut all = Vec::new();
+            for part in s.split(',').map(str::trim) {
+                match part.parse::<ProviderChoice>()? {
+                    ProviderChoice::Urls(urls) if urls.iter().all(|u| u.name.is_some()) => {
+                        all.extend(urls)
+                    }
+                    _ => {
+                        return Err(format!(
+                            "{part:?} in {s:?}: several providers in one --provider are NAME=URL each, comma-separated"
+                        ))
+                    }
+                }
+            }
+            return Ok(ProviderChoice::Urls(all));
+        }
         let is_url = |u: &str| u.starts_with("http://") || u.starts_with("https://");
         let at = |name: Option<&str>, u: &str| {
             ProviderChoice::Urls(vec![ProviderAt {
@@ -474,6 +491,42 @@ mod tests {
             .parse::<ProviderChoice>()
             .unwrap_err()
             .contains("in-process"));
+    }
+
+    #[test]
+    fn several_named_urls_read_from_one_comma_separated_value() {
+        assert_eq!(
+            "primary=http://p:8080, backup=http://p:8081/".parse(),
+            Ok(ProviderChoice::Urls(vec![
+                at(Some("primary"), "http://p:8080"),
+                at(Some("backup"), "http://p:8081")
+            ]))
+        );
+        // Every part named: an unnamed URL among several says which.
+        let err = "primary=http://p:8080,http://p:8081"
+            .parse::<ProviderChoice>()
+            .unwrap_err();
+        assert!(err.contains("\"http://p:8081\" in"), "{err}");
+        assert!(err.contains("NAME=URL each"), "{err}");
+        // A bad part keeps its own reason; an empty part is refused.
+        assert!("a=http://p:1,B=http://p:2"
+            .parse::<ProviderChoice>()
+            .unwrap_err()
+            .contains("a-z"));
+        assert!("a=http://p:1,"
+            .parse::<ProviderChoice>()
+            .unwrap_err()
+            .contains("in-process"));
+        assert!("external,a=http://p:1"
+            .parse::<ProviderChoice>()
+            .unwrap_err()
+            .contains("\"external\" in"));
+        // A list and a repeated flag combine alike.
+        let flags = ["a=http://p:1,b=http://p:2", "c=http://p:3"].map(|f| f.parse().unwrap());
+        let ProviderChoice::Urls(urls) = ProviderChoice::combine(flags.to_vec()).unwrap() else {
+            panic!("urls")
+        };
+        assert_eq!(urls.len(), 3);
     }
 
     #[test]
