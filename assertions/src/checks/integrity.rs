@@ -1,0 +1,362 @@
+//! The checks of what a run must not lose, hide or outgrow: the gateway's
+//! memory (`memory_ceiling`), answers lost or cut short (`no_silent_loss`,
+//! `no_silent_truncation`), and whether the run measured the gateway at
+//! all (`harness_valid`, `upstream_seen`, the provider-side checks without
+//! provider calls).
+
+use crate::expect::{
+    Expectations, HarnessValidThreshold, MemoryCeilingThreshold, NoSilentLossThreshold,
+    NoSilentTruncationThreshold,
+};
+use crate::tally::LOST;
+use crate::verdict::{count, mib, num, percent, plural, secs, Figure, Status, Verdict};
+
+use super::{Evidence, DISABLED, NO_ATTEMPTS, US};
+
+/// `memory_ceiling`: the gateway's peak resident memory is at most the
+/// ceiling.
+pub(crate) fn memory_ceiling(ev: &Evidence, th: &MemoryCeilingThreshold) -> Verdict {
+    const ID: &str = "memory_ceiling";
+    if !th.enabled {
+        return Verdict::skipped(ID, "disabled", DISABLED);
+    }
+    let Some(ceiling) = ev.expect.memory_ceiling_bytes else {
+        return Verdict::skipped(
+            ID,
+            "no memory ceiling",
+            "no memory ceiling is set for the gateway",
+        );
+    };
+    if ev.tally.oom_kills > 0 {
+        // A process killed at its limit never shows a sample over it.
+        let peak = ev
+            .tally
+            .peak_rss
+            .map_or("not sampled".into(), |p| mib(p.rss_bytes));
+        return Verdict::new(
+            ID,
+            Status::Fail,
+            format!("killed by its memory limit {}x", ev.tally.oom_kills),
+            format!("peak RSS at most {}", mib(ceiling)),
+            format!("killed by its memory limit {} times; peak sampled {peak}", ev.tally.oom_kills),
+            format!(
+                "the gateway was killed by its memory limit {} times (the samples before each kill peaked at {peak}): it outgrew its memory",
+                ev.tally.oom_kills
+            ),
+        );
+    }
+    let Some(peak) = ev.tally.peak_rss else {
+        return Verdict::skipped(
+            ID,
+            "memory not sampled",
+            "no data: the gateway's memory was not sampled (not spawned by the harness, and no rss_metric)",
+        );
+    };
+    let predicted = format!("peak RSS at most {}", mib(ceiling));
+    let observed = format!("peak RSS {}", mib(peak.rss_bytes));
+    let share = peak.rss_bytes as f64 / ceiling.max(1) as f64;
+    let short = format!(
+        "peak RSS {} (ceiling {})",
+        mib(peak.rss_bytes),
+        mib(ceiling)
+    );
+    let figure = Figure::higher(peak.rss_bytes as f64, "bytes", "peak RSS");
+    let v = if peak.rss_bytes <= ceiling {
+        Verdict::new(
+            ID,
+            Status::Pass,
+            short,
+            predicted,
+            observed,
+            format!(
+                "peak resident memory {} stayed under the {} ceiling ({} of it)",
+                mib(peak.rss_bytes),
+                mib(ceiling),
+                percent(share)
+            ),
+        )
+    } else {
+        Verdict::new(
+            ID,
+            Status::Fail,
+            short,
+            predicted,
+            observed,
+            format!(
+                "resident memory reached {} {} into the run, over the {} ceiling: bound what the gateway holds per waiting request",
+                mib(peak.rss_bytes),
+                secs(peak.t_us.saturating_sub(ev.expect.start_us) as f64 / US),
+                mib(ceiling)
+            ),
+        )
+    };
+    v.with(figure)
+}
+
+/// The checks that read the provider's side of the run (the joins, the
+/// calls): without a single provider call they have no data.
+pub(crate) const PROVIDER_SIDE: [&str; 4] = ["shed_onset", "drain", "stale_dispatch", "goodput"];
+
+/// A check of [`PROVIDER_SIDE`] in a run whose provider recorded no call
+/// while the gateway answered some requests (so something else answered
+/// them): skipped with the reason, whatever it would have said. A gateway
+/// that answered nothing (it refused everything) needed no provider, and
+/// its checks stand as judged from the client's side (`drain` passes
+/// when nothing waited, `goodput` fails).
+pub(crate) fn without_provider_calls(v: Verdict, calls: u64, answered: u64) -> Verdict {
+    if calls > 0 || answered == 0 || !PROVIDER_SIDE.contains(&v.id) || v.status == Status::Skipped {
+        return v;
+    }
+    Verdict::skipped(
+        v.id,
+        "no provider calls",
+        "no data: the fake provider recorded no calls, so the provider's side of this check was never seen",
+    )
+}
+
+/// Answers fewer than this share of which reached the fake provider mean
+/// the gateway's upstream is something else (a cache answers some, never
+/// almost all).
+pub(crate) const UPSTREAM_MIN_SHARE: f64 = 0.01;
+
+/// The run is invalid when the gateway answered at least 10 requests with
+/// success while the fake provider received fewer calls than
+/// [`UPSTREAM_MIN_SHARE`] of them: its answers came from elsewhere, and
+/// every join (the depth, the backlog, stale dispatch) would be read from
+/// data the harness never saw. `None` when the run is not so.
+pub(crate) fn upstream_seen(ev: &Evidence) -> Option<Verdict> {
+    let ok = ev.summary.counts.ok;
+    let calls = ev.summary.provider.calls;
+    if ok < 10 || calls as f64 >= UPSTREAM_MIN_SHARE * ok as f64 {
+        return None;
+    }
+    Some(Verdict::new(
+        "harness_valid",
+        Status::Invalid,
+        format!(
+            "{} provider calls for {} answers",
+            count(calls),
+            count(ok)
+        ),
+        format!(
+            "the fake provider receives the gateway's calls (at least {} of its answers)",
+            percent(UPSTREAM_MIN_SHARE)
+        ),
+        format!(
+            "{} provider calls for {} answers",
+            count(calls),
+            count(ok)
+        ),
+        format!(
+            "the gateway answered {} requests with success while the fake provider received {}: the gateway's upstream is not the fake provider (point it at the provider URL the run prints), so the depth, the backlog and stale dispatch cannot be judged",
+            count(ok),
+            plural(calls, "call", "calls")
+        ),
+    ))
+}
+
+/// `no_silent_loss`: attempts that ended in a reset, a connection error, a
+/// malformed answer or a timeout (the gateway neither answered nor shed
+/// within the caller's patience) are at most `max_lost`.
+pub(crate) fn no_silent_loss(ev: &Evidence, th: &NoSilentLossThreshold) -> Verdict {
+    const ID: &str = "no_silent_loss";
+    if !th.enabled {
+        return Verdict::skipped(ID, "disabled", DISABLED);
+    }
+    if ev.no_attempts() {
+        return Verdict::skipped(ID, "no attempts", NO_ATTEMPTS);
+    }
+    let by_kind = ev.tally.lost;
+    let lost: u64 = by_kind.iter().sum();
+    let sent = ev.tally.attempts;
+    let breakdown = LOST
+        .iter()
+        .zip(by_kind)
+        .filter(|(_, n)| *n > 0)
+        .map(|((_, one, many), n)| plural(n, one, many))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let predicted = format!("at most {} attempts lost", count(th.max_lost));
+    let observed = format!("{} of {} attempts lost", count(lost), count(sent));
+    let short = format!("{observed} (bound {})", count(th.max_lost));
+    let figure = Figure::higher(lost as f64, "attempts", "attempts lost");
+    let v = if lost == 0 {
+        Verdict::new(
+            ID,
+            Status::Pass,
+            short,
+            predicted,
+            observed,
+            format!(
+                "all {} attempts ended in an answer, a shed or a clear error status",
+                count(sent)
+            ),
+        )
+    } else if lost <= th.max_lost {
+        Verdict::new(
+            ID,
+            Status::Pass,
+            short,
+            predicted,
+            observed,
+            format!(
+                "{} of {} attempts ended without an answer or a shed ({breakdown}), within the allowed {}",
+                count(lost),
+                count(sent),
+                count(th.max_lost)
+            ),
+        )
+    } else {
+        Verdict::new(
+            ID,
+            Status::Fail,
+            short,
+            predicted,
+            observed,
+            format!(
+                "{} of {} attempts ended without an answer or a shed ({breakdown}): the gateway must answer or shed inside the caller's patience",
+                count(lost),
+                count(sent)
+            ),
+        )
+    };
+    v.with(figure)
+}
+
+/// `no_silent_truncation`: of the provider calls cut mid-stream (the
+/// provider's `stream_cut`, or a stream the gateway hung up on after its
+/// first byte), those whose attempt still ended `ok` at the client, with
+/// no later call for that attempt completing (a gateway's retry or
+/// failover), are at most `max_share`: a gateway that ends its own stream
+/// cleanly after an upstream cut (a last chunk and `[DONE]`, or
+/// `message_stop`) hands a truncated answer over as a success. Token
+/// counts alone cannot tell: a cut call's record counts the tokens sent
+/// before the cut, and a relay that passes those on matches them.
+pub(crate) fn no_silent_truncation(ev: &Evidence, th: &NoSilentTruncationThreshold) -> Verdict {
+    const ID: &str = "no_silent_truncation";
+    if !th.enabled {
+        return Verdict::skipped(ID, "disabled", DISABLED);
+    }
+    if ev.no_attempts() {
+        return Verdict::skipped(ID, "no attempts", NO_ATTEMPTS);
+    }
+    let (cut, silent) = (ev.tally.cut_calls, ev.tally.silent_truncations);
+    if cut == 0 {
+        return Verdict::skipped(
+            ID,
+            "no stream cut",
+            "no provider call was cut mid-stream (neither a stream_cut nor a stream the gateway hung up on), so no truncation could be handed over: give the provider a stream_cut fault and streamed requests to judge it",
+        );
+    }
+    let share = silent as f64 / cut as f64;
+    let predicted = format!(
+        "at most {} of the provider's cut streams reach the client as a complete answer",
+        percent(th.max_share)
+    );
+    let observed = format!(
+        "{} of {} cut calls answered ok to the client",
+        count(silent),
+        count(cut)
+    );
+    let short = format!(
+        "{} of {} cut streams answered ok, {} (bound {})",
+        count(silent),
+        count(cut),
+        percent(share),
+        percent(th.max_share)
+    );
+    let figure = Figure::higher(share, "share", "cut streams answered ok");
+    let v = if share <= th.max_share {
+        let detail = if silent == 0 {
+            format!(
+                "none of the {} provider calls cut mid-stream reached the client as a complete answer: each cut was passed on as a break (counted by no_silent_loss) or made good by a later call",
+                count(cut)
+            )
+        } else {
+            format!(
+                "{} of the {} provider calls cut mid-stream reached the client as a complete answer ({}), within the allowed {}",
+                count(silent),
+                count(cut),
+                percent(share),
+                percent(th.max_share)
+            )
+        };
+        Verdict::new(ID, Status::Pass, short, predicted, observed, detail)
+    } else {
+        Verdict::new(
+            ID,
+            Status::Fail,
+            short,
+            predicted,
+            observed,
+            format!(
+                "{} of the {} provider calls cut mid-stream reached the client as a complete answer ({}), over the allowed {}: the gateway ended its own stream cleanly after the provider's broke, handing a truncated answer over as a success; pass the break on (end the client's stream with an error) or retry the call",
+                count(silent),
+                count(cut),
+                percent(share),
+                percent(th.max_share)
+            ),
+        )
+    };
+    v.with(figure)
+}
+
+/// `harness_valid`: the load generator's 99th-percentile send lag is at
+/// most its bound; otherwise the run is `invalid`. A run with no attempts
+/// is invalid too: nothing was rehearsed.
+pub(crate) fn harness_valid(
+    attempts: u64,
+    expect: &Expectations,
+    th: &HarnessValidThreshold,
+) -> Verdict {
+    const ID: &str = "harness_valid";
+    if !th.enabled {
+        return Verdict::skipped(ID, "disabled", DISABLED);
+    }
+    let predicted = format!(
+        "send lag p99 at most {} ms",
+        num(expect.send_lag_bound_ms, 1)
+    );
+    let observed = format!("send lag p99 {} ms", num(expect.send_lag_p99_ms, 1));
+    if attempts == 0 {
+        return Verdict::new(
+            ID,
+            Status::Invalid,
+            "no attempts",
+            predicted,
+            observed,
+            NO_ATTEMPTS,
+        );
+    }
+    let short = format!("{observed} (bound {} ms)", num(expect.send_lag_bound_ms, 1));
+    let figure = Figure::higher(expect.send_lag_p99_ms, "ms", "send lag p99");
+    // Written so that a NaN lag is invalid too.
+    let v = if expect.send_lag_p99_ms <= expect.send_lag_bound_ms {
+        Verdict::new(
+            ID,
+            Status::Pass,
+            short,
+            predicted,
+            observed,
+            format!(
+                "the load generator kept its schedule: send lag p99 {} ms, within the {} ms bound",
+                num(expect.send_lag_p99_ms, 1),
+                num(expect.send_lag_bound_ms, 1)
+            ),
+        )
+    } else {
+        Verdict::new(
+            ID,
+            Status::Invalid,
+            short,
+            predicted,
+            observed,
+            format!(
+                "the load generator fell behind its schedule (send lag p99 {} ms, over the {} ms bound), so the run proves nothing: rerun on a quieter machine or at a smaller time scale",
+                num(expect.send_lag_p99_ms, 1),
+                num(expect.send_lag_bound_ms, 1)
+            ),
+        )
+    };
+    v.with(figure)
+}

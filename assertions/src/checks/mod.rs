@@ -1,0 +1,61 @@
+//! The checks of the checklist (all but `refusals_legible`, in
+//! `legible.rs`, and `concurrency_below_knee`, in `knee.rs`), each a pure
+//! function from the figures the judge kept ([`Evidence`]: the summary,
+//! the timeline's rows, the drain, the first shed and a [`Tally`]) and its
+//! threshold to a [`Verdict`]; none sees a record. A new check is one more
+//! such function, called in `judgement::conclude` (`harness_valid` alone
+//! comes first: the summary says whether the run was valid).
+//!
+//! A check says `skipped` only when it is disabled or has nothing to judge
+//! (no overload to shed in, no memory ceiling, no attempts at all); when
+//! the data needed to show it holds is missing from a run that should have
+//! it, it fails, because a check that passes on a broken gateway is worse
+//! than none.
+
+use crate::expect::Expectations;
+use crate::tally::Tally;
+use crate::timeline::{Drain, FirstShed, Second, Summary};
+
+const US: f64 = 1_000_000.0;
+
+/// Everything the checks read: figures kept while the records went by,
+/// never the records themselves.
+pub(crate) struct Evidence<'a> {
+    pub(crate) expect: &'a Expectations,
+    pub(crate) summary: &'a Summary,
+    /// The timeline's rows.
+    pub(crate) seconds: &'a [Second],
+    pub(crate) drain: Drain,
+    pub(crate) first_shed: Option<FirstShed>,
+    pub(crate) tally: &'a Tally,
+}
+
+impl Evidence<'_> {
+    fn no_attempts(&self) -> bool {
+        self.tally.attempts == 0
+    }
+
+    /// The most requests waiting at once, in the gateway or the backlog.
+    fn peak_waiting(&self) -> u64 {
+        self.summary
+            .gateway
+            .peak_depth
+            .max(self.summary.gateway.peak_backlog)
+    }
+}
+
+pub(crate) const DISABLED: &str = "disabled in [checklist]";
+const NO_ATTEMPTS: &str = "no data: the load generator recorded no attempts";
+
+mod backlog;
+mod integrity;
+mod refusals;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use backlog::{drain, goodput, served_latency, shed_onset, stale_dispatch, stale_share};
+pub(crate) use integrity::{
+    harness_valid, memory_ceiling, no_silent_loss, no_silent_truncation, upstream_seen,
+    without_provider_calls,
+};
+pub(crate) use refusals::retry_after;
