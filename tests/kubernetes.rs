@@ -153,7 +153,7 @@ fn several_provider_manifests_stage_load_and_collect_on_loopback() {
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_secs_f64()
-        + 4.0;
+        + 6.0;
     let data = &mut run_config["data"];
     data["provider"] = Value::String(local_list.join(","));
     data["target"] = Value::String(target);
