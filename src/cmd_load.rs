@@ -48,9 +48,10 @@ pub struct Args {
     /// Stop (partial, exit 3) before the tokens sent would pass N.
     #[arg(long, value_name = "N")]
     max_spend_tokens: Option<u64>,
-    /// What `{provider_url}` in a `[load.request]` header is (a rehearsal's shards get its own).
-    #[arg(long, value_name = "URL")]
-    provider_url: Option<String>,
+    /// What `{provider_url}` in a `[load.request]` header is (a rehearsal's shards get its own);
+    /// NAME=URL for `{provider_url:NAME}` (repeatable or comma-separated; the first is `{provider_url}`).
+    #[arg(long, value_name = "[NAME=]URL")]
+    provider_url: Vec<harness::ProviderChoice>,
     /// Play only shard I of N of the scenario's one seeded schedule (the
     /// people whose index is I mod N): N processes, on one machine or
     /// several, together play the whole, with the same request ids.
@@ -116,7 +117,23 @@ pub fn main(args: Args) -> Result<Ended, Error> {
     options.progress = !args.no_progress && std::io::stderr().is_terminal();
     options.records = !args.no_records;
     options.max_spend_tokens = args.max_spend_tokens;
-    options.provider_url = args.provider_url.clone();
+    options.provider_urls = match harness::ProviderChoice::combine(args.provider_url.clone()) {
+        Ok(harness::ProviderChoice::Urls(urls)) => urls
+            .into_iter()
+            .map(|u| {
+                (
+                    u.name.unwrap_or_else(|| wire::DEFAULT_PROVIDER.into()),
+                    u.url,
+                )
+            })
+            .collect(),
+        Ok(harness::ProviderChoice::InProcess) if args.provider_url.is_empty() => Vec::new(),
+        Ok(_) | Err(_) => {
+            return Err(Error::bad_input(anyhow::anyhow!(
+                "--provider-url: URL, or NAME=URL for each of several providers"
+            )))
+        }
+    };
     let note = format!(
         "stopping: no new arrivals; requests in flight get {} ms, then end as cancelled \
          (again to quit at once)",

@@ -168,3 +168,65 @@ fn portkey_passes_the_providers_429s_through_and_the_verdicts_say_so() {
     );
     assert_eq!(check("no_silent_loss")["status"], "pass", "{stdout}");
 }
+
+/// Portkey's fallback config in one header, its two targets' hosts
+/// filled by `{provider_url:NAME}`: the throttled primary's 429s go on to
+/// the secondary and every request is answered, but Portkey keeps no
+/// cooldown, so each request tries the primary again inside the
+/// Retry-After it was just given: `cooldown_honoured` and `failover` fail,
+/// `no_silent_loss` passes.
+#[test]
+fn portkey_fallback_reaches_both_providers_and_keeps_calling_the_throttled_one() {
+    let server = portkey_dir().join("node_modules/@portkey-ai/gateway/build/start-server.js");
+    assert!(
+        server.exists(),
+        "this test needs Portkey: npm install --prefix {} @portkey-ai/gateway@1.15.2 (.ci/run installs it)",
+        portkey_dir().display()
+    );
+    let _one = one_at_a_time();
+    let dir = scratch("gateways", "portkey-fallback");
+    let (out, out_dir) = on_schedule(|attempt| {
+        let out_dir = dir.join(format!("run-{attempt}"));
+        let out = rehearse()
+            .current_dir(repo())
+            .env("PORTKEY_DIR", portkey_dir())
+            .arg("run")
+            .arg("gateways/portkey-fallback/scenario.toml")
+            .args(["--no-progress", "--out"])
+            .arg(&out_dir)
+            .output()
+            .unwrap();
+        ((out, out_dir.clone()), out_dir)
+    });
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let rep = json(&out_dir.join("report.json"));
+    let status = |id: &str| {
+        rep["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == id)
+            .unwrap_or_else(|| panic!("no check {id}: {rep}"))["status"]
+            .clone()
+    };
+    // Both hosts of the config header were filled: both providers called,
+    // the primary's refusals answered by the secondary.
+    let calls: Vec<wire::ProviderRecord> = std::fs::read_to_string(out_dir.join("provider.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of = |name: &str, status: u16| {
+        calls
+            .iter()
+            .filter(|r| r.provider_name() == name && r.status == status)
+            .count()
+    };
+    assert!(of("primary", 429) >= 20, "{stdout}");
+    assert!(of("secondary", 200) >= of("primary", 429) / 2, "{stdout}");
+    assert_eq!(rep["counts"]["ok"], rep["counts"]["offered"], "{stdout}");
+    assert_eq!(status("no_silent_loss"), "pass", "{stdout}");
+    assert_eq!(status("cooldown_honoured"), "fail", "{stdout}");
+    assert_eq!(status("failover"), "fail", "{stdout}");
+}

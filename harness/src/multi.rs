@@ -418,8 +418,9 @@ pub(crate) struct LocalShards<'a> {
     pub(crate) tls: &'a loadgen::TlsOptions,
     /// Each shard's share of the spending guard's tokens.
     pub(crate) spend_share: Option<u64>,
-    /// The fake provider's URL, for a header's `{provider_url}`.
-    pub(crate) provider_url: &'a str,
+    /// The fake providers' URLs, for a header's `{provider_url}` and
+    /// `{provider_url:NAME}`.
+    pub(crate) provider_urls: &'a crate::ProviderUrls,
 }
 
 /// `rehearse run --shards N`: N `rehearse load --shard I/N` processes of
@@ -463,7 +464,9 @@ pub(crate) async fn run_local_shards(
         if let Some(n) = s.spend_share {
             c.args(["--max-spend-tokens", &n.to_string()]);
         }
-        c.args(["--provider-url", s.provider_url]);
+        for (name, url) in s.provider_urls.iter() {
+            c.args(["--provider-url", &format!("{name}={url}")]);
+        }
         children.push(
             c.spawn()
                 .map_err(|source| RunError::ShardStart { shard: i, source })?,

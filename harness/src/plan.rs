@@ -535,11 +535,10 @@ fn several_providers(
     if s.providers.len() < 2 {
         return (Vec::new(), Vec::new());
     }
-    let end = phases.last().map_or(0.0, |p| p.end);
     let plans: Vec<wire::ProviderPlan> = s
         .providers
         .iter()
-        .map(|cfg| provider_phases(s, cfg, end, req))
+        .map(|cfg| provider_phases(s, cfg, phases, req))
         .collect();
     let mut troubles = Vec::new();
     for (i, p) in plans.iter().enumerate() {
@@ -579,13 +578,14 @@ fn several_providers(
     (plans, troubles)
 }
 
-/// One provider's timeline over the load's `end` seconds.
+/// One provider's timeline over the load's `phases`.
 fn provider_phases(
     s: &Scenario,
     cfg: &fake_provider::ProviderConfig,
-    end: f64,
+    load: &[LoadPhase],
     req: &PerRequest,
 ) -> wire::ProviderPlan {
+    let end = load.last().map_or(0.0, |p| p.end);
     let mut cuts = vec![0.0, end];
     for p in &cfg.timeline {
         cuts.push(p.from.0.as_secs_f64());
@@ -616,7 +616,7 @@ fn provider_phases(
                 ceiling_per_min: per_min(at.ceiling_per_s),
                 capacity_per_min: capacity,
                 service_s: at.service_s,
-                trouble: trouble(&base, &at),
+                trouble: trouble(&base, &at, offered_mean(load, w[0], w[1])),
             }
         })
         .collect();
@@ -628,8 +628,9 @@ fn provider_phases(
 
 /// Why a provider at `at` is in trouble against its `base`: it slows at
 /// least 2x, its faults refuse or fail at least half its calls, or what
-/// its quota or ceiling serves falls to half or less.
-fn trouble(base: &Provider, at: &Provider) -> Option<String> {
+/// its quota or ceiling serves falls to half or less: of its base's, or,
+/// when its base has no limit, of the `offered` load (per second) then.
+fn trouble(base: &Provider, at: &Provider, offered: f64) -> Option<String> {
     if at.failing >= 0.5 {
         return Some(format!("fails {:.0}% of its calls", at.failing * 100.0));
     }
@@ -641,6 +642,11 @@ fn trouble(base: &Provider, at: &Provider) -> Option<String> {
             Some(format!("capacity down to {:.0}%", a / b * 100.0))
         }
         (None, Some(a)) if a <= 0.0 => Some("no capacity".into()),
+        (None, Some(a)) if a <= 0.5 * offered => Some(format!(
+            "capacity down to {:.0}/min, under half the {:.0}/min offered",
+            a * 60.0,
+            offered * 60.0
+        )),
         _ => None,
     }
 }
@@ -753,6 +759,57 @@ max_tokens = { fixed = 400 }
         // One provider: none of it.
         let one = plan(&scenario(FLASH));
         assert!(one.providers.is_empty() && one.troubles.is_empty());
+    }
+
+    /// A provider with no limit of its own that a timeline phase puts on
+    /// a quota below half the offered load is in trouble then (a gateway
+    /// must route around it); one whose quota still serves the load is not.
+    #[test]
+    fn a_quota_phase_on_an_unlimited_provider_is_trouble_below_half_the_load() {
+        let text = |tpm: u32| {
+            format!(
+                r#"
+[scenario]
+name = "t"
+[[providers]]
+name = "primary"
+completion_tokens = {{ fixed = 8 }}
+[[providers.timeline]]
+name = "throttled"
+from = "2s"
+until = "6s"
+quota = {{ tokens_per_minute = {tpm} }}
+[[providers]]
+name = "secondary"
+completion_tokens = {{ fixed = 8 }}
+[gateway]
+url = "http://127.0.0.1:9"
+[load]
+[[load.phases]]
+duration = "8s"
+rate = 20
+[load.request]
+prompt_tokens = {{ fixed = 20 }}
+max_tokens = {{ fixed = 8 }}
+"#
+            )
+        };
+        // 28 tokens a request: 600 a minute serve 21 of the 1,200 offered.
+        let p = plan(&scenario(&text(600)));
+        assert_eq!(p.troubles.len(), 1, "{:?}", p.troubles);
+        let t = &p.troubles[0];
+        assert_eq!(
+            (t.provider.as_str(), t.start_s, t.duration_s),
+            ("primary", 2.0, 4.0)
+        );
+        assert!(
+            t.why.contains("under half the 1200/min offered"),
+            "{}",
+            t.why
+        );
+        assert_eq!(t.others_per_min, None, "the secondary has no limit");
+        // 28,000 a minute serve all 1,200: no trouble.
+        assert!(plan(&scenario(&text(28_000))).troubles.is_empty());
     }
 
     #[test]

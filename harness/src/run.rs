@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use crate::expectations::LoadResult;
 use crate::provider_side::{ProviderChoice, ProviderSide};
+use crate::provider_urls::ProviderUrls;
 use tokio_util::sync::CancellationToken;
 use wire::{ClientRecord, Expectations, GatewayEvent, Plan, RunMeta};
 
@@ -161,7 +162,7 @@ pub async fn run(
         live_series(metrics_listener, &p, &run_id, &provider, &gateway.url)?;
     let (load, mut notes) = drive(
         &p,
-        (&gateway.url, &provider_url),
+        (&gateway.url, &urls),
         opts,
         (provider.start_at(), live),
         cancel.clone(),
@@ -438,7 +439,7 @@ fn live_series(
 /// its report (none when it stopped early) and what to note about it.
 async fn drive(
     p: &Prepared,
-    (target_url, provider_url): (&str, &str),
+    (target_url, urls): (&str, &ProviderUrls),
     opts: &RunOptions,
     (start_at, live): (Option<std::time::SystemTime>, Arc<loadgen::Live>),
     cancel: CancellationToken,
@@ -460,7 +461,7 @@ async fn drive(
                 .unwrap_or_else(|| std::time::SystemTime::now() + Duration::from_secs(2)),
             tls: &opts.tls,
             spend_share: opts.max_spend_tokens.map(|n| n / u64::from(opts.shards)),
-            provider_url,
+            provider_urls: urls,
         };
         notes.push(format!(
             "the load came from {} processes (shards), merged; each one's files are under shards/",
@@ -487,7 +488,10 @@ async fn drive(
     lo.tls = opts.tls.clone();
     lo.max_spend_tokens = opts.max_spend_tokens;
     lo.live = Some(live);
-    lo.provider_url = Some(provider_url.to_owned());
+    lo.provider_urls = urls
+        .iter()
+        .map(|(n, u)| (n.to_string(), u.to_string()))
+        .collect();
     lo.open_files_shared = matches!(opts.provider, crate::ProviderChoice::InProcess);
     match loadgen::run(&p.rehearsal.load, &target, &lo, cancel).await {
         Ok(r) => {

@@ -222,7 +222,7 @@ impl SweepRequests {
         }
         let id = format!("calibrate-{n}");
         for h in &shape.headers {
-            let value = h.value(tenant, (&id, 1), None).ok_or_else(|| {
+            let value = h.value(tenant, (&id, 1), &[]).ok_or_else(|| {
                 format!(
                     "header `{}` needs {{provider_url}}, which a calibration sweep does not know",
                     h.name

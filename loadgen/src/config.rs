@@ -230,8 +230,9 @@ pub struct RequestConfig {
     /// OpenAI and x-api-key for Anthropic).
     pub auth: Option<Auth>,
     /// Headers sent with every request; a value may hold `{tenant}`,
-    /// `{request_id}`, `{attempt}` and `{provider_url}` (the provider
-    /// behind the gateway: a rehearsal's fake provider).
+    /// `{request_id}`, `{attempt}`, `{provider_url}` (the provider behind
+    /// the gateway: a rehearsal's fake provider, its first of several) and
+    /// `{provider_url:NAME}` (provider NAME's).
     #[serde(default)]
     pub headers: std::collections::BTreeMap<String, String>,
     /// The model name sent.
@@ -968,8 +969,13 @@ fn tenants(
             }
         })?;
         // A provider URL is known only at run time; any stands for it.
-        head::Head::new(Vec::new(), &request.headers, &t.name, Some("http://p"))
-            .map_err(|m| source.error(&at("name"), m))?;
+        head::Head::new(
+            Vec::new(),
+            &request.headers,
+            &t.name,
+            &[("default".into(), "http://p".into())],
+        )
+        .map_err(|m| source.error(&at("name"), m))?;
         let weights = phase_names
             .iter()
             .map(|p| t.phases.get(*p).copied().unwrap_or(t.share))

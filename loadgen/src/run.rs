@@ -191,10 +191,12 @@ pub struct LoadOptions {
     /// The live counters to count into, for a caller that reads them
     /// while the run goes on (`--metrics-listen`); `None`: the run's own.
     pub live: Option<Arc<Live>>,
-    /// What a scenario header's `{provider_url}` is: the provider behind
-    /// the gateway (a rehearsal's fake provider). `None`: a header that
-    /// needs it is an error when the run starts.
-    pub provider_url: Option<String>,
+    /// What a scenario header's `{provider_url}` (the first) and
+    /// `{provider_url:NAME}` are: the providers behind the gateway (a
+    /// rehearsal's fake providers), (name, base URL) in the scenario's
+    /// order. Empty: a header that needs one is an error when the run
+    /// starts.
+    pub provider_urls: Vec<(String, String)>,
 }
 
 impl LoadOptions {
@@ -214,7 +216,7 @@ impl LoadOptions {
             open_files: None,
             open_files_shared: false,
             live: None,
-            provider_url: None,
+            provider_urls: Vec::new(),
         }
     }
 }
@@ -429,7 +431,7 @@ pub async fn run(
     };
 
     let plan = Arc::new(plan.clone());
-    let heads = heads(&plan, target, options.provider_url.as_deref())?;
+    let heads = heads(&plan, target, &options.provider_urls)?;
 
     let bounds = bound::steps(&plan, options.shard.count, bound::open_files(options));
     let connector = Connector::new(addr, bounds[0].limit, bounds[0].own()).with_tls(tls);
@@ -534,7 +536,7 @@ pub async fn run(
 fn heads(
     plan: &LoadPlan,
     target: &Target,
-    provider_url: Option<&str>,
+    provider_urls: &[(String, String)],
 ) -> Result<Vec<Head>, LoadRunError> {
     let head = |shape: &RequestShape, tenant: &str| {
         let path = crate::request::head::request_target(
@@ -550,7 +552,7 @@ fn heads(
         if shape.api.dialect() == Dialect::Anthropic {
             prefix.push_str(&format!("{ANTHROPIC_VERSION}: 2023-06-01\r\n"));
         }
-        Head::new(prefix.into_bytes(), &shape.headers, tenant, provider_url)
+        Head::new(prefix.into_bytes(), &shape.headers, tenant, provider_urls)
             .map_err(LoadRunError::Headers)
     };
     std::iter::once(head(&plan.request, DEFAULT_TENANT))

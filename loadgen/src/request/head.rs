@@ -2,7 +2,8 @@
 //! scenario's own headers with their placeholders (`{tenant}`,
 //! `{request_id}`, `{attempt}`, and `{provider_url}`: the fake provider's
 //! base URL in a rehearsal, for a gateway that is told its upstream per
-//! request, as Portkey is).
+//! request, as Portkey is; `{provider_url:NAME}`: provider NAME's, for one
+//! told several, as Portkey's fallback config is).
 //!
 //! The send path is hot, so a header value is split at its placeholders
 //! once, when the scenario is read ([`HeaderTemplate`]); when the run
@@ -73,7 +74,9 @@ impl Auth {
 pub(crate) enum Part {
     Text(String),
     Tenant,
-    ProviderUrl,
+    /// `{provider_url}` (`None`: the first provider's) or
+    /// `{provider_url:NAME}`.
+    ProviderUrl(Option<String>),
     RequestId,
     Attempt,
 }
@@ -91,10 +94,27 @@ pub(crate) struct HeaderTemplate {
 /// header does).
 const PLACEHOLDERS: [(&str, Part); 4] = [
     ("{tenant}", Part::Tenant),
-    ("{provider_url}", Part::ProviderUrl),
+    ("{provider_url}", Part::ProviderUrl(None)),
     ("{request_id}", Part::RequestId),
     ("{attempt}", Part::Attempt),
 ];
+
+/// A named provider's placeholder opens so: `{provider_url:NAME}`.
+const NAMED_OPEN: &str = "{provider_url:";
+
+/// The placeholder `rest` begins with, and its length.
+fn placeholder(rest: &str) -> Option<(Part, usize)> {
+    if let Some((p, part)) = PLACEHOLDERS.iter().find(|(p, _)| rest.starts_with(p)) {
+        return Some((part.clone(), p.len()));
+    }
+    let (name, _) = rest.strip_prefix(NAMED_OPEN)?.split_once('}')?;
+    wire::is_provider_name(name).then(|| {
+        (
+            Part::ProviderUrl(Some(name.to_string())),
+            NAMED_OPEN.len() + name.len() + 1,
+        )
+    })
+}
 
 /// Splits `value` at its placeholders.
 fn split(value: &str) -> Vec<Part> {
@@ -102,12 +122,12 @@ fn split(value: &str) -> Vec<Part> {
     let mut text = String::new();
     let mut rest = value;
     while !rest.is_empty() {
-        if let Some((p, part)) = PLACEHOLDERS.iter().find(|(p, _)| rest.starts_with(p)) {
+        if let Some((part, len)) = placeholder(rest) {
             if !text.is_empty() {
                 parts.push(Part::Text(std::mem::take(&mut text)));
             }
-            parts.push(part.clone());
-            rest = &rest[p.len()..];
+            parts.push(part);
+            rest = &rest[len..];
         } else {
             let c = rest.chars().next().expect("rest is not empty");
             text.push(c);
@@ -152,9 +172,20 @@ pub(crate) fn templates(
         if HeaderValue::from_str(value).is_err() {
             return fail("is not a valid header value (control characters or non-ASCII)".into());
         }
+        let parts = split(value);
+        // A `{provider_url:` left in the text opens no placeholder: a typo
+        // that would otherwise be sent as it is.
+        if parts
+            .iter()
+            .any(|p| matches!(p, Part::Text(t) if t.contains(NAMED_OPEN)))
+        {
+            return fail(format!(
+                "`{NAMED_OPEN}` opens no placeholder: it is `{NAMED_OPEN}NAME}}`, NAME 1 to 64 of a-z, 0-9, _ and - (a scenario's provider)"
+            ));
+        }
         out.push(HeaderTemplate {
             name: header,
-            parts: split(value),
+            parts,
         });
     }
     Ok(out)
@@ -163,19 +194,19 @@ pub(crate) fn templates(
 impl HeaderTemplate {
     /// The value for one request, its placeholders filled, for a client
     /// that sends headers by name (the calibration sweep's); `None` when
-    /// it needs `{provider_url}` and there is none.
+    /// it needs a provider URL that `urls` does not have.
     pub(crate) fn value(
         &self,
         tenant: &str,
         (id, attempt): (&str, u32),
-        provider_url: Option<&str>,
+        urls: &[(String, String)],
     ) -> Option<String> {
         let mut out = String::new();
         for p in &self.parts {
             match p {
                 Part::Text(t) => out.push_str(t),
                 Part::Tenant => out.push_str(tenant),
-                Part::ProviderUrl => out.push_str(provider_url?),
+                Part::ProviderUrl(name) => out.push_str(url_of(urls, name.as_deref())?),
                 Part::RequestId => out.push_str(id),
                 Part::Attempt => out.push_str(itoa::Buffer::new().format(attempt)),
             }
@@ -209,6 +240,31 @@ pub(crate) fn request_target(base_path: &str, path: &str, target_query: Option<&
     out
 }
 
+/// The URL a provider placeholder stands for in `urls` (name, base URL;
+/// the first is `{provider_url}`'s): `name`'s, or the first's.
+fn url_of<'a>(urls: &'a [(String, String)], name: Option<&str>) -> Option<&'a str> {
+    match name {
+        None => urls.first(),
+        Some(n) => urls.iter().find(|(k, _)| k == n),
+    }
+    .map(|(_, u)| u.as_str())
+}
+
+/// Why a header's provider placeholder has no URL in `urls`.
+fn no_url(header: &HeaderName, name: Option<&str>, urls: &[(String, String)]) -> String {
+    let how = "it is filled in a rehearsal, or by `rehearse load --provider-url [NAME=]URL`";
+    match (name, urls.is_empty()) {
+        (None, _) | (Some(_), true) => format!(
+            "header `{header}` needs {{provider_url{}}}, and this load knows no provider ({how})",
+            name.map(|n| format!(":{n}")).unwrap_or_default()
+        ),
+        (Some(n), false) => format!(
+            "header `{header}` needs {{provider_url:{n}}}, and this load knows no provider {n:?} (it knows {}; {how})",
+            urls.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
 /// A piece of the per-request part of a head.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Piece {
@@ -229,14 +285,15 @@ pub(crate) struct Head {
 
 impl Head {
     /// The head of `headers` for `tenant`, after `prefix` (whose lines end
-    /// in CRLF), `{provider_url}` filled with `provider_url`. Errors if
-    /// `tenant` or the URL cannot be written in a header value, or a
-    /// header needs the URL and there is none.
+    /// in CRLF), the provider placeholders filled from `urls` (name, base
+    /// URL; the first is `{provider_url}`'s). Errors if `tenant` or a URL
+    /// cannot be written in a header value, or a header needs a URL that
+    /// `urls` does not have.
     pub(crate) fn new(
         mut prefix: Vec<u8>,
         headers: &[HeaderTemplate],
         tenant: &str,
-        provider_url: Option<&str>,
+        urls: &[(String, String)],
     ) -> Result<Head, String> {
         let mut pieces = Vec::new();
         for h in headers {
@@ -259,7 +316,7 @@ impl Head {
                         }
                         line.extend_from_slice(tenant.as_bytes());
                     }
-                    Part::ProviderUrl => match provider_url {
+                    Part::ProviderUrl(name) => match url_of(urls, name.as_deref()) {
                         Some(url) if HeaderValue::from_str(url).is_ok() => {
                             line.extend_from_slice(url.as_bytes());
                         }
@@ -269,12 +326,7 @@ impl Head {
                                 h.name
                             ))
                         }
-                        None => {
-                            return Err(format!(
-                                "header `{}` needs {{provider_url}}, and this load knows no provider (it is filled in a rehearsal, or by `rehearse load --provider-url`)",
-                                h.name
-                            ))
-                        }
+                        None => return Err(no_url(&h.name, name.as_deref(), urls)),
                     },
                     Part::RequestId | Part::Attempt => {
                         pieces.push(Piece::Bytes(std::mem::take(&mut line).into()));
@@ -400,7 +452,7 @@ mod tests {
             &[],
         )
         .unwrap();
-        let head = Head::new(b"POST / HTTP/1.1\r\n".to_vec(), &t, "shop", None).unwrap();
+        let head = Head::new(b"POST / HTTP/1.1\r\n".to_vec(), &t, "shop", &[]).unwrap();
         assert_eq!(
             String::from_utf8(head.prefix.clone()).unwrap(),
             "POST / HTTP/1.1\r\nx-app: shop\r\nx-plain: v\r\n"
@@ -410,7 +462,7 @@ mod tests {
         assert_eq!(String::from_utf8(out).unwrap(), "x-trace: t-r000007-2\r\n");
         assert_eq!(head.pieces.len(), 5, "{:?}", head.pieces);
         assert!(head.pieces_len("r000007") >= "x-trace: t-r000007-2\r\n".len());
-        assert!(Head::new(Vec::new(), &t, "caf\u{e9}\n", None).is_err());
+        assert!(Head::new(Vec::new(), &t, "caf\u{e9}\n", &[]).is_err());
         let t = templates(
             &headers(&[("x-portkey-custom-host", "{provider_url}/v1")]),
             &[],
@@ -418,16 +470,67 @@ mod tests {
         .unwrap();
         assert_eq!(
             t[0].parts,
-            vec![Part::ProviderUrl, Part::Text("/v1".into())]
+            vec![Part::ProviderUrl(None), Part::Text("/v1".into())]
         );
-        let head = Head::new(Vec::new(), &t, "default", Some("http://127.0.0.1:9")).unwrap();
+        let one = [("default".to_string(), "http://127.0.0.1:9".to_string())];
+        let head = Head::new(Vec::new(), &t, "default", &one).unwrap();
         assert_eq!(
             head.prefix,
             b"x-portkey-custom-host: http://127.0.0.1:9/v1\r\n"
         );
-        assert!(Head::new(Vec::new(), &t, "default", None)
+        assert!(Head::new(Vec::new(), &t, "default", &[])
             .unwrap_err()
             .contains("needs {provider_url}"));
+    }
+
+    /// `{provider_url:NAME}` is provider NAME's URL (a Portkey fallback
+    /// config names each target's host), `{provider_url}` the first's; a
+    /// name the load does not know is an error naming the ones it does,
+    /// and a `{provider_url:` that opens no placeholder is refused.
+    #[test]
+    fn named_provider_urls_fill_their_placeholders() {
+        let config = r#"{"strategy":{"mode":"fallback"},"targets":[{"custom_host":"{provider_url:primary}/v1"},{"custom_host":"{provider_url:backup-eu}/v1"}]}"#;
+        let t = templates(
+            &headers(&[("x-portkey-config", config), ("x-first", "{provider_url}")]),
+            &[],
+        )
+        .unwrap();
+        // In name order: x-first, then x-portkey-config.
+        assert_eq!(t[0].parts, [Part::ProviderUrl(None)]);
+        assert!(t[1]
+            .parts
+            .contains(&Part::ProviderUrl(Some("backup-eu".into()))));
+        let urls = [
+            ("primary".to_string(), "http://127.0.0.1:1".to_string()),
+            ("backup-eu".to_string(), "http://127.0.0.1:2".to_string()),
+        ];
+        let head = Head::new(Vec::new(), &t, "default", &urls).unwrap();
+        let text = String::from_utf8(head.prefix).unwrap();
+        assert!(
+            text.contains(
+                r#""custom_host":"http://127.0.0.1:1/v1"},{"custom_host":"http://127.0.0.1:2/v1"}"#
+            ),
+            "{text}"
+        );
+        assert!(text.contains("x-first: http://127.0.0.1:1\r\n"), "{text}");
+        assert_eq!(
+            t[0].value("default", ("r1", 1), &urls).as_deref(),
+            Some("http://127.0.0.1:1")
+        );
+        let err = Head::new(Vec::new(), &t, "default", &urls[..1]).unwrap_err();
+        assert!(err.contains("needs {provider_url:backup-eu}"), "{err}");
+        assert!(err.contains("it knows primary"), "{err}");
+        let err = Head::new(Vec::new(), &t, "default", &[]).unwrap_err();
+        assert!(err.contains("knows no provider ("), "{err}");
+        for bad in [
+            "{provider_url:Primary}",
+            "{provider_url:primary",
+            "{provider_url:}",
+        ] {
+            let err = templates(&headers(&[("x-h", bad)]), &[]).unwrap_err();
+            assert_eq!(err.0, "x-h");
+            assert!(err.1.contains("opens no placeholder"), "{bad}: {}", err.1);
+        }
     }
 
     #[test]
