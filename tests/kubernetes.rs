@@ -22,7 +22,7 @@ use crate::deploy::{
 
 /// A short scenario of the two providers the manifests name (`primary`,
 /// `secondary`, as scenarios/failover.toml's), each with its own answer
-/// size so their records tell them apart.
+/// size so their records tell them apart, and a header naming both.
 const SCENARIO: &str = r#"
 [scenario]
 name = "k8s-two-providers"
@@ -41,6 +41,9 @@ rate = 20
 [load.request]
 prompt_tokens = { fixed = 10 }
 max_tokens = { fixed = 9 }
+# As a gateway told its upstreams per request would be: a shard not given
+# them (the load Job's --provider-url) does not start.
+headers = { "x-upstreams" = "{provider_url:primary},{provider_url:secondary}" }
 
 [[providers]]
 name = "primary"
