@@ -9,6 +9,8 @@ use bytes::Bytes;
 use serde_json::{json, Value};
 use wire::Dialect;
 
+use crate::json;
+
 /// What the provider needs from a request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Request {
@@ -446,47 +448,63 @@ pub struct Answer {
 }
 
 impl Answer {
-    /// The non-streamed body.
+    /// The non-streamed body, written by hand into one buffer: the bytes
+    /// serde_json writes for the wire shapes (the test module keeps that
+    /// path and compares the two), without its serializer's machinery.
     pub fn body(&self, dialect: Dialect) -> Bytes {
-        let text = answer_text(self.completion_tokens);
-        let out = match dialect {
-            Dialect::OpenAi => serde_json::to_vec(&shapes::Completion {
-                id: &self.id,
-                object: "chat.completion",
-                created: self.created,
-                model: &self.model,
-                choices: [shapes::Choice {
-                    index: 0,
-                    message: shapes::Message {
-                        role: "assistant",
-                        content: &text,
-                        refusal: None,
-                    },
-                    logprobs: None,
-                    finish_reason: self.finish.openai(),
-                }],
-                usage: self.usage(),
-                system_fingerprint: "fp_rehearse",
-            }),
-            Dialect::Anthropic => serde_json::to_vec(&shapes::Msg {
-                id: &self.id,
-                kind: "message",
-                role: "assistant",
-                model: &self.model,
-                content: [shapes::TextBlock {
-                    kind: "text",
-                    text: &text,
-                }],
-                stop_reason: self.finish.anthropic(),
-                stop_sequence: None,
-                usage: shapes::AnthropicUsage {
-                    input_tokens: self.prompt_tokens,
-                    output_tokens: self.completion_tokens,
-                },
-            }),
-        };
-        // Serializing these plain structs into a Vec cannot fail.
-        Bytes::from(out.unwrap_or_default())
+        // The fixed parts of either shape are under 320 bytes.
+        let text_len = self.completion_tokens as usize * 4;
+        let mut out = Vec::with_capacity(320 + self.id.len() + self.model.len() + text_len);
+        match dialect {
+            Dialect::OpenAi => {
+                out.extend_from_slice(b"{\"id\":");
+                json::push_str(&mut out, &self.id);
+                out.extend_from_slice(b",\"object\":\"chat.completion\",\"created\":");
+                json::push_u64(&mut out, self.created);
+                out.extend_from_slice(b",\"model\":");
+                json::push_str(&mut out, &self.model);
+                out.extend_from_slice(
+                    b",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":",
+                );
+                self.push_text(&mut out);
+                out.extend_from_slice(b",\"refusal\":null},\"logprobs\":null,\"finish_reason\":\"");
+                out.extend_from_slice(self.finish.openai().as_bytes());
+                let usage = self.usage();
+                out.extend_from_slice(b"\"}],\"usage\":{\"prompt_tokens\":");
+                json::push_u64(&mut out, usage.prompt_tokens.into());
+                out.extend_from_slice(b",\"completion_tokens\":");
+                json::push_u64(&mut out, usage.completion_tokens.into());
+                out.extend_from_slice(b",\"total_tokens\":");
+                json::push_u64(&mut out, usage.total_tokens.into());
+                out.extend_from_slice(b"},\"system_fingerprint\":\"fp_rehearse\"}");
+            }
+            Dialect::Anthropic => {
+                out.extend_from_slice(b"{\"id\":");
+                json::push_str(&mut out, &self.id);
+                out.extend_from_slice(b",\"type\":\"message\",\"role\":\"assistant\",\"model\":");
+                json::push_str(&mut out, &self.model);
+                out.extend_from_slice(b",\"content\":[{\"type\":\"text\",\"text\":");
+                self.push_text(&mut out);
+                out.extend_from_slice(b"}],\"stop_reason\":\"");
+                out.extend_from_slice(self.finish.anthropic().as_bytes());
+                out.extend_from_slice(b"\",\"stop_sequence\":null,\"usage\":{\"input_tokens\":");
+                json::push_u64(&mut out, self.prompt_tokens.into());
+                out.extend_from_slice(b",\"output_tokens\":");
+                json::push_u64(&mut out, self.completion_tokens.into());
+                out.extend_from_slice(b"}}");
+            }
+        }
+        Bytes::from(out)
+    }
+
+    /// The answer's text as a JSON string: its words need no escaping (a
+    /// test checks), so they are copied as they are.
+    fn push_text(&self, out: &mut Vec<u8>) {
+        out.push(b'"');
+        for i in 0..self.completion_tokens {
+            out.extend_from_slice(token_text(i).as_bytes());
+        }
+        out.push(b'"');
     }
 
     fn usage(&self) -> shapes::Usage {
@@ -605,8 +623,9 @@ impl Answer {
     }
 }
 
-/// The wire shapes of the hot paths (non-streamed answers and token
-/// chunks), serialized straight from borrowed fields.
+/// The wire shapes of the hot paths (token chunks; the non-streamed
+/// answers', which `Answer::body` now writes by hand, for its test),
+/// serialized straight from borrowed fields.
 mod shapes {
     use serde::Serialize;
 
@@ -617,6 +636,8 @@ mod shapes {
         pub total_tokens: u32,
     }
 
+    // Only the test's serde path of `Answer::body` writes these now.
+    #[cfg(test)]
     #[derive(Serialize)]
     pub struct Message<'a> {
         pub role: &'static str,
@@ -624,6 +645,8 @@ mod shapes {
         pub refusal: Option<&'a str>,
     }
 
+    // Only the test's serde path of `Answer::body` writes these now.
+    #[cfg(test)]
     #[derive(Serialize)]
     pub struct Choice<'a> {
         pub index: u32,
@@ -632,6 +655,8 @@ mod shapes {
         pub finish_reason: &'static str,
     }
 
+    // Only the test's serde path of `Answer::body` writes these now.
+    #[cfg(test)]
     #[derive(Serialize)]
     pub struct Completion<'a> {
         pub id: &'a str,
@@ -670,6 +695,8 @@ mod shapes {
         pub usage: Option<Option<Usage>>,
     }
 
+    // Only the test's serde path of `Answer::body` writes these now.
+    #[cfg(test)]
     #[derive(Serialize)]
     pub struct TextBlock<'a> {
         #[serde(rename = "type")]
@@ -677,12 +704,16 @@ mod shapes {
         pub text: &'a str,
     }
 
+    // Only the test's serde path of `Answer::body` writes these now.
+    #[cfg(test)]
     #[derive(Serialize)]
     pub struct AnthropicUsage {
         pub input_tokens: u32,
         pub output_tokens: u32,
     }
 
+    // Only the test's serde path of `Answer::body` writes these now.
+    #[cfg(test)]
     #[derive(Serialize)]
     pub struct Msg<'a> {
         pub id: &'a str,
@@ -729,6 +760,93 @@ fn sse(event: Option<&str>, data: &str) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Answer {
+        /// The non-streamed body as it was written before the hand-written
+        /// one: serde_json serializing the wire shapes.
+        fn serde_body(&self, dialect: Dialect) -> Vec<u8> {
+            let text = answer_text(self.completion_tokens);
+            match dialect {
+                Dialect::OpenAi => serde_json::to_vec(&shapes::Completion {
+                    id: &self.id,
+                    object: "chat.completion",
+                    created: self.created,
+                    model: &self.model,
+                    choices: [shapes::Choice {
+                        index: 0,
+                        message: shapes::Message {
+                            role: "assistant",
+                            content: &text,
+                            refusal: None,
+                        },
+                        logprobs: None,
+                        finish_reason: self.finish.openai(),
+                    }],
+                    usage: self.usage(),
+                    system_fingerprint: "fp_rehearse",
+                }),
+                Dialect::Anthropic => serde_json::to_vec(&shapes::Msg {
+                    id: &self.id,
+                    kind: "message",
+                    role: "assistant",
+                    model: &self.model,
+                    content: [shapes::TextBlock {
+                        kind: "text",
+                        text: &text,
+                    }],
+                    stop_reason: self.finish.anthropic(),
+                    stop_sequence: None,
+                    usage: shapes::AnthropicUsage {
+                        input_tokens: self.prompt_tokens,
+                        output_tokens: self.completion_tokens,
+                    },
+                }),
+            }
+            .unwrap()
+        }
+    }
+
+    #[test]
+    fn hand_written_bodies_are_serde_jsons_bytes() {
+        let strings = crate::json::tests::awkward_strings();
+        let mut n = 0;
+        for (k, id) in strings.iter().enumerate() {
+            // Each id with a model of the list further on, so that every
+            // string is tried in both places and with either neighbour.
+            let model = &strings[(k * 7 + 3) % strings.len()];
+            for (completion_tokens, finish, created, prompt_tokens) in [
+                (0, Finish::Stop, 0, 0),
+                (1, Finish::Length, 1, 1),
+                (16, Finish::Stop, 1_764_000_000, 16),
+                (17, Finish::Length, u64::MAX, u32::MAX / 2),
+            ] {
+                let a = Answer {
+                    id: id.clone(),
+                    model: model.clone(),
+                    created,
+                    prompt_tokens,
+                    completion_tokens,
+                    finish,
+                };
+                for d in [Dialect::OpenAi, Dialect::Anthropic] {
+                    assert_eq!(
+                        String::from_utf8(a.body(d).to_vec()).unwrap(),
+                        String::from_utf8(a.serde_body(d)).unwrap(),
+                        "{d:?} {a:?}"
+                    );
+                    n += 1;
+                }
+            }
+        }
+        assert!(n > 1000, "{n} bodies compared");
+    }
+
+    #[test]
+    fn the_answers_words_need_no_escaping() {
+        for w in WORDS {
+            assert_eq!(serde_json::to_string(w).unwrap(), format!("\"{w}\""));
+        }
+    }
 
     #[test]
     fn openai_request_is_parsed_and_estimated() {

@@ -62,6 +62,7 @@ pub mod config;
 mod counters;
 pub mod curve;
 mod dialect;
+mod json;
 pub mod process;
 mod records;
 mod run;
