@@ -331,40 +331,55 @@ struct ResetConnection;
 
 type RouteResult = Result<Response<Body>, ResetConnection>;
 
+/// Where a request goes, decided on its borrowed path (no copy of it).
+enum Route {
+    Call(Api),
+    Azure,
+    Models,
+    Admin,
+    MethodNotAllowed,
+    NotFound,
+}
+
+fn route_of(method: &Method, path: &str) -> Route {
+    let api = match path {
+        "/v1/chat/completions" => Some(Api::Chat),
+        "/v1/messages" => Some(Api::Messages),
+        "/v1/responses" => Some(Api::Responses),
+        "/v1/embeddings" => Some(Api::Embeddings),
+        _ => None,
+    };
+    match (method, api) {
+        (&Method::POST, Some(api)) => Route::Call(api),
+        (&Method::POST, None) if crate::api::azure_route(path).is_some() => Route::Azure,
+        (&Method::GET, None) if path == "/v1/models" => Route::Models,
+        _ if path.starts_with("/_fake/") || path == "/metrics" => Route::Admin,
+        (_, Some(_)) => Route::MethodNotAllowed,
+        _ if path == "/v1/models" => Route::MethodNotAllowed,
+        _ => Route::NotFound,
+    }
+}
+
 async fn route(
     shared: Arc<Shared>,
     req: Request<Incoming>,
     peer: SocketAddr,
     fd: RawFd,
 ) -> RouteResult {
-    let path = req.uri().path().to_string();
-    let method = req.method().clone();
-    match (method, path.as_str()) {
-        (Method::POST, "/v1/chat/completions") => call(shared, req, Api::Chat, None, fd).await,
-        (Method::POST, "/v1/messages") => call(shared, req, Api::Messages, None, fd).await,
-        (Method::POST, "/v1/responses") => call(shared, req, Api::Responses, None, fd).await,
-        (Method::POST, "/v1/embeddings") => call(shared, req, Api::Embeddings, None, fd).await,
-        (Method::POST, p) if crate::api::azure_route(p).is_some() => azure(shared, req, fd).await,
-        (Method::GET, "/v1/models") => Ok(models(&shared, req.headers())),
-        (_, p) if p.starts_with("/_fake/") || p == "/metrics" => {
-            Ok(crate::admin::admin(shared, req, peer).await)
-        }
-        (
-            _,
-            "/v1/chat/completions"
-            | "/v1/messages"
-            | "/v1/models"
-            | "/v1/responses"
-            | "/v1/embeddings",
-        ) => Ok(simple_error(
+    match route_of(req.method(), req.uri().path()) {
+        Route::Call(api) => call(shared, req, api, None, fd).await,
+        Route::Azure => azure(shared, req, fd).await,
+        Route::Models => Ok(models(&shared, req.headers())),
+        Route::Admin => Ok(crate::admin::admin(shared, req, peer).await),
+        Route::MethodNotAllowed => Ok(simple_error(
             Dialect::OpenAi,
             StatusCode::METHOD_NOT_ALLOWED,
             "method not allowed",
         )),
-        _ => Ok(simple_error(
+        Route::NotFound => Ok(simple_error(
             dialect_of(req.headers()),
             StatusCode::NOT_FOUND,
-            &format!("no route for {path}"),
+            &format!("no route for {}", req.uri().path()),
         )),
     }
 }
@@ -440,7 +455,8 @@ fn models(shared: &Shared, headers: &HeaderMap) -> Response<Body> {
 /// The call's id by the one rule ([`wire::request_id`]), else `fake-N`.
 fn request_id(headers: &HeaderMap, body: &[u8], seq: u64) -> String {
     let header = headers.get(REQUEST_ID).map(HeaderValue::as_bytes);
-    wire::request_id(header, body).map_or_else(|| format!("fake-{seq}"), str::to_string)
+    wire::request_id(header, body)
+        .map_or_else(|| crate::api::prefixed_number("fake-", seq), str::to_string)
 }
 
 /// Everything a call holds while it lives. Whatever way the call ends,
@@ -539,19 +555,22 @@ fn call_headers(
     snap: Option<QuotaSnapshot>,
     clock: &Clock,
 ) -> HeaderMap {
+    // Made once: `HeaderName::from_static` checks its name each call.
+    static OPENAI_ID: HeaderName = HeaderName::from_static(REQUEST_ID);
+    static ANTHROPIC_ID: HeaderName = HeaderName::from_static(ANTHROPIC_REQUEST_ID);
     let mut h = HeaderMap::new();
-    let mut put = |name: &'static str, value: &str| {
+    let mut put = |name: &HeaderName, value: &str| {
         if let Ok(v) = HeaderValue::from_str(value) {
-            h.insert(HeaderName::from_static(name), v);
+            h.insert(name.clone(), v);
         }
     };
     match dialect {
-        Dialect::OpenAi => put(REQUEST_ID, id),
-        Dialect::Anthropic => put(ANTHROPIC_REQUEST_ID, id),
+        Dialect::OpenAi => put(&OPENAI_ID, id),
+        Dialect::Anthropic => put(&ANTHROPIC_ID, id),
     }
     if let Some(snap) = snap {
         for (name, value) in ratelimit_headers(dialect, &snap, clock.now_us()) {
-            put(name, &value);
+            put(&HeaderName::from_static(name), &value);
         }
     }
     h
@@ -853,7 +872,12 @@ impl CallGuard {
         let mut rng = ChaCha8Rng::seed_from_u64(self.run.config.seed);
         rng.set_stream(self.record.seq);
         let (eff, label) = self.shared.effective();
-        self.record.phase = label.to_string();
+        // The label at arrival is in the record already: copied again
+        // only if a phase changed since.
+        if self.record.phase != *label {
+            self.record.phase.clear();
+            self.record.phase.push_str(&label);
+        }
         let fault = draw_fault(&eff, rng.gen::<f64>());
         let in_service = self.shared.ceiling.in_service();
         let m = eff.latency.multiplier
@@ -1150,6 +1174,43 @@ impl TokenStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn requests_are_routed_by_method_and_path() {
+        let cases = [
+            (Method::POST, "/v1/chat/completions", "call chat"),
+            (Method::POST, "/v1/messages", "call messages"),
+            (Method::POST, "/v1/responses", "call responses"),
+            (Method::POST, "/v1/embeddings", "call embeddings"),
+            (
+                Method::POST,
+                "/openai/deployments/d/chat/completions",
+                "azure",
+            ),
+            (Method::GET, "/openai/deployments/d/chat/completions", "404"),
+            (Method::GET, "/v1/models", "models"),
+            (Method::POST, "/v1/models", "405"),
+            (Method::GET, "/v1/chat/completions", "405"),
+            (Method::DELETE, "/v1/embeddings", "405"),
+            (Method::GET, "/_fake/stats", "admin"),
+            (Method::POST, "/_fake/reset", "admin"),
+            (Method::GET, "/metrics", "admin"),
+            (Method::GET, "/metricsx", "404"),
+            (Method::POST, "/v1/chat/completions/", "404"),
+            (Method::GET, "/", "404"),
+        ];
+        for (method, path, want) in cases {
+            let got = match route_of(&method, path) {
+                Route::Call(api) => format!("call {}", api.as_str()),
+                Route::Azure => "azure".into(),
+                Route::Models => "models".into(),
+                Route::Admin => "admin".into(),
+                Route::MethodNotAllowed => "405".into(),
+                Route::NotFound => "404".into(),
+            };
+            assert_eq!(got, want, "{method} {path}");
+        }
+    }
 
     #[test]
     fn faults_are_drawn_by_cumulative_rate() {
