@@ -1,6 +1,7 @@
 //! A record as a line of `provider.jsonl`: the fields in the order
 //! `wire::ProviderRecord` declares them, written one by one; each string
-//! quoted and escaped by serde_json, each number by itoa.
+//! quoted and escaped as serde_json does it (`crate::json`), each number
+//! by itoa.
 //!
 //! Why not `serde_json::to_writer(record)`: its derived serializer cost
 //! about 5,400 instructions a record (callgrind), an eighth of a
@@ -12,6 +13,8 @@
 //! the test.
 
 use wire::ProviderRecord;
+
+use crate::json::{push_str, push_u64};
 
 /// Appends `r` as one JSON object and a newline, exactly as
 /// `serde_json::to_writer` then `\n` would, its `provider` being
@@ -80,21 +83,11 @@ pub(super) fn push_record(out: &mut Vec<u8>, r: &ProviderRecord, provider: Optio
     out.extend_from_slice(b"}\n");
 }
 
-fn push_u64(out: &mut Vec<u8>, v: u64) {
-    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
-}
-
 fn push_opt(out: &mut Vec<u8>, v: Option<u64>) {
     match v {
         Some(v) => push_u64(out, v),
         None => out.extend_from_slice(b"null"),
     }
-}
-
-/// `s` as a JSON string, quoted and escaped by serde_json.
-fn push_str(out: &mut Vec<u8>, s: &str) {
-    // Writing into a Vec cannot fail, and a str always serializes.
-    let _ = serde_json::to_writer(&mut *out, s);
 }
 
 #[cfg(test)]
