@@ -15,7 +15,7 @@ use http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::{Frame, Incoming};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tokio::net::{TcpListener, ToSocketAddrs};
@@ -33,6 +33,7 @@ use crate::ceiling::{Admission, Ceiling, Permit};
 use crate::config::{Effective, Overflow, Overrides, ProviderConfig};
 use crate::counters::{Gauges, Stats};
 use crate::dialect::{Answer, BadRequest, Finish, ProviderDialect, Request as CallRequest};
+use crate::head_timer::HeadTimer;
 use crate::records::{RecordFile, RecordsWritten};
 use crate::run::{AdminRefusal, Book, ResetRequest, Run, RunInfo};
 use crate::shared::{
@@ -305,7 +306,7 @@ async fn serve_connection(stream: tokio::net::TcpStream, peer: SocketAddr, share
     });
     let header_read_timeout = shared.run().config.header_read_timeout;
     let conn = hyper::server::conn::http1::Builder::new()
-        .timer(TokioTimer::new())
+        .timer(HeadTimer::default())
         .header_read_timeout(header_read_timeout)
         .max_buf_size(64 * 1024)
         .serve_connection(TokioIo::new(stream), service);
@@ -609,6 +610,111 @@ fn draw_fault(eff: &Effective, u: f64) -> Fault {
     Fault::None
 }
 
+/// The draws of [`CallGuard::draw`] from the call's random stream
+/// (`stream`: the provider's seed and the call's sequence number), with
+/// `in_service` calls in service.
+fn draw_for(
+    eff: &Effective,
+    stream: (u64, u64),
+    in_service: u32,
+    prompt_tokens: u32,
+    max_tokens: u32,
+) -> Draw {
+    let mut rng = CallRng::new(stream);
+    let f = &eff.faults;
+    let no_fault = f.errors.values().all(|r| *r <= 0.0)
+        && [f.reset, f.hang, f.stream_cut, f.malformed]
+            .iter()
+            .all(|r| *r <= 0.0);
+    // With every rate 0 the fault is none whatever is drawn: its draw is
+    // only skipped over, if a later draw needs the stream at all.
+    let fault = if no_fault {
+        rng.skip_f64();
+        Fault::None
+    } else {
+        draw_fault(eff, rng.gen::<f64>())
+    };
+    let m = eff.latency.multiplier
+        * crate::curve::load_factor(in_service, eff.latency.knee, eff.latency.knee_exponent);
+    // Reading the prompt comes before the first token; no draw, so the
+    // seeded draws stay those of a provider without it.
+    let prefill = eff.latency.prefill_per_token.0 * prompt_tokens;
+    let ttft = (eff.latency.ttft.sample(&mut rng) + prefill).mul_f64(m);
+    let per_token = eff.latency.per_token.sample(&mut rng).mul_f64(m);
+    let n = eff.completion_tokens.sample(&mut rng).min(max_tokens);
+    let finish = if n >= max_tokens {
+        Finish::Length
+    } else {
+        Finish::Stop
+    };
+    Draw {
+        fault,
+        ttft,
+        per_token,
+        n,
+        finish,
+    }
+}
+
+/// A call's random stream, made on its first draw: a call whose faults
+/// are off and whose distributions are fixed draws nothing, and seeding a
+/// ChaCha8 costs more than the rest of its draws. The values are those
+/// of the stream made at once (a test compares them).
+struct CallRng {
+    stream: (u64, u64),
+    /// A fault's draw skipped over: taken first when the stream is made.
+    skipped: bool,
+    rng: Option<ChaCha8Rng>,
+}
+
+impl CallRng {
+    fn new(stream: (u64, u64)) -> CallRng {
+        CallRng {
+            stream,
+            skipped: false,
+            rng: None,
+        }
+    }
+
+    /// Passes over one `f64` draw without making the stream for it.
+    fn skip_f64(&mut self) {
+        match &mut self.rng {
+            Some(rng) => {
+                let _: f64 = rng.gen();
+            }
+            None => self.skipped = true,
+        }
+    }
+
+    fn rng(&mut self) -> &mut ChaCha8Rng {
+        let (seed, seq) = self.stream;
+        let skipped = self.skipped;
+        self.rng.get_or_insert_with(|| {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            rng.set_stream(seq);
+            if skipped {
+                let _: f64 = rng.gen();
+            }
+            rng
+        })
+    }
+}
+
+impl rand::RngCore for CallRng {
+    fn next_u32(&mut self) -> u32 {
+        self.rng().next_u32()
+    }
+    fn next_u64(&mut self) -> u64 {
+        self.rng().next_u64()
+    }
+    fn fill_bytes(&mut self, dest: &mut [u8]) {
+        self.rng().fill_bytes(dest)
+    }
+    fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), rand::Error> {
+        self.rng().try_fill_bytes(dest)
+    }
+}
+
 /// A step of a call's life: go on with `T`, or end the call here with this
 /// response. Not a `Result`: a refusal is an answer, not an error (and a
 /// response is too big to be a `Result`'s error unboxed).
@@ -616,6 +722,7 @@ type Step<T> = ControlFlow<Response<Body>, T>;
 
 /// What is drawn for a call when it is admitted: its fault, its pace and
 /// its length.
+#[derive(Debug, PartialEq)]
 struct Draw {
     fault: Fault,
     ttft: Duration,
@@ -869,8 +976,6 @@ impl CallGuard {
     /// seed, the call's sequence number), so they do not depend on how
     /// other calls interleave.
     fn draw(&mut self, max_tokens: u32) -> Draw {
-        let mut rng = ChaCha8Rng::seed_from_u64(self.run.config.seed);
-        rng.set_stream(self.record.seq);
         let (eff, label) = self.shared.effective();
         // The label at arrival is in the record already: copied again
         // only if a phase changed since.
@@ -878,28 +983,15 @@ impl CallGuard {
             self.record.phase.clear();
             self.record.phase.push_str(&label);
         }
-        let fault = draw_fault(&eff, rng.gen::<f64>());
         let in_service = self.shared.ceiling.in_service();
-        let m = eff.latency.multiplier
-            * crate::curve::load_factor(in_service, eff.latency.knee, eff.latency.knee_exponent);
-        // Reading the prompt comes before the first token; no draw, so the
-        // seeded draws stay those of a provider without it.
-        let prefill = eff.latency.prefill_per_token.0 * self.record.prompt_tokens;
-        let ttft = (eff.latency.ttft.sample(&mut rng) + prefill).mul_f64(m);
-        let per_token = eff.latency.per_token.sample(&mut rng).mul_f64(m);
-        let n = eff.completion_tokens.sample(&mut rng).min(max_tokens);
-        let finish = if n >= max_tokens {
-            Finish::Length
-        } else {
-            Finish::Stop
-        };
-        Draw {
-            fault,
-            ttft,
-            per_token,
-            n,
-            finish,
-        }
+        let stream = (self.run.config.seed, self.record.seq);
+        draw_for(
+            &eff,
+            stream,
+            in_service,
+            self.record.prompt_tokens,
+            max_tokens,
+        )
     }
 
     /// The fault of an error status: answered at once.
@@ -1209,6 +1301,64 @@ mod tests {
                 Route::NotFound => "404".into(),
             };
             assert_eq!(got, want, "{method} {path}");
+        }
+    }
+
+    /// [`draw_for`] as it was: the stream made at once, the fault drawn
+    /// whatever its rates.
+    fn eager_draw(
+        eff: &Effective,
+        (seed, seq): (u64, u64),
+        in_service: u32,
+        prompt_tokens: u32,
+        max_tokens: u32,
+    ) -> Draw {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        rng.set_stream(seq);
+        let fault = draw_fault(eff, rng.gen::<f64>());
+        let m = eff.latency.multiplier
+            * crate::curve::load_factor(in_service, eff.latency.knee, eff.latency.knee_exponent);
+        let prefill = eff.latency.prefill_per_token.0 * prompt_tokens;
+        let ttft = (eff.latency.ttft.sample(&mut rng) + prefill).mul_f64(m);
+        let per_token = eff.latency.per_token.sample(&mut rng).mul_f64(m);
+        let n = eff.completion_tokens.sample(&mut rng).min(max_tokens);
+        let finish = if n >= max_tokens {
+            Finish::Length
+        } else {
+            Finish::Stop
+        };
+        Draw {
+            fault,
+            ttft,
+            per_token,
+            n,
+            finish,
+        }
+    }
+
+    #[test]
+    fn the_lazy_stream_draws_what_the_eager_one_drew() {
+        let configs = [
+            "completion_tokens = { fixed = 16 }\n",
+            "[latency]\nttft = { uniform = { min = \"10ms\", max = \"90ms\" } }\n",
+            "completion_tokens = { lognormal = { median = 40, p99 = 400 } }\n",
+            "[latency]\nper_token = { exponential = { mean = \"5ms\" } }\nknee = 2\n",
+            "[latency]\nttft = { fixed = \"5ms\" }\n[faults]\nerrors = { \"500\" = 0.3 }\nhang = 0.1\n",
+            "completion_tokens = { mix = [ { value = 0, weight = 3 }, { value = 40, weight = 1 } ] }\n[faults]\nmalformed = 0.5\n",
+            "[faults]\nreset = 0.2\nstream_cut = 0.2\n",
+        ];
+        for toml in configs {
+            let cfg = ProviderConfig::from_toml(&format!("seed = 7\n{toml}"), "t")
+                .unwrap_or_else(|e| panic!("{toml}: {e}"));
+            let eff = cfg.effective([], None);
+            for seq in 0..200 {
+                let (in_service, prompt, max) = (seq as u32 % 5, seq as u32 % 300, 32);
+                assert_eq!(
+                    draw_for(&eff, (7, seq), in_service, prompt, max),
+                    eager_draw(&eff, (7, seq), in_service, prompt, max),
+                    "{toml} seq {seq}"
+                );
+            }
         }
     }
 
