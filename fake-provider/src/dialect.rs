@@ -62,16 +62,52 @@ struct FastBody<'a> {
     max_completion_tokens: Option<u64>,
     #[serde(default)]
     stream_options: Option<FastStreamOptions>,
-    #[serde(default, borrow)]
-    system: Option<&'a serde_json::value::RawValue>,
+    #[serde(default)]
+    system: Option<Chars>,
 }
 
 #[derive(serde::Deserialize)]
 struct FastMessage<'a> {
     #[serde(borrow)]
     role: Option<std::borrow::Cow<'a, str>>,
-    #[serde(default, borrow)]
-    content: Option<&'a serde_json::value::RawValue>,
+    #[serde(default)]
+    content: Option<Chars>,
+}
+
+/// The characters of a message content (or of Anthropic's `system`),
+/// counted as the body is read: a string's, or the `text` strings' of an
+/// array of parts (objects). Anything else fails the typed path, which
+/// leaves the request to the checked one (a null or absent content is
+/// the `Option`'s `None`: no characters).
+struct Chars(usize);
+
+impl<'de> serde::Deserialize<'de> for Chars {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Chars, D::Error> {
+        struct Count;
+        impl<'de> serde::de::Visitor<'de> for Count {
+            type Value = Chars;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string or an array of parts")
+            }
+
+            fn visit_str<E>(self, s: &str) -> Result<Chars, E> {
+                Ok(Chars(s.chars().count()))
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut parts: A,
+            ) -> Result<Chars, A::Error> {
+                let mut n = 0;
+                while let Some(part) = parts.next_element::<FastPart<'de>>()? {
+                    n += part.text.map_or(0, |t| t.chars().count());
+                }
+                Ok(Chars(n))
+            }
+        }
+        d.deserialize_any(Count)
+    }
 }
 
 #[derive(serde::Deserialize)]
@@ -84,29 +120,6 @@ struct FastStreamOptions {
 struct FastPart<'a> {
     #[serde(default, borrow)]
     text: Option<std::borrow::Cow<'a, str>>,
-}
-
-/// Characters of a message content (string, null, or array of parts), or
-/// `None` to send the request down the checked path.
-fn fast_chars(content: Option<&serde_json::value::RawValue>) -> Option<usize> {
-    let Some(raw) = content else { return Some(0) };
-    let text = raw.get();
-    match text.as_bytes().first()? {
-        b'"' => serde_json::from_str::<std::borrow::Cow<'_, str>>(text)
-            .ok()
-            .map(|s| s.chars().count()),
-        b'n' => Some(0),
-        b'[' => serde_json::from_str::<Vec<FastPart<'_>>>(text)
-            .ok()
-            .map(|parts| {
-                parts
-                    .iter()
-                    .filter_map(|p| p.text.as_ref())
-                    .map(|t| t.chars().count())
-                    .sum()
-            }),
-        _ => None,
-    }
 }
 
 fn content_chars(content: &Value, param: &'static str) -> Result<usize, BadRequest> {
@@ -284,7 +297,7 @@ fn parse_fast(dialect: Dialect, body: &[u8]) -> Option<Request> {
     let mut chars = 0;
     for m in &b.messages {
         m.role.as_ref()?;
-        chars += fast_chars(m.content)?;
+        chars += m.content.as_ref().map_or(0, |c| c.0);
     }
     let positive = |n: Option<u64>| match n {
         None => Some(None),
@@ -310,7 +323,7 @@ fn parse_fast(dialect: Dialect, body: &[u8]) -> Option<Request> {
             })
         }
         Dialect::Anthropic => {
-            chars += fast_chars(b.system)?;
+            chars += b.system.map_or(0, |c| c.0);
             let max_tokens = positive(b.max_tokens)??;
             Some(Request {
                 model: b.model.into_owned(),
@@ -890,7 +903,9 @@ mod tests {
 
     #[test]
     fn fast_and_checked_paths_agree() {
-        let bodies: [&[u8]; 6] = [
+        let bodies: [&[u8]; 8] = [
+            br#"{"model":"m","messages":[{"role":"user","content":"tab\there \ud83e\udd80 and \\ \/"}],"max_tokens":7}"#,
+            br#"{"model":"m","messages":[{"role":"user"},{"role":"user","content":[]},{"role":"user","content":[{"type":"image"},{"text":"\u00e9t\u00e9"}]}],"max_tokens":2}"#,
             br#"{"model":"m","messages":[{"role":"user","content":"h\u00e9llo w\"rld"}],"max_tokens":7}"#,
             br#"{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"abc"},{"type":"image_url","image_url":{"url":"x"}}]}],"stream":true,"stream_options":{"include_usage":true}}"#,
             br#"{"model":"m","messages":[{"role":"assistant","content":null},{"role":"user","content":"x"}],"max_completion_tokens":3,"max_tokens":9,"temperature":0.2}"#,
@@ -903,6 +918,28 @@ mod tests {
                 let fast = parse_fast(d, body);
                 let checked = parse_checked(d, body).ok();
                 assert_eq!(fast, checked, "{d:?} {}", String::from_utf8_lossy(body));
+            }
+        }
+        // Odd shapes: the typed path may leave them to the checked one, and
+        // whatever it takes it reads as the checked path does.
+        let odd: [&[u8]; 4] = [
+            br#"{"model":"m","system":5,"messages":[{"role":"user","content":"x"}],"max_tokens":5}"#,
+            br#"{"model":"m","system":["a"],"messages":[{"role":"user","content":["a","bc"]}],"max_tokens":5}"#,
+            br#"{"model":"m","system":null,"messages":[{"role":"user","content":{"text":"x"}}],"max_tokens":5}"#,
+            br#"{"model":"m","messages":[{"role":"user","content":[{"text":5}]}],"max_tokens":5,"stream":true}"#,
+        ];
+        for body in odd {
+            for d in [Dialect::OpenAi, Dialect::Anthropic] {
+                let checked = parse_checked(d, body).ok();
+                if let Some(fast) = parse_fast(d, body) {
+                    assert_eq!(
+                        Some(fast),
+                        checked,
+                        "{d:?} {}",
+                        String::from_utf8_lossy(body)
+                    );
+                }
+                assert_eq!(d.parse(body).ok(), checked);
             }
         }
         // The typed path must not accept what the checked path refuses.
