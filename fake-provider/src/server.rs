@@ -511,9 +511,10 @@ impl Drop for CallGuard {
         drop(self.permit.take());
         self.run.counters.finished(&self.record);
         let name = self.run.config.name.as_deref();
+        // The run's id is the record file's to write (no copy a call).
         self.shared
             .records
-            .push_named(self.run.number, &self.record, name);
+            .push_named(self.run.number, &self.record, &self.run.id, name);
         // Out of flight only once its record is queued: whoever waits for
         // `in_flight == 0` and then syncs the records finds this one.
         self.shared.gauges.in_flight.fetch_sub(1, Ordering::Relaxed);
@@ -827,7 +828,6 @@ impl CallGuard {
             shared: shared.clone(),
             record: ProviderRecord {
                 id,
-                run_id: run.id.clone(),
                 seq,
                 dialect: api.dialect(),
                 api,

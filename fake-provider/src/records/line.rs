@@ -20,14 +20,25 @@ use crate::json::{push_str, push_u64};
 /// `serde_json::to_writer` then `\n` would, its `provider` being
 /// `provider` when the record names none: the record file's provider's
 /// name, given once for all its calls rather than copied into each
-/// (`None` for the provider named `default`).
-pub(super) fn push_record(out: &mut Vec<u8>, r: &ProviderRecord, provider: Option<&str>) {
+/// (`None` for the provider named `default`); and its `run_id` being
+/// `run_id` when the record's is empty (the run's, likewise).
+pub(super) fn push_record(
+    out: &mut Vec<u8>,
+    r: &ProviderRecord,
+    run_id: &str,
+    provider: Option<&str>,
+) {
     out.extend_from_slice(b"{\"id\":");
     push_str(out, &r.id);
     // Skipped when empty, as the record's serde attribute says.
-    if !r.run_id.is_empty() {
+    let run_id = if r.run_id.is_empty() {
+        run_id
+    } else {
+        &r.run_id
+    };
+    if !run_id.is_empty() {
         out.extend_from_slice(b",\"run_id\":");
-        push_str(out, &r.run_id);
+        push_str(out, run_id);
     }
     out.extend_from_slice(b",\"seq\":");
     push_u64(out, r.seq);
@@ -103,7 +114,7 @@ mod tests {
 
     fn ours(r: &ProviderRecord) -> String {
         let mut v = Vec::new();
-        push_record(&mut v, r, None);
+        push_record(&mut v, r, "", None);
         String::from_utf8(v).unwrap()
     }
 
@@ -118,7 +129,7 @@ mod tests {
         }))
         .unwrap();
         let mut line = Vec::new();
-        push_record(&mut line, &r, Some("east-1"));
+        push_record(&mut line, &r, "", Some("east-1"));
         let named = ProviderRecord {
             provider: Some("east-1".into()),
             ..r.clone()
@@ -130,9 +141,20 @@ mod tests {
             (back.retry_after_s, back.retry_after_ms),
             (Some(2), Some(1500))
         );
+        // The run's id, given, is written as the record's own would be.
+        let mut line = Vec::new();
+        push_record(&mut line, &r, "run-7-0", Some("east-1"));
+        let with_run = ProviderRecord {
+            run_id: "run-7-0".into(),
+            ..named.clone()
+        };
+        assert_eq!(String::from_utf8(line).unwrap(), serde_line(&with_run));
+        let mut line = Vec::new();
+        push_record(&mut line, &with_run, "other", None);
+        assert_eq!(String::from_utf8(line).unwrap(), serde_line(&with_run));
         // The default provider's lines are those of before: no field.
         let mut line = Vec::new();
-        push_record(&mut line, &r, None);
+        push_record(&mut line, &r, "", None);
         let line = String::from_utf8(line).unwrap();
         assert!(!line.contains("provider"), "{line}");
         assert!(
