@@ -52,8 +52,7 @@ fn estimate_tokens(chars: usize) -> u32 {
 struct FastBody<'a> {
     #[serde(borrow)]
     model: std::borrow::Cow<'a, str>,
-    #[serde(borrow)]
-    messages: Vec<FastMessage<'a>>,
+    messages: Messages,
     #[serde(default)]
     stream: Option<bool>,
     #[serde(default)]
@@ -72,6 +71,45 @@ struct FastMessage<'a> {
     role: Option<std::borrow::Cow<'a, str>>,
     #[serde(default)]
     content: Option<Chars>,
+}
+
+/// The messages, read without being kept: how many, whether each names
+/// its role, and their contents' characters.
+struct Messages {
+    count: usize,
+    roles: bool,
+    chars: usize,
+}
+
+impl<'de> serde::Deserialize<'de> for Messages {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Messages, D::Error> {
+        struct Read;
+        impl<'de> serde::de::Visitor<'de> for Read {
+            type Value = Messages;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an array of messages")
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Messages, A::Error> {
+                let mut m = Messages {
+                    count: 0,
+                    roles: true,
+                    chars: 0,
+                };
+                while let Some(message) = seq.next_element::<FastMessage<'de>>()? {
+                    m.count += 1;
+                    m.roles &= message.role.is_some();
+                    m.chars += message.content.map_or(0, |c| c.0);
+                }
+                Ok(m)
+            }
+        }
+        d.deserialize_seq(Read)
+    }
 }
 
 /// The characters of a message content (or of Anthropic's `system`),
@@ -291,14 +329,10 @@ impl ProviderDialect for Dialect {
 /// not accept as it is.
 fn parse_fast(dialect: Dialect, body: &[u8]) -> Option<Request> {
     let b: FastBody<'_> = serde_json::from_slice(body).ok()?;
-    if b.model.is_empty() || b.messages.is_empty() {
+    if b.model.is_empty() || b.messages.count == 0 || !b.messages.roles {
         return None;
     }
-    let mut chars = 0;
-    for m in &b.messages {
-        m.role.as_ref()?;
-        chars += m.content.as_ref().map_or(0, |c| c.0);
-    }
+    let mut chars = b.messages.chars;
     let positive = |n: Option<u64>| match n {
         None => Some(None),
         Some(0) => None,
@@ -429,6 +463,9 @@ const WORDS: [&str; 16] = [
     "jar ", "fig ", "ivy ", "pen ",
 ];
 
+/// [`WORDS`] one after the other, each four bytes.
+const WORDS_IN_TURN: &str = "sun cat map red oak sky tea ink fox bay elm owl jar fig ivy pen ";
+
 /// The text of token `i` of an answer.
 pub fn token_text(i: u32) -> &'static str {
     WORDS[(i as usize) % WORDS.len()]
@@ -514,9 +551,12 @@ impl Answer {
     /// test checks), so they are copied as they are.
     fn push_text(&self, out: &mut Vec<u8>) {
         out.push(b'"');
-        for i in 0..self.completion_tokens {
-            out.extend_from_slice(token_text(i).as_bytes());
+        // The words in turn: whole turns of all 16, then the first few.
+        let n = self.completion_tokens as usize;
+        for _ in 0..n / WORDS.len() {
+            out.extend_from_slice(WORDS_IN_TURN.as_bytes());
         }
+        out.extend_from_slice(&WORDS_IN_TURN.as_bytes()[..(n % WORDS.len()) * 4]);
         out.push(b'"');
     }
 
@@ -852,6 +892,25 @@ mod tests {
             }
         }
         assert!(n > 1000, "{n} bodies compared");
+    }
+
+    #[test]
+    fn the_words_in_turn_are_the_answers_text() {
+        assert_eq!(WORDS_IN_TURN, WORDS.concat());
+        assert!(WORDS.iter().all(|w| w.len() == 4));
+        for n in 0..100 {
+            let a = Answer {
+                id: "x".into(),
+                model: "m".into(),
+                created: 1,
+                prompt_tokens: 1,
+                completion_tokens: n,
+                finish: Finish::Stop,
+            };
+            let mut out = Vec::new();
+            a.push_text(&mut out);
+            assert_eq!(out, format!("\"{}\"", answer_text(n)).into_bytes(), "{n}");
+        }
     }
 
     #[test]
