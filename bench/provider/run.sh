@@ -132,9 +132,9 @@ if want callgrind; then
       total=$(awk '/^(summary|totals):/ {print $2; exit}' "$f")
       if grep -q 'records::Writer' "$f"; then
         echo "     record writer thread: $(( total / calls[8] )) a call"
-      elif grep -q 'RecordFile::push' "$f"; then
+      elif grep -q 'RecordFile::push_named' "$f"; then
         push=$(callgrind_annotate --inclusive=yes "$f" 2>/dev/null \
-          | awk '/fake_provider::records::RecordFile::push( |$)/ && !done {gsub(",", "", $1); print $1; done = 1}')
+          | awk '/fake_provider::records::RecordFile::push_named( |$)/ && !done {gsub(",", "", $1); print $1; done = 1}')
         echo "     serving thread: $(( total / calls[8] )) a call, of which the records' push $(( ${push:-0} / calls[8] ))"
       fi
     done

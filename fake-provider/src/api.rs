@@ -321,11 +321,23 @@ pub(crate) fn azure_error(code: &str, message: &str) -> Bytes {
 
 /// The answer's id for `api` (`chatcmpl-…`, `msg_…`, `resp_…`).
 pub(crate) fn answer_id(api: Api, seq: u64) -> String {
-    match api {
-        Api::Chat | Api::Embeddings => format!("chatcmpl-rh{seq}"),
-        Api::Messages => format!("msg_rh{seq}"),
-        Api::Responses => format!("resp_rh{seq}"),
-    }
+    let prefix = match api {
+        Api::Chat | Api::Embeddings => "chatcmpl-rh",
+        Api::Messages => "msg_rh",
+        Api::Responses => "resp_rh",
+    };
+    prefixed_number(prefix, seq)
+}
+
+/// `prefix` then `n` in decimal, in one allocation of the right size
+/// (`format!`'s machinery costs more than the id).
+pub(crate) fn prefixed_number(prefix: &str, n: u64) -> String {
+    let mut digits = itoa::Buffer::new();
+    let digits = digits.format(n);
+    let mut s = String::with_capacity(prefix.len() + digits.len());
+    s.push_str(prefix);
+    s.push_str(digits);
+    s
 }
 
 #[cfg(test)]
@@ -340,6 +352,16 @@ mod tests {
             prompt_tokens: 3,
             completion_tokens: n,
             finish,
+        }
+    }
+
+    #[test]
+    fn answer_ids_are_the_prefix_and_the_sequence_number() {
+        for seq in [0, 7, 42, 1_000_000, u64::MAX] {
+            assert_eq!(answer_id(Api::Chat, seq), format!("chatcmpl-rh{seq}"));
+            assert_eq!(answer_id(Api::Embeddings, seq), format!("chatcmpl-rh{seq}"));
+            assert_eq!(answer_id(Api::Messages, seq), format!("msg_rh{seq}"));
+            assert_eq!(answer_id(Api::Responses, seq), format!("resp_rh{seq}"));
         }
     }
 

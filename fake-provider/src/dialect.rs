@@ -9,6 +9,8 @@ use bytes::Bytes;
 use serde_json::{json, Value};
 use wire::Dialect;
 
+use crate::json;
+
 /// What the provider needs from a request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Request {
@@ -50,8 +52,7 @@ fn estimate_tokens(chars: usize) -> u32 {
 struct FastBody<'a> {
     #[serde(borrow)]
     model: std::borrow::Cow<'a, str>,
-    #[serde(borrow)]
-    messages: Vec<FastMessage<'a>>,
+    messages: Messages,
     #[serde(default)]
     stream: Option<bool>,
     #[serde(default)]
@@ -60,16 +61,91 @@ struct FastBody<'a> {
     max_completion_tokens: Option<u64>,
     #[serde(default)]
     stream_options: Option<FastStreamOptions>,
-    #[serde(default, borrow)]
-    system: Option<&'a serde_json::value::RawValue>,
+    #[serde(default)]
+    system: Option<Chars>,
 }
 
 #[derive(serde::Deserialize)]
 struct FastMessage<'a> {
     #[serde(borrow)]
     role: Option<std::borrow::Cow<'a, str>>,
-    #[serde(default, borrow)]
-    content: Option<&'a serde_json::value::RawValue>,
+    #[serde(default)]
+    content: Option<Chars>,
+}
+
+/// The messages, read without being kept: how many, whether each names
+/// its role, and their contents' characters.
+struct Messages {
+    count: usize,
+    roles: bool,
+    chars: usize,
+}
+
+impl<'de> serde::Deserialize<'de> for Messages {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Messages, D::Error> {
+        struct Read;
+        impl<'de> serde::de::Visitor<'de> for Read {
+            type Value = Messages;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an array of messages")
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Messages, A::Error> {
+                let mut m = Messages {
+                    count: 0,
+                    roles: true,
+                    chars: 0,
+                };
+                while let Some(message) = seq.next_element::<FastMessage<'de>>()? {
+                    m.count += 1;
+                    m.roles &= message.role.is_some();
+                    m.chars += message.content.map_or(0, |c| c.0);
+                }
+                Ok(m)
+            }
+        }
+        d.deserialize_seq(Read)
+    }
+}
+
+/// The characters of a message content (or of Anthropic's `system`),
+/// counted as the body is read: a string's, or the `text` strings' of an
+/// array of parts (objects). Anything else fails the typed path, which
+/// leaves the request to the checked one (a null or absent content is
+/// the `Option`'s `None`: no characters).
+struct Chars(usize);
+
+impl<'de> serde::Deserialize<'de> for Chars {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Chars, D::Error> {
+        struct Count;
+        impl<'de> serde::de::Visitor<'de> for Count {
+            type Value = Chars;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string or an array of parts")
+            }
+
+            fn visit_str<E>(self, s: &str) -> Result<Chars, E> {
+                Ok(Chars(s.chars().count()))
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut parts: A,
+            ) -> Result<Chars, A::Error> {
+                let mut n = 0;
+                while let Some(part) = parts.next_element::<FastPart<'de>>()? {
+                    n += part.text.map_or(0, |t| t.chars().count());
+                }
+                Ok(Chars(n))
+            }
+        }
+        d.deserialize_any(Count)
+    }
 }
 
 #[derive(serde::Deserialize)]
@@ -82,29 +158,6 @@ struct FastStreamOptions {
 struct FastPart<'a> {
     #[serde(default, borrow)]
     text: Option<std::borrow::Cow<'a, str>>,
-}
-
-/// Characters of a message content (string, null, or array of parts), or
-/// `None` to send the request down the checked path.
-fn fast_chars(content: Option<&serde_json::value::RawValue>) -> Option<usize> {
-    let Some(raw) = content else { return Some(0) };
-    let text = raw.get();
-    match text.as_bytes().first()? {
-        b'"' => serde_json::from_str::<std::borrow::Cow<'_, str>>(text)
-            .ok()
-            .map(|s| s.chars().count()),
-        b'n' => Some(0),
-        b'[' => serde_json::from_str::<Vec<FastPart<'_>>>(text)
-            .ok()
-            .map(|parts| {
-                parts
-                    .iter()
-                    .filter_map(|p| p.text.as_ref())
-                    .map(|t| t.chars().count())
-                    .sum()
-            }),
-        _ => None,
-    }
 }
 
 fn content_chars(content: &Value, param: &'static str) -> Result<usize, BadRequest> {
@@ -276,14 +329,10 @@ impl ProviderDialect for Dialect {
 /// not accept as it is.
 fn parse_fast(dialect: Dialect, body: &[u8]) -> Option<Request> {
     let b: FastBody<'_> = serde_json::from_slice(body).ok()?;
-    if b.model.is_empty() || b.messages.is_empty() {
+    if b.model.is_empty() || b.messages.count == 0 || !b.messages.roles {
         return None;
     }
-    let mut chars = 0;
-    for m in &b.messages {
-        m.role.as_ref()?;
-        chars += fast_chars(m.content)?;
-    }
+    let mut chars = b.messages.chars;
     let positive = |n: Option<u64>| match n {
         None => Some(None),
         Some(0) => None,
@@ -308,7 +357,7 @@ fn parse_fast(dialect: Dialect, body: &[u8]) -> Option<Request> {
             })
         }
         Dialect::Anthropic => {
-            chars += fast_chars(b.system)?;
+            chars += b.system.map_or(0, |c| c.0);
             let max_tokens = positive(b.max_tokens)??;
             Some(Request {
                 model: b.model.into_owned(),
@@ -414,6 +463,9 @@ const WORDS: [&str; 16] = [
     "jar ", "fig ", "ivy ", "pen ",
 ];
 
+/// [`WORDS`] one after the other, each four bytes.
+const WORDS_IN_TURN: &str = "sun cat map red oak sky tea ink fox bay elm owl jar fig ivy pen ";
+
 /// The text of token `i` of an answer.
 pub fn token_text(i: u32) -> &'static str {
     WORDS[(i as usize) % WORDS.len()]
@@ -446,47 +498,66 @@ pub struct Answer {
 }
 
 impl Answer {
-    /// The non-streamed body.
+    /// The non-streamed body, written by hand into one buffer: the bytes
+    /// serde_json writes for the wire shapes (the test module keeps that
+    /// path and compares the two), without its serializer's machinery.
     pub fn body(&self, dialect: Dialect) -> Bytes {
-        let text = answer_text(self.completion_tokens);
-        let out = match dialect {
-            Dialect::OpenAi => serde_json::to_vec(&shapes::Completion {
-                id: &self.id,
-                object: "chat.completion",
-                created: self.created,
-                model: &self.model,
-                choices: [shapes::Choice {
-                    index: 0,
-                    message: shapes::Message {
-                        role: "assistant",
-                        content: &text,
-                        refusal: None,
-                    },
-                    logprobs: None,
-                    finish_reason: self.finish.openai(),
-                }],
-                usage: self.usage(),
-                system_fingerprint: "fp_rehearse",
-            }),
-            Dialect::Anthropic => serde_json::to_vec(&shapes::Msg {
-                id: &self.id,
-                kind: "message",
-                role: "assistant",
-                model: &self.model,
-                content: [shapes::TextBlock {
-                    kind: "text",
-                    text: &text,
-                }],
-                stop_reason: self.finish.anthropic(),
-                stop_sequence: None,
-                usage: shapes::AnthropicUsage {
-                    input_tokens: self.prompt_tokens,
-                    output_tokens: self.completion_tokens,
-                },
-            }),
-        };
-        // Serializing these plain structs into a Vec cannot fail.
-        Bytes::from(out.unwrap_or_default())
+        // The fixed parts of either shape are under 320 bytes.
+        let text_len = self.completion_tokens as usize * 4;
+        let mut out = Vec::with_capacity(320 + self.id.len() + self.model.len() + text_len);
+        match dialect {
+            Dialect::OpenAi => {
+                out.extend_from_slice(b"{\"id\":");
+                json::push_str(&mut out, &self.id);
+                out.extend_from_slice(b",\"object\":\"chat.completion\",\"created\":");
+                json::push_u64(&mut out, self.created);
+                out.extend_from_slice(b",\"model\":");
+                json::push_str(&mut out, &self.model);
+                out.extend_from_slice(
+                    b",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":",
+                );
+                self.push_text(&mut out);
+                out.extend_from_slice(b",\"refusal\":null},\"logprobs\":null,\"finish_reason\":\"");
+                out.extend_from_slice(self.finish.openai().as_bytes());
+                let usage = self.usage();
+                out.extend_from_slice(b"\"}],\"usage\":{\"prompt_tokens\":");
+                json::push_u64(&mut out, usage.prompt_tokens.into());
+                out.extend_from_slice(b",\"completion_tokens\":");
+                json::push_u64(&mut out, usage.completion_tokens.into());
+                out.extend_from_slice(b",\"total_tokens\":");
+                json::push_u64(&mut out, usage.total_tokens.into());
+                out.extend_from_slice(b"},\"system_fingerprint\":\"fp_rehearse\"}");
+            }
+            Dialect::Anthropic => {
+                out.extend_from_slice(b"{\"id\":");
+                json::push_str(&mut out, &self.id);
+                out.extend_from_slice(b",\"type\":\"message\",\"role\":\"assistant\",\"model\":");
+                json::push_str(&mut out, &self.model);
+                out.extend_from_slice(b",\"content\":[{\"type\":\"text\",\"text\":");
+                self.push_text(&mut out);
+                out.extend_from_slice(b"}],\"stop_reason\":\"");
+                out.extend_from_slice(self.finish.anthropic().as_bytes());
+                out.extend_from_slice(b"\",\"stop_sequence\":null,\"usage\":{\"input_tokens\":");
+                json::push_u64(&mut out, self.prompt_tokens.into());
+                out.extend_from_slice(b",\"output_tokens\":");
+                json::push_u64(&mut out, self.completion_tokens.into());
+                out.extend_from_slice(b"}}");
+            }
+        }
+        Bytes::from(out)
+    }
+
+    /// The answer's text as a JSON string: its words need no escaping (a
+    /// test checks), so they are copied as they are.
+    fn push_text(&self, out: &mut Vec<u8>) {
+        out.push(b'"');
+        // The words in turn: whole turns of all 16, then the first few.
+        let n = self.completion_tokens as usize;
+        for _ in 0..n / WORDS.len() {
+            out.extend_from_slice(WORDS_IN_TURN.as_bytes());
+        }
+        out.extend_from_slice(&WORDS_IN_TURN.as_bytes()[..(n % WORDS.len()) * 4]);
+        out.push(b'"');
     }
 
     fn usage(&self) -> shapes::Usage {
@@ -605,8 +676,9 @@ impl Answer {
     }
 }
 
-/// The wire shapes of the hot paths (non-streamed answers and token
-/// chunks), serialized straight from borrowed fields.
+/// The wire shapes of the hot paths (token chunks; the non-streamed
+/// answers', which `Answer::body` now writes by hand, for its test),
+/// serialized straight from borrowed fields.
 mod shapes {
     use serde::Serialize;
 
@@ -617,6 +689,8 @@ mod shapes {
         pub total_tokens: u32,
     }
 
+    // Only the test's serde path of `Answer::body` writes these now.
+    #[cfg(test)]
     #[derive(Serialize)]
     pub struct Message<'a> {
         pub role: &'static str,
@@ -624,6 +698,8 @@ mod shapes {
         pub refusal: Option<&'a str>,
     }
 
+    // Only the test's serde path of `Answer::body` writes these now.
+    #[cfg(test)]
     #[derive(Serialize)]
     pub struct Choice<'a> {
         pub index: u32,
@@ -632,6 +708,8 @@ mod shapes {
         pub finish_reason: &'static str,
     }
 
+    // Only the test's serde path of `Answer::body` writes these now.
+    #[cfg(test)]
     #[derive(Serialize)]
     pub struct Completion<'a> {
         pub id: &'a str,
@@ -670,6 +748,8 @@ mod shapes {
         pub usage: Option<Option<Usage>>,
     }
 
+    // Only the test's serde path of `Answer::body` writes these now.
+    #[cfg(test)]
     #[derive(Serialize)]
     pub struct TextBlock<'a> {
         #[serde(rename = "type")]
@@ -677,12 +757,16 @@ mod shapes {
         pub text: &'a str,
     }
 
+    // Only the test's serde path of `Answer::body` writes these now.
+    #[cfg(test)]
     #[derive(Serialize)]
     pub struct AnthropicUsage {
         pub input_tokens: u32,
         pub output_tokens: u32,
     }
 
+    // Only the test's serde path of `Answer::body` writes these now.
+    #[cfg(test)]
     #[derive(Serialize)]
     pub struct Msg<'a> {
         pub id: &'a str,
@@ -730,6 +814,112 @@ fn sse(event: Option<&str>, data: &str) -> Bytes {
 mod tests {
     use super::*;
 
+    impl Answer {
+        /// The non-streamed body as it was written before the hand-written
+        /// one: serde_json serializing the wire shapes.
+        fn serde_body(&self, dialect: Dialect) -> Vec<u8> {
+            let text = answer_text(self.completion_tokens);
+            match dialect {
+                Dialect::OpenAi => serde_json::to_vec(&shapes::Completion {
+                    id: &self.id,
+                    object: "chat.completion",
+                    created: self.created,
+                    model: &self.model,
+                    choices: [shapes::Choice {
+                        index: 0,
+                        message: shapes::Message {
+                            role: "assistant",
+                            content: &text,
+                            refusal: None,
+                        },
+                        logprobs: None,
+                        finish_reason: self.finish.openai(),
+                    }],
+                    usage: self.usage(),
+                    system_fingerprint: "fp_rehearse",
+                }),
+                Dialect::Anthropic => serde_json::to_vec(&shapes::Msg {
+                    id: &self.id,
+                    kind: "message",
+                    role: "assistant",
+                    model: &self.model,
+                    content: [shapes::TextBlock {
+                        kind: "text",
+                        text: &text,
+                    }],
+                    stop_reason: self.finish.anthropic(),
+                    stop_sequence: None,
+                    usage: shapes::AnthropicUsage {
+                        input_tokens: self.prompt_tokens,
+                        output_tokens: self.completion_tokens,
+                    },
+                }),
+            }
+            .unwrap()
+        }
+    }
+
+    #[test]
+    fn hand_written_bodies_are_serde_jsons_bytes() {
+        let strings = crate::json::tests::awkward_strings();
+        let mut n = 0;
+        for (k, id) in strings.iter().enumerate() {
+            // Each id with a model of the list further on, so that every
+            // string is tried in both places and with either neighbour.
+            let model = &strings[(k * 7 + 3) % strings.len()];
+            for (completion_tokens, finish, created, prompt_tokens) in [
+                (0, Finish::Stop, 0, 0),
+                (1, Finish::Length, 1, 1),
+                (16, Finish::Stop, 1_764_000_000, 16),
+                (17, Finish::Length, u64::MAX, u32::MAX / 2),
+            ] {
+                let a = Answer {
+                    id: id.clone(),
+                    model: model.clone(),
+                    created,
+                    prompt_tokens,
+                    completion_tokens,
+                    finish,
+                };
+                for d in [Dialect::OpenAi, Dialect::Anthropic] {
+                    assert_eq!(
+                        String::from_utf8(a.body(d).to_vec()).unwrap(),
+                        String::from_utf8(a.serde_body(d)).unwrap(),
+                        "{d:?} {a:?}"
+                    );
+                    n += 1;
+                }
+            }
+        }
+        assert!(n > 1000, "{n} bodies compared");
+    }
+
+    #[test]
+    fn the_words_in_turn_are_the_answers_text() {
+        assert_eq!(WORDS_IN_TURN, WORDS.concat());
+        assert!(WORDS.iter().all(|w| w.len() == 4));
+        for n in 0..100 {
+            let a = Answer {
+                id: "x".into(),
+                model: "m".into(),
+                created: 1,
+                prompt_tokens: 1,
+                completion_tokens: n,
+                finish: Finish::Stop,
+            };
+            let mut out = Vec::new();
+            a.push_text(&mut out);
+            assert_eq!(out, format!("\"{}\"", answer_text(n)).into_bytes(), "{n}");
+        }
+    }
+
+    #[test]
+    fn the_answers_words_need_no_escaping() {
+        for w in WORDS {
+            assert_eq!(serde_json::to_string(w).unwrap(), format!("\"{w}\""));
+        }
+    }
+
     #[test]
     fn openai_request_is_parsed_and_estimated() {
         let body = br#"{"model":"gpt-4o-mini","messages":[{"role":"system","content":"abcd"},{"role":"user","content":[{"type":"text","text":"efghi"}]}],"max_completion_tokens":50,"stream":true,"stream_options":{"include_usage":true}}"#;
@@ -772,7 +962,9 @@ mod tests {
 
     #[test]
     fn fast_and_checked_paths_agree() {
-        let bodies: [&[u8]; 6] = [
+        let bodies: [&[u8]; 8] = [
+            br#"{"model":"m","messages":[{"role":"user","content":"tab\there \ud83e\udd80 and \\ \/"}],"max_tokens":7}"#,
+            br#"{"model":"m","messages":[{"role":"user"},{"role":"user","content":[]},{"role":"user","content":[{"type":"image"},{"text":"\u00e9t\u00e9"}]}],"max_tokens":2}"#,
             br#"{"model":"m","messages":[{"role":"user","content":"h\u00e9llo w\"rld"}],"max_tokens":7}"#,
             br#"{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"abc"},{"type":"image_url","image_url":{"url":"x"}}]}],"stream":true,"stream_options":{"include_usage":true}}"#,
             br#"{"model":"m","messages":[{"role":"assistant","content":null},{"role":"user","content":"x"}],"max_completion_tokens":3,"max_tokens":9,"temperature":0.2}"#,
@@ -785,6 +977,28 @@ mod tests {
                 let fast = parse_fast(d, body);
                 let checked = parse_checked(d, body).ok();
                 assert_eq!(fast, checked, "{d:?} {}", String::from_utf8_lossy(body));
+            }
+        }
+        // Odd shapes: the typed path may leave them to the checked one, and
+        // whatever it takes it reads as the checked path does.
+        let odd: [&[u8]; 4] = [
+            br#"{"model":"m","system":5,"messages":[{"role":"user","content":"x"}],"max_tokens":5}"#,
+            br#"{"model":"m","system":["a"],"messages":[{"role":"user","content":["a","bc"]}],"max_tokens":5}"#,
+            br#"{"model":"m","system":null,"messages":[{"role":"user","content":{"text":"x"}}],"max_tokens":5}"#,
+            br#"{"model":"m","messages":[{"role":"user","content":[{"text":5}]}],"max_tokens":5,"stream":true}"#,
+        ];
+        for body in odd {
+            for d in [Dialect::OpenAi, Dialect::Anthropic] {
+                let checked = parse_checked(d, body).ok();
+                if let Some(fast) = parse_fast(d, body) {
+                    assert_eq!(
+                        Some(fast),
+                        checked,
+                        "{d:?} {}",
+                        String::from_utf8_lossy(body)
+                    );
+                }
+                assert_eq!(d.parse(body).ok(), checked);
             }
         }
         // The typed path must not accept what the checked path refuses.

@@ -62,6 +62,8 @@ pub mod config;
 mod counters;
 pub mod curve;
 mod dialect;
+mod head_timer;
+mod json;
 pub mod process;
 mod records;
 mod run;

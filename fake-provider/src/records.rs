@@ -332,8 +332,16 @@ impl RecordFile {
     /// lane full, waits for the disk.
     ///
     /// `provider` is the name the line carries when the record names none
-    /// (the provider's, borrowed from its config: no copy per call).
-    pub(crate) fn push_named(&self, run: u64, record: &ProviderRecord, provider: Option<&str>) {
+    /// (the provider's, borrowed from its config: no copy per call), and
+    /// `run_id` the run's id it carries when the record's is empty (the
+    /// run's own, likewise).
+    pub(crate) fn push_named(
+        &self,
+        run: u64,
+        record: &ProviderRecord,
+        run_id: &str,
+        provider: Option<&str>,
+    ) {
         let pushed = LANES.try_with(|lanes| {
             let mut lanes = lanes.borrow_mut();
             let lane = match lanes.iter().find(|(id, _)| *id == self.id) {
@@ -346,29 +354,36 @@ impl RecordFile {
                     &lanes.last().expect("just pushed").1
                 }
             };
-            self.push_into(lane, run, record, provider);
+            self.push_into(lane, run, record, run_id, provider);
         });
         if pushed.is_err() {
             // This thread is ending (its locals are gone): a lane for
             // this one line, which the writer takes and then forgets.
-            self.push_into(&self.state.join(), run, record, provider);
+            self.push_into(&self.state.join(), run, record, run_id, provider);
         }
     }
 
     /// [`RecordFile::push_named`] for the default provider.
     #[cfg(test)]
     pub(crate) fn push(&self, run: u64, record: &ProviderRecord) {
-        self.push_named(run, record, None);
+        self.push_named(run, record, "", None);
     }
 
-    fn push_into(&self, lane: &Lane, run: u64, record: &ProviderRecord, provider: Option<&str>) {
+    fn push_into(
+        &self,
+        lane: &Lane,
+        run: u64,
+        record: &ProviderRecord,
+        run_id: &str,
+        provider: Option<&str>,
+    ) {
         let limits = self.state.limits;
         let mut held = lock(&lane.held);
         if held.closed {
             self.state.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        line::push_record(&mut held.bytes, record, provider);
+        line::push_record(&mut held.bytes, record, run_id, provider);
         let end = held.bytes.len();
         held.lines.push((run, end));
         let ask = end >= limits.batch && !held.asked;

@@ -15,7 +15,7 @@ use http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::{Frame, Incoming};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tokio::net::{TcpListener, ToSocketAddrs};
@@ -33,6 +33,7 @@ use crate::ceiling::{Admission, Ceiling, Permit};
 use crate::config::{Effective, Overflow, Overrides, ProviderConfig};
 use crate::counters::{Gauges, Stats};
 use crate::dialect::{Answer, BadRequest, Finish, ProviderDialect, Request as CallRequest};
+use crate::head_timer::HeadTimer;
 use crate::records::{RecordFile, RecordsWritten};
 use crate::run::{AdminRefusal, Book, ResetRequest, Run, RunInfo};
 use crate::shared::{
@@ -305,7 +306,7 @@ async fn serve_connection(stream: tokio::net::TcpStream, peer: SocketAddr, share
     });
     let header_read_timeout = shared.run().config.header_read_timeout;
     let conn = hyper::server::conn::http1::Builder::new()
-        .timer(TokioTimer::new())
+        .timer(HeadTimer::default())
         .header_read_timeout(header_read_timeout)
         .max_buf_size(64 * 1024)
         .serve_connection(TokioIo::new(stream), service);
@@ -331,40 +332,55 @@ struct ResetConnection;
 
 type RouteResult = Result<Response<Body>, ResetConnection>;
 
+/// Where a request goes, decided on its borrowed path (no copy of it).
+enum Route {
+    Call(Api),
+    Azure,
+    Models,
+    Admin,
+    MethodNotAllowed,
+    NotFound,
+}
+
+fn route_of(method: &Method, path: &str) -> Route {
+    let api = match path {
+        "/v1/chat/completions" => Some(Api::Chat),
+        "/v1/messages" => Some(Api::Messages),
+        "/v1/responses" => Some(Api::Responses),
+        "/v1/embeddings" => Some(Api::Embeddings),
+        _ => None,
+    };
+    match (method, api) {
+        (&Method::POST, Some(api)) => Route::Call(api),
+        (&Method::POST, None) if crate::api::azure_route(path).is_some() => Route::Azure,
+        (&Method::GET, None) if path == "/v1/models" => Route::Models,
+        _ if path.starts_with("/_fake/") || path == "/metrics" => Route::Admin,
+        (_, Some(_)) => Route::MethodNotAllowed,
+        _ if path == "/v1/models" => Route::MethodNotAllowed,
+        _ => Route::NotFound,
+    }
+}
+
 async fn route(
     shared: Arc<Shared>,
     req: Request<Incoming>,
     peer: SocketAddr,
     fd: RawFd,
 ) -> RouteResult {
-    let path = req.uri().path().to_string();
-    let method = req.method().clone();
-    match (method, path.as_str()) {
-        (Method::POST, "/v1/chat/completions") => call(shared, req, Api::Chat, None, fd).await,
-        (Method::POST, "/v1/messages") => call(shared, req, Api::Messages, None, fd).await,
-        (Method::POST, "/v1/responses") => call(shared, req, Api::Responses, None, fd).await,
-        (Method::POST, "/v1/embeddings") => call(shared, req, Api::Embeddings, None, fd).await,
-        (Method::POST, p) if crate::api::azure_route(p).is_some() => azure(shared, req, fd).await,
-        (Method::GET, "/v1/models") => Ok(models(&shared, req.headers())),
-        (_, p) if p.starts_with("/_fake/") || p == "/metrics" => {
-            Ok(crate::admin::admin(shared, req, peer).await)
-        }
-        (
-            _,
-            "/v1/chat/completions"
-            | "/v1/messages"
-            | "/v1/models"
-            | "/v1/responses"
-            | "/v1/embeddings",
-        ) => Ok(simple_error(
+    match route_of(req.method(), req.uri().path()) {
+        Route::Call(api) => call(shared, req, api, None, fd).await,
+        Route::Azure => azure(shared, req, fd).await,
+        Route::Models => Ok(models(&shared, req.headers())),
+        Route::Admin => Ok(crate::admin::admin(shared, req, peer).await),
+        Route::MethodNotAllowed => Ok(simple_error(
             Dialect::OpenAi,
             StatusCode::METHOD_NOT_ALLOWED,
             "method not allowed",
         )),
-        _ => Ok(simple_error(
+        Route::NotFound => Ok(simple_error(
             dialect_of(req.headers()),
             StatusCode::NOT_FOUND,
-            &format!("no route for {path}"),
+            &format!("no route for {}", req.uri().path()),
         )),
     }
 }
@@ -440,7 +456,8 @@ fn models(shared: &Shared, headers: &HeaderMap) -> Response<Body> {
 /// The call's id by the one rule ([`wire::request_id`]), else `fake-N`.
 fn request_id(headers: &HeaderMap, body: &[u8], seq: u64) -> String {
     let header = headers.get(REQUEST_ID).map(HeaderValue::as_bytes);
-    wire::request_id(header, body).map_or_else(|| format!("fake-{seq}"), str::to_string)
+    wire::request_id(header, body)
+        .map_or_else(|| crate::api::prefixed_number("fake-", seq), str::to_string)
 }
 
 /// Everything a call holds while it lives. Whatever way the call ends,
@@ -494,9 +511,10 @@ impl Drop for CallGuard {
         drop(self.permit.take());
         self.run.counters.finished(&self.record);
         let name = self.run.config.name.as_deref();
+        // The run's id is the record file's to write (no copy a call).
         self.shared
             .records
-            .push_named(self.run.number, &self.record, name);
+            .push_named(self.run.number, &self.record, &self.run.id, name);
         // Out of flight only once its record is queued: whoever waits for
         // `in_flight == 0` and then syncs the records finds this one.
         self.shared.gauges.in_flight.fetch_sub(1, Ordering::Relaxed);
@@ -539,19 +557,22 @@ fn call_headers(
     snap: Option<QuotaSnapshot>,
     clock: &Clock,
 ) -> HeaderMap {
+    // Made once: `HeaderName::from_static` checks its name each call.
+    static OPENAI_ID: HeaderName = HeaderName::from_static(REQUEST_ID);
+    static ANTHROPIC_ID: HeaderName = HeaderName::from_static(ANTHROPIC_REQUEST_ID);
     let mut h = HeaderMap::new();
-    let mut put = |name: &'static str, value: &str| {
+    let mut put = |name: &HeaderName, value: &str| {
         if let Ok(v) = HeaderValue::from_str(value) {
-            h.insert(HeaderName::from_static(name), v);
+            h.insert(name.clone(), v);
         }
     };
     match dialect {
-        Dialect::OpenAi => put(REQUEST_ID, id),
-        Dialect::Anthropic => put(ANTHROPIC_REQUEST_ID, id),
+        Dialect::OpenAi => put(&OPENAI_ID, id),
+        Dialect::Anthropic => put(&ANTHROPIC_ID, id),
     }
     if let Some(snap) = snap {
         for (name, value) in ratelimit_headers(dialect, &snap, clock.now_us()) {
-            put(name, &value);
+            put(&HeaderName::from_static(name), &value);
         }
     }
     h
@@ -590,6 +611,111 @@ fn draw_fault(eff: &Effective, u: f64) -> Fault {
     Fault::None
 }
 
+/// The draws of [`CallGuard::draw`] from the call's random stream
+/// (`stream`: the provider's seed and the call's sequence number), with
+/// `in_service` calls in service.
+fn draw_for(
+    eff: &Effective,
+    stream: (u64, u64),
+    in_service: u32,
+    prompt_tokens: u32,
+    max_tokens: u32,
+) -> Draw {
+    let mut rng = CallRng::new(stream);
+    let f = &eff.faults;
+    let no_fault = f.errors.values().all(|r| *r <= 0.0)
+        && [f.reset, f.hang, f.stream_cut, f.malformed]
+            .iter()
+            .all(|r| *r <= 0.0);
+    // With every rate 0 the fault is none whatever is drawn: its draw is
+    // only skipped over, if a later draw needs the stream at all.
+    let fault = if no_fault {
+        rng.skip_f64();
+        Fault::None
+    } else {
+        draw_fault(eff, rng.gen::<f64>())
+    };
+    let m = eff.latency.multiplier
+        * crate::curve::load_factor(in_service, eff.latency.knee, eff.latency.knee_exponent);
+    // Reading the prompt comes before the first token; no draw, so the
+    // seeded draws stay those of a provider without it.
+    let prefill = eff.latency.prefill_per_token.0 * prompt_tokens;
+    let ttft = (eff.latency.ttft.sample(&mut rng) + prefill).mul_f64(m);
+    let per_token = eff.latency.per_token.sample(&mut rng).mul_f64(m);
+    let n = eff.completion_tokens.sample(&mut rng).min(max_tokens);
+    let finish = if n >= max_tokens {
+        Finish::Length
+    } else {
+        Finish::Stop
+    };
+    Draw {
+        fault,
+        ttft,
+        per_token,
+        n,
+        finish,
+    }
+}
+
+/// A call's random stream, made on its first draw: a call whose faults
+/// are off and whose distributions are fixed draws nothing, and seeding a
+/// ChaCha8 costs more than the rest of its draws. The values are those
+/// of the stream made at once (a test compares them).
+struct CallRng {
+    stream: (u64, u64),
+    /// A fault's draw skipped over: taken first when the stream is made.
+    skipped: bool,
+    rng: Option<ChaCha8Rng>,
+}
+
+impl CallRng {
+    fn new(stream: (u64, u64)) -> CallRng {
+        CallRng {
+            stream,
+            skipped: false,
+            rng: None,
+        }
+    }
+
+    /// Passes over one `f64` draw without making the stream for it.
+    fn skip_f64(&mut self) {
+        match &mut self.rng {
+            Some(rng) => {
+                let _: f64 = rng.gen();
+            }
+            None => self.skipped = true,
+        }
+    }
+
+    fn rng(&mut self) -> &mut ChaCha8Rng {
+        let (seed, seq) = self.stream;
+        let skipped = self.skipped;
+        self.rng.get_or_insert_with(|| {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            rng.set_stream(seq);
+            if skipped {
+                let _: f64 = rng.gen();
+            }
+            rng
+        })
+    }
+}
+
+impl rand::RngCore for CallRng {
+    fn next_u32(&mut self) -> u32 {
+        self.rng().next_u32()
+    }
+    fn next_u64(&mut self) -> u64 {
+        self.rng().next_u64()
+    }
+    fn fill_bytes(&mut self, dest: &mut [u8]) {
+        self.rng().fill_bytes(dest)
+    }
+    fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), rand::Error> {
+        self.rng().try_fill_bytes(dest)
+    }
+}
+
 /// A step of a call's life: go on with `T`, or end the call here with this
 /// response. Not a `Result`: a refusal is an answer, not an error (and a
 /// response is too big to be a `Result`'s error unboxed).
@@ -597,6 +723,7 @@ type Step<T> = ControlFlow<Response<Body>, T>;
 
 /// What is drawn for a call when it is admitted: its fault, its pace and
 /// its length.
+#[derive(Debug, PartialEq)]
 struct Draw {
     fault: Fault,
     ttft: Duration,
@@ -701,7 +828,6 @@ impl CallGuard {
             shared: shared.clone(),
             record: ProviderRecord {
                 id,
-                run_id: run.id.clone(),
                 seq,
                 dialect: api.dialect(),
                 api,
@@ -850,32 +976,22 @@ impl CallGuard {
     /// seed, the call's sequence number), so they do not depend on how
     /// other calls interleave.
     fn draw(&mut self, max_tokens: u32) -> Draw {
-        let mut rng = ChaCha8Rng::seed_from_u64(self.run.config.seed);
-        rng.set_stream(self.record.seq);
         let (eff, label) = self.shared.effective();
-        self.record.phase = label.to_string();
-        let fault = draw_fault(&eff, rng.gen::<f64>());
-        let in_service = self.shared.ceiling.in_service();
-        let m = eff.latency.multiplier
-            * crate::curve::load_factor(in_service, eff.latency.knee, eff.latency.knee_exponent);
-        // Reading the prompt comes before the first token; no draw, so the
-        // seeded draws stay those of a provider without it.
-        let prefill = eff.latency.prefill_per_token.0 * self.record.prompt_tokens;
-        let ttft = (eff.latency.ttft.sample(&mut rng) + prefill).mul_f64(m);
-        let per_token = eff.latency.per_token.sample(&mut rng).mul_f64(m);
-        let n = eff.completion_tokens.sample(&mut rng).min(max_tokens);
-        let finish = if n >= max_tokens {
-            Finish::Length
-        } else {
-            Finish::Stop
-        };
-        Draw {
-            fault,
-            ttft,
-            per_token,
-            n,
-            finish,
+        // The label at arrival is in the record already: copied again
+        // only if a phase changed since.
+        if self.record.phase != *label {
+            self.record.phase.clear();
+            self.record.phase.push_str(&label);
         }
+        let in_service = self.shared.ceiling.in_service();
+        let stream = (self.run.config.seed, self.record.seq);
+        draw_for(
+            &eff,
+            stream,
+            in_service,
+            self.record.prompt_tokens,
+            max_tokens,
+        )
     }
 
     /// The fault of an error status: answered at once.
@@ -1150,6 +1266,101 @@ impl TokenStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn requests_are_routed_by_method_and_path() {
+        let cases = [
+            (Method::POST, "/v1/chat/completions", "call chat"),
+            (Method::POST, "/v1/messages", "call messages"),
+            (Method::POST, "/v1/responses", "call responses"),
+            (Method::POST, "/v1/embeddings", "call embeddings"),
+            (
+                Method::POST,
+                "/openai/deployments/d/chat/completions",
+                "azure",
+            ),
+            (Method::GET, "/openai/deployments/d/chat/completions", "404"),
+            (Method::GET, "/v1/models", "models"),
+            (Method::POST, "/v1/models", "405"),
+            (Method::GET, "/v1/chat/completions", "405"),
+            (Method::DELETE, "/v1/embeddings", "405"),
+            (Method::GET, "/_fake/stats", "admin"),
+            (Method::POST, "/_fake/reset", "admin"),
+            (Method::GET, "/metrics", "admin"),
+            (Method::GET, "/metricsx", "404"),
+            (Method::POST, "/v1/chat/completions/", "404"),
+            (Method::GET, "/", "404"),
+        ];
+        for (method, path, want) in cases {
+            let got = match route_of(&method, path) {
+                Route::Call(api) => format!("call {}", api.as_str()),
+                Route::Azure => "azure".into(),
+                Route::Models => "models".into(),
+                Route::Admin => "admin".into(),
+                Route::MethodNotAllowed => "405".into(),
+                Route::NotFound => "404".into(),
+            };
+            assert_eq!(got, want, "{method} {path}");
+        }
+    }
+
+    /// [`draw_for`] as it was: the stream made at once, the fault drawn
+    /// whatever its rates.
+    fn eager_draw(
+        eff: &Effective,
+        (seed, seq): (u64, u64),
+        in_service: u32,
+        prompt_tokens: u32,
+        max_tokens: u32,
+    ) -> Draw {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        rng.set_stream(seq);
+        let fault = draw_fault(eff, rng.gen::<f64>());
+        let m = eff.latency.multiplier
+            * crate::curve::load_factor(in_service, eff.latency.knee, eff.latency.knee_exponent);
+        let prefill = eff.latency.prefill_per_token.0 * prompt_tokens;
+        let ttft = (eff.latency.ttft.sample(&mut rng) + prefill).mul_f64(m);
+        let per_token = eff.latency.per_token.sample(&mut rng).mul_f64(m);
+        let n = eff.completion_tokens.sample(&mut rng).min(max_tokens);
+        let finish = if n >= max_tokens {
+            Finish::Length
+        } else {
+            Finish::Stop
+        };
+        Draw {
+            fault,
+            ttft,
+            per_token,
+            n,
+            finish,
+        }
+    }
+
+    #[test]
+    fn the_lazy_stream_draws_what_the_eager_one_drew() {
+        let configs = [
+            "completion_tokens = { fixed = 16 }\n",
+            "[latency]\nttft = { uniform = { min = \"10ms\", max = \"90ms\" } }\n",
+            "completion_tokens = { lognormal = { median = 40, p99 = 400 } }\n",
+            "[latency]\nper_token = { exponential = { mean = \"5ms\" } }\nknee = 2\n",
+            "[latency]\nttft = { fixed = \"5ms\" }\n[faults]\nerrors = { \"500\" = 0.3 }\nhang = 0.1\n",
+            "completion_tokens = { mix = [ { value = 0, weight = 3 }, { value = 40, weight = 1 } ] }\n[faults]\nmalformed = 0.5\n",
+            "[faults]\nreset = 0.2\nstream_cut = 0.2\n",
+        ];
+        for toml in configs {
+            let cfg = ProviderConfig::from_toml(&format!("seed = 7\n{toml}"), "t")
+                .unwrap_or_else(|e| panic!("{toml}: {e}"));
+            let eff = cfg.effective([], None);
+            for seq in 0..200 {
+                let (in_service, prompt, max) = (seq as u32 % 5, seq as u32 % 300, 32);
+                assert_eq!(
+                    draw_for(&eff, (7, seq), in_service, prompt, max),
+                    eager_draw(&eff, (7, seq), in_service, prompt, max),
+                    "{toml} seq {seq}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn faults_are_drawn_by_cumulative_rate() {

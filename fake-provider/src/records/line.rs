@@ -1,6 +1,7 @@
 //! A record as a line of `provider.jsonl`: the fields in the order
 //! `wire::ProviderRecord` declares them, written one by one; each string
-//! quoted and escaped by serde_json, each number by itoa.
+//! quoted and escaped as serde_json does it (`crate::json`), each number
+//! by itoa.
 //!
 //! Why not `serde_json::to_writer(record)`: its derived serializer cost
 //! about 5,400 instructions a record (callgrind), an eighth of a
@@ -13,18 +14,31 @@
 
 use wire::ProviderRecord;
 
+use crate::json::{push_str, push_u64};
+
 /// Appends `r` as one JSON object and a newline, exactly as
 /// `serde_json::to_writer` then `\n` would, its `provider` being
 /// `provider` when the record names none: the record file's provider's
 /// name, given once for all its calls rather than copied into each
-/// (`None` for the provider named `default`).
-pub(super) fn push_record(out: &mut Vec<u8>, r: &ProviderRecord, provider: Option<&str>) {
+/// (`None` for the provider named `default`); and its `run_id` being
+/// `run_id` when the record's is empty (the run's, likewise).
+pub(super) fn push_record(
+    out: &mut Vec<u8>,
+    r: &ProviderRecord,
+    run_id: &str,
+    provider: Option<&str>,
+) {
     out.extend_from_slice(b"{\"id\":");
     push_str(out, &r.id);
     // Skipped when empty, as the record's serde attribute says.
-    if !r.run_id.is_empty() {
+    let run_id = if r.run_id.is_empty() {
+        run_id
+    } else {
+        &r.run_id
+    };
+    if !run_id.is_empty() {
         out.extend_from_slice(b",\"run_id\":");
-        push_str(out, &r.run_id);
+        push_str(out, run_id);
     }
     out.extend_from_slice(b",\"seq\":");
     push_u64(out, r.seq);
@@ -80,21 +94,11 @@ pub(super) fn push_record(out: &mut Vec<u8>, r: &ProviderRecord, provider: Optio
     out.extend_from_slice(b"}\n");
 }
 
-fn push_u64(out: &mut Vec<u8>, v: u64) {
-    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
-}
-
 fn push_opt(out: &mut Vec<u8>, v: Option<u64>) {
     match v {
         Some(v) => push_u64(out, v),
         None => out.extend_from_slice(b"null"),
     }
-}
-
-/// `s` as a JSON string, quoted and escaped by serde_json.
-fn push_str(out: &mut Vec<u8>, s: &str) {
-    // Writing into a Vec cannot fail, and a str always serializes.
-    let _ = serde_json::to_writer(&mut *out, s);
 }
 
 #[cfg(test)]
@@ -110,7 +114,7 @@ mod tests {
 
     fn ours(r: &ProviderRecord) -> String {
         let mut v = Vec::new();
-        push_record(&mut v, r, None);
+        push_record(&mut v, r, "", None);
         String::from_utf8(v).unwrap()
     }
 
@@ -125,7 +129,7 @@ mod tests {
         }))
         .unwrap();
         let mut line = Vec::new();
-        push_record(&mut line, &r, Some("east-1"));
+        push_record(&mut line, &r, "", Some("east-1"));
         let named = ProviderRecord {
             provider: Some("east-1".into()),
             ..r.clone()
@@ -137,9 +141,20 @@ mod tests {
             (back.retry_after_s, back.retry_after_ms),
             (Some(2), Some(1500))
         );
+        // The run's id, given, is written as the record's own would be.
+        let mut line = Vec::new();
+        push_record(&mut line, &r, "run-7-0", Some("east-1"));
+        let with_run = ProviderRecord {
+            run_id: "run-7-0".into(),
+            ..named.clone()
+        };
+        assert_eq!(String::from_utf8(line).unwrap(), serde_line(&with_run));
+        let mut line = Vec::new();
+        push_record(&mut line, &with_run, "other", None);
+        assert_eq!(String::from_utf8(line).unwrap(), serde_line(&with_run));
         // The default provider's lines are those of before: no field.
         let mut line = Vec::new();
-        push_record(&mut line, &r, None);
+        push_record(&mut line, &r, "", None);
         let line = String::from_utf8(line).unwrap();
         assert!(!line.contains("provider"), "{line}");
         assert!(
