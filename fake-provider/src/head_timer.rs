@@ -94,7 +94,7 @@ mod tests {
         second.await;
         let took = start.elapsed();
         assert!(took >= Duration::from_millis(300), "{took:?}");
-        assert!(took < Duration::from_millis(1000), "{took:?}");
+        assert!(took < Duration::from_secs(10), "{took:?}");
         // One already past its deadline is done at once, and an earlier
         // deadline than the Sleep's is not missed.
         let t = Instant::now();
