@@ -17,6 +17,17 @@ fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// Fails, saying how to install it, when Portkey is not where
+/// [`portkey_dir`] says.
+fn require_portkey() {
+    let server = portkey_dir().join("node_modules/@portkey-ai/gateway/build/start-server.js");
+    assert!(
+        server.exists(),
+        "this test needs Portkey: npm install --prefix {} @portkey-ai/gateway@1.15.2 (.ci/run installs it)",
+        portkey_dir().display()
+    );
+}
+
 /// Where Portkey is installed: `PORTKEY_DIR`, else `target/portkey`.
 fn portkey_dir() -> PathBuf {
     match std::env::var_os("PORTKEY_DIR") {
@@ -81,12 +92,7 @@ fn json(path: &Path) -> serde_json::Value {
 /// provider's refusals passed through, and finds no shedding of its own.
 #[test]
 fn portkey_passes_the_providers_429s_through_and_the_verdicts_say_so() {
-    let server = portkey_dir().join("node_modules/@portkey-ai/gateway/build/start-server.js");
-    assert!(
-        server.exists(),
-        "this test needs Portkey: npm install --prefix {} @portkey-ai/gateway@1.15.2 (.ci/run installs it)",
-        portkey_dir().display()
-    );
+    require_portkey();
     let _one = one_at_a_time();
     let dir = scratch("gateways", "portkey");
     let provider_port = free_port();
@@ -177,12 +183,7 @@ fn portkey_passes_the_providers_429s_through_and_the_verdicts_say_so() {
 /// `no_silent_loss` passes.
 #[test]
 fn portkey_fallback_reaches_both_providers_and_keeps_calling_the_throttled_one() {
-    let server = portkey_dir().join("node_modules/@portkey-ai/gateway/build/start-server.js");
-    assert!(
-        server.exists(),
-        "this test needs Portkey: npm install --prefix {} @portkey-ai/gateway@1.15.2 (.ci/run installs it)",
-        portkey_dir().display()
-    );
+    require_portkey();
     let _one = one_at_a_time();
     let dir = scratch("gateways", "portkey-fallback");
     let (out, out_dir) = on_schedule(|attempt| {
