@@ -117,37 +117,29 @@ pub fn main(args: Args) -> Result<Ended, Error> {
     options.progress = !args.no_progress && std::io::stderr().is_terminal();
     options.records = !args.no_records;
     options.max_spend_tokens = args.max_spend_tokens;
-    options.provider_urls = match harness::ProviderChoice::combine(args.provider_url.clone()) {
-        Ok(harness::ProviderChoice::Urls(urls)) => urls
-            .into_iter()
-            .map(|u| {
-                (
-                    u.name.unwrap_or_else(|| wire::DEFAULT_PROVIDER.into()),
-                    u.url,
-                )
-            })
-            .collect(),
-        Ok(harness::ProviderChoice::InProcess) if args.provider_url.is_empty() => Vec::new(),
-        Ok(_) | Err(_) => {
-            return Err(Error::bad_input(anyhow::anyhow!(
-                "--provider-url: URL, or NAME=URL for each of several providers"
-            )))
-        }
+    let urls_of = |flag: &str, given: Vec<harness::ProviderChoice>| {
+        harness::ProviderChoice::urls_of(given)
+            .map_err(|m| Error::bad_input(anyhow::anyhow!("{flag}: {m}")))
     };
+    options.provider_urls = urls_of("--provider-url", args.provider_url.clone())?
+        .into_iter()
+        .map(|u| {
+            (
+                u.name.unwrap_or_else(|| wire::DEFAULT_PROVIDER.into()),
+                u.url,
+            )
+        })
+        .collect();
     let note = format!(
         "stopping: no new arrivals; requests in flight get {} ms, then end as cancelled \
          (again to quit at once)",
         options.cancel_grace.as_millis()
     );
-    let provider = match &args.provider {
-        None => None,
-        Some(harness::ProviderChoice::Urls(urls)) => urls.first().map(|u| u.url.clone()),
-        Some(_) => {
-            return Err(Error::bad_input(anyhow::anyhow!(
-                "--provider: the URL of the staged run's fake provider (of several, the first's)"
-            )))
-        }
-    };
+    // Of several, the first: the one stage put first, whose clock the run keeps.
+    let provider = urls_of("--provider", args.provider.clone().into_iter().collect())?
+        .into_iter()
+        .next()
+        .map(|u| u.url);
     let out = args.out.clone();
     let (report, partial) = crate::runtime::block_on(None, Some(note), |cancel| async move {
         let listen = args.metrics_listen.as_deref();

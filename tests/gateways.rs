@@ -28,6 +28,28 @@ fn require_portkey() {
     );
 }
 
+/// `rehearse run SCENARIO` (a Portkey setup, from the repository) with
+/// `extra` flags into `dir/run-N`, made again if its load generator fell
+/// behind: its output and run directory.
+fn rehearse_portkey(
+    dir: &Path,
+    scenario: &str,
+    extra: &[String],
+) -> (std::process::Output, PathBuf) {
+    on_schedule(|attempt| {
+        let out_dir = dir.join(format!("run-{attempt}"));
+        let out = rehearse()
+            .current_dir(repo())
+            .env("PORTKEY_DIR", portkey_dir())
+            .args(["run", scenario, "--no-progress", "--out"])
+            .arg(&out_dir)
+            .args(extra)
+            .output()
+            .unwrap();
+        ((out, out_dir.clone()), out_dir)
+    })
+}
+
 /// Where Portkey is installed: `PORTKEY_DIR`, else `target/portkey`.
 fn portkey_dir() -> PathBuf {
     match std::env::var_os("PORTKEY_DIR") {
@@ -97,27 +119,17 @@ fn portkey_passes_the_providers_429s_through_and_the_verdicts_say_so() {
     let dir = scratch("gateways", "portkey");
     let provider_port = free_port();
     let (relay, kept) = keeping_relay(provider_port);
-    let (out, out_dir) = on_schedule(|attempt| {
-        let out_dir = dir.join(format!("run-{attempt}"));
-        let out = rehearse()
-            .current_dir(repo())
-            .env("PORTKEY_DIR", portkey_dir())
-            .arg("run")
-            .arg("gateways/portkey/scenario.toml")
-            .args(["--no-progress", "--out"])
-            .arg(&out_dir)
-            .args(["--provider-listen", &format!("127.0.0.1:{provider_port}")])
+    let (out, out_dir) = rehearse_portkey(
+        &dir,
+        "gateways/portkey/scenario.toml",
+        &[
+            "--provider-listen".into(),
+            format!("127.0.0.1:{provider_port}"),
             // Portkey's upstream is the relay in front of the provider.
-            .args([
-                "--set",
-                &format!(
-                    "load.request.headers.x-portkey-custom-host=\"http://127.0.0.1:{relay}/v1\""
-                ),
-            ])
-            .output()
-            .unwrap();
-        ((out, out_dir.clone()), out_dir)
-    });
+            "--set".into(),
+            format!("load.request.headers.x-portkey-custom-host=\"http://127.0.0.1:{relay}/v1\""),
+        ],
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let rep = json(&out_dir.join("report.json"));
     let check = |id: &str| {
@@ -186,19 +198,7 @@ fn portkey_fallback_reaches_both_providers_and_keeps_calling_the_throttled_one()
     require_portkey();
     let _one = one_at_a_time();
     let dir = scratch("gateways", "portkey-fallback");
-    let (out, out_dir) = on_schedule(|attempt| {
-        let out_dir = dir.join(format!("run-{attempt}"));
-        let out = rehearse()
-            .current_dir(repo())
-            .env("PORTKEY_DIR", portkey_dir())
-            .arg("run")
-            .arg("gateways/portkey-fallback/scenario.toml")
-            .args(["--no-progress", "--out"])
-            .arg(&out_dir)
-            .output()
-            .unwrap();
-        ((out, out_dir.clone()), out_dir)
-    });
+    let (out, out_dir) = rehearse_portkey(&dir, "gateways/portkey-fallback/scenario.toml", &[]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     let rep = json(&out_dir.join("report.json"));

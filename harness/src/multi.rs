@@ -164,20 +164,19 @@ pub async fn stage(s: &crate::Scenario, opts: &StageOptions) -> Result<(), RunEr
 /// The `--provider` flags of `stage` (`URL`, or `NAME=URL` each) matched
 /// to the scenario's providers `names`: (name, URL) in its order.
 fn named_urls(flags: &[String], names: &[&str]) -> Result<Vec<(String, String)>, RunError> {
+    let urls = parse_urls(flags)?;
+    crate::ProviderChoice::match_names(&urls, names).map_err(|m| RunError::flag("--provider", m))
+}
+
+/// `stage`'s and `collect`'s `--provider` flags, as remote providers.
+fn parse_urls(flags: &[String]) -> Result<Vec<crate::ProviderAt>, RunError> {
     let bad = |m: String| RunError::flag("--provider", m);
     let choices = flags
         .iter()
         .map(|f| f.parse::<crate::ProviderChoice>())
         .collect::<Result<Vec<_>, _>>()
         .map_err(bad)?;
-    match crate::ProviderChoice::combine(choices).map_err(bad)? {
-        crate::ProviderChoice::Urls(urls) => {
-            crate::ProviderChoice::match_names(&urls, names).map_err(bad)
-        }
-        _ => Err(bad(
-            "is the URL of a rehearse provider (NAME=URL for each of several)".into(),
-        )),
-    }
+    crate::ProviderChoice::urls_of(choices).map_err(bad)
 }
 
 /// `rehearse load --provider URL`: measures this machine's clock against
@@ -321,17 +320,7 @@ async fn fetch_providers(
     meta: &mut RunMeta,
 ) -> Result<(), RunError> {
     let bad = |m: String| RunError::flag("--provider", m);
-    let mut urls = Vec::new();
-    for flag in providers {
-        match flag.parse::<crate::ProviderChoice>().map_err(bad)? {
-            crate::ProviderChoice::Urls(u) => urls.extend(u),
-            _ => {
-                return Err(bad(format!(
-                    "{flag}: the URL of a rehearse provider, or NAME=URL"
-                )))
-            }
-        }
-    }
+    let urls = parse_urls(providers)?;
     let zero = ClockOffset {
         offset_us: 0,
         uncertainty_us: 0,

@@ -118,6 +118,32 @@ impl ProviderChoice {
         Ok(ProviderChoice::Urls(all))
     }
 
+    /// The remote providers `flags` give, in order: each flag a URL,
+    /// `NAME=URL` or several of those comma-separated (no flag: none);
+    /// `in-process` or `external` among them is an error saying so.
+    ///
+    /// ```
+    /// use harness::ProviderChoice;
+    /// let flags = ["a=http://h:1,b=http://h:2", "c=http://h:3"].map(|f| f.parse().unwrap());
+    /// assert_eq!(ProviderChoice::urls_of(flags.to_vec()).unwrap().len(), 3);
+    /// assert!(ProviderChoice::urls_of(Vec::new()).unwrap().is_empty());
+    /// assert!(ProviderChoice::urls_of(vec!["external".parse().unwrap()]).is_err());
+    /// ```
+    pub fn urls_of(flags: Vec<ProviderChoice>) -> Result<Vec<ProviderAt>, String> {
+        let mut all = Vec::new();
+        for f in flags {
+            match f {
+                ProviderChoice::Urls(urls) => all.extend(urls),
+                _ => {
+                    return Err(
+                        "is the URL of a rehearse provider, or NAME=URL for each of several".into(),
+                    )
+                }
+            }
+        }
+        Ok(all)
+    }
+
     /// The URL of each of the scenario's providers (`names`, in its
     /// order), as `urls` gives them: one unnamed URL for a scenario of one
     /// provider, else each name exactly once. Says what is wrong otherwise.
