@@ -18,7 +18,10 @@
 //!   is an array, and whose `usage.output_tokens` reads as above;
 //! - embeddings: an object whose `data` is a non-empty array of objects
 //!   that each have an `embedding` (no completion tokens: 0);
-//! - a field named twice among those read is an error (serde's derive).
+//! - a field named twice among those read is an error (serde's derive);
+//! - the whole body is UTF-8 (RFC 8259), checked once up front: serde_json
+//!   then reads it as a `str` and skips its per-string UTF-8 checks (a
+//!   sixth of the instructions of an answer read, measured with callgrind).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -32,21 +35,22 @@ use wire::Api;
 /// its usage does not say, and for embeddings), or `None` if it is not
 /// one.
 pub(crate) fn answer_tokens(api: Api, body: &[u8]) -> Option<u64> {
+    let body = std::str::from_utf8(body).ok()?;
     match api {
         Api::Chat => {
-            let c: OaCompletion = serde_json::from_slice(body).ok()?;
+            let c: OaCompletion = serde_json::from_str(body).ok()?;
             Some(c.usage.and_then(|u| u.completion_tokens).unwrap_or(0))
         }
         Api::Messages => {
-            let m: AnMessage<'_> = serde_json::from_slice(body).ok()?;
+            let m: AnMessage<'_> = serde_json::from_str(body).ok()?;
             (m.kind == "message").then(|| m.usage.and_then(|u| u.output_tokens).unwrap_or(0))
         }
         Api::Responses => {
-            let r: RsResponse<'_> = serde_json::from_slice(body).ok()?;
+            let r: RsResponse<'_> = serde_json::from_str(body).ok()?;
             (r.object == "response").then(|| r.usage.and_then(|u| u.output_tokens).unwrap_or(0))
         }
         Api::Embeddings => {
-            let _: EmList = serde_json::from_slice(body).ok()?;
+            let _: EmList = serde_json::from_str(body).ok()?;
             Some(0)
         }
     }
@@ -296,6 +300,13 @@ mod tests {
         for (dialect, body, want) in cases {
             assert_eq!(answer_tokens(*dialect, body.as_bytes()), *want, "{body}");
         }
+        // Not UTF-8, even where the reader skips: not an answer.
+        let mut latin1 = br#"{"choices":[{"message":"caf"#.to_vec();
+        latin1.extend_from_slice(b"\xe9\"}]}");
+        assert_eq!(answer_tokens(Api::Chat, &latin1), None);
+        let e_acute = latin1.len() - 5;
+        latin1[e_acute] = b'e';
+        assert_eq!(answer_tokens(Api::Chat, &latin1), Some(0));
         // Nesting under a skipped value: any depth, as serde_json skips it.
         let deep = |n: usize| {
             format!(
