@@ -41,7 +41,7 @@ async fn serve(
     listen: SocketAddr,
     stop: CancellationToken,
 ) -> Result<Ended, Error> {
-    let listener = tokio::net::TcpListener::bind(listen)
+    let listener = fake_provider::listen(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))
         .invalid()?;

@@ -109,7 +109,7 @@ async fn serve(served: Vec<Served>, args: &Args, stop: CancellationToken) -> Res
     let mut out = std::io::stdout();
     for s in served {
         let listen = &s.listen;
-        let listener = tokio::net::TcpListener::bind(listen)
+        let listener = fake_provider::listen(listen)
             .await
             .with_context(|| format!("cannot listen on {listen}"))
             .bad_input()?;

@@ -64,6 +64,7 @@ pub mod curve;
 mod dialect;
 mod head_timer;
 mod json;
+mod listen;
 pub mod process;
 mod records;
 mod run;
@@ -76,6 +77,7 @@ pub use api::parse_request;
 pub use config::{ConfigError, Overrides, ProviderConfig};
 pub use counters::Stats;
 pub use dialect::ProviderDialect;
+pub use listen::{listen, ACCEPT_QUEUE};
 pub use records::RecordsWritten;
 pub use run::{
     AdminRefusal, LeaseInfo, LeaseRequest, PreviousRun, ResetRequest, RunInfo, DEFAULT_LEASE,

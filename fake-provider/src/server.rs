@@ -123,9 +123,10 @@ impl FakeProvider {
         self
     }
 
-    /// Binds `addr` and serves on the current tokio runtime.
+    /// Binds `addr` (with a deep accept queue: [`crate::listen`]) and
+    /// serves on the current tokio runtime.
     pub async fn bind(self, addr: impl ToSocketAddrs) -> io::Result<ProviderHandle> {
-        let listener = TcpListener::bind(addr).await?;
+        let listener = crate::listen(addr).await?;
         self.serve(listener)
     }
 

@@ -200,8 +200,8 @@ impl SweepRequests {
     /// The headers call `n` carries besides its content type and request
     /// id: the key as the shape's auth says (and Anthropic's version), then
     /// the scenario's headers, filled for tenant `default`, attempt 1.
-    /// Errors naming a header that needs `{provider_url}`, which a sweep
-    /// does not know.
+    /// Errors naming a header that needs `{provider_url}` or
+    /// `{provider_url:NAME}`, which a sweep does not know.
     pub fn headers(&self, n: u64) -> Result<Vec<(String, String)>, String> {
         let shape = self
             .plan
@@ -222,9 +222,9 @@ impl SweepRequests {
         }
         let id = format!("calibrate-{n}");
         for h in &shape.headers {
-            let value = h.value(tenant, (&id, 1), &[]).ok_or_else(|| {
+            let value = h.value(tenant, (&id, 1), &[]).map_err(|placeholder| {
                 format!(
-                    "header `{}` needs {{provider_url}}, which a calibration sweep does not know",
+                    "header `{}` needs {placeholder}, which a calibration sweep does not know",
                     h.name
                 )
             })?;
@@ -271,7 +271,18 @@ mod tests {
             ]
         );
         let s = plan("headers = { \"x-portkey-custom-host\" = \"{provider_url}/v1\" }\n");
-        assert!(s.headers(0).unwrap_err().contains("x-portkey-custom-host"));
+        let err = s.headers(0).unwrap_err();
+        assert!(
+            err.contains("`x-portkey-custom-host` needs {provider_url},"),
+            "{err}"
+        );
+        // A named provider's placeholder is named as it is written.
+        let s = plan("headers = { \"x-backup\" = \"{provider_url:backup-eu}\" }\n");
+        let err = s.headers(0).unwrap_err();
+        assert!(
+            err.contains("`x-backup` needs {provider_url:backup-eu},"),
+            "{err}"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -193,25 +193,34 @@ pub(crate) fn templates(
 
 impl HeaderTemplate {
     /// The value for one request, its placeholders filled, for a client
-    /// that sends headers by name (the calibration sweep's); `None` when
-    /// it needs a provider URL that `urls` does not have.
+    /// that sends headers by name (the calibration sweep's). Errors with
+    /// the placeholder (`{provider_url}` or `{provider_url:NAME}`) when it
+    /// needs a provider URL that `urls` does not have.
     pub(crate) fn value(
         &self,
         tenant: &str,
         (id, attempt): (&str, u32),
         urls: &[(String, String)],
-    ) -> Option<String> {
+    ) -> Result<String, String> {
         let mut out = String::new();
         for p in &self.parts {
             match p {
                 Part::Text(t) => out.push_str(t),
                 Part::Tenant => out.push_str(tenant),
-                Part::ProviderUrl(name) => out.push_str(url_of(urls, name.as_deref())?),
+                Part::ProviderUrl(name) => match url_of(urls, name.as_deref()) {
+                    Some(url) => out.push_str(url),
+                    None => {
+                        return Err(match name {
+                            None => "{provider_url}".to_string(),
+                            Some(n) => format!("{NAMED_OPEN}{n}}}"),
+                        })
+                    }
+                },
                 Part::RequestId => out.push_str(id),
                 Part::Attempt => out.push_str(itoa::Buffer::new().format(attempt)),
             }
         }
-        Some(out)
+        Ok(out)
     }
 }
 
@@ -515,7 +524,16 @@ mod tests {
         assert!(text.contains("x-first: http://127.0.0.1:1\r\n"), "{text}");
         assert_eq!(
             t[0].value("default", ("r1", 1), &urls).as_deref(),
-            Some("http://127.0.0.1:1")
+            Ok("http://127.0.0.1:1")
+        );
+        // Without the URLs: the placeholder that needs one, as written.
+        assert_eq!(
+            t[0].value("default", ("r1", 1), &[]).unwrap_err(),
+            "{provider_url}"
+        );
+        assert_eq!(
+            t[1].value("default", ("r1", 1), &urls[..1]).unwrap_err(),
+            "{provider_url:backup-eu}"
         );
         let err = Head::new(Vec::new(), &t, "default", &urls[..1]).unwrap_err();
         assert!(err.contains("needs {provider_url:backup-eu}"), "{err}");
