@@ -25,11 +25,8 @@ const IN_TRANSIT: f64 = 2.0;
 /// many, after how long.
 pub(crate) fn shed_onset(ev: &Evidence, th: &ShedOnsetThreshold) -> Verdict {
     const ID: &str = "shed_onset";
-    if !th.enabled {
-        return Verdict::skipped(ID, "disabled", DISABLED);
-    }
-    if ev.no_attempts() {
-        return Verdict::skipped(ID, "no attempts", NO_ATTEMPTS);
+    if let Some(skipped) = ev.skip_before(ID, th.enabled) {
+        return skipped;
     }
     if ev.expect.overload.is_none() {
         return Verdict::skipped(
@@ -170,11 +167,8 @@ fn measured_bound(ev: &Evidence) -> String {
 /// drops, after the caller waited for nothing.
 pub(crate) fn stale_share(ev: &Evidence, th: &StaleShareThreshold) -> Verdict {
     const ID: &str = "stale_share";
-    if !th.enabled {
-        return Verdict::skipped(ID, "disabled", DISABLED);
-    }
-    if ev.no_attempts() {
-        return Verdict::skipped(ID, "no attempts", NO_ATTEMPTS);
+    if let Some(skipped) = ev.skip_before(ID, th.enabled) {
+        return skipped;
     }
     let t = ev.tally;
     let (stale, refused) = (t.stale_drops, t.admission_sheds + t.stale_drops);
@@ -415,11 +409,8 @@ fn baseline_text(b: &Baseline, what: &str) -> String {
 /// as a share of all provider calls, is at most `max_share`.
 pub(crate) fn stale_dispatch(ev: &Evidence, th: &StaleDispatchThreshold) -> Verdict {
     const ID: &str = "stale_dispatch";
-    if !th.enabled {
-        return Verdict::skipped(ID, "disabled", DISABLED);
-    }
-    if ev.no_attempts() {
-        return Verdict::skipped(ID, "no attempts", NO_ATTEMPTS);
+    if let Some(skipped) = ev.skip_before(ID, th.enabled) {
+        return skipped;
     }
     let p = &ev.summary.provider;
     let late = ev.summary.counts.late;
@@ -474,11 +465,8 @@ pub(crate) fn stale_dispatch(ev: &Evidence, th: &StaleDispatchThreshold) -> Verd
 /// the SLO.
 pub(crate) fn served_latency(ev: &Evidence, th: &ServedLatencyThreshold) -> Verdict {
     const ID: &str = "served_latency";
-    if !th.enabled {
-        return Verdict::skipped(ID, "disabled", DISABLED);
-    }
-    if ev.no_attempts() {
-        return Verdict::skipped(ID, "no attempts", NO_ATTEMPTS);
+    if let Some(skipped) = ev.skip_before(ID, th.enabled) {
+        return skipped;
     }
     let predicted = format!("p99 of served requests at most {} ms", num(th.p99_ms, 0));
     let e2e = ev.summary.latency_ms.e2e;
@@ -537,11 +525,8 @@ pub(crate) fn served_latency(ev: &Evidence, th: &ServedLatencyThreshold) -> Verd
 /// at least `min_share` of the predicted capacity μ.
 pub(crate) fn goodput(ev: &Evidence, th: &GoodputThreshold) -> Verdict {
     const ID: &str = "goodput";
-    if !th.enabled {
-        return Verdict::skipped(ID, "disabled", DISABLED);
-    }
-    if ev.no_attempts() {
-        return Verdict::skipped(ID, "no attempts", NO_ATTEMPTS);
+    if let Some(skipped) = ev.skip_before(ID, th.enabled) {
+        return skipped;
     }
     let Some((from, to)) = ev.expect.overload.filter(|(a, b)| b > a) else {
         return Verdict::skipped(

@@ -160,11 +160,8 @@ pub(crate) fn upstream_seen(ev: &Evidence) -> Option<Verdict> {
 /// within the caller's patience) are at most `max_lost`.
 pub(crate) fn no_silent_loss(ev: &Evidence, th: &NoSilentLossThreshold) -> Verdict {
     const ID: &str = "no_silent_loss";
-    if !th.enabled {
-        return Verdict::skipped(ID, "disabled", DISABLED);
-    }
-    if ev.no_attempts() {
-        return Verdict::skipped(ID, "no attempts", NO_ATTEMPTS);
+    if let Some(skipped) = ev.skip_before(ID, th.enabled) {
+        return skipped;
     }
     let by_kind = ev.tally.lost;
     let lost: u64 = by_kind.iter().sum();
@@ -234,11 +231,8 @@ pub(crate) fn no_silent_loss(ev: &Evidence, th: &NoSilentLossThreshold) -> Verdi
 /// before the cut, and a relay that passes those on matches them.
 pub(crate) fn no_silent_truncation(ev: &Evidence, th: &NoSilentTruncationThreshold) -> Verdict {
     const ID: &str = "no_silent_truncation";
-    if !th.enabled {
-        return Verdict::skipped(ID, "disabled", DISABLED);
-    }
-    if ev.no_attempts() {
-        return Verdict::skipped(ID, "no attempts", NO_ATTEMPTS);
+    if let Some(skipped) = ev.skip_before(ID, th.enabled) {
+        return skipped;
     }
     let (cut, silent) = (ev.tally.cut_calls, ev.tally.silent_truncations);
     if cut == 0 {

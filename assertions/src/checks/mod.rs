@@ -15,6 +15,7 @@
 use crate::expect::Expectations;
 use crate::tally::Tally;
 use crate::timeline::{Drain, FirstShed, Second, Summary};
+use crate::verdict::Verdict;
 
 const US: f64 = 1_000_000.0;
 
@@ -33,6 +34,16 @@ pub(crate) struct Evidence<'a> {
 impl Evidence<'_> {
     fn no_attempts(&self) -> bool {
         self.tally.attempts == 0
+    }
+
+    /// The verdict of check `id` when it is skipped before it looks at
+    /// anything: turned off, or a run with no attempts to judge.
+    fn skip_before(&self, id: &'static str, enabled: bool) -> Option<Verdict> {
+        if !enabled {
+            return Some(Verdict::skipped(id, "disabled", DISABLED));
+        }
+        self.no_attempts()
+            .then(|| Verdict::skipped(id, "no attempts", NO_ATTEMPTS))
     }
 
     /// The most requests waiting at once, in the gateway or the backlog.

@@ -9,7 +9,7 @@ use crate::expect::RetryAfterThreshold;
 use crate::tally::Tally;
 use crate::verdict::{count, num, percent, secs, Figure, Status, Verdict};
 
-use super::{Evidence, DISABLED, NO_ATTEMPTS};
+use super::Evidence;
 
 /// The share of honouring retries that must be admitted after the overload.
 const HONOURED_ADMITTED_SHARE: f64 = 0.9;
@@ -29,11 +29,8 @@ const SHEDS_BEFORE_VARYING: usize = 5;
 /// and retries that honour it after the overload are admitted.
 pub(crate) fn retry_after(ev: &Evidence, th: &RetryAfterThreshold) -> Verdict {
     const ID: &str = "retry_after";
-    if !th.enabled {
-        return Verdict::skipped(ID, "disabled", DISABLED);
-    }
-    if ev.no_attempts() {
-        return Verdict::skipped(ID, "no attempts", NO_ATTEMPTS);
+    if let Some(skipped) = ev.skip_before(ID, th.enabled) {
+        return skipped;
     }
     let predicted = format!(
         "every shed (at admission or stale at dequeue; not a tenant's entitlement, not the provider's refusal) carries a Retry-After; the median refusal's is within max(its header's granularity: 1 ms for retry-after-ms, 1 s for retry-after; {} of the drain time) of the backlog drain time at it; at least {} distinct values; {} of the retries that honour it are admitted after the overload",
