@@ -470,6 +470,8 @@ struct CallGuard {
     /// The run the call arrived in: its counts, quota and record file.
     run: Arc<Run>,
     record: ProviderRecord,
+    /// When the call arrived (`record.received_us` on the monotonic clock).
+    received: Instant,
     permit: Option<Permit>,
     queued: bool,
     done: bool,
@@ -485,15 +487,16 @@ impl CallGuard {
 
 impl Drop for CallGuard {
     fn drop(&mut self) {
-        let now = self.shared.clock.now_us();
         if self.queued {
             self.shared.gauges.queued.fetch_sub(1, Ordering::Relaxed);
         }
-        if !self.done {
-            self.record.hung_up_us = Some(now);
-        }
-        if self.record.finished_us.is_none() {
-            self.record.finished_us = Some(now);
+        // A call that ended by itself has its times already.
+        if !self.done || self.record.finished_us.is_none() {
+            let now = self.shared.clock.now_us();
+            if !self.done {
+                self.record.hung_up_us = Some(now);
+            }
+            self.record.finished_us.get_or_insert(now);
         }
         if self.record.reserved_tokens > 0 {
             let used = if self.record.admitted_us.is_some() {
@@ -788,7 +791,7 @@ async fn call(
         Break(refused) => return Ok(refused),
     };
     drop(eff); // The draw reads the settings in force at admission.
-    let draw = g.draw(max_tokens);
+    let draw = g.draw(admitted, max_tokens);
     let headers = call_headers(dialect, &g.record.id, snap, &shared.clock);
 
     match draw.fault {
@@ -798,13 +801,20 @@ async fn call(
         Fault::Hang => return Ok(g.hang().await),
     }
 
-    let answer = g.answer(parsed.model, parsed.prompt_tokens, &draw);
+    let answer = g.answer(parsed.model, parsed.prompt_tokens, &draw, admitted);
     let first_at = admitted + draw.ttft;
+    // At zero latency a deadline is the instant of admission: no sleep
+    // (and no clock read to find it past).
     if !parsed.stream {
-        sleep_until(first_at + draw.per_token * draw.n).await;
+        let done_at = first_at + draw.per_token * draw.n;
+        if done_at > admitted {
+            sleep_until(done_at).await;
+        }
         return Ok(g.whole_answer(&answer, inputs, draw.fault, headers));
     }
-    sleep_until(first_at).await;
+    if first_at > admitted {
+        sleep_until(first_at).await;
+    }
     Ok(g.streamed_answer(answer, &draw, first_at, parsed.include_usage, headers))
 }
 
@@ -824,7 +834,7 @@ impl CallGuard {
         run.counters.received.fetch_add(1, Ordering::Relaxed);
         shared.gauges.in_flight.fetch_add(1, Ordering::Relaxed);
         let id = request_id(headers, body, seq);
-        let (eff, label) = shared.effective();
+        let (eff, label) = shared.effective_at(received);
         let g = CallGuard {
             shared: shared.clone(),
             record: ProviderRecord {
@@ -836,6 +846,7 @@ impl CallGuard {
                 phase: label.to_string(),
                 ..empty_record()
             },
+            received,
             run,
             permit: None,
             queued: false,
@@ -887,7 +898,7 @@ impl CallGuard {
     ) -> Step<Option<QuotaSnapshot>> {
         let reserve = parsed.prompt_tokens as u64 + max_tokens as u64;
         let limits = &eff.quota;
-        let secs = self.shared.clock.secs();
+        let secs = self.shared.clock.secs_at(self.received);
         let (res, snap) = {
             let mut q = lock(&self.run.quota);
             q.configure(limits.requests_per_minute, limits.tokens_per_minute, secs);
@@ -976,8 +987,8 @@ impl CallGuard {
     /// The draws come from the call's own random stream (the provider's
     /// seed, the call's sequence number), so they do not depend on how
     /// other calls interleave.
-    fn draw(&mut self, max_tokens: u32) -> Draw {
-        let (eff, label) = self.shared.effective();
+    fn draw(&mut self, admitted: Instant, max_tokens: u32) -> Draw {
+        let (eff, label) = self.shared.effective_at(admitted);
         // The label at arrival is in the record already: copied again
         // only if a phase changed since.
         if self.record.phase != *label {
@@ -1037,12 +1048,13 @@ impl CallGuard {
     }
 
     /// The answer's identity and sizes; `model` is the caller's, echoed.
-    fn answer(&self, model: String, prompt_tokens: u32, draw: &Draw) -> Answer {
+    /// `created` is the second of admission, when the answer began.
+    fn answer(&self, model: String, prompt_tokens: u32, draw: &Draw, admitted: Instant) -> Answer {
         let seq = self.record.seq;
         Answer {
             id: crate::api::answer_id(self.record.api, seq),
             model,
-            created: self.shared.clock.now_us() / 1_000_000,
+            created: self.shared.clock.us_at(admitted) / 1_000_000,
             prompt_tokens,
             completion_tokens: draw.n,
             finish: draw.finish,

@@ -93,13 +93,20 @@ impl Shared {
 
     /// The settings in force now and the label of the active phases.
     pub(crate) fn effective(&self) -> (Arc<Effective>, Arc<str>) {
+        self.effective_at(Instant::now())
+    }
+
+    /// The settings in force at `at` (an instant the caller has read
+    /// already: a call reads the clock once at arrival and once at
+    /// admission) and the label of the phases active then.
+    pub(crate) fn effective_at(&self, at: Instant) -> (Arc<Effective>, Arc<str>) {
         let (pinned, generation, run) = {
             let c = self.control.read().unwrap_or_else(|e| e.into_inner());
             (c.pinned, c.generation, c.run.clone())
         };
         let mask = match pinned {
             Some(i) => 1u64 << i,
-            None => run.phase_mask(Instant::now()),
+            None => run.phase_mask(at),
         };
         let mut cache = lock(&self.cache);
         if let Some(c) = cache.as_ref() {

@@ -50,7 +50,12 @@ impl Clock {
 
     /// Seconds since the anchor.
     pub fn secs(&self) -> f64 {
-        self.start.elapsed().as_secs_f64()
+        self.secs_at(Instant::now())
+    }
+
+    /// Seconds from the anchor to `at` (0 for an instant before it).
+    pub fn secs_at(&self, at: Instant) -> f64 {
+        at.saturating_duration_since(self.start).as_secs_f64()
     }
 
     /// This clock, reading `by_us` microseconds later (earlier when
