@@ -109,4 +109,16 @@ mod tests {
             c.us_at(t1)
         );
     }
+
+    #[test]
+    fn seconds_at_an_instant_agree_with_its_microseconds() {
+        let c = Clock::new();
+        let t = c.start() + Duration::from_millis(2_500);
+        assert_eq!(c.secs_at(t), 2.5);
+        assert_eq!(c.us_at(t) - c.us_at(c.start()), 2_500_000);
+        if let Some(before) = c.start().checked_sub(Duration::from_secs(1)) {
+            assert_eq!(c.secs_at(before), 0.0);
+        }
+        assert!(c.secs() >= c.secs_at(c.start()));
+    }
 }
