@@ -15,7 +15,10 @@
 #             0.3.5 from PyPI when installed (`pip install fakellm==0.3.5`;
 #             uvicorn, one worker): RUNS rounds of `wrk -t1 -c32 -dDURATION`
 #             (a small chat POST, bench/provider/post.lua) against each in
-#             turn; req/s, medians, ratios to the bare target. Needs wrk.
+#             turn; req/s, medians, ratios to the bare target. Also the
+#             provider with its records dropped before they are encoded
+#             (`unrecorded`: --records-max-bytes 1KiB), which parts what
+#             the records cost from what the rest of a call costs. Needs wrk.
 #   load      `rehearse load` and oha at RATE (50,000/s) against the bare
 #             target, alternating, at normal priority: bench/loadgen/run.sh's
 #             part side (RT=0, CAP=0: the uncapped generator, as shipped;
@@ -87,6 +90,14 @@ start_target() {
       rm -f "$OUT/provider.jsonl"*
       $CHRT taskset -c 0 "$BIN" provider --config bench/provider/zero.toml --listen "127.0.0.1:$PORT" \
         --threads 1 --records "$OUT/provider.jsonl" >/dev/null 2>>"$OUT/target.log" & ;;
+    unrecorded)
+      # The same provider with its records capped at 1 KiB: past the
+      # first two, every record is dropped before it is encoded, so
+      # nothing is encoded or written. Not a way to run it: the measure of
+      # what the records cost, and of what the rest of a call costs.
+      rm -f "$OUT/unrecorded.jsonl"*
+      $CHRT taskset -c 0 "$BIN" provider --config bench/provider/zero.toml --listen "127.0.0.1:$PORT" \
+        --threads 1 --records "$OUT/unrecorded.jsonl" --records-max-bytes 1KiB >/dev/null 2>>"$OUT/target.log" & ;;
     fakellm)
       mkdir -p "$OUT/fakellm"
       (cd "$OUT/fakellm" && { [ -f fakellm.yaml ] || fakellm init >/dev/null; } \
@@ -99,7 +110,7 @@ start_target() {
 
 if want targets; then
   command -v wrk >/dev/null || { echo "wrk is needed for part targets: apt-get install wrk" >&2; exit 2; }
-  kinds="bare provider"
+  kinds="bare provider unrecorded"
   if [ "$(fakellm --version 2>/dev/null)" = "fakellm, version 0.3.5" ]; then
     kinds="$kinds fakellm"
   else
@@ -115,7 +126,7 @@ if want targets; then
       rps=$(taskset -c 1 wrk -t1 -c32 -d"${DURATION}s" -s bench/provider/post.lua "$URL/v1/chat/completions" \
         | awk '/^Requests\/sec:/ {print $2}')
       extra=
-      if [ "$kind" = provider ]; then
+      if [ "$kind" = provider ] || [ "$kind" = unrecorded ]; then
         extra="records $(curl -s "$URL/_fake/stats" | python3 -c 'import json,sys; s=json.load(sys.stdin); print(s["records_written"], "dropped", s["records_dropped"])')"
       fi
       cleanup
@@ -135,6 +146,8 @@ for k, v in by.items():
 for k in med:
     if k != "bare" and med.get("bare"):
         print(f"   {k} / bare target (medians): {med[k] / med['bare']:.2f}x")
+if med.get("unrecorded") and med.get("provider"):
+    print(f"   the records' cost: provider / unrecorded (medians): {med['provider'] / med['unrecorded']:.2f}x")
 if med.get("fakellm"):
     print(f"   provider / fakellm (medians): {med['provider'] / med['fakellm']:.2f}x")
 PY
