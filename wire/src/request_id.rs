@@ -11,6 +11,9 @@
 //! a call alike.
 
 use std::fmt;
+use std::sync::LazyLock;
+
+use memchr::memmem;
 
 /// What opens a marker.
 pub const MARKER_OPEN: &str = "[rehearse:id=";
@@ -87,14 +90,20 @@ impl fmt::Display for Marker<'_> {
 /// assert_eq!(wire::marker_id(b"[rehearse:id=a\"b]"), None);
 /// ```
 pub fn marker_id(body: &[u8]) -> Option<&str> {
-    let open = MARKER_OPEN.as_bytes();
-    let start = body.windows(open.len()).position(|w| w == open)? + open.len();
+    // A body without a marker (a caller that is not the load generator,
+    // behind a gateway that drops the header) is searched to its end on
+    // every call: memchr's searcher, made once, rather than a comparison
+    // at every byte (8.1 µs for a 16 KB prompt that way, 0.39 µs this
+    // way: wire/examples/marker_scan.rs).
+    static OPEN: LazyLock<memmem::Finder<'static>> =
+        LazyLock::new(|| memmem::Finder::new(MARKER_OPEN.as_bytes()));
+    let start = OPEN.find(body)? + MARKER_OPEN.len();
     let rest = &body[start..];
     // An id is at most MAX_ID_LEN bytes: the bracket is within one more.
-    let len = rest
-        .iter()
-        .take(MAX_ID_LEN + 1)
-        .position(|&b| b == MARKER_CLOSE.as_bytes()[0])?;
+    let len = memchr::memchr(
+        MARKER_CLOSE.as_bytes()[0],
+        &rest[..rest.len().min(MAX_ID_LEN + 1)],
+    )?;
     let id = &rest[..len];
     if !valid(id) {
         return None;
@@ -140,6 +149,27 @@ mod tests {
         assert_eq!(marker_id(b"[rehearse:id=]"), None);
         assert_eq!(marker_id(b"[rehearse:id=abc"), None);
         assert_eq!(marker_id(b"nothing"), None);
+    }
+
+    #[test]
+    fn a_marker_is_found_deep_in_a_long_body_and_near_misses_are_not() {
+        // Near misses before it (every prefix of the opening), a long
+        // prompt, then the marker: found wherever it is.
+        let mut body = String::new();
+        for n in 1..MARKER_OPEN.len() {
+            body.push_str(&MARKER_OPEN[..n]);
+            body.push(' ');
+        }
+        body.push_str(&"lorem ipsum ".repeat(20_000));
+        assert_eq!(marker_id(body.as_bytes()), None, "no marker at all");
+        body.push_str("[rehearse:id=deep-1] and after");
+        assert_eq!(marker_id(body.as_bytes()), Some("deep-1"));
+        // A body that ends inside a marker has none.
+        assert_eq!(marker_id(b"x [rehearse:id"), None);
+        assert_eq!(marker_id(b"x [rehearse:id=r-1"), None);
+        // Only the first marker counts, even when it is not an id.
+        assert_eq!(marker_id(b"[rehearse:id=a b] [rehearse:id=ok]"), None);
+        assert_eq!(marker_id(b"[rehearse:id=ok] [rehearse:id=no]"), Some("ok"));
     }
 
     #[test]
