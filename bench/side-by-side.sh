@@ -82,22 +82,20 @@ await_target() {
   echo "the target did not start" >&2; exit 1
 }
 
-# Starts one target on core 0: bare, provider or fakellm.
+# Starts one target on core 0: bare, provider, unrecorded or fakellm.
 start_target() {
   case $1 in
     bare) $CHRT taskset -c 0 "$BARE" "127.0.0.1:$PORT" >/dev/null 2>>"$OUT/target.log" & ;;
-    provider)
-      rm -f "$OUT/provider.jsonl"*
+    provider|unrecorded)
+      # unrecorded: the same provider with its records capped at 1 KiB.
+      # Past the first two, every record is dropped before it is encoded,
+      # so nothing is encoded or written. Not a way to run it: the measure
+      # of what the records cost, and of what the rest of a call costs.
+      local cap=()
+      [ "$1" = unrecorded ] && cap=(--records-max-bytes 1KiB)
+      rm -f "$OUT/$1.jsonl"*
       $CHRT taskset -c 0 "$BIN" provider --config bench/provider/zero.toml --listen "127.0.0.1:$PORT" \
-        --threads 1 --records "$OUT/provider.jsonl" >/dev/null 2>>"$OUT/target.log" & ;;
-    unrecorded)
-      # The same provider with its records capped at 1 KiB: past the
-      # first two, every record is dropped before it is encoded, so
-      # nothing is encoded or written. Not a way to run it: the measure of
-      # what the records cost, and of what the rest of a call costs.
-      rm -f "$OUT/unrecorded.jsonl"*
-      $CHRT taskset -c 0 "$BIN" provider --config bench/provider/zero.toml --listen "127.0.0.1:$PORT" \
-        --threads 1 --records "$OUT/unrecorded.jsonl" --records-max-bytes 1KiB >/dev/null 2>>"$OUT/target.log" & ;;
+        --threads 1 --records "$OUT/$1.jsonl" "${cap[@]}" >/dev/null 2>>"$OUT/target.log" & ;;
     fakellm)
       mkdir -p "$OUT/fakellm"
       (cd "$OUT/fakellm" && { [ -f fakellm.yaml ] || fakellm init >/dev/null; } \
