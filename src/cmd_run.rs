@@ -54,9 +54,13 @@ pub struct Args {
     /// time scale other than 1 is refused.
     #[arg(long)]
     allow_time_scale: bool,
-    /// With --provider external: let this check (shed_onset, retry_after,
-    /// memory_ceiling, drain) go unjudged without making the run invalid.
-    #[arg(long, value_name = "ID")]
+    /// With --provider external: let this check go unjudged without
+    /// making the run invalid (repeatable).
+    #[arg(
+        long,
+        value_name = "ID",
+        value_parser = clap::builder::PossibleValuesParser::new(assertions::Check::must_judge_ids())
+    )]
     allow_unjudged: Vec<String>,
     /// Stop the load (a partial run, exit 3) before the tokens of the
     /// requests sent, retries included, would pass N (prompt at 4

@@ -211,8 +211,10 @@ fn failover_gives_the_same_verdicts_at_time_scale_20() {
     let run = failover("pass-20", 20, &[]);
     passes(&run);
     let ids: Vec<String> = run.statuses().into_iter().map(|(id, _)| id).collect();
-    let mut expected: Vec<String> = assertions::CHECKS.iter().map(|c| c.to_string()).collect();
-    expected.extend(assertions::ROUTING_CHECKS.iter().map(|c| c.to_string()));
+    let expected: Vec<String> = assertions::Check::ALL
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
     assert_eq!(ids, expected);
 }
 

@@ -14,6 +14,7 @@ mod checklist;
 mod cli;
 mod compare;
 mod deploy;
+mod docs;
 mod external;
 mod failover;
 mod flash;

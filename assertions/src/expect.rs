@@ -58,6 +58,28 @@ impl Thresholds {
     /// init` writes.
     pub const TEMPLATE: &'static str = include_str!("thresholds.toml");
 
+    /// True if and only if check `c` is turned on.
+    pub fn enabled(&self, c: crate::Check) -> bool {
+        use crate::Check as C;
+        match c {
+            C::ShedOnset => self.shed_onset.enabled,
+            C::StaleShare => self.stale_share.enabled,
+            C::RetryAfter => self.retry_after.enabled,
+            C::MemoryCeiling => self.memory_ceiling.enabled,
+            C::Drain => self.drain.enabled,
+            C::StaleDispatch => self.stale_dispatch.enabled,
+            C::ServedLatency => self.served_latency.enabled,
+            C::Goodput => self.goodput.enabled,
+            C::NoSilentLoss => self.no_silent_loss.enabled,
+            C::NoSilentTruncation => self.no_silent_truncation.enabled,
+            C::RefusalsLegible => self.refusals_legible.enabled,
+            C::ConcurrencyBelowKnee => self.concurrency_below_knee.enabled,
+            C::HarnessValid => self.harness_valid.enabled,
+            C::CooldownHonoured => self.cooldown_honoured.enabled,
+            C::Failover => self.failover.enabled,
+        }
+    }
+
     /// The thresholds at a run's scale ([`wire::Scale`]): every duration
     /// of scenario time (`drain.within`, `served_latency.p99_ms`,
     /// `failover.within`) divided by the time scale. Shares, counts,

@@ -32,9 +32,6 @@ use crate::sweep::Rows;
 use crate::timeline::{FirstShed, Summary};
 use crate::verdict::{Status, Verdict};
 
-/// The checks that must be judged in an external run.
-pub const MUST_JUDGE: [&str; 4] = ["shed_onset", "retry_after", "memory_ceiling", "drain"];
-
 /// What an external run is judged by besides the client's records.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct External {
@@ -42,7 +39,7 @@ pub(crate) struct External {
     pub(crate) samples: Vec<GatewaySample>,
     /// How often they were read, seconds.
     pub(crate) period_s: f64,
-    /// The checks of [`MUST_JUDGE`] allowed to go unjudged.
+    /// The checks that [`Check::must_judge`](crate::Check::must_judge) allowed to go unjudged.
     pub(crate) allow_unjudged: Vec<String>,
 }
 
@@ -118,7 +115,7 @@ impl External {
     /// `stale_dispatch` from the gateway's stale-drop counter (see the
     /// module docs); skipped without one.
     pub(crate) fn stale_dispatch(&self, summary: &Summary, th: &StaleDispatchThreshold) -> Verdict {
-        const ID: &str = "stale_dispatch";
+        const ID: &str = crate::Check::StaleDispatch.id();
         if !th.enabled {
             return Verdict::skipped(ID, "disabled", "disabled in [checklist]");
         }
@@ -169,7 +166,7 @@ impl External {
     }
 
     /// The verdicts of an external run: the source said in each, and a
-    /// check of [`MUST_JUDGE`] left unjudged (not disabled) makes it
+    /// check that [`Check::must_judge`](crate::Check::must_judge) left unjudged (not disabled) makes it
     /// invalid unless allowed.
     pub(crate) fn finish(&self, verdicts: Vec<Verdict>) -> Vec<Verdict> {
         let source = self.source();
@@ -177,7 +174,7 @@ impl External {
             .into_iter()
             .map(|mut v| {
                 let unjudged = v.status == Status::Skipped
-                    && MUST_JUDGE.contains(&v.id)
+                    && crate::Check::from_id(v.id).is_some_and(crate::Check::must_judge)
                     && v.short != "disabled"
                     && !self.allow_unjudged.iter().any(|a| a == v.id);
                 if unjudged {

@@ -1,6 +1,6 @@
 //! A judged run: the verdicts, the figures behind them, and how the one
 //! pass went ([`Judgement`]); and [`conclude`], which runs every check, in
-//! [`CHECKS`] order, on what a pass measured ([`Measured`]).
+//! [`Check::ALL`] order, on what a pass measured ([`Measured`]).
 //!
 //! Both judges end here: the one pass (`judge`) and, in tests, the oracle
 //! it is checked against. The checks read what was measured, never the
@@ -10,6 +10,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 use wire::ClientRecord;
 
+use crate::check::Check;
 use crate::checks::{self, Evidence};
 use crate::expect::{Expectations, Thresholds};
 use crate::external::External;
@@ -19,29 +20,19 @@ use crate::timeline::{histogram, Drain, DrainOutcome, FirstShed, Harness, Summar
 use crate::verdict::{Status, Verdict};
 use crate::{knee, legible};
 
-/// The ids of the checks, in the order [`judge()`] returns their verdicts.
-pub const CHECKS: [&str; 13] = [
-    "shed_onset",
-    "stale_share",
-    "retry_after",
-    "memory_ceiling",
-    "drain",
-    "stale_dispatch",
-    "served_latency",
-    "goodput",
-    "no_silent_loss",
-    "no_silent_truncation",
-    "refusals_legible",
-    "concurrency_below_knee",
-    "harness_valid",
-];
+/// The ids of the checks judged in every run, in the order [`judge()`]
+/// returns their verdicts: those of [`Check::ALL`] that are
+/// [`Check::always`].
+pub fn always_judged() -> impl Iterator<Item = &'static str> {
+    Check::ALL.into_iter().filter(|c| c.always()).map(Check::id)
+}
 
 /// A judged run: the checklist, the overall verdict, and the measurements
 /// behind them.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Judgement {
-    /// One verdict per check, in [`CHECKS`] order, then those of
-    /// [`crate::ROUTING_CHECKS`] the run has.
+    /// One verdict per check, in [`Check::ALL`] order, then those of
+    /// [`Family::Routing`](crate::Family) the run has.
     pub verdicts: Vec<Verdict>,
     /// `invalid` if the harness was invalid, else `fail` if any check
     /// failed, else `pass`.
@@ -119,7 +110,7 @@ pub struct Pass {
 }
 
 impl Judgement {
-    /// The verdict of the check `id` (one of [`CHECKS`]), if there is one.
+    /// The verdict of the check `id` (one of [`Check::ALL`]), if there is one.
     ///
     /// ```
     /// # let expect = assertions::Expectations {
@@ -153,7 +144,7 @@ pub(crate) struct Measured {
 }
 
 /// The checks of several providers, after the others (see
-/// [`crate::ROUTING_CHECKS`]), and what `retry_after` judged of the
+/// [`Family::Routing`](crate::Family)), and what `retry_after` judged of the
 /// gateway's every-upstream-cooling refusals.
 fn routed(
     verdicts: &mut Vec<Verdict>,
@@ -181,6 +172,28 @@ fn routed(
     ));
 }
 
+/// The verdict of check `c` on what was measured, for the checks judged
+/// in every run; `None` for those of [`Family::Routing`](crate::Family),
+/// which [`routed`] adds when the run has them.
+fn judged(c: Check, ev: &Evidence, t: &Thresholds, harness: &Verdict) -> Option<Verdict> {
+    Some(match c {
+        Check::ShedOnset => checks::shed_onset(ev, &t.shed_onset),
+        Check::StaleShare => checks::stale_share(ev, &t.stale_share),
+        Check::RetryAfter => checks::retry_after(ev, &t.retry_after),
+        Check::MemoryCeiling => checks::memory_ceiling(ev, &t.memory_ceiling),
+        Check::Drain => checks::drain(ev, &t.drain),
+        Check::StaleDispatch => checks::stale_dispatch(ev, &t.stale_dispatch),
+        Check::ServedLatency => checks::served_latency(ev, &t.served_latency),
+        Check::Goodput => checks::goodput(ev, &t.goodput),
+        Check::NoSilentLoss => checks::no_silent_loss(ev, &t.no_silent_loss),
+        Check::NoSilentTruncation => checks::no_silent_truncation(ev, &t.no_silent_truncation),
+        Check::RefusalsLegible => legible::refusals_legible(ev, &t.refusals_legible),
+        Check::ConcurrencyBelowKnee => knee::concurrency_below_knee(ev, &t.concurrency_below_knee),
+        Check::HarnessValid => checks::upstream_seen(ev).unwrap_or_else(|| harness.clone()),
+        Check::CooldownHonoured | Check::Failover => return None,
+    })
+}
+
 /// Runs every check on what was measured, and concludes.
 pub(crate) fn conclude(
     m: Measured,
@@ -205,7 +218,6 @@ pub(crate) fn conclude(
         _ => {}
     }
     let harness = checks::harness_valid(tally.attempts, expect, &thresholds.harness_valid);
-    let harness_alone = harness.clone();
     summary.harness = Harness {
         send_lag_p99_ms: expect.send_lag_p99_ms,
         valid: harness.status != Status::Invalid,
@@ -218,21 +230,10 @@ pub(crate) fn conclude(
         first_shed,
         tally: &tally,
     };
-    let mut verdicts = vec![
-        checks::shed_onset(&ev, &thresholds.shed_onset),
-        checks::stale_share(&ev, &thresholds.stale_share),
-        checks::retry_after(&ev, &thresholds.retry_after),
-        checks::memory_ceiling(&ev, &thresholds.memory_ceiling),
-        checks::drain(&ev, &thresholds.drain),
-        checks::stale_dispatch(&ev, &thresholds.stale_dispatch),
-        checks::served_latency(&ev, &thresholds.served_latency),
-        checks::goodput(&ev, &thresholds.goodput),
-        checks::no_silent_loss(&ev, &thresholds.no_silent_loss),
-        checks::no_silent_truncation(&ev, &thresholds.no_silent_truncation),
-        legible::refusals_legible(&ev, &thresholds.refusals_legible),
-        knee::concurrency_below_knee(&ev, &thresholds.concurrency_below_knee),
-        checks::upstream_seen(&ev).unwrap_or(harness),
-    ];
+    let mut verdicts: Vec<Verdict> = Check::ALL
+        .into_iter()
+        .filter_map(|c| judged(c, &ev, thresholds, &harness))
+        .collect();
     if let (Some((r, bin_us)), None) = (&routing, external) {
         routed(&mut verdicts, r, *bin_us, &timeline, thresholds);
     }
@@ -244,7 +245,7 @@ pub(crate) fn conclude(
                 .into_iter()
                 .map(|v| match v.id {
                     "stale_dispatch" => e.stale_dispatch(&summary, &thresholds.stale_dispatch),
-                    "harness_valid" => harness_alone.clone(),
+                    "harness_valid" => harness.clone(),
                     _ => v,
                 })
                 .collect(),

@@ -10,7 +10,7 @@ use crate::timeline::Second;
 use crate::verdict::{Figure, Status, Verdict};
 use wire::number::num;
 
-const ID: &str = "concurrency_below_knee";
+const ID: &str = crate::Check::ConcurrencyBelowKnee.id();
 
 /// Judges the run's seconds against the provider's knee.
 pub(crate) fn concurrency_below_knee(ev: &Evidence, th: &ConcurrencyBelowKneeThreshold) -> Verdict {

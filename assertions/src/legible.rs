@@ -21,7 +21,7 @@ use crate::expect::RefusalsLegibleThreshold;
 use crate::timeline::RefusalLine;
 use crate::verdict::{count, percent, plural, Figure, Status, Verdict};
 
-const ID: &str = "refusals_legible";
+const ID: &str = crate::Check::RefusalsLegible.id();
 
 /// The (status, reason) pair of a refusal as a person reads it.
 fn pair_text(status: u16, reason: Option<&str>) -> String {

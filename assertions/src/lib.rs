@@ -19,6 +19,9 @@
 //!
 //! The rooms:
 //!
+//! - `check`: [`Check`], the one table of checks: each one's id, order,
+//!   family, and what the conclusion, the report and the command line
+//!   need to know of it;
 //! - `expect`: [`Expectations`] and [`Thresholds`];
 //! - `timeline`: what the join by request id means and the derived
 //!   measurements (gateway depth, backlog, drain time, stale dispatch),
@@ -36,13 +39,13 @@
 //! - `external`: a run whose provider the harness did not see, judged from
 //!   the gateway's gauges;
 //! - `judgement`: [`Judgement`], and the conclusion: every check, in
-//!   [`CHECKS`] order, on what the pass measured;
+//!   [`Check::ALL`] order, on what the pass measured;
 //! - `checks`: the checks, each a function of what was measured
 //!   (`legible`: `refusals_legible`; `knee`: `concurrency_below_knee`);
 //! - `routing`: several providers: each one's calls, refusals and
 //!   Retry-After windows as the calls go by, the gateway's
 //!   every-upstream-cooling refusals, and the checks on them
-//!   (`cooldown_honoured`, `failover`: [`ROUTING_CHECKS`]);
+//!   (`cooldown_honoured`, `failover`: [`Family::Routing`]);
 //! - `verdict`: [`Verdict`], its [`Figure`], [`Status`] and the wording of the sentences a
 //!   person reads (numbers as `wire::number` prints them);
 //! - in tests only, `stories` (hand-made runs) and `oracle` (the judge as
@@ -58,6 +61,7 @@
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 mod calendar;
+mod check;
 mod checks;
 mod expect;
 mod external;
@@ -75,6 +79,7 @@ mod tally;
 mod timeline;
 mod verdict;
 
+pub use check::{Check, Family, Tolerance};
 pub use expect::{
     ConcurrencyBelowKneeThreshold, CooldownHonouredThreshold, DrainThreshold, Expectations,
     FailoverThreshold, GoodputThreshold, HarnessValidThreshold, MemoryCeilingThreshold,
@@ -82,10 +87,8 @@ pub use expect::{
     RetryAfterThreshold, ServedLatencyThreshold, ShedOnsetThreshold, StaleDispatchThreshold,
     StaleShareThreshold, Thresholds,
 };
-pub use external::MUST_JUDGE;
 pub use judge::{call_end_us, judge, Held, Judge};
-pub use judgement::{Distribution, Judgement, Pass, CHECKS};
-pub use routing::ROUTING_CHECKS;
+pub use judgement::{always_judged, Distribution, Judgement, Pass};
 pub use timeline::{
     inside_at_death, Counts, FirstShed, GatewayPeaks, Harness, Latencies, Percentiles,
     ProviderCounts, ProviderSeconds, RefusalLine, Second, Summary, Timeline,

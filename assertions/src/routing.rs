@@ -1,6 +1,6 @@
 //! Several providers behind one gateway: what the judge keeps of each
 //! provider as its calls go by ([`Routing`]), and the two checks on them,
-//! `cooldown_honoured` and `failover` ([`ROUTING_CHECKS`]).
+//! `cooldown_honoured` and `failover` ([`Family::Routing`](crate::Family)).
 //!
 //! The judge hands each call over in the order it releases them, by their
 //! receipt at the provider (`judge`'s module docs): when a call received
@@ -34,12 +34,11 @@ use crate::tally::retry_after_within;
 use crate::timeline::{histogram, record, ProviderSeconds, Second, MAX_SECONDS};
 use crate::verdict::{count, num, percent, plural, Figure, Status, Verdict, Worse};
 
-/// The ids of the checks of several providers, in the order they follow
-/// [`crate::CHECKS`] in a judgement that has them: `cooldown_honoured`
-/// when a provider announced a Retry-After or the run has several
-/// providers, `failover` when it has several. A one-provider run that was
-/// never told a Retry-After has neither: its checklist is as it was.
-pub const ROUTING_CHECKS: [&str; 2] = ["cooldown_honoured", "failover"];
+// The checks of several providers (`Family::Routing`) follow the others
+// in a judgement that has them: `cooldown_honoured` when a provider
+// announced a Retry-After or the run has several providers, `failover`
+// when it has several. A one-provider run that was never told a
+// Retry-After has neither: its checklist is as it was.
 
 /// The most providers the judge tells apart (a gateway routes over at
 /// most 64; records naming more are damaged, not a scenario's).
@@ -278,9 +277,9 @@ impl Routing {
             .saturating_add(th.margin.as_micros().min(u128::from(u64::MAX)) as u64)
     }
 
-    /// `cooldown_honoured`, when the run has it (see [`ROUTING_CHECKS`]).
+    /// `cooldown_honoured`, when the run has it (see the module's docs).
     pub(crate) fn cooldown_honoured(&self, th: &CooldownHonouredThreshold) -> Option<Verdict> {
-        const ID: &str = "cooldown_honoured";
+        const ID: &str = crate::Check::CooldownHonoured.id();
         if !self.several() && !self.any_announced() {
             return None;
         }
@@ -385,7 +384,7 @@ impl Routing {
         start_us: u64,
         bin_us: u64,
     ) -> Option<Verdict> {
-        const ID: &str = "failover";
+        const ID: &str = crate::Check::Failover.id();
         if !self.several() {
             return None;
         }
@@ -671,7 +670,9 @@ mod tests {
         assert_eq!(v.figure.unwrap().value, 2.0 / 104.0);
         // The verdicts of several providers come after the others.
         let ids: Vec<_> = j.verdicts.iter().map(|v| v.id).collect();
-        assert_eq!(&ids[crate::CHECKS.len()..], crate::ROUTING_CHECKS);
+        let always = crate::always_judged().count();
+        let routing: Vec<&str> = crate::Check::ALL[always..].iter().map(|c| c.id()).collect();
+        assert_eq!(&ids[always..], routing);
         // Each provider's calls and refusals per second, in the timeline.
         let csv = j.timeline.to_csv();
         let header = csv.lines().next().unwrap();
@@ -700,7 +701,11 @@ mod tests {
             .map(|i| to("default", &format!("c{i}"), i * 100))
             .collect();
         let j = judged(&[], &calls, None);
-        assert_eq!(j.verdicts.len(), crate::CHECKS.len(), "as it always was");
+        assert_eq!(
+            j.verdicts.len(),
+            crate::always_judged().count(),
+            "as it always was"
+        );
         assert!(j.timeline.providers.is_empty());
         assert!(!j.timeline.to_csv().contains("calls_"));
         // A gateway in front of one provider calling into its window.
@@ -708,7 +713,7 @@ mod tests {
         calls.push(refusal("default", "r", 1_000, 5_000));
         calls.extend((0..9).map(|i| to("default", &format!("d{i}"), 1_200 + i * 100)));
         let j = judged(&[], &calls, None);
-        assert_eq!(j.verdicts.len(), crate::CHECKS.len() + 1);
+        assert_eq!(j.verdicts.len(), crate::always_judged().count() + 1);
         let v = j.verdict("cooldown_honoured").unwrap();
         assert_eq!(v.status, Status::Fail, "{v:?}");
         assert!(j.verdict("failover").is_none());

@@ -67,7 +67,7 @@ pub struct RunOptions {
     /// Say nothing on stderr while the run goes on (the fake provider's
     /// address, the gateway, the scenario): `--quiet`.
     pub quiet: bool,
-    /// With `--provider external`: the checks of [`assertions::MUST_JUDGE`]
+    /// With `--provider external`: the checks that [`assertions::Check::must_judge`]
     /// that may go unjudged without making the run invalid
     /// (`--allow-unjudged`).
     pub allow_unjudged: Vec<String>,
@@ -281,11 +281,16 @@ fn prepare(s: &Scenario, opts: &RunOptions) -> Result<Prepared, RunError> {
     if let Some(bad) = opts
         .allow_unjudged
         .iter()
-        .find(|id| !assertions::MUST_JUDGE.contains(&id.as_str()))
+        .find(|id| !assertions::Check::from_id(id).is_some_and(assertions::Check::must_judge))
     {
         return Err(RunError::flag(
             format!("--allow-unjudged {bad}"),
-            format!("expected one of {}", assertions::MUST_JUDGE.join(", ")),
+            format!(
+                "expected one of {}",
+                assertions::Check::must_judge_ids()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         ));
     }
     if let Some(t) = &target {

@@ -48,17 +48,16 @@ pub struct Comparison {
 }
 
 impl Comparison {
-    /// The checks its rows show: every one of [`assertions::CHECKS`], then
-    /// those of [`assertions::ROUTING_CHECKS`] a run has (several
-    /// providers, or a provider that announced a Retry-After).
+    /// The checks its rows show: every one judged in every run, then the
+    /// conditional ones ([`assertions::Check::always`]) a run has (several
+    /// providers, or a provider that announced a Retry-After), in
+    /// [`assertions::Check::ALL`] order.
     pub fn check_ids(&self) -> Vec<&'static str> {
-        let mut ids = assertions::CHECKS.to_vec();
-        ids.extend(
-            assertions::ROUTING_CHECKS
-                .iter()
-                .filter(|id| self.variants.iter().any(|r| r.checks.contains_key(**id))),
-        );
-        ids
+        assertions::Check::ALL
+            .into_iter()
+            .filter(|c| c.always() || self.variants.iter().any(|r| r.checks.contains_key(c.id())))
+            .map(assertions::Check::id)
+            .collect()
     }
 }
 
@@ -221,13 +220,6 @@ pub fn checks_of_report(report: &serde_json::Value) -> BTreeMap<String, Status> 
 }
 
 /// How much worse than the baseline a figure may get before it counts as
-/// a regression: more than `share` of the baseline's value and more than
-/// `at_least` (in the figure's unit; for seconds and milliseconds, at
-/// full scale: divided by the baseline's time scale) both.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Tolerance {
-    /// The change allowed as a share of the baseline's value.
-    pub share: f64,
-    /// The change allowed whatever the baseline's value, in its unit.
-    pub at_least: f64,
-}
+/// a regression (the checks' own type: for seconds and milliseconds,
+/// `at_least` is at full scale, divided by the baseline's time scale).
+pub use assertions::Tolerance;

@@ -55,9 +55,7 @@ pub use documents::{
 };
 pub use html::{write as write_html, Inputs};
 pub use plan_text::render as plan_text;
-pub use regression::{
-    change_text, figures_of_report, mark_regressions, tolerances, value_text, TOLERANCES,
-};
+pub use regression::{change_text, figures_of_report, mark_regressions, tolerances, value_text};
 pub use terminal::{columns, table, wrap, Stream, Style};
 
 /// A report file that could not be written.

@@ -6,33 +6,18 @@
 
 use std::collections::BTreeMap;
 
-use assertions::{Worse, CHECKS, ROUTING_CHECKS};
+use assertions::{Check, Worse};
 use wire::number::num;
 
 use crate::documents::{ComparedFigure, Comparison, Tolerance};
 
 /// The default tolerances, by check id (README, "Gating a CI job on a
-/// baseline"). `harness_valid`'s send lag is the harness's own, never
-/// the gateway's regression: it has none.
-pub const TOLERANCES: [(&str, Tolerance); 14] = [
-    ("shed_onset", tol(0.5, 2.0)),
-    ("stale_share", tol(0.5, 0.02)),
-    ("retry_after", tol(0.5, 0.25)),
-    ("memory_ceiling", tol(0.2, 16.0 * 1024.0 * 1024.0)),
-    ("drain", tol(0.5, 2.0)),
-    ("stale_dispatch", tol(0.5, 0.02)),
-    ("served_latency", tol(0.25, 50.0)),
-    ("goodput", tol(0.1, 0.0)),
-    ("no_silent_loss", tol(0.0, 0.0)),
-    ("no_silent_truncation", tol(0.0, 0.0)),
-    ("refusals_legible", tol(0.0, 0.0)),
-    ("concurrency_below_knee", tol(0.1, 1.0)),
-    ("cooldown_honoured", tol(0.5, 0.01)),
-    ("failover", tol(0.5, 0.05)),
-];
-
-const fn tol(share: f64, at_least: f64) -> Tolerance {
-    Tolerance { share, at_least }
+/// baseline"): [`Check::tolerance`] of each check that has one.
+fn defaults() -> BTreeMap<String, Tolerance> {
+    Check::ALL
+        .into_iter()
+        .filter_map(|c| Some((c.id().to_string(), c.tolerance()?)))
+        .collect()
 }
 
 /// The tolerances in force: the defaults, each `ID=SHARE` or
@@ -46,10 +31,7 @@ const fn tol(share: f64, at_least: f64) -> Tolerance {
 /// assert!(report::tolerances(&["nothing=1".into()]).is_err());
 /// ```
 pub fn tolerances(overrides: &[String]) -> Result<BTreeMap<String, Tolerance>, String> {
-    let mut out: BTreeMap<String, Tolerance> = TOLERANCES
-        .iter()
-        .map(|(id, t)| (id.to_string(), *t))
-        .collect();
+    let mut out = defaults();
     for o in overrides {
         let bad = |why: &str| format!("{o}: {why}");
         let (id, value) = o
@@ -57,7 +39,7 @@ pub fn tolerances(overrides: &[String]) -> Result<BTreeMap<String, Tolerance>, S
             .ok_or_else(|| bad("expected ID=SHARE or ID=SHARE:AT_LEAST"))?;
         let id = id.trim();
         let Some(t) = out.get_mut(id) else {
-            let ids: Vec<&str> = TOLERANCES.iter().map(|(id, _)| *id).collect();
+            let ids: Vec<String> = defaults().into_keys().collect();
             return Err(bad(&format!(
                 "no check with a tolerance is named \"{id}\" (those: {})",
                 ids.join(", ")
@@ -129,7 +111,7 @@ pub fn figures_of_report(report: &serde_json::Value) -> BTreeMap<String, Compare
 /// Sets each run's figures against the first run's (the baseline): their
 /// change and whether it regressed beyond `tolerances`; the time-based
 /// floors are divided by `time_scale`, the baseline's. Returns a
-/// sentence per regression, in run then [`CHECKS`] order.
+/// sentence per regression, in run then [`Check::ALL`] order.
 pub fn mark_regressions(
     c: &mut Comparison,
     tolerances: &BTreeMap<String, Tolerance>,
@@ -140,7 +122,7 @@ pub fn mark_regressions(
     };
     let mut said = Vec::new();
     for run in rest {
-        for &id in CHECKS.iter().chain(&ROUTING_CHECKS) {
+        for id in Check::ALL.map(Check::id) {
             let (Some(then), Some(now)) = (baseline.figures.get(id), run.figures.get_mut(id))
             else {
                 continue;

@@ -24,7 +24,7 @@ const IN_TRANSIT: f64 = 2.0;
 /// whose every refusal came after a wait in its queue (stale): it says how
 /// many, after how long.
 pub(crate) fn shed_onset(ev: &Evidence, th: &ShedOnsetThreshold) -> Verdict {
-    const ID: &str = "shed_onset";
+    const ID: &str = crate::Check::ShedOnset.id();
     if let Some(skipped) = ev.skip_before(ID, th.enabled) {
         return skipped;
     }
@@ -166,7 +166,7 @@ fn measured_bound(ev: &Evidence) -> String {
 /// than its wait budget lets the gateway serve: what it admits it later
 /// drops, after the caller waited for nothing.
 pub(crate) fn stale_share(ev: &Evidence, th: &StaleShareThreshold) -> Verdict {
-    const ID: &str = "stale_share";
+    const ID: &str = crate::Check::StaleShare.id();
     if let Some(skipped) = ev.skip_before(ID, th.enabled) {
         return skipped;
     }
@@ -247,7 +247,7 @@ pub(crate) fn stale_share(ev: &Evidence, th: &StaleShareThreshold) -> Verdict {
 /// (or when the plan's arrivals after the overload saturate its servers);
 /// passes with a note when nothing ever waited.
 pub(crate) fn drain(ev: &Evidence, th: &DrainThreshold) -> Verdict {
-    const ID: &str = "drain";
+    const ID: &str = crate::Check::Drain.id();
     if !th.enabled {
         return Verdict::skipped(ID, "disabled", DISABLED);
     }
@@ -408,7 +408,7 @@ fn baseline_text(b: &Baseline, what: &str) -> String {
 /// `stale_dispatch`: provider calls made for callers who had already left,
 /// as a share of all provider calls, is at most `max_share`.
 pub(crate) fn stale_dispatch(ev: &Evidence, th: &StaleDispatchThreshold) -> Verdict {
-    const ID: &str = "stale_dispatch";
+    const ID: &str = crate::Check::StaleDispatch.id();
     if let Some(skipped) = ev.skip_before(ID, th.enabled) {
         return skipped;
     }
@@ -464,7 +464,7 @@ pub(crate) fn stale_dispatch(ev: &Evidence, th: &StaleDispatchThreshold) -> Verd
 /// attempt's intended send to the answer) over people served is at most
 /// the SLO.
 pub(crate) fn served_latency(ev: &Evidence, th: &ServedLatencyThreshold) -> Verdict {
-    const ID: &str = "served_latency";
+    const ID: &str = crate::Check::ServedLatency.id();
     if let Some(skipped) = ev.skip_before(ID, th.enabled) {
         return skipped;
     }
@@ -524,7 +524,7 @@ pub(crate) fn served_latency(ev: &Evidence, th: &ServedLatencyThreshold) -> Verd
 /// `goodput`: answers completed inside the overload window, per second, are
 /// at least `min_share` of the predicted capacity μ.
 pub(crate) fn goodput(ev: &Evidence, th: &GoodputThreshold) -> Verdict {
-    const ID: &str = "goodput";
+    const ID: &str = crate::Check::Goodput.id();
     if let Some(skipped) = ev.skip_before(ID, th.enabled) {
         return skipped;
     }

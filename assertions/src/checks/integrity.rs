@@ -16,7 +16,7 @@ use super::{Evidence, DISABLED, NO_ATTEMPTS, US};
 /// `memory_ceiling`: the gateway's peak resident memory is at most the
 /// ceiling.
 pub(crate) fn memory_ceiling(ev: &Evidence, th: &MemoryCeilingThreshold) -> Verdict {
-    const ID: &str = "memory_ceiling";
+    const ID: &str = crate::Check::MemoryCeiling.id();
     if !th.enabled {
         return Verdict::skipped(ID, "disabled", DISABLED);
     }
@@ -93,18 +93,19 @@ pub(crate) fn memory_ceiling(ev: &Evidence, th: &MemoryCeilingThreshold) -> Verd
     v.with(figure)
 }
 
-/// The checks that read the provider's side of the run (the joins, the
-/// calls): without a single provider call they have no data.
-pub(crate) const PROVIDER_SIDE: [&str; 4] = ["shed_onset", "drain", "stale_dispatch", "goodput"];
-
-/// A check of [`PROVIDER_SIDE`] in a run whose provider recorded no call
-/// while the gateway answered some requests (so something else answered
+/// A check that reads the provider's side of the run (the joins, the
+/// calls: [`Check::reads_provider`](crate::Check::reads_provider)) in a
+/// run whose provider recorded no call while the gateway answered some requests (so something else answered
 /// them): skipped with the reason, whatever it would have said. A gateway
 /// that answered nothing (it refused everything) needed no provider, and
 /// its checks stand as judged from the client's side (`drain` passes
 /// when nothing waited, `goodput` fails).
 pub(crate) fn without_provider_calls(v: Verdict, calls: u64, answered: u64) -> Verdict {
-    if calls > 0 || answered == 0 || !PROVIDER_SIDE.contains(&v.id) || v.status == Status::Skipped {
+    if calls > 0
+        || answered == 0
+        || !crate::Check::from_id(v.id).is_some_and(crate::Check::reads_provider)
+        || v.status == Status::Skipped
+    {
         return v;
     }
     Verdict::skipped(
@@ -159,7 +160,7 @@ pub(crate) fn upstream_seen(ev: &Evidence) -> Option<Verdict> {
 /// malformed answer or a timeout (the gateway neither answered nor shed
 /// within the caller's patience) are at most `max_lost`.
 pub(crate) fn no_silent_loss(ev: &Evidence, th: &NoSilentLossThreshold) -> Verdict {
-    const ID: &str = "no_silent_loss";
+    const ID: &str = crate::Check::NoSilentLoss.id();
     if let Some(skipped) = ev.skip_before(ID, th.enabled) {
         return skipped;
     }
@@ -230,7 +231,7 @@ pub(crate) fn no_silent_loss(ev: &Evidence, th: &NoSilentLossThreshold) -> Verdi
 /// counts alone cannot tell: a cut call's record counts the tokens sent
 /// before the cut, and a relay that passes those on matches them.
 pub(crate) fn no_silent_truncation(ev: &Evidence, th: &NoSilentTruncationThreshold) -> Verdict {
-    const ID: &str = "no_silent_truncation";
+    const ID: &str = crate::Check::NoSilentTruncation.id();
     if let Some(skipped) = ev.skip_before(ID, th.enabled) {
         return skipped;
     }
@@ -303,7 +304,7 @@ pub(crate) fn harness_valid(
     expect: &Expectations,
     th: &HarnessValidThreshold,
 ) -> Verdict {
-    const ID: &str = "harness_valid";
+    const ID: &str = crate::Check::HarnessValid.id();
     if !th.enabled {
         return Verdict::skipped(ID, "disabled", DISABLED);
     }

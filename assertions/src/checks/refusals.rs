@@ -28,7 +28,7 @@ const SHEDS_BEFORE_VARYING: usize = 5;
 /// header's granularity, tolerance × drain) (at least half of them are);
 /// and retries that honour it after the overload are admitted.
 pub(crate) fn retry_after(ev: &Evidence, th: &RetryAfterThreshold) -> Verdict {
-    const ID: &str = "retry_after";
+    const ID: &str = crate::Check::RetryAfter.id();
     if let Some(skipped) = ev.skip_before(ID, th.enabled) {
         return skipped;
     }

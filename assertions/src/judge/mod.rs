@@ -591,7 +591,7 @@ impl Judge {
     /// Judges the run as one whose provider the harness did not see
     /// (`--provider external`): from the client's records and the
     /// gateway's gauges `samples` (read every `period_s`), the checks of
-    /// [`crate::MUST_JUDGE`] left unjudged making it invalid unless
+    /// [`crate::Check::must_judge`] left unjudged making it invalid unless
     /// `allow_unjudged` names them. See [`crate::external`]'s docs.
     pub fn external(
         &mut self,
