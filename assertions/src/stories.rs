@@ -50,6 +50,8 @@ pub(crate) fn attempt(
         patience_ms: 30_000,
         reason: None,
         tenant: None,
+        body_reads: None,
+        longest_gap_us: None,
     }
 }
 

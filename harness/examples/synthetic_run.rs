@@ -535,6 +535,8 @@ impl Generator {
             patience_ms: PATIENCE_US / 1000,
             reason: None,
             tenant: None,
+            body_reads: None,
+            longest_gap_us: None,
         };
         match fate {
             Fate::Served { wait_us } => {

@@ -227,6 +227,8 @@ mod tests {
             patience_ms: 0,
             reason: None,
             tenant: None,
+            body_reads: None,
+            longest_gap_us: None,
         };
         live.count_record(&rec(ClientOutcome::Ok, 100, 300_000, None), 20_000);
         live.count_record(

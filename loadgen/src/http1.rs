@@ -538,6 +538,63 @@ async fn exchange(
     }
 }
 
+/// How a response body arrived: when its first bytes came, how many reads
+/// brought body bytes, and the longest wait between two of them. A read
+/// is one time the connection handed over new bytes (one `read` on a plain
+/// socket, one fill of a TLS session's buffer) of which the body's
+/// decoding passed some on as body; the bytes that came with the head
+/// count as the first read when there are body bytes among them. Why: a
+/// stream relayed as it is made arrives in a read per event or few, spread
+/// over the stream's time; one that something buffered whole arrives in
+/// one or two reads, back to back.
+///
+/// Kept by the caller, so what was seen survives a hang-up (the reading
+/// future dropped). Times after the first are microseconds after it, in
+/// 32 bits (saturating at 71 minutes, longer than any patience): the
+/// record sits in every waiting person's state, where two more instants
+/// would cost 16 bytes more.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct BodyPace {
+    /// When the first read that brought body bytes handed them over.
+    first: Option<Instant>,
+    /// The last such read, in µs after `first`.
+    last_us: u32,
+    /// The longest time between two consecutive such reads, in µs.
+    longest_gap_us: u32,
+    /// How many reads brought body bytes.
+    reads: u32,
+}
+
+impl BodyPace {
+    /// One more read brought body bytes, handed over at `at`.
+    fn data_read(&mut self, at: Instant) {
+        self.reads = self.reads.saturating_add(1);
+        let Some(first) = self.first else {
+            self.first = Some(at);
+            return;
+        };
+        let us = u32::try_from(at.saturating_duration_since(first).as_micros()).unwrap_or(u32::MAX);
+        self.longest_gap_us = self.longest_gap_us.max(us.saturating_sub(self.last_us));
+        self.last_us = us;
+    }
+
+    /// When the first body bytes were handed over, if any came.
+    pub(crate) fn first(&self) -> Option<Instant> {
+        self.first
+    }
+
+    /// How many reads brought body bytes (0: no body).
+    pub(crate) fn reads(&self) -> u32 {
+        self.reads
+    }
+
+    /// The longest time between two consecutive reads that brought body
+    /// bytes, in µs (0 with fewer than two).
+    pub(crate) fn longest_gap_us(&self) -> u64 {
+        u64::from(self.longest_gap_us)
+    }
+}
+
 /// A response whose head has been read; the body is read with
 /// [`Response::read_body`].
 #[derive(Debug)]
@@ -555,14 +612,35 @@ pub(crate) struct Response<'c> {
 
 impl Response<'_> {
     /// Reads the body to its end, handing each decoded piece to `sink` as
-    /// it arrives. The connection goes back to the pool when the body was
-    /// read in full and the server keeps it alive.
-    pub(crate) async fn read_body(mut self, mut sink: impl FnMut(&[u8])) -> Result<(), HttpError> {
+    /// it arrives, and noting in `pace` each read that brought body bytes
+    /// (one clock read for each, taken before its first piece is handed
+    /// on). The connection goes back to the pool when the body was read in
+    /// full and the server keeps it alive.
+    pub(crate) async fn read_body(
+        mut self,
+        pace: &mut BodyPace,
+        mut sink: impl FnMut(&[u8]),
+    ) -> Result<(), HttpError> {
         if self.framing == Framing::Empty {
             self.framing = Framing::Done;
         }
         loop {
-            self.decode(&mut sink)?;
+            // Everything decoded in one pass came in one read (the head's,
+            // or the last `read_more`): a chunked read of many events is one.
+            // (A block: nothing of it is kept across the read's await.)
+            {
+                let mut at = None;
+                let decoded = self.decode(&mut |data: &[u8]| {
+                    if at.is_none() {
+                        at = Some(Instant::now());
+                    }
+                    sink(data);
+                });
+                if let Some(at) = at {
+                    pace.data_read(at);
+                }
+                decoded?;
+            }
             if self.framing == Framing::Done {
                 break;
             }
@@ -734,7 +812,8 @@ mod tests {
             .await?;
         let status = r.status;
         let mut out = Vec::new();
-        r.read_body(|b| out.extend_from_slice(b)).await?;
+        r.read_body(&mut BodyPace::default(), |b| out.extend_from_slice(b))
+            .await?;
         Ok((status, out))
     }
 
@@ -764,9 +843,126 @@ mod tests {
             }
         );
         let mut out = Vec::new();
-        r.read_body(|b| out.extend_from_slice(b)).await.unwrap();
+        r.read_body(&mut BodyPace::default(), |b| out.extend_from_slice(b))
+            .await
+            .unwrap();
         assert_eq!(out, b"abcde");
         assert_eq!(body_of(&conn).await.unwrap(), (204, Vec::new()));
+    }
+
+    #[test]
+    fn a_body_pace_counts_reads_and_keeps_the_longest_gap() {
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let mut pace = BodyPace::default();
+        assert_eq!(
+            (pace.first(), pace.reads(), pace.longest_gap_us()),
+            (None, 0, 0)
+        );
+        pace.data_read(ms(5));
+        assert_eq!(
+            (pace.first(), pace.reads(), pace.longest_gap_us()),
+            (Some(ms(5)), 1, 0)
+        );
+        for at in [15, 45, 50, 52] {
+            pace.data_read(ms(at));
+        }
+        assert_eq!(pace.first(), Some(ms(5)), "the first read stays the first");
+        assert_eq!((pace.reads(), pace.longest_gap_us()), (5, 30_000));
+    }
+
+    /// Reads one request head on `s`; false if the client left first.
+    async fn request_head(s: &mut TcpStream) -> bool {
+        let mut req = Vec::new();
+        let mut b = [0u8; 1024];
+        while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+            match s.read(&mut b).await {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => req.extend_from_slice(&b[..n]),
+            }
+        }
+        true
+    }
+
+    /// A server that answers one request with `writes`, each written
+    /// whole after `pause` (Nagle off, so each goes out as it is written).
+    async fn paced_server(writes: Vec<&'static [u8]>, pause: Duration) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            s.set_nodelay(true).unwrap();
+            if !request_head(&mut s).await {
+                return;
+            }
+            for (i, w) in writes.into_iter().enumerate() {
+                if i > 0 {
+                    tokio::time::sleep(pause).await;
+                }
+                if s.write_all(w).await.is_err() {
+                    return;
+                }
+            }
+        });
+        addr
+    }
+
+    async fn paced_body(addr: SocketAddr) -> (Vec<u8>, BodyPace) {
+        let conn = Connector::new(addr, UNBOUNDED, true);
+        let r = conn
+            .send(
+                || b"GET / HTTP/1.1\r\n\r\n".to_vec(),
+                &mut BoundWait::default(),
+            )
+            .await
+            .unwrap();
+        let mut pace = BodyPace::default();
+        let mut out = Vec::new();
+        r.read_body(&mut pace, |b| out.extend_from_slice(b))
+            .await
+            .unwrap();
+        (out, pace)
+    }
+
+    #[tokio::test]
+    async fn a_body_sent_in_pieces_is_read_in_pieces_with_their_gaps() {
+        const HEAD: &[u8] = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n";
+        let pieces: Vec<&[u8]> = vec![
+            HEAD,
+            b"2\r\nab\r\n",
+            b"2\r\ncd\r\n",
+            b"2\r\nef\r\n",
+            b"2\r\ngh\r\n",
+            b"2\r\nij\r\n0\r\n\r\n",
+        ];
+        let (body, pace) = paced_body(paced_server(pieces, Duration::from_millis(40)).await).await;
+        assert_eq!(body, b"abcdefghij");
+        // Five pieces 40 ms apart: each its own read unless the test's
+        // task was held up past a pause (a busy machine), when two merge.
+        assert!((3..=5).contains(&pace.reads()), "{pace:?}");
+        let gap = pace.longest_gap_us();
+        assert!((30_000..2_000_000).contains(&gap), "{pace:?}");
+    }
+
+    #[tokio::test]
+    async fn a_body_sent_at_once_is_one_read_and_framing_alone_is_no_read() {
+        let whole: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabcdefghij";
+        let (body, pace) = paced_body(paced_server(vec![whole], Duration::ZERO).await).await;
+        assert_eq!(body, b"abcdefghij");
+        assert_eq!((pace.reads(), pace.longest_gap_us()), (1, 0), "{pace:?}");
+        assert!(pace.first().is_some());
+        // A chunk's size line arriving on its own hands over no body.
+        let parts: Vec<&[u8]> = vec![
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\n",
+            b"hello\r\n0\r\n\r\n",
+        ];
+        let (body, pace) = paced_body(paced_server(parts, Duration::from_millis(30)).await).await;
+        assert_eq!(body, b"hello");
+        assert_eq!((pace.reads(), pace.longest_gap_us()), (1, 0), "{pace:?}");
+        // No body at all: no read, no first byte.
+        let empty: &[u8] = b"HTTP/1.1 204 No Content\r\n\r\n";
+        let (_, pace) = paced_body(paced_server(vec![empty], Duration::ZERO).await).await;
+        assert_eq!((pace.first(), pace.reads()), (None, 0));
     }
 
     #[tokio::test]
@@ -918,7 +1114,8 @@ mod tests {
                     let r = c
                         .send(|| b"GET / HTTP/1.1\r\n\r\n".to_vec(), &mut wait)
                         .await;
-                    r.unwrap().read_body(|_| {}).await.unwrap();
+                    let pace = &mut BodyPace::default();
+                    r.unwrap().read_body(pace, |_| {}).await.unwrap();
                     wait
                 })
             })

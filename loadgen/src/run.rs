@@ -27,7 +27,7 @@ use wire::{files, ClientOutcome, ClientRecord, Clock, Dialect};
 
 use crate::config::LoadPlan;
 use crate::config::RequestShape;
-use crate::http1::{BoundWait, Connector, HttpError, TlsTarget};
+use crate::http1::{BodyPace, BoundWait, Connector, HttpError, TlsTarget};
 use crate::progress::Live;
 use crate::request::head::{Head, DEFAULT_TENANT};
 use crate::request::{json, AnswerReader, Drawn};
@@ -776,7 +776,9 @@ fn retry_at(due: Instant, give_up: Instant, margin: Duration) -> Option<Instant>
 #[derive(Default)]
 struct Seen {
     status: Option<u16>,
-    first_byte: Option<Instant>,
+    /// How the body arrived: its first byte, and for a stream how many
+    /// reads brought it and the longest gap between two.
+    body: BodyPace,
     retry_after: Option<Duration>,
     /// The header `retry_after` was read from (a field of its own: one
     /// byte in the struct's padding, where a pair would add eight).
@@ -1006,15 +1008,7 @@ async fn attempt_once(
                 body: Vec::new(),
             }
         };
-        let first_byte = &mut seen.first_byte;
-        let read = resp
-            .read_body(|data| {
-                if first_byte.is_none() && !data.is_empty() {
-                    *first_byte = Some(Instant::now());
-                }
-                sink.feed(data);
-            })
-            .await;
+        let read = resp.read_body(&mut seen.body, |data| sink.feed(data)).await;
         match read {
             Ok(()) => {}
             Err(HttpError::Protocol(e)) if success => {
@@ -1093,12 +1087,13 @@ fn attempt_record(
         false => at_the_bound(shared, seen.wait, (sent, done), outcome, reason),
     };
     let clock = shared.clock;
+    let streamed_body = drawn.stream && seen.body.reads() > 0;
     ClientRecord {
         id: id.to_string(),
         attempt,
         intended_us: clock.us_at(intended),
         sent_us: clock.us_at(sent),
-        first_byte_us: seen.first_byte.map(|t| clock.us_at(t)),
+        first_byte_us: seen.body.first().map(|t| clock.us_at(t)),
         done_us: clock.us_at(done),
         status: seen.status,
         outcome,
@@ -1112,6 +1107,10 @@ fn attempt_record(
         tenant: tenant
             .and_then(|t| shared.plan.tenants.get(usize::from(t)))
             .map(|t| t.name.clone()),
+        // Said of streams only (how an answer not streamed arrives says
+        // nothing of a relay), and only when a body came.
+        body_reads: streamed_body.then_some(seen.body.reads()),
+        longest_gap_us: streamed_body.then_some(seen.body.longest_gap_us()),
     }
 }
 

@@ -553,6 +553,8 @@ mod tests {
             patience_ms: 30_000,
             reason: None,
             tenant: None,
+            body_reads: Some(3),
+            longest_gap_us: Some(200),
         }
     }
 

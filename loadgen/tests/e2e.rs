@@ -25,6 +25,8 @@ mod replay;
 mod retry_after;
 #[path = "e2e/shards.rs"]
 mod shards;
+#[path = "e2e/stream_pace.rs"]
+mod stream_pace;
 #[path = "e2e/tls.rs"]
 mod tls;
 

@@ -733,6 +733,8 @@ mod tests {
             patience_ms: 3000,
             reason: None,
             tenant: None,
+            body_reads: None,
+            longest_gap_us: None,
         }
     }
 

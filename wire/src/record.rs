@@ -346,6 +346,29 @@ pub struct ClientRecord {
     /// absent for a run of one tenant.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
+    /// For an attempt that asked for a stream and got a response body: how
+    /// many reads of the body brought data. A read is one time the socket
+    /// (or the TLS session) handed the load generator new bytes that the
+    /// body's decoding passed on as body (chunk framing alone does not
+    /// count; nor do reads that brought nothing). Why: a provider's stream
+    /// of N tokens over T seconds reaches a client that is relayed to as it
+    /// is made in about N reads; one that reaches it in one or two reads
+    /// was buffered whole by something between the provider and the client.
+    /// (A large body buffered whole can still take a few back-to-back
+    /// reads, a few KiB each: [`ClientRecord::longest_gap_us`] tells those
+    /// apart.) `None`, and not written, for an attempt that did not ask for
+    /// a stream or got no body, and in older run directories.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_reads: Option<u32>,
+    /// The longest time between two consecutive reads of the body that
+    /// brought data ([`ClientRecord::body_reads`]), in microseconds on the
+    /// clock of the record's other times; 0 when the body came in one read.
+    /// Why: a relayed stream's longest gap is about the provider's own gap
+    /// between tokens, far below the stream's whole duration; a buffered
+    /// one has no gap worth the name (its reads come back to back), however
+    /// long the stream took upstream. Present exactly when `body_reads` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub longest_gap_us: Option<u64>,
 }
 
 impl ClientRecord {
@@ -593,8 +616,12 @@ mod tests {
             patience_ms: 25_000,
             reason: None,
             tenant: None,
+            body_reads: None,
+            longest_gap_us: None,
         };
         let line = serde_json::to_string(&r).unwrap();
+        assert!(!line.contains("body_reads"), "{line}");
+        assert!(!line.contains("longest_gap_us"), "{line}");
         assert!(line.contains("\"outcome\":\"shed\""), "{line}");
         assert!(
             line.contains("\"retry_after_ms\":1500,\"retry_after_header\":\"retry_after_ms\""),
@@ -605,6 +632,31 @@ mod tests {
         assert_eq!(back.latency_us(), 90);
         assert_eq!(back.send_lag_us(), 2);
         assert_eq!(back.retry_after_granularity_ms(), 1);
+    }
+
+    #[test]
+    fn a_streamed_attempt_says_how_its_body_arrived() {
+        let line = r#"{"id":"r1","attempt":1,"intended_us":10,"sent_us":12,"first_byte_us":40,"done_us":900,"status":200,"outcome":"ok","retry_after_ms":null,"tokens":20,"stream":true,"last":true,"patience_ms":0,"body_reads":21,"longest_gap_us":45000}"#;
+        let r: ClientRecord = serde_json::from_str(line).unwrap();
+        assert_eq!((r.body_reads, r.longest_gap_us), (Some(21), Some(45_000)));
+        assert_eq!(
+            serde_json::to_string(&r).unwrap(),
+            line,
+            "written back as read"
+        );
+    }
+
+    #[test]
+    fn a_line_written_before_body_reads_were_recorded_parses() {
+        // client.jsonl of an older run: a streamed answer, neither field.
+        let r: ClientRecord = serde_json::from_str(
+            r#"{"id":"r1","attempt":1,"intended_us":10,"sent_us":12,"first_byte_us":40,
+            "done_us":900,"status":200,"outcome":"ok","retry_after_ms":null,"tokens":20,
+            "stream":true,"last":true,"patience_ms":25000}"#,
+        )
+        .unwrap();
+        assert!(r.stream);
+        assert_eq!((r.body_reads, r.longest_gap_us), (None, None));
     }
 
     #[test]

@@ -424,7 +424,8 @@ impl Progress {
 ///     id: "r1".into(), attempt: 1, intended_us: 0, sent_us: 0, first_byte_us: None,
 ///     done_us: 200_000, status: Some(200), outcome: ClientOutcome::Ok,
 ///     retry_after_ms: None, retry_after_header: None, tokens: 5, stream: false, last: true,
-///     patience_ms: 5_000, reason: None, tenant: None,
+///     patience_ms: 5_000, reason: None, tenant: None, body_reads: None,
+///     longest_gap_us: None,
 /// });
 /// let j = judge.finish();
 /// assert_eq!(j.summary.counts.ok, 1);

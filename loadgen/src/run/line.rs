@@ -64,6 +64,14 @@ pub(crate) fn push_record(out: &mut Vec<u8>, r: &ClientRecord) {
         out.extend_from_slice(b",\"tenant\":");
         push_str(out, tenant);
     }
+    if let Some(reads) = r.body_reads {
+        out.extend_from_slice(b",\"body_reads\":");
+        push_u64(out, u64::from(reads));
+    }
+    if let Some(gap) = r.longest_gap_us {
+        out.extend_from_slice(b",\"longest_gap_us\":");
+        push_u64(out, gap);
+    }
     out.extend_from_slice(b"}\n");
 }
 
@@ -104,6 +112,8 @@ mod tests {
             patience_ms: 2000,
             reason: None,
             tenant: None,
+            body_reads: None,
+            longest_gap_us: None,
         };
         let mut records = vec![base.clone()];
         for (i, o) in ClientOutcome::ALL.iter().enumerate() {
@@ -123,6 +133,8 @@ mod tests {
                 last: i % 2 == 1,
                 reason: (i % 2 == 0).then(|| format!("reason_{i}")),
                 tenant: (i % 3 == 1).then(|| format!("tenant {i}")),
+                body_reads: (i % 3 == 0).then_some(i as u32 * 7),
+                longest_gap_us: (i % 3 == 0).then_some(i as u64 * 20_011),
                 ..base.clone()
             });
         }
@@ -134,6 +146,8 @@ mod tests {
                 tokens: v,
                 patience_ms: v,
                 retry_after_ms: Some(v),
+                body_reads: Some(v as u32),
+                longest_gap_us: Some(v),
                 ..base.clone()
             });
         }

@@ -167,6 +167,8 @@ mod tests {
             patience_ms: 1000,
             reason: None,
             tenant: None,
+            body_reads: None,
+            longest_gap_us: None,
         }
     }
 
