@@ -27,8 +27,17 @@ pub enum Check {
     MemoryCeiling,
     /// The backlog is back to its baseline soon after the overload.
     Drain,
+    /// After the trouble has ended and drained, the gateway answers what a
+    /// healthy system answers.
+    Recovery,
     /// Few provider calls are made for callers who already left.
     StaleDispatch,
+    /// Calls in service when their caller left are hung up on promptly.
+    CancelOnHangup,
+    /// The gateway's own retries do not multiply the calls to a provider.
+    RetryAmplification,
+    /// A streamed answer reaches the client as it is made.
+    StreamIntact,
     /// The served requests keep their latency SLO.
     ServedLatency,
     /// Answers during the overload stay near capacity.
@@ -90,13 +99,17 @@ const MIB: f64 = 1024.0 * 1024.0;
 impl Check {
     /// Every check, in the order of a judgement's verdicts. Those of
     /// [`Family::Routing`] come last and only in runs that have them.
-    pub const ALL: [Check; 15] = [
+    pub const ALL: [Check; 19] = [
         Check::ShedOnset,
         Check::StaleShare,
         Check::RetryAfter,
         Check::MemoryCeiling,
         Check::Drain,
+        Check::Recovery,
         Check::StaleDispatch,
+        Check::CancelOnHangup,
+        Check::RetryAmplification,
+        Check::StreamIntact,
         Check::ServedLatency,
         Check::Goodput,
         Check::NoSilentLoss,
@@ -116,7 +129,11 @@ impl Check {
             Check::RetryAfter => "retry_after",
             Check::MemoryCeiling => "memory_ceiling",
             Check::Drain => "drain",
+            Check::Recovery => "recovery",
             Check::StaleDispatch => "stale_dispatch",
+            Check::CancelOnHangup => "cancel_on_hangup",
+            Check::RetryAmplification => "retry_amplification",
+            Check::StreamIntact => "stream_intact",
             Check::ServedLatency => "served_latency",
             Check::Goodput => "goodput",
             Check::NoSilentLoss => "no_silent_loss",
@@ -146,11 +163,17 @@ impl Check {
             Check::ShedOnset | Check::StaleShare | Check::RetryAfter | Check::RefusalsLegible => {
                 Family::Shedding
             }
-            Check::Drain | Check::ServedLatency | Check::Goodput | Check::ConcurrencyBelowKnee => {
-                Family::Backlog
+            Check::Drain
+            | Check::Recovery
+            | Check::ServedLatency
+            | Check::Goodput
+            | Check::ConcurrencyBelowKnee => Family::Backlog,
+            Check::StaleDispatch | Check::CancelOnHangup | Check::RetryAmplification => {
+                Family::Waste
             }
-            Check::StaleDispatch => Family::Waste,
-            Check::NoSilentLoss | Check::NoSilentTruncation => Family::Integrity,
+            Check::NoSilentLoss | Check::NoSilentTruncation | Check::StreamIntact => {
+                Family::Integrity
+            }
             Check::MemoryCeiling => Family::Resources,
             Check::CooldownHonoured | Check::Failover => Family::Routing,
             Check::HarnessValid => Family::Harness,
@@ -188,7 +211,7 @@ impl Check {
     /// Which way its figure gets worse.
     pub const fn worse(self) -> Worse {
         match self {
-            Check::Goodput => Worse::Lower,
+            Check::Goodput | Check::Recovery | Check::CancelOnHangup => Worse::Lower,
             _ => Worse::Higher,
         }
     }
@@ -203,7 +226,11 @@ impl Check {
             Check::RetryAfter => tol(0.5, 0.25),
             Check::MemoryCeiling => tol(0.2, 16.0 * MIB),
             Check::Drain => tol(0.5, 2.0),
+            Check::Recovery => tol(0.1, 0.05),
             Check::StaleDispatch => tol(0.5, 0.02),
+            Check::CancelOnHangup => tol(0.1, 0.05),
+            Check::RetryAmplification => tol(0.25, 0.1),
+            Check::StreamIntact => tol(0.5, 20.0),
             Check::ServedLatency => tol(0.25, 50.0),
             Check::Goodput => tol(0.1, 0.0),
             Check::NoSilentLoss | Check::NoSilentTruncation | Check::RefusalsLegible => {

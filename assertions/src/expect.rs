@@ -30,8 +30,16 @@ pub struct Thresholds {
     pub memory_ceiling: MemoryCeilingThreshold,
     /// `[checklist.drain]`.
     pub drain: DrainThreshold,
+    /// `[checklist.recovery]`.
+    pub recovery: RecoveryThreshold,
     /// `[checklist.stale_dispatch]`.
     pub stale_dispatch: StaleDispatchThreshold,
+    /// `[checklist.cancel_on_hangup]`.
+    pub cancel_on_hangup: CancelOnHangupThreshold,
+    /// `[checklist.retry_amplification]`.
+    pub retry_amplification: RetryAmplificationThreshold,
+    /// `[checklist.stream_intact]`.
+    pub stream_intact: StreamIntactThreshold,
     /// `[checklist.served_latency]`.
     pub served_latency: ServedLatencyThreshold,
     /// `[checklist.goodput]`.
@@ -67,7 +75,11 @@ impl Thresholds {
             C::RetryAfter => self.retry_after.enabled,
             C::MemoryCeiling => self.memory_ceiling.enabled,
             C::Drain => self.drain.enabled,
+            C::Recovery => self.recovery.enabled,
             C::StaleDispatch => self.stale_dispatch.enabled,
+            C::CancelOnHangup => self.cancel_on_hangup.enabled,
+            C::RetryAmplification => self.retry_amplification.enabled,
+            C::StreamIntact => self.stream_intact.enabled,
             C::ServedLatency => self.served_latency.enabled,
             C::Goodput => self.goodput.enabled,
             C::NoSilentLoss => self.no_silent_loss.enabled,
@@ -101,6 +113,10 @@ impl Thresholds {
             t.drain.within = Duration::try_from_secs_f64(t.drain.within.as_secs_f64() / time_scale)
                 .unwrap_or(Duration::MAX);
             t.served_latency.p99_ms /= time_scale;
+            t.stream_intact.added_ms /= time_scale;
+            t.cancel_on_hangup.within =
+                Duration::try_from_secs_f64(t.cancel_on_hangup.within.as_secs_f64() / time_scale)
+                    .unwrap_or(Duration::MAX);
             t.failover.within =
                 Duration::try_from_secs_f64(t.failover.within.as_secs_f64() / time_scale)
                     .unwrap_or(Duration::MAX);
@@ -214,6 +230,102 @@ impl Default for DrainThreshold {
         DrainThreshold {
             enabled: true,
             within: Duration::from_secs(60),
+        }
+    }
+}
+
+/// `recovery`: once the last trouble has ended and `drain.within` has
+/// passed, the answered share of what was offered, against what a healthy
+/// system answers there.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RecoveryThreshold {
+    /// Whether the check runs.
+    pub enabled: bool,
+    /// Answers needed after the trouble, a share of what a healthy system
+    /// answers there: min(offered, the plan's capacity).
+    pub min_share: f64,
+}
+
+impl Default for RecoveryThreshold {
+    fn default() -> Self {
+        RecoveryThreshold {
+            enabled: true,
+            min_share: 0.9,
+        }
+    }
+}
+
+/// `cancel_on_hangup`: of the provider calls in service when their caller
+/// gave up, the share the gateway cancelled (hung up on) promptly.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CancelOnHangupThreshold {
+    /// Whether the check runs.
+    pub enabled: bool,
+    /// How soon after its caller left a call must be hung up on (scenario
+    /// time, divided by the time scale).
+    #[serde(with = "humantime_serde")]
+    pub within: Duration,
+    /// Calls cancelled within `within` / calls in service when their
+    /// caller left, needed.
+    pub min_share: f64,
+}
+
+impl Default for CancelOnHangupThreshold {
+    fn default() -> Self {
+        CancelOnHangupThreshold {
+            enabled: true,
+            within: Duration::from_secs(1),
+            min_share: 0.9,
+        }
+    }
+}
+
+/// `retry_amplification`: provider calls per gateway attempt (each
+/// provider counted, failovers included).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RetryAmplificationThreshold {
+    /// Whether the check runs.
+    pub enabled: bool,
+    /// The most calls per attempt allowed over the whole run.
+    pub max_ratio: f64,
+    /// The most calls per attempt allowed in any one scenario second.
+    pub max_ratio_per_second: f64,
+}
+
+impl Default for RetryAmplificationThreshold {
+    fn default() -> Self {
+        RetryAmplificationThreshold {
+            enabled: true,
+            max_ratio: 1.2,
+            max_ratio_per_second: 2.0,
+        }
+    }
+}
+
+/// `stream_intact`: a streamed answer reaches the client as it is made:
+/// little time added to its first token, and in pieces, not one lump.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StreamIntactThreshold {
+    /// Whether the check runs.
+    pub enabled: bool,
+    /// The p99 of the time the gateway added to the first token allowed,
+    /// in milliseconds (scenario time, divided by the time scale).
+    pub added_ms: f64,
+    /// Streamed answers delivered in a lump allowed, a share of the
+    /// streamed answers judged.
+    pub max_lumped_share: f64,
+}
+
+impl Default for StreamIntactThreshold {
+    fn default() -> Self {
+        StreamIntactThreshold {
+            enabled: true,
+            added_ms: 100.0,
+            max_lumped_share: 0.01,
         }
     }
 }

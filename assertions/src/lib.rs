@@ -81,11 +81,12 @@ mod verdict;
 
 pub use check::{Check, Family, Tolerance};
 pub use expect::{
-    ConcurrencyBelowKneeThreshold, CooldownHonouredThreshold, DrainThreshold, Expectations,
-    FailoverThreshold, GoodputThreshold, HarnessValidThreshold, MemoryCeilingThreshold,
-    NoSilentLossThreshold, NoSilentTruncationThreshold, RefusalsLegibleThreshold,
-    RetryAfterThreshold, ServedLatencyThreshold, ShedOnsetThreshold, StaleDispatchThreshold,
-    StaleShareThreshold, Thresholds,
+    CancelOnHangupThreshold, ConcurrencyBelowKneeThreshold, CooldownHonouredThreshold,
+    DrainThreshold, Expectations, FailoverThreshold, GoodputThreshold, HarnessValidThreshold,
+    MemoryCeilingThreshold, NoSilentLossThreshold, NoSilentTruncationThreshold, RecoveryThreshold,
+    RefusalsLegibleThreshold, RetryAfterThreshold, RetryAmplificationThreshold,
+    ServedLatencyThreshold, ShedOnsetThreshold, StaleDispatchThreshold, StaleShareThreshold,
+    StreamIntactThreshold, Thresholds,
 };
 pub use judge::{call_end_us, judge, Held, Judge};
 pub use judgement::{always_judged, Distribution, Judgement, Pass};

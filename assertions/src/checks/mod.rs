@@ -58,15 +58,23 @@ impl Evidence<'_> {
 pub(crate) const DISABLED: &str = "disabled in [checklist]";
 const NO_ATTEMPTS: &str = "no data: the load generator recorded no attempts";
 
+mod amplification;
 mod backlog;
+mod hangup;
 mod integrity;
+mod recovery;
 mod refusals;
+mod stream;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use amplification::retry_amplification;
 pub(crate) use backlog::{drain, goodput, served_latency, shed_onset, stale_dispatch, stale_share};
+pub(crate) use hangup::cancel_on_hangup;
 pub(crate) use integrity::{
     harness_valid, memory_ceiling, no_silent_loss, no_silent_truncation, upstream_seen,
     without_provider_calls,
 };
+pub(crate) use recovery::recovery;
 pub(crate) use refusals::retry_after;
+pub(crate) use stream::stream_intact;
