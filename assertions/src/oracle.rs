@@ -14,7 +14,10 @@ use wire::{ClientOutcome, ClientRecord, ProviderOutcome, ProviderRecord, Refusal
 
 use crate::expect::{Expectations, Thresholds};
 use crate::judgement::{conclude, Distribution, Judgement, Measured, Pass};
-use crate::tally::{completed, cut_mid_stream, retry_after_within, Tally};
+use crate::tally::{
+    after_hangup, caller_gave_up, completed, cut_mid_stream, retry_after_within, CallSpan,
+    Generation, Tally,
+};
 use crate::timeline::{
     histogram, ms_percentiles, quantile, record, row_us, Counts, Drain, FirstShed, GatewayPeaks,
     Harness, Latencies, Percentiles, ProviderCounts, RefusalLine, Second, Summary, Timeline,
@@ -45,7 +48,8 @@ pub(crate) fn judge_at(
     let timeline = joined.timeline();
     let backlog: Vec<u64> = timeline.seconds.iter().map(|s| s.backlog).collect();
     let drain = joined.drain(expect, &backlog);
-    let summary = joined.summary(&timeline);
+    let mut summary = joined.summary(&timeline);
+    joined.hangups(&mut summary.provider, thresholds.cancel_on_hangup.within);
     let first_shed = joined.first_shed();
     let tally = joined.tally(expect, thresholds.retry_after.tolerance);
     let mut distribution = Distribution::new();
@@ -413,6 +417,31 @@ impl<'a> Joined<'a> {
         let c = &self.calls[j];
         self.caller[j]
             .is_some_and(|i| self.attempts[i].done_us < c.admitted_us.unwrap_or(c.received_us))
+    }
+
+    /// `cancel_on_hangup`'s figures: each call joined to an attempt whose
+    /// caller gave up, by `tally::after_hangup`.
+    fn hangups(&self, provider: &mut ProviderCounts, within: std::time::Duration) {
+        let within_us = u64::try_from(within.as_micros()).unwrap_or(u64::MAX);
+        for (c, caller) in self.calls.iter().zip(&self.caller) {
+            let Some(a) = caller.map(|i| &self.attempts[i]) else {
+                continue;
+            };
+            if !caller_gave_up(a.outcome) {
+                continue;
+            }
+            let span = CallSpan {
+                received_us: c.received_us,
+                finished_us: c.finished_us,
+                hung_up_us: c.hung_up_us,
+                generation: Generation::of(c),
+            };
+            if let Some(h) = after_hangup(a.done_us, &span, within_us) {
+                provider.running_at_hangup += u64::from(h.to_cancel);
+                provider.cancelled_at_hangup += u64::from(h.to_cancel && h.cancelled);
+                provider.tokens_after_hangup += h.tokens;
+            }
+        }
     }
 
     /// Returns true if and only if call `j` answered (it has a status) and

@@ -4,8 +4,10 @@
 //! the oracle), whatever the run's length; and the rules both apply: a
 //! retry that honoured a Retry-After ([`honoured`], as each person is
 //! done), a Retry-After within its bound of the drain time
-//! ([`retry_after_within`], as the sweep reaches it), and a call cut
-//! mid-stream or completed ([`cut_mid_stream`], [`completed`]).
+//! ([`retry_after_within`], as the sweep reaches it), a call cut
+//! mid-stream or completed ([`cut_mid_stream`], [`completed`]), and a call
+//! in service when its caller gave up ([`after_hangup`], as it joins its
+//! caller).
 //!
 //! [`Summary`]: crate::Summary
 
@@ -152,6 +154,109 @@ pub(crate) fn cut_mid_stream(c: &wire::ProviderRecord) -> bool {
 /// hung up, not cut.
 pub(crate) fn completed(c: &wire::ProviderRecord) -> bool {
     c.outcome == wire::ProviderOutcome::Ok && c.hung_up_us.is_none() && c.finished_us.is_some()
+}
+
+/// Returns true if and only if an attempt ended because its caller gave
+/// up: the person's patience ran out and the client hung up
+/// ([`ClientOutcome::Timeout`]). A run stopped mid-attempt (`cancelled`)
+/// is not the caller's doing, and every other outcome is an answer or the
+/// gateway's.
+pub(crate) fn caller_gave_up(outcome: ClientOutcome) -> bool {
+    outcome == ClientOutcome::Timeout
+}
+
+/// When a call's tokens were made, as far as its record tells: from
+/// `from_us` to the call's end, `completion_tokens` of them. Kept per call
+/// by the one pass and the oracle for [`after_hangup`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Generation {
+    /// A stream's first byte (its tokens go out from then on); for a whole
+    /// answer, or a stream hung up before its first byte, its admission
+    /// past the provider's queue (else its receipt): a whole answer's
+    /// tokens are made before its first byte, which goes out with the last.
+    pub(crate) from_us: u64,
+    /// The tokens the provider says it made (sent, for a stream cut short;
+    /// none for a whole answer hung up on before it was ready).
+    pub(crate) completion_tokens: u32,
+}
+
+impl Generation {
+    pub(crate) fn of(c: &wire::ProviderRecord) -> Generation {
+        let admitted = c.admitted_us.unwrap_or(c.received_us);
+        Generation {
+            from_us: if c.stream {
+                c.first_byte_us.unwrap_or(admitted)
+            } else {
+                admitted
+            },
+            completion_tokens: c.completion_tokens,
+        }
+    }
+}
+
+/// A call's times as [`after_hangup`] reads them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CallSpan {
+    pub(crate) received_us: u64,
+    pub(crate) finished_us: Option<u64>,
+    pub(crate) hung_up_us: Option<u64>,
+    pub(crate) generation: Generation,
+}
+
+/// What a call in service when its caller gave up adds to
+/// `cancel_on_hangup`'s figures (see [`after_hangup`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct AfterHangup {
+    /// The gateway had to stop it: it did not end by itself within
+    /// `within` of the caller leaving.
+    pub(crate) to_cancel: bool,
+    /// The gateway hung up on it within `within` of the caller leaving.
+    pub(crate) cancelled: bool,
+    /// The completion tokens made after the caller left: an estimate, the
+    /// call's tokens times the share of its generation time (see
+    /// [`Generation`]) that came after the caller left, as if they were
+    /// made at an even pace.
+    pub(crate) tokens: u64,
+}
+
+/// A call whose caller gave up at `left_us` (see [`caller_gave_up`]):
+/// `None` unless the call was in service then (received before, not yet
+/// ended: neither finished nor hung up on); else whether the gateway had
+/// to stop it, whether it hung up on it within `within_us`, and the tokens
+/// made for nobody. A call that ended by itself within `within_us` needed
+/// no cancelling (a hang-up would have raced its answer), and is not
+/// counted as one to cancel; its tokens after the caller left still are.
+/// The one rule for the one pass and the oracle.
+pub(crate) fn after_hangup(left_us: u64, c: &CallSpan, within_us: u64) -> Option<AfterHangup> {
+    let end = match (c.finished_us, c.hung_up_us) {
+        (Some(f), Some(h)) => Some(f.min(h)),
+        (f, h) => f.or(h),
+    };
+    if c.received_us >= left_us || end.is_some_and(|e| e <= left_us) {
+        return None;
+    }
+    let deadline = left_us.saturating_add(within_us);
+    let cancelled = c.hung_up_us.is_some_and(|h| h <= deadline);
+    let ended_by_itself = c.hung_up_us.is_none() && c.finished_us.is_some_and(|f| f <= deadline);
+    // A call still running at the run's end made tokens to no known end:
+    // its record has none, so nothing is estimated for it.
+    let tokens = end.map_or(0, |end| {
+        let g = c.generation;
+        let made = u128::from(g.completion_tokens);
+        if end <= g.from_us {
+            // Made at one instant (or never): after the caller left if
+            // that instant was.
+            return if g.from_us > left_us { made as u64 } else { 0 };
+        }
+        let span = u128::from(end - g.from_us);
+        let after = u128::from(end - g.from_us.max(left_us));
+        ((made * after + span / 2) / span) as u64
+    });
+    Some(AfterHangup {
+        to_cancel: !ended_by_itself,
+        cancelled,
+        tokens,
+    })
 }
 
 /// The silent losses, in [`Tally::lost`] order, with their nouns.

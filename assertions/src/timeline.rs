@@ -462,6 +462,20 @@ pub struct ProviderCounts {
     pub stale_dispatch: u64,
     /// Prompt plus completion tokens of those calls.
     pub wasted_tokens: u64,
+    /// Calls in service when their caller gave up (its patience ran out:
+    /// received before it left, not yet ended) that the gateway had to
+    /// stop: not ended by themselves within `cancel_on_hangup.within` of
+    /// the caller leaving. A call queued at the provider then is one, and
+    /// stale too if admitted later.
+    pub running_at_hangup: u64,
+    /// Those of them the gateway hung up on within
+    /// `cancel_on_hangup.within` of the caller leaving.
+    pub cancelled_at_hangup: u64,
+    /// Completion tokens the calls in service when their caller gave up
+    /// made after the caller left: an estimate, each call's tokens times
+    /// the share of its generation time (a stream's first byte, else its
+    /// admission, to its end) that came after the caller left.
+    pub tokens_after_hangup: u64,
 }
 
 /// The 50th and 99th percentiles of one latency, in milliseconds; `None`
@@ -1178,7 +1192,14 @@ mod tests {
         );
         assert_eq!(
             keys(&v["provider"]),
-            ["calls", "stale_dispatch", "wasted_tokens"]
+            [
+                "calls",
+                "cancelled_at_hangup",
+                "running_at_hangup",
+                "stale_dispatch",
+                "tokens_after_hangup",
+                "wasted_tokens"
+            ]
         );
         assert_eq!(keys(&v["latency_ms"]), ["e2e", "provider", "queue_wait"]);
         assert_eq!(keys(&v["latency_ms"]["e2e"]), ["p50", "p99"]);

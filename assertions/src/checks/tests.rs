@@ -59,8 +59,11 @@ fn every_verdict_has_a_short_line() {
 fn the_bounded_story_passes_every_check() {
     let j = run(&stories::bounded(), &five_seconds());
     for v in &j.verdicts {
-        // No stream in it: no cut to judge.
-        let want = if v.id == "no_silent_truncation" {
+        // No stream in it: no cut to judge. Nobody gives up in it (the
+        // callers shed retry once, inside their patience): no call left
+        // running for a caller gone, so `cancel_on_hangup` rightly has
+        // nothing to judge.
+        let want = if v.id == "no_silent_truncation" || v.id == "cancel_on_hangup" {
             Status::Skipped
         } else {
             Status::Pass

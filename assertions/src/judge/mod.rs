@@ -47,7 +47,7 @@
 //! # What is held
 //!
 //! Per request, within the window: its record while it waits to be
-//! released (120 bytes, an attempt's or a call's: an 88-byte slot and a
+//! released (128 bytes, an attempt's or a call's: a 96-byte slot and a
 //! 32-byte key in the calendar); then, for an attempt, 80 bytes in its
 //! person's list until the person is done (the later of their last
 //! attempt's settling time and their patience plus M after each of their
@@ -66,9 +66,9 @@
 //! the histograms and counts, the set of distinct Retry-After values, and
 //! one compact entry per person whose last attempt ended without an answer
 //! (a timeout, a reset, a shed not retried): 32 bytes (a 64-bit hash of the
-//! id, the attempt's send and end times, whether a call joined it and
-//! whether a late answer to it was counted; 38 to 75 bytes in the hash
-//! table), because a naive gateway can reach the provider for them
+//! id, the attempt's send and end times, whether a call joined it,
+//! whether a late answer to it was counted and whether its caller gave
+//! up; 38 to 75 bytes in the hash table), because a naive gateway can reach the provider for them
 //! minutes later, a stale dispatch and often an answer to a closed socket.
 //! A call for a person who was answered, received after the person is
 //! done, joins nobody. Ids are compared by their 64-bit hash (SipHash): two
@@ -679,6 +679,13 @@ impl Judge {
                 .retry_after_ms
                 .or(c.retry_after_s.map(|s| s.saturating_mul(1000)))
                 .and_then(|ms| std::num::NonZeroU32::new(u32::try_from(ms).unwrap_or(u32::MAX))),
+            generating_after_us: u32::try_from(
+                tally::Generation::of(&c)
+                    .from_us
+                    .saturating_sub(c.received_us),
+            )
+            .unwrap_or(u32::MAX),
+            completion_tokens: c.completion_tokens,
         };
         let release = Release {
             start_us: c.received_us,
@@ -997,7 +1004,42 @@ impl Judge {
             accepted: c.completed,
             retry_after_ms: c.retry_after_ms.map(|ms| u64::from(ms.get())),
         });
+        self.count_hangup(person, c);
         self.join(person, c);
+    }
+
+    /// Counts call `c` for `cancel_on_hangup` if its caller (the latest
+    /// attempt of `person`, alive or compact) gave up while it was in
+    /// service (`tally::after_hangup`).
+    fn count_hangup(&mut self, person: u64, c: &Call) {
+        let caller = match self.people.open.get(&person) {
+            Some(p) => p
+                .attempts
+                .last()
+                .map(|a| (tally::caller_gave_up(a.outcome), a.done_us)),
+            None => self
+                .people
+                .compact
+                .get(&person)
+                .map(|e| (e.gave_up, e.done_us)),
+        };
+        let Some((true, left_us)) = caller else {
+            return;
+        };
+        let span = tally::CallSpan {
+            received_us: c.received_us,
+            finished_us: c.finished_us,
+            hung_up_us: c.hung_up_us,
+            generation: c.generation(),
+        };
+        let within_us =
+            u64::try_from(self.thresholds.cancel_on_hangup.within.as_micros()).unwrap_or(u64::MAX);
+        if let Some(h) = tally::after_hangup(left_us, &span, within_us) {
+            let p = &mut self.figures.provider;
+            p.running_at_hangup += u64::from(h.to_cancel);
+            p.cancelled_at_hangup += u64::from(h.to_cancel && h.cancelled);
+            p.tokens_after_hangup += h.tokens;
+        }
     }
 
     /// Marks `person`'s latest attempt (alive at `alive`, else compact) as
@@ -1115,6 +1157,7 @@ impl Judge {
                         done_us: last.done_us,
                         matched: last.matched,
                         late: last.late,
+                        gave_up: tally::caller_gave_up(last.outcome),
                     },
                 );
             }
@@ -1589,7 +1632,7 @@ mod tests {
     fn what_each_entry_costs_is_what_the_module_docs_say() {
         use std::mem::size_of;
         // A record waiting to be released: its slot and its key.
-        assert_eq!(size_of::<Option<(u64, Record)>>(), 88);
+        assert_eq!(size_of::<Option<(u64, Record)>>(), 96);
         assert_eq!(size_of::<(Release, usize)>(), 32);
         // An attempt in its person's list, which has room for four from
         // the first on; its entries in the two queues of unsettled ones.

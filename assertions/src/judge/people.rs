@@ -60,6 +60,8 @@ pub(super) struct Compact {
     pub(super) matched: bool,
     /// A late answer to it was counted already.
     pub(super) late: bool,
+    /// Its caller gave up (`tally::caller_gave_up`).
+    pub(super) gave_up: bool,
 }
 
 /// An attempt of a person, by its place among their attempts, filed at an

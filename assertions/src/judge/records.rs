@@ -58,6 +58,21 @@ pub(super) struct Call {
     pub(super) provider: u16,
     /// The Retry-After it announced, milliseconds (none, or 0: `None`).
     pub(super) retry_after_ms: Option<std::num::NonZeroU32>,
+    /// When its tokens were made, for `cancel_on_hangup`
+    /// (`tally::Generation`): from this long after its receipt
+    /// (saturating: 71 minutes is past any window), this many.
+    pub(super) generating_after_us: u32,
+    pub(super) completion_tokens: u32,
+}
+
+impl Call {
+    /// When its tokens were made (`tally::Generation`).
+    pub(super) fn generation(&self) -> crate::tally::Generation {
+        crate::tally::Generation {
+            from_us: self.received_us + u64::from(self.generating_after_us),
+            completion_tokens: self.completion_tokens,
+        }
+    }
 }
 
 /// The few distinct strings records repeat (reasons, tenants), each kept
