@@ -620,6 +620,18 @@ fn counts(h: &mut String, i: &Inputs) {
             count(s.provider.stale_dispatch),
         ),
         ("tokens wasted on them", count(s.provider.wasted_tokens)),
+        (
+            "calls still running when their caller gave up",
+            count(s.provider.running_at_hangup),
+        ),
+        (
+            "of them hung up on in time (cancel_on_hangup)",
+            count(s.provider.cancelled_at_hangup),
+        ),
+        (
+            "tokens made after callers left (estimated)",
+            count(s.provider.tokens_after_hangup),
+        ),
         ("peak gateway queue depth", count(s.gateway.peak_depth)),
         ("peak backlog", count(s.gateway.peak_backlog)),
         (
