@@ -10,6 +10,7 @@ mod common;
 
 mod architecture;
 mod calibrate;
+mod cancel_on_hangup;
 mod checklist;
 mod cli;
 mod compare;
