@@ -335,6 +335,37 @@ mod plan {
         assert_eq!(out.status.code(), Some(2));
         assert!(String::from_utf8_lossy(&out.stderr).contains("gateway.reference.mode"));
     }
+
+    /// A threshold out of its range (a share of 1.5, a negative ratio) is
+    /// refused where it is written, as written or through --set.
+    #[test]
+    fn a_threshold_out_of_range_names_its_line_and_field() {
+        let text = std::fs::read_to_string(scenario("pool-demo.toml")).unwrap()
+            + "\n[checklist.recovery]\nmin_share = 1.5\n";
+        let line = text.lines().count();
+        let path = write_temp("share-scenario.toml", &text);
+        let out = rehearse().arg("plan").arg(&path).output().unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("share-scenario.toml:{line}:"))
+                && err.contains("checklist.recovery.min_share")
+                && err.contains("a share from 0 to 1"),
+            "{err}"
+        );
+        let out = rehearse()
+            .arg("plan")
+            .arg(scenario("pool-demo.toml"))
+            .args(["--set", "checklist.retry_amplification.max_ratio=-2"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("checklist.retry_amplification.max_ratio"),
+            "{err}"
+        );
+    }
 }
 
 mod run {

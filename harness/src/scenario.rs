@@ -397,6 +397,8 @@ impl Scenario {
         if let Some(Err((field, why))) = meta.slo.as_ref().map(Slo::check) {
             return Err(src.error(&format!("scenario.slo.{field}"), why).into());
         }
+        crate::checklist::out_of_range(&raw.checklist)
+            .map_err(|(field, why)| src.error(&format!("checklist.{field}"), why))?;
         let providers = providers_of(raw.provider, raw.providers, &src, text, meta.seed)?;
         let names: Vec<&str> = providers
             .iter()
@@ -680,6 +682,8 @@ impl SavedScenario {
                 .collect(),
             None => vec![wire::DEFAULT_PROVIDER],
         };
+        crate::checklist::out_of_range(&saved.checklist)
+            .map_err(|(field, why)| src.error(&format!("checklist.{field}"), why))?;
         gateway_spec(saved.gateway, &src, text, quota_tpm, &names)?;
         let description = saved
             .rest
