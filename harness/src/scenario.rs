@@ -1150,6 +1150,47 @@ mod tests {
     }
 
     #[test]
+    fn a_fault_for_the_reference_gateway_is_read_or_located() {
+        let text = MINIMAL.replace(
+            "mode = \"bounded\"",
+            "mode = \"bounded\"\nfault = [\"buffer-stream\", \"leak-slots=3\"]",
+        );
+        let s = parse(&text).unwrap();
+        let GatewayKind::Reference(c) = &s.gateway.kind else {
+            panic!("reference")
+        };
+        assert_eq!(
+            c.fault,
+            [
+                reference_gateway::Fault::BufferStream,
+                reference_gateway::Fault::LeakSlots(Some(3))
+            ]
+        );
+        let set = apply_sets(MINIMAL, &["gateway.reference.fault=hoard".into()]).unwrap();
+        let GatewayKind::Reference(c) = &parse(&set).unwrap().gateway.kind else {
+            panic!("reference")
+        };
+        assert_eq!(c.fault, [reference_gateway::Fault::Hoard]);
+        for (fault, says) in [
+            ("\"slow\"", reference_gateway::FAULT_KINDS),
+            ("[\"buffer-stream\", \"buffer-body\"]", "give one"),
+            ("\"refuse-500-after=soon\"", "not a duration"),
+        ] {
+            let text = MINIMAL.replace(
+                "mode = \"bounded\"",
+                &format!("mode = \"bounded\"\nfault = {fault}"),
+            );
+            let err = parse(&text).unwrap_err().to_string();
+            assert!(
+                err.contains("s.toml:9:")
+                    && err.contains("gateway.reference.fault")
+                    && err.contains(says),
+                "{fault}: {err}"
+            );
+        }
+    }
+
+    #[test]
     fn bad_scale_is_located() {
         let text = MINIMAL.replace("name = \"t\"", "name = \"t\"\nquota_scale = 0");
         let err = parse(&text).unwrap_err().to_string();
