@@ -1,7 +1,10 @@
 //! `stream_intact` rehearsed end to end: scenarios/streaming.toml (every
 //! request streamed, the first token at 300 ms, 40 tokens 50 ms apart, 5
 //! requests/s for 30 s) at `--time-scale 5` (6 s of load), through the
-//! reference gateway, which relays each event as the provider sends it.
+//! reference gateway, which relays each event as the provider sends it,
+//! and through the same gateway given the two faults the scenario names
+//! (`buffer-stream`, `buffer-body`), which hold each stream back until
+//! the provider's last token and fail the check with the time added.
 //! The figures asserted leave room for a busy machine: the check's own
 //! bound (100 ms ÷ 5 + the machine's 10 ms) is what the time added is held
 //! to, and the client's reads are asserted by the mechanism (many a
@@ -85,4 +88,47 @@ fn the_reference_gateway_relays_streams_intact() {
         assert!(gap < 200_000, "{line}");
     }
     assert_eq!(streams, 150);
+}
+
+/// A gateway given `fault` (`[gateway.reference] fault`) holds each
+/// stream until the provider's last token: `stream_intact` fails with
+/// the time added in its verdict, about the stream's whole length (39
+/// gaps of 10 ms at this scale: 390 ms), every stream a lump after the
+/// provider's last token.
+fn held_back(fault: &str) {
+    let set = format!("gateway.reference.fault=\"{fault}\"");
+    let (code, report, _) = run(fault, &["--set", &set]);
+    assert_eq!(code, Some(1), "{report}");
+    let v = check(&report, "stream_intact");
+    assert_eq!(v["status"], "fail", "{v}");
+    let p99 = v["figure"]["value"].as_f64().unwrap();
+    assert!(p99 > 300.0, "{fault}: {p99}");
+    let detail = v["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with(&format!(
+            "the gateway added {} ms to the first token at the 99th percentile",
+            wire::number::num(p99, 0)
+        )),
+        "{detail}"
+    );
+    assert!(
+        detail.contains("150 after the provider's last token")
+            && detail.contains("reads the whole answer before sending it"),
+        "{detail}"
+    );
+    let short = v["short"].as_str().unwrap();
+    assert!(short.ends_with("150 of 150 lumped"), "{short}");
+}
+
+/// A relay that reads the upstream answer whole, then sends it.
+#[test]
+fn a_gateway_that_buffers_the_stream_fails_with_the_time_added() {
+    held_back("buffer-stream");
+}
+
+/// The head at once, the body held until the answer is complete: the
+/// first token is the first body byte, so it comes just as late.
+#[test]
+fn a_gateway_that_buffers_the_body_fails_too() {
+    held_back("buffer-body");
 }
