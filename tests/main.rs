@@ -27,6 +27,7 @@ mod multihost;
 mod provider_admin;
 mod providers;
 mod staging;
+mod stream_intact;
 mod terminal;
 mod tls;
 mod verdicts;

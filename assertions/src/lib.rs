@@ -36,6 +36,9 @@
 //! - `tally`: what the judge keeps for the checks beyond the summary, and
 //!   the rules applied as the records go by (a retry that honoured a
 //!   Retry-After, a Retry-After within its bound, a call cut mid-stream);
+//! - `delivery`: how a streamed answer reached the client against how its
+//!   provider sent it (the time added to its first token, a lump), and
+//!   what is kept of them (`stream_intact`);
 //! - `external`: a run whose provider the harness did not see, judged from
 //!   the gateway's gauges;
 //! - `judgement`: [`Judgement`], and the conclusion: every check, in
@@ -52,7 +55,7 @@
 //!   it was before the one pass, which the one pass must agree with).
 //!
 //! The imports go one way: `judge` → `judgement` → `legible`, `knee` →
-//! `checks` → `tally` → `timeline` → `expect`, and `judge`, `judgement` →
+//! `checks` → `tally` → `delivery` → `timeline` → `expect`, and `judge`, `judgement` →
 //! `external` → `sweep` → `tally`, `timeline`, and `judge`, `judgement` →
 //! `routing` → `checks`, `tally`, `timeline`; the root only declares and
 //! re-exports (`tests/architecture.rs` checks there is no circle).
@@ -63,6 +66,7 @@
 mod calendar;
 mod check;
 mod checks;
+mod delivery;
 mod expect;
 mod external;
 mod judge;

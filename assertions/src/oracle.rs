@@ -12,6 +12,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use wire::{ClientOutcome, ClientRecord, ProviderOutcome, ProviderRecord, RefusalClass, RssSample};
 
+use crate::delivery::{delivery, Deliveries, Received, Sent};
 use crate::expect::{Expectations, Thresholds};
 use crate::judgement::{conclude, Distribution, Judgement, Measured, Pass};
 use crate::tally::{
@@ -131,7 +132,37 @@ impl Joined<'_> {
             .collect::<BTreeSet<u64>>();
         (t.honouring, t.honoured_admitted) = self.honoured_retries(expect);
         t.peak_rss = self.rss.iter().max_by_key(|r| r.rss_bytes).copied();
+        t.deliveries = self.deliveries();
         t
+    }
+
+    /// Every streamed answer counted, and each judged against the first
+    /// call joined to it that answered (in the order the calls were
+    /// received, file order at ties).
+    fn deliveries(&self) -> Deliveries {
+        let mut d = Deliveries::new();
+        let mut by_attempt: Vec<Vec<usize>> = vec![Vec::new(); self.attempts.len()];
+        for (j, caller) in self.caller.iter().enumerate() {
+            if let Some(i) = caller {
+                by_attempt[*i].push(j);
+            }
+        }
+        for (a, calls) in self.attempts.iter().zip(by_attempt.iter_mut()) {
+            d.count(a);
+            let Some(received) = Received::of(a) else {
+                continue;
+            };
+            calls.sort_by_key(|&j| (self.calls[j].received_us, j));
+            let answered = calls
+                .iter()
+                .map(|&j| &self.calls[j])
+                .filter(|c| completed(c))
+                .find_map(Sent::of);
+            if let Some(sent) = answered {
+                d.add(&delivery(&received, &sent));
+            }
+        }
+        d
     }
 
     /// Calls cut mid-stream joined to an attempt, and the attempts answered

@@ -16,6 +16,7 @@ use std::collections::BTreeSet;
 use hdrhistogram::Histogram;
 use wire::{ClientOutcome, RssSample};
 
+use crate::delivery::Deliveries;
 use crate::expect::Expectations;
 use crate::timeline::histogram;
 
@@ -72,6 +73,9 @@ pub(crate) struct Tally {
     pub(crate) peak_rss: Option<RssSample>,
     /// Times the gateway was killed by its memory limit.
     pub(crate) oom_kills: u64,
+    /// Streamed answers, and how each was delivered against how its
+    /// provider sent it (`stream_intact`).
+    pub(crate) deliveries: Deliveries,
 }
 
 impl Tally {
@@ -97,6 +101,7 @@ impl Tally {
             honoured_admitted: 0,
             peak_rss: None,
             oom_kills: 0,
+            deliveries: Deliveries::new(),
         }
     }
 

@@ -47,8 +47,11 @@
 //! # What is held
 //!
 //! Per request, within the window: its record while it waits to be
-//! released (128 bytes, an attempt's or a call's: a 96-byte slot and a
-//! 32-byte key in the calendar); then, for an attempt, 80 bytes in its
+//! released (144 bytes, an attempt's or a call's: a 112-byte slot and a
+//! 32-byte key in the calendar; 16 of an attempt's bytes say how a
+//! streamed answer was received, 16 of a call's how it was sent, for
+//! `stream_intact`, and 8 of a call's when its tokens were made, for
+//! `cancel_on_hangup`); then, for an attempt, 96 bytes in its
 //! person's list until the person is done (the later of their last
 //! attempt's settling time and their patience plus M after each of their
 //! attempts was due: no attempt or call of theirs can still come), and 24
@@ -56,7 +59,7 @@
 //! per person, 40 bytes in the table (47 to 94 with its control byte and
 //! its slack: 7/8 full at most, 7/16 just after growing), 16 in the queue
 //! of people by when they are done, and their list's room for four
-//! attempts from the first on (320 bytes); and 16 bytes per pending sweep
+//! attempts from the first on (384 bytes); and 16 bytes per pending sweep
 //! item, about ten per request. That is the request rate times a few
 //! windows, whatever the run's length ([`Judge::held`] counts the entries;
 //! a unit test checks these sizes).
@@ -95,6 +98,7 @@ use std::collections::{BTreeMap, HashMap};
 use hdrhistogram::Histogram;
 use wire::{ClientOutcome, ClientRecord, ProviderOutcome, ProviderRecord, RefusalClass, RssSample};
 
+use crate::delivery::{delivery, Received, Sent};
 use crate::expect::{Expectations, Thresholds};
 use crate::external::External;
 use crate::judgement::{conclude, Distribution, Judgement, Measured, Pass};
@@ -639,6 +643,7 @@ impl Judge {
             status: a.status,
             reason: names.index(a.reason.as_deref()),
             tenant: names.index(a.tenant.as_deref()),
+            received: Received::of(&a),
         };
         let release = Release {
             start_us: a.sent_us,
@@ -664,6 +669,7 @@ impl Judge {
         if c.received_us < self.window.released_to {
             self.progress.out_of_order += 1;
         }
+        let completed = tally::completed(&c);
         let call = Call {
             received_us: c.received_us,
             admitted_us: c.admitted_us,
@@ -673,12 +679,13 @@ impl Judge {
             outcome: c.outcome,
             status: c.status,
             cut: tally::cut_mid_stream(&c),
-            completed: tally::completed(&c),
+            completed,
             provider: u16::try_from(self.routing.index(c.provider_name())).unwrap_or(u16::MAX),
             retry_after_ms: c
                 .retry_after_ms
                 .or(c.retry_after_s.map(|s| s.saturating_mul(1000)))
                 .and_then(|ms| std::num::NonZeroU32::new(u32::try_from(ms).unwrap_or(u32::MAX))),
+            sent: if completed { Sent::of(&c) } else { None },
             generating_after_us: u32::try_from(
                 tally::Generation::of(&c)
                     .from_us
@@ -736,6 +743,7 @@ impl Judge {
             f.lost += 1;
         }
         f.distribution.add(a);
+        f.tally.deliveries.count(a);
     }
 
     /// After each record: release what the window allows, note the peak.
@@ -1076,6 +1084,9 @@ impl Judge {
         let Some((sent, done, first, unsettled, alive)) = caller else {
             return;
         };
+        if let Some(i) = alive {
+            self.delivered(person, i, c);
+        }
         self.figures.tally.cut_calls += u64::from(c.cut);
         if done < c.admitted_us.unwrap_or(c.received_us) {
             self.figures.provider.stale_dispatch += 1;
@@ -1105,6 +1116,27 @@ impl Judge {
             ),
             _ => self.progress.settled_before_dispatch += 1,
         }
+    }
+
+    /// Call `c` joined attempt `i` of `person`: if it answered and the
+    /// attempt is a streamed answer not yet judged, how the answer was
+    /// delivered against how the call sent it (`crate::delivery`). The
+    /// first call that answered decides.
+    fn delivered(&mut self, person: u64, i: usize, c: &Call) {
+        let Some(sent) = c.sent else {
+            return;
+        };
+        let Some(received) = self
+            .people
+            .attempt_mut(person, i)
+            .and_then(|a| a.received.take())
+        else {
+            return;
+        };
+        self.figures
+            .tally
+            .deliveries
+            .add(&delivery(&received, &sent));
     }
 
     /// A person is done: no attempt or call of theirs can still be
@@ -1632,11 +1664,12 @@ mod tests {
     fn what_each_entry_costs_is_what_the_module_docs_say() {
         use std::mem::size_of;
         // A record waiting to be released: its slot and its key.
-        assert_eq!(size_of::<Option<(u64, Record)>>(), 96);
+        assert_eq!(size_of::<Option<(u64, Record)>>(), 112);
         assert_eq!(size_of::<(Release, usize)>(), 32);
         // An attempt in its person's list, which has room for four from
         // the first on; its entries in the two queues of unsettled ones.
-        assert_eq!(size_of::<Attempt>(), 80);
+        assert_eq!(size_of::<Attempt>(), 96);
+        assert_eq!(size_of::<Call>(), 96);
         let first = Attempt {
             seq: 0,
             attempt: 1,
@@ -1654,6 +1687,7 @@ mod tests {
             status: None,
             reason: None,
             tenant: None,
+            received: None,
         };
         // As `release_attempt` makes a person and pushes their first.
         let mut person = people::Person::default();

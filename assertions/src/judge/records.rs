@@ -5,6 +5,7 @@
 use wire::{ClientOutcome, ProviderOutcome};
 
 use crate::calendar::Calendar;
+use crate::delivery::{Received, Sent};
 
 /// What the judge keeps of an attempt.
 #[derive(Debug, Clone)]
@@ -36,6 +37,9 @@ pub(super) struct Attempt {
     /// [`Names`].
     pub(super) reason: Option<u16>,
     pub(super) tenant: Option<u16>,
+    /// A streamed answer: what the client saw of it, until the call that
+    /// answered it joins (then taken, so that it is judged once).
+    pub(super) received: Option<Received>,
 }
 
 /// What the judge keeps of a call.
@@ -58,6 +62,8 @@ pub(super) struct Call {
     pub(super) provider: u16,
     /// The Retry-After it announced, milliseconds (none, or 0: `None`).
     pub(super) retry_after_ms: Option<std::num::NonZeroU32>,
+    /// How it sent its answer, if it completed (for `stream_intact`).
+    pub(super) sent: Option<Sent>,
     /// When its tokens were made, for `cancel_on_hangup`
     /// (`tally::Generation`): from this long after its receipt
     /// (saturating: 71 minutes is past any window), this many.
