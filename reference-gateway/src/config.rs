@@ -764,7 +764,7 @@ impl GatewayConfig {
         if self.upstream_retries > 0 && self.upstream_retry_backoff.is_zero() {
             return Err(("upstream_retry_backoff", "must be above 0".into()));
         }
-        crate::fault::validate(self).map_err(|message| ("fault", message))?;
+        faults_fit(self).map_err(|message| ("fault", message))?;
         match self.mode {
             Mode::Naive => {}
             Mode::Timeout => {
@@ -924,6 +924,34 @@ fn check_url(field: &str, url: &str) -> Result<(), (String, String)> {
 /// ```
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text).map_err(|e| format!("`{text}`: {e}"))
+}
+
+/// Checks that `config`'s faults go together and with its mode: each kind
+/// once, one way of holding the answer back, one way of refusing, and a
+/// slot to leak for `leak-slots`.
+fn faults_fit(config: &GatewayConfig) -> Result<(), String> {
+    let faults = &config.fault;
+    for (i, f) in faults.iter().enumerate() {
+        if faults[..i].iter().any(|g| g.kind() == f.kind()) {
+            return Err(format!("`{}` is given twice", f.kind()));
+        }
+    }
+    let has = |kind: &str| faults.iter().any(|f| f.kind() == kind);
+    if has("buffer-stream") && has("buffer-body") {
+        return Err("buffer-stream and buffer-body both hold the answer back: give one".into());
+    }
+    if has("refuse-408") && has("refuse-500-after") {
+        return Err("refuse-408 and refuse-500-after both refuse every request: give one".into());
+    }
+    let slots = matches!(config.mode, Mode::Bounded | Mode::Aimd);
+    if has("leak-slots") && !slots && config.pool_max_connections.is_none() {
+        return Err(format!(
+            "leak-slots: mode `{}` has no concurrency slot to leak: use bounded or aimd, \
+             or set pool_max_connections (its connections leak)",
+            config.mode
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -1446,5 +1474,43 @@ latency_target = "1s 500ms"
             }
         }
         top + &tables
+    }
+
+    #[test]
+    fn faults_must_go_together_and_with_the_mode() {
+        let with = |mode: Mode, faults: &[&str]| {
+            let mut c = GatewayConfig::new(mode, "http://127.0.0.1:1");
+            c.upstream_timeout = Some(Duration::from_secs(1));
+            c.fault = faults.iter().map(|f| f.parse().unwrap()).collect();
+            faults_fit(&c)
+        };
+        assert_eq!(
+            with(Mode::Bounded, &["leak-slots", "hoard", "retry-storm"]),
+            Ok(())
+        );
+        assert_eq!(with(Mode::Aimd, &["leak-slots=2"]), Ok(()));
+        for (mode, faults, says) in [
+            (Mode::Naive, &["hoard", "hoard"][..], "twice"),
+            (Mode::Naive, &["leak-slots", "leak-slots=2"][..], "twice"),
+            (
+                Mode::Naive,
+                &["buffer-stream", "buffer-body"][..],
+                "give one",
+            ),
+            (
+                Mode::Naive,
+                &["refuse-408", "refuse-500-after=1s"][..],
+                "give one",
+            ),
+            (Mode::Timeout, &["leak-slots"][..], "no concurrency slot"),
+            (Mode::Deadline, &["leak-slots"][..], "pool_max_connections"),
+        ] {
+            let err = with(mode, faults).unwrap_err();
+            assert!(err.contains(says), "{faults:?}: {err}");
+        }
+        let mut pooled = GatewayConfig::new(Mode::Timeout, "http://127.0.0.1:1");
+        pooled.pool_max_connections = Some(4);
+        pooled.fault = vec![Fault::LeakSlots(None)];
+        assert_eq!(faults_fit(&pooled), Ok(()), "the pool's connections leak");
     }
 }

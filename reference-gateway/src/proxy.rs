@@ -27,12 +27,15 @@ use wire::{ratelimit_headers, Dialect, QuotaLimit};
 
 use crate::admission::{Admission, CallOutcome, Job, Permit, Refusal};
 use crate::config::{GatewayConfig, Mode};
-use crate::fault::Faults;
 use crate::metrics::{Gauges, Metrics, ShedReason};
 use crate::request::RequestShape;
 use crate::router::{Router, Tried};
 use crate::tenants::{OverEntitlement, Tenants};
 use crate::upstream::{Answer, Call, Upstream};
+
+mod fault;
+
+use fault::Faults;
 
 /// Errors a response body can carry (an upstream body that broke).
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -135,7 +138,7 @@ impl Shared {
         if req.method() == Method::POST {
             if let Some(api) = wire::Api::of_path(req.uri().path()) {
                 if self.faults.as_ref().is_some_and(|f| f.no_cancel) {
-                    return Ok(crate::fault::uncancelled(self, req, api).await);
+                    return Ok(fault::uncancelled(self, req, api).await);
                 }
                 return Ok(self.proxy(req, api).await);
             }
