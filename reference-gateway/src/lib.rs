@@ -127,7 +127,8 @@
 //!   Prometheus text of `/metrics`;
 //! - `fault`: the mistakes it can be given on purpose ([`Fault`]:
 //!   `--fault KIND`, `fault = "KIND"`), each to show a check failing;
-//!   never for a real rehearsal.
+//!   never for a real rehearsal; `proxy::fault` is what each does in the
+//!   proxy's path.
 //!
 //! The request-id marker, the token estimate, the Retry-After rounding and
 //! the header names are the ones every part of a rehearsal uses, from the
