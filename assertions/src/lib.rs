@@ -36,6 +36,8 @@
 //! - `tally`: what the judge keeps for the checks beyond the summary, and
 //!   the rules applied as the records go by (a retry that honoured a
 //!   Retry-After, a Retry-After within its bound, a call cut mid-stream);
+//! - `aftermath`: what `recovery` keeps in the tally: the window after the
+//!   last trouble and the people offered in it, answered or not;
 //! - `external`: a run whose provider the harness did not see, judged from
 //!   the gateway's gauges;
 //! - `judgement`: [`Judgement`], and the conclusion: every check, in
@@ -52,7 +54,7 @@
 //!   it was before the one pass, which the one pass must agree with).
 //!
 //! The imports go one way: `judge` → `judgement` → `legible`, `knee` →
-//! `checks` → `tally` → `timeline` → `expect`, and `judge`, `judgement` →
+//! `checks` → `tally` → `aftermath`, `timeline` → `expect`, and `judge`, `judgement` →
 //! `external` → `sweep` → `tally`, `timeline`, and `judge`, `judgement` →
 //! `routing` → `checks`, `tally`, `timeline`; the root only declares and
 //! re-exports (`tests/architecture.rs` checks there is no circle).
@@ -60,6 +62,7 @@
 // No function over 120 lines outside tests (the threshold is in clippy.toml).
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
+mod aftermath;
 mod calendar;
 mod check;
 mod checks;

@@ -14,6 +14,7 @@ use std::collections::BTreeSet;
 use hdrhistogram::Histogram;
 use wire::{ClientOutcome, RssSample};
 
+use crate::aftermath::Aftermath;
 use crate::expect::Expectations;
 use crate::timeline::histogram;
 
@@ -70,6 +71,9 @@ pub(crate) struct Tally {
     pub(crate) peak_rss: Option<RssSample>,
     /// Times the gateway was killed by its memory limit.
     pub(crate) oom_kills: u64,
+    /// The people offered after the last trouble, and answered
+    /// (`recovery`).
+    pub(crate) recovery: Aftermath,
 }
 
 impl Tally {
@@ -95,6 +99,7 @@ impl Tally {
             honoured_admitted: 0,
             peak_rss: None,
             oom_kills: 0,
+            recovery: Aftermath::default(),
         }
     }
 

@@ -50,10 +50,32 @@ pub struct Expectations {
     /// scenario again).
     #[serde(default)]
     pub drain_baseline: Option<HealthyWaiting>,
+    /// When the last trouble the plan knows of ends and what the provider
+    /// serves after it: what `recovery` judges the rest of the load
+    /// against (`None` without a trouble, and in run directories written
+    /// before it: `recovery` then takes the overload's end and judges
+    /// against the offered load alone).
+    #[serde(default)]
+    pub after_trouble: Option<AfterTrouble>,
     /// The gateway's memory budget, if the scenario gives one.
     pub memory_ceiling_bytes: Option<u64>,
     /// The load generator's allowed 99th-percentile send lag.
     pub send_lag_bound_ms: f64,
     /// The load generator's measured 99th-percentile send lag.
     pub send_lag_p99_ms: f64,
+}
+
+/// The end of the last trouble of a run (the overload's end, or the end of
+/// a provider's timeline phase the plan calls trouble: it slows at least
+/// 2x, fails half its calls, or serves half what it did), and the plan's
+/// capacity from then to the load's end: what a healthy system answers
+/// once the trouble is over.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct AfterTrouble {
+    /// When the last trouble ends, microseconds since the Unix epoch.
+    pub from_us: u64,
+    /// The plan's capacity μ after it (the lowest of its segments from
+    /// then to the load's end), requests per second at the run's scale;
+    /// `None`: unlimited.
+    pub capacity_per_s: Option<f64>,
 }

@@ -59,8 +59,10 @@ fn every_verdict_has_a_short_line() {
 fn the_bounded_story_passes_every_check() {
     let j = run(&stories::bounded(), &five_seconds());
     for v in &j.verdicts {
-        // No stream in it: no cut to judge.
-        let want = if v.id == "no_silent_truncation" {
+        // No stream in it: no cut to judge. Its load goes on 4.5 s after
+        // the overload's end and the 5 s to drain: too little to tell a
+        // gateway that recovers (recovery needs 10 scenario seconds).
+        let want = if v.id == "no_silent_truncation" || v.id == "recovery" {
             Status::Skipped
         } else {
             Status::Pass
@@ -68,6 +70,10 @@ fn the_bounded_story_passes_every_check() {
         assert_eq!(v.status, want, "{v:?}");
     }
     assert_eq!(j.overall, Status::Pass);
+    assert_eq!(
+        verdict(&j, "recovery").short,
+        "under 10 s of load after the trouble"
+    );
     assert_eq!(
         detail(&j, "shed_onset"),
         "sheds on time: 11 requests were waiting at the first shed, within the bound of 24 that keeps them inside 3 s"
