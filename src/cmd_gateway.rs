@@ -32,6 +32,11 @@ pub fn main(args: Args) -> Result<Ended, Error> {
     if let Some(note) = config.default_rate_note(rate_given) {
         eprintln!("{note}");
     }
+    for fault in &config.fault {
+        eprintln!(
+            "fault {fault}: given on purpose, to show a check failing; never for a real rehearsal"
+        );
+    }
     let gateway = Gateway::new(config.clone()).bad_input()?;
     crate::runtime::block_on(threads, None, |stop| serve(gateway, config.listen, stop))
 }

@@ -335,6 +335,37 @@ mod plan {
         assert_eq!(out.status.code(), Some(2));
         assert!(String::from_utf8_lossy(&out.stderr).contains("gateway.reference.mode"));
     }
+
+    /// A threshold out of its range (a share of 1.5, a negative ratio) is
+    /// refused where it is written, as written or through --set.
+    #[test]
+    fn a_threshold_out_of_range_names_its_line_and_field() {
+        let text = std::fs::read_to_string(scenario("pool-demo.toml")).unwrap()
+            + "\n[checklist.recovery]\nmin_share = 1.5\n";
+        let line = text.lines().count();
+        let path = write_temp("share-scenario.toml", &text);
+        let out = rehearse().arg("plan").arg(&path).output().unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("share-scenario.toml:{line}:"))
+                && err.contains("checklist.recovery.min_share")
+                && err.contains("a share from 0 to 1"),
+            "{err}"
+        );
+        let out = rehearse()
+            .arg("plan")
+            .arg(scenario("pool-demo.toml"))
+            .args(["--set", "checklist.retry_amplification.max_ratio=-2"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("checklist.retry_amplification.max_ratio"),
+            "{err}"
+        );
+    }
 }
 
 mod run {
@@ -1713,5 +1744,121 @@ mod gateway {
             std::thread::sleep(Duration::from_millis(20));
         };
         assert_eq!(status.code(), Some(0), "{status:?}");
+    }
+
+    /// `--fault` is in `rehearse gateway --help` with its warning and its
+    /// kinds; a gateway given `refuse-408` says so on stderr and answers
+    /// 408 without calling its upstream (nothing listens there: a call
+    /// would be a 502).
+    #[test]
+    fn a_fault_is_documented_said_at_start_and_served() {
+        let help = rehearse().args(["gateway", "--help"]).output().unwrap();
+        let help = String::from_utf8_lossy(&help.stdout);
+        assert!(
+            help.contains("--fault <KIND>")
+                && help.contains("A fault to show a check failing; never for a real rehearsal")
+                && help.contains("refuse-500-after=DURATION"),
+            "{help}"
+        );
+        let child = rehearse()
+            .args(["gateway", "--mode", "bounded", "--upstream"])
+            .args(["http://127.0.0.1:9", "--listen", "127.0.0.1:0"])
+            .args(["--fault", "refuse-408", "--fault", "hoard"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut running = Running(child);
+        let mut line = String::new();
+        BufReader::new(running.0.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let base = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap()
+            .to_string();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (status, body) = rt.block_on(async {
+            let r = reqwest::Client::new()
+                .post(format!("{base}/v1/chat/completions"))
+                .json(&serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}))
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        });
+        assert_eq!(status, 408, "{body}");
+        assert!(body.contains("request_timeout"), "{body}");
+        let _ = running.0.kill();
+        let _ = running.0.wait();
+        let mut out = String::new();
+        std::io::Read::read_to_string(&mut running.0.stderr.take().unwrap(), &mut out).unwrap();
+        for fault in ["refuse-408", "hoard"] {
+            assert!(
+                out.contains(&format!("fault {fault}: given on purpose")),
+                "{out}"
+            );
+        }
+    }
+
+    /// `fault = "refuse-500-after=1s"` in a scenario's `[gateway.reference]`
+    /// reaches the gateway the harness starts, at the rehearsal's scale: at
+    /// five times, every request is held about 200 ms, then answered 500,
+    /// and the provider sees no call.
+    #[test]
+    fn a_scenario_fault_reaches_the_reference_gateway_scaled() {
+        let _one = common::one_at_a_time();
+        let path = write_temp(
+            "fault.toml",
+            r#"[scenario]
+name = "fault"
+[provider]
+completion_tokens = { fixed = 5 }
+[gateway.reference]
+mode = "bounded"
+fault = "refuse-500-after=1s"
+[load]
+patience = { fixed = "10s" }
+[[load.phases]]
+name = "steady"
+duration = "5s"
+rate = 4
+"#,
+        );
+        let dir = std::env::temp_dir().join(format!("rehearse-fault-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let out = rehearse()
+            .arg("run")
+            .arg(&path)
+            .arg("--out")
+            .arg(&dir)
+            .args(["--no-progress", "--time-scale", "5"])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(2), "{said}");
+        let gateway_toml = std::fs::read_to_string(dir.join("gateway.toml")).unwrap_or_default();
+        let clients = std::fs::read_to_string(dir.join("client.jsonl"))
+            .unwrap_or_else(|e| panic!("no client.jsonl ({e}): {said}"));
+        let records: Vec<wire::ClientRecord> = clients
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert!(records.len() >= 15, "{} records", records.len());
+        for r in &records {
+            assert_eq!(r.status, Some(500), "{r:?}\n{gateway_toml}");
+            let held = r.done_us - r.sent_us;
+            assert!(
+                (190_000..900_000).contains(&held),
+                "held 1 s ÷ 5, not 1 s: {r:?}\n{gateway_toml}"
+            );
+        }
+        let provider = std::fs::read_to_string(dir.join("provider.jsonl")).unwrap_or_default();
+        assert_eq!(provider.lines().count(), 0, "{provider}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

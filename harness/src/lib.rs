@@ -10,6 +10,8 @@
 //! The rooms:
 //! - `scenario`: the scenario file, its `--set` edits and validation (read
 //!   and parsed once; a run directory's saved scenario once when judged);
+//! - `checklist`: the `[checklist]` values held to their ranges (a share
+//!   from 0 to 1, a ratio of at least 1), by each field's name;
 //! - `plan`: capacity, backlog, drain, late answers and Q*, by phase;
 //! - `healthy`: the waiting a healthy system holds after the overload
 //!   (Erlang C), `drain`'s baseline when a run has none of its own;
@@ -45,6 +47,7 @@
 
 mod baseline;
 mod calibrate;
+mod checklist;
 mod clock;
 mod compare;
 mod error;

@@ -397,6 +397,8 @@ impl Scenario {
         if let Some(Err((field, why))) = meta.slo.as_ref().map(Slo::check) {
             return Err(src.error(&format!("scenario.slo.{field}"), why).into());
         }
+        crate::checklist::out_of_range(&raw.checklist)
+            .map_err(|(field, why)| src.error(&format!("checklist.{field}"), why))?;
         let providers = providers_of(raw.provider, raw.providers, &src, text, meta.seed)?;
         let names: Vec<&str> = providers
             .iter()
@@ -680,6 +682,8 @@ impl SavedScenario {
                 .collect(),
             None => vec![wire::DEFAULT_PROVIDER],
         };
+        crate::checklist::out_of_range(&saved.checklist)
+            .map_err(|(field, why)| src.error(&format!("checklist.{field}"), why))?;
         gateway_spec(saved.gateway, &src, text, quota_tpm, &names)?;
         let description = saved
             .rest
@@ -1143,6 +1147,47 @@ mod tests {
         );
         let err = parse(&text).unwrap_err().to_string();
         assert!(err.contains("set by the harness"), "{err}");
+    }
+
+    #[test]
+    fn a_fault_for_the_reference_gateway_is_read_or_located() {
+        let text = MINIMAL.replace(
+            "mode = \"bounded\"",
+            "mode = \"bounded\"\nfault = [\"buffer-stream\", \"leak-slots=3\"]",
+        );
+        let s = parse(&text).unwrap();
+        let GatewayKind::Reference(c) = &s.gateway.kind else {
+            panic!("reference")
+        };
+        assert_eq!(
+            c.fault,
+            [
+                reference_gateway::Fault::BufferStream,
+                reference_gateway::Fault::LeakSlots(Some(3))
+            ]
+        );
+        let set = apply_sets(MINIMAL, &["gateway.reference.fault=hoard".into()]).unwrap();
+        let GatewayKind::Reference(c) = &parse(&set).unwrap().gateway.kind else {
+            panic!("reference")
+        };
+        assert_eq!(c.fault, [reference_gateway::Fault::Hoard]);
+        for (fault, says) in [
+            ("\"slow\"", reference_gateway::FAULT_KINDS),
+            ("[\"buffer-stream\", \"buffer-body\"]", "give one"),
+            ("\"refuse-500-after=soon\"", "not a duration"),
+        ] {
+            let text = MINIMAL.replace(
+                "mode = \"bounded\"",
+                &format!("mode = \"bounded\"\nfault = {fault}"),
+            );
+            let err = parse(&text).unwrap_err().to_string();
+            assert!(
+                err.contains("s.toml:9:")
+                    && err.contains("gateway.reference.fault")
+                    && err.contains(says),
+                "{fault}: {err}"
+            );
+        }
     }
 
     #[test]

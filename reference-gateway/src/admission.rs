@@ -216,6 +216,16 @@ impl Permit {
         self.outcome = outcome;
     }
 
+    /// Never gives the slot back (the `leak-slots` fault): the limit counts
+    /// this call in flight for as long as the gateway runs.
+    pub(crate) fn leak(mut self) {
+        self.claimed = true;
+        self.release = Release::None;
+        if let Some(w) = self.watchdog.take() {
+            w.abort();
+        }
+    }
+
     /// Forgets the permit without releasing it: for a grant whose receiver
     /// was already gone, undone by hand under the lock.
     fn defuse(mut self) {

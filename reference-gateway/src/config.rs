@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use wire::Scale;
 
 use crate::error::ConfigError;
+use crate::fault::Fault;
 
 /// The admission policy of a gateway.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -418,6 +419,15 @@ pub struct GatewayConfig {
     /// times it, with up to a quarter of jitter; a longer Retry-After wins.
     #[serde(default = "default_upstream_retry_backoff", with = "humantime_serde")]
     pub upstream_retry_backoff: Duration,
+    /// Faults given on purpose, to show a check failing; never for a real
+    /// rehearsal. One kind (`fault = "buffer-stream"`) or several (`fault =
+    /// ["hoard", "leak-slots=2"]`): see [`Fault`]. None by default.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        with = "crate::fault::list"
+    )]
+    pub fault: Vec<Fault>,
 }
 
 impl GatewayConfig {
@@ -490,6 +500,7 @@ impl GatewayConfig {
             split_pool_wait: false,
             upstream_retries: 0,
             upstream_retry_backoff: default_upstream_retry_backoff(),
+            fault: Vec::new(),
         }
     }
 
@@ -753,6 +764,7 @@ impl GatewayConfig {
         if self.upstream_retries > 0 && self.upstream_retry_backoff.is_zero() {
             return Err(("upstream_retry_backoff", "must be above 0".into()));
         }
+        crate::fault::validate(self).map_err(|message| ("fault", message))?;
         match self.mode {
             Mode::Naive => {}
             Mode::Timeout => {
@@ -834,8 +846,9 @@ impl GatewayConfig {
     }
 
     /// Returns this configuration at rehearsal scale, by the one rule of
-    /// [`wire::Scale`]: every duration ÷ time (the upstream timeout and the
-    /// tenants' bucket window included, so a tenant's bucket holds one
+    /// [`wire::Scale`]: every duration ÷ time (the upstream timeout, the
+    /// hold of a `refuse-500-after` fault and the tenants' bucket window
+    /// included, so a tenant's bucket holds one
     /// scenario minute of its entitlement); the token rate and each
     /// tenant's entitlement (tokens and requests per minute) × time ÷
     /// quota; every count (concurrency, queues, the AIMD limits, the pool) ÷ quota,
@@ -874,6 +887,9 @@ impl GatewayConfig {
         self.aimd.queue = scale.count_usize(self.aimd.queue);
         self.upstream_timeout = self.upstream_timeout.map(d);
         self.upstream_retry_backoff = d(self.upstream_retry_backoff);
+        for f in &mut self.fault {
+            *f = f.scaled(d);
+        }
         self.pool_max_connections = self.pool_max_connections.map(|n| scale.count_usize(n));
         // An entitlement is a rate: × time ÷ quota, in whole units, never 0.
         let per_minute = |n: u64| (scale.rate(n as f64).round() as u64).max(1);
@@ -1326,6 +1342,70 @@ latency_target = "1s 500ms"
             GatewayConfig::from_toml(&text, "gateway.toml").unwrap(),
             lone
         );
+    }
+
+    #[test]
+    fn faults_parse_as_one_or_a_list_are_scaled_and_written_back() {
+        let one = GatewayConfig::from_toml(&format!("{HEAD}fault = \"buffer-stream\"\n"), "g.toml")
+            .unwrap();
+        assert_eq!(one.fault, vec![Fault::BufferStream]);
+        let text =
+            format!("{HEAD}fault = [\"hoard\", \"leak-slots=2\", \"refuse-500-after=2s\"]\n");
+        let several = GatewayConfig::from_toml(&text, "g.toml").unwrap();
+        assert_eq!(
+            several.fault,
+            vec![
+                Fault::Hoard,
+                Fault::LeakSlots(Some(2)),
+                Fault::Refuse500After(Duration::from_secs(2))
+            ]
+        );
+        let scaled = several.time_scaled(10.0);
+        assert_eq!(
+            scaled.fault[2],
+            Fault::Refuse500After(Duration::from_millis(200)),
+            "the hold is a duration: ÷ time"
+        );
+        // As the harness writes a scenario's gateway.toml, and back.
+        let written = toml::to_string(&scaled).unwrap();
+        assert_eq!(
+            GatewayConfig::from_toml(&written, "gateway.toml").unwrap(),
+            scaled
+        );
+        let none = GatewayConfig::from_toml(HEAD, "g.toml").unwrap();
+        assert!(
+            !toml::to_string(&none).unwrap().contains("fault ="),
+            "none: not written"
+        );
+        for (tail, line, field, says) in [
+            (
+                "fault = \"slow\"\n",
+                3,
+                "fault",
+                "expected one of buffer-stream, buffer-body",
+            ),
+            (
+                "fault = [\"hoard\", \"leak-slots=0\"]\n",
+                3,
+                "fault",
+                "above 0",
+            ),
+            ("fault = 3\n", 3, "fault", "a fault or a list of faults"),
+            (
+                "fault = [\"hoard\", \"hoard\"]\n",
+                3,
+                "fault",
+                "given twice",
+            ),
+        ] {
+            let err = GatewayConfig::from_toml(&format!("{HEAD}{tail}"), "g.toml").unwrap_err();
+            assert_eq!(
+                (err.line, err.field.as_str()),
+                (line, field),
+                "{tail}: {err}"
+            );
+            assert!(err.to_string().contains(says), "{tail}: {err}");
+        }
     }
 
     #[test]

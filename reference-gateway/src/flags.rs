@@ -14,6 +14,7 @@ use std::time::Duration;
 use crate::config::parse_duration;
 use crate::config::{GatewayConfig, Mode, Order, Routing, UpstreamConfig};
 use crate::error::ConfigError;
+use crate::fault::Fault;
 
 /// What `rehearse gateway --help` says of the process, before its flags.
 pub const ABOUT: &str = "\
@@ -124,6 +125,12 @@ pub struct GatewayFlags {
     /// Retry-After (default 0).
     #[cfg_attr(feature = "clap", arg(long, value_name = "N"))]
     pub upstream_retries: Option<u32>,
+    /// A fault to show a check failing; never for a real rehearsal.
+    /// Repeatable: buffer-stream, buffer-body, leak-slots[=N], retry-storm,
+    /// no-cancel, hoard, refuse-408, refuse-500-after=DURATION (see the
+    /// README's "Faults on purpose"). Replaces the config file's `fault`.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "KIND"))]
+    pub fault: Vec<Fault>,
 }
 
 /// Why the flags, the file and the time scale make no configuration.
@@ -244,6 +251,9 @@ impl GatewayConfig {
         self.split_pool_wait |= flags.split_pool_wait;
         if let Some(v) = flags.upstream_retries {
             self.upstream_retries = v;
+        }
+        if !flags.fault.is_empty() {
+            self.fault = flags.fault;
         }
         if let Some(v) = flags.concurrency {
             self.bounded.concurrency = v as usize;
@@ -430,6 +440,38 @@ mod tests {
         assert!(g.no_cooldowns);
         assert!(Cli::try_parse_from(["gateway", "--mode", "fancy"]).is_err());
         assert!(Cli::try_parse_from(["gateway", "--wait-budget", "soon"]).is_err());
+        let faulty = ["--fault", "hoard", "--fault", "refuse-500-after=2s"];
+        let h = Cli::try_parse_from(args.iter().chain(&faulty))
+            .unwrap()
+            .flags;
+        assert_eq!(
+            h.fault,
+            [Fault::Hoard, Fault::Refuse500After(Duration::from_secs(2))]
+        );
+        let err = Cli::try_parse_from(args.iter().chain(&["--fault", "slow"]))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("expected one of buffer-stream"), "{err}");
+    }
+
+    #[test]
+    fn faults_replace_the_files_and_are_time_scaled() {
+        let f = GatewayFlags {
+            fault: vec![Fault::Refuse500After(Duration::from_secs(2))],
+            ..flags(Mode::Naive)
+        };
+        let c = GatewayConfig::from_flags(f, Some("4")).unwrap();
+        assert_eq!(c.fault, [Fault::Refuse500After(Duration::from_millis(500))]);
+        let f = GatewayFlags {
+            fault: vec![Fault::LeakSlots(None)],
+            ..flags(Mode::Timeout)
+        };
+        let err = GatewayConfig::from_flags(f, None).unwrap_err().to_string();
+        assert!(
+            err.contains("field `fault`") && err.contains("leak-slots"),
+            "{err}"
+        );
     }
 
     fn flags(mode: Mode) -> GatewayFlags {

@@ -124,7 +124,10 @@
 //! - `drain`: the drain rate observed and the Retry-After it implies;
 //! - `request`: what admission reads from a body (token cost, stream);
 //! - `metrics`: [`ShedReason`], the refusal table's rows, and the
-//!   Prometheus text of `/metrics`.
+//!   Prometheus text of `/metrics`;
+//! - `fault`: the mistakes it can be given on purpose ([`Fault`]:
+//!   `--fault KIND`, `fault = "KIND"`), each to show a check failing;
+//!   never for a real rehearsal.
 //!
 //! The request-id marker, the token estimate, the Retry-After rounding and
 //! the header names are the ones every part of a rehearsal uses, from the
@@ -153,6 +156,7 @@ mod aimd;
 mod config;
 mod drain;
 mod error;
+mod fault;
 mod flags;
 mod metrics;
 mod proxy;
@@ -168,6 +172,7 @@ pub use config::{
     TenantConfig, UpstreamConfig, MAX_UPSTREAMS, MAX_WEIGHT,
 };
 pub use error::{ConfigError, GatewayError};
+pub use fault::{Fault, FAULT_KINDS};
 pub use flags::{FlagsError, GatewayFlags, ABOUT as CLI_ABOUT};
 pub use metrics::{resident_memory_bytes, ShedReason};
 pub use server::{Gateway, GatewayHandle, GatewaySnapshot, UpstreamSnapshot};

@@ -27,6 +27,7 @@ use wire::{ratelimit_headers, Dialect, QuotaLimit};
 
 use crate::admission::{Admission, CallOutcome, Job, Permit, Refusal};
 use crate::config::{GatewayConfig, Mode};
+use crate::fault::Faults;
 use crate::metrics::{Gauges, Metrics, ShedReason};
 use crate::request::RequestShape;
 use crate::router::{Router, Tried};
@@ -56,6 +57,9 @@ pub(crate) struct Shared {
     queue_full_status: StatusCode,
     upstream_timeout: Option<Duration>,
     tenants: Tenants,
+    /// The faults given on purpose (`--fault`); None, the rule: each hook
+    /// costs a gateway without faults one branch.
+    faults: Option<Box<Faults>>,
 }
 
 /// On an answer passed on by a gateway with named `upstreams`: which one
@@ -97,6 +101,7 @@ impl Shared {
                 .expect("validated by GatewayConfig::validate"),
             upstream_timeout: config.upstream_timeout,
             tenants: Tenants::new(&config.tenants, config.tenant_window),
+            faults: Faults::new(config),
         }
     }
 
@@ -112,8 +117,13 @@ impl Shared {
     /// The `/metrics` text now.
     pub(crate) fn metrics_text(&self) -> String {
         let cooling = self.router.cooling_all(Instant::now());
-        self.metrics
-            .render(&self.mode.to_string(), self.gauges(), &cooling)
+        let mut text = self
+            .metrics
+            .render(&self.mode.to_string(), self.gauges(), &cooling);
+        if let Some(faults) = &self.faults {
+            faults.render(&mut text);
+        }
+        text
     }
 
     /// Routes one request. Never fails: every error is an HTTP answer.
@@ -124,6 +134,9 @@ impl Shared {
         // A call to one of the four APIs, at its path.
         if req.method() == Method::POST {
             if let Some(api) = wire::Api::of_path(req.uri().path()) {
+                if self.faults.as_ref().is_some_and(|f| f.no_cancel) {
+                    return Ok(crate::fault::uncancelled(self, req, api).await);
+                }
                 return Ok(self.proxy(req, api).await);
             }
         }
@@ -239,7 +252,9 @@ impl Shared {
         }
     }
 
-    async fn proxy(
+    /// One call to the provider's API `api`: read, check, admit, call,
+    /// stream back.
+    pub(crate) async fn proxy(
         self: Arc<Self>,
         req: Request<Incoming>,
         api: wire::Api,
@@ -253,6 +268,11 @@ impl Shared {
             Ok(read) => read,
             Err(answer) => return answer,
         };
+        if let Some(faults) = &self.faults {
+            if let Some(answer) = faults.before_admission(&bytes).await {
+                return answer;
+            }
+        }
         let id = request_id(&parts.headers, &bytes);
         let patience = parts
             .headers
@@ -313,6 +333,9 @@ impl Shared {
         } else {
             self.call_attached(up, call, first, &id).await
         };
+        if let Some(faults) = &self.faults {
+            response = faults.pass_on(response).await;
+        }
         response.headers_mut().insert(
             GATEWAY_QUEUE_WAIT_US,
             HeaderValue::from(queue_wait.as_micros() as u64),
@@ -727,6 +750,9 @@ impl CallGuard {
             p.finish(CallOutcome::Overloaded);
         }
         self.ended = true;
+        if let Some(faults) = &self.shared.faults {
+            faults.leak(&mut self.permit, &mut self.connection);
+        }
         debug!("upstream call cancelled: upstream_timeout passed");
     }
 
@@ -763,6 +789,9 @@ impl Drop for CallGuard {
         if !self.ended {
             m.cancelled_upstream.fetch_add(1, Ordering::Relaxed);
             debug!("upstream call cancelled: the caller hung up");
+            if let Some(faults) = &self.shared.faults {
+                faults.leak(&mut self.permit, &mut self.connection);
+            }
         }
         // Dropping the permit hands the slot to the next job, and the
         // connection to the next call.
@@ -873,9 +902,15 @@ impl Drop for GuardedBody {
     }
 }
 
-/// Frames handed over by naive mode's detached task.
-struct ChannelBody {
+/// Frames handed over by a detached task (naive mode's, `no-cancel`'s).
+pub(crate) struct ChannelBody {
     rx: mpsc::UnboundedReceiver<Result<Frame<Bytes>, BoxError>>,
+}
+
+impl ChannelBody {
+    pub(crate) fn new(rx: mpsc::UnboundedReceiver<Result<Frame<Bytes>, BoxError>>) -> Self {
+        ChannelBody { rx }
+    }
 }
 
 impl Body for ChannelBody {
@@ -965,7 +1000,7 @@ fn full(text: impl Into<Bytes>) -> GatewayBody {
 }
 
 /// An error answer in the OpenAI shape: `{"error": {message, type, param, code}}`.
-fn error_response(
+pub(crate) fn error_response(
     status: StatusCode,
     code: &str,
     kind: &str,

@@ -78,6 +78,10 @@ impl Gateway {
             let cooldowns = self.config.cooldowns_on();
             info!(parent: &span, upstreams = %names, %routing, cooldowns, "serving");
         }
+        if !self.config.fault.is_empty() {
+            let faults: Vec<String> = self.config.fault.iter().map(|f| f.to_string()).collect();
+            warn!(parent: &span, faults = %faults.join(","), "serving with faults given on purpose, to show a check failing; never for a real rehearsal");
+        }
         let task = tokio::spawn(
             accept_loop(listener, shared.clone(), stop.clone(), background, grace).instrument(span),
         );

@@ -26,6 +26,7 @@ use tracing::debug;
 use wire::headers::{RETRY_AFTER, RETRY_AFTER_MS};
 
 use crate::config::GatewayConfig;
+use crate::fault::{Fault, STORM_RETRIES};
 use crate::metrics::Metrics;
 
 type UpstreamClient = Client<HttpConnector, Full<Bytes>>;
@@ -38,6 +39,9 @@ pub(crate) struct Upstream {
     split_pool_wait: bool,
     retries: u32,
     backoff: Duration,
+    /// The `retry-storm` fault: a 429 or 503 is sent again at once, up to
+    /// [`STORM_RETRIES`] times, before any retry of `upstream_retries`.
+    storm: bool,
     metrics: Arc<Metrics>,
 }
 
@@ -92,6 +96,7 @@ impl Upstream {
             split_pool_wait: config.split_pool_wait,
             retries: config.upstream_retries,
             backoff: config.upstream_retry_backoff,
+            storm: config.fault.contains(&Fault::RetryStorm),
             metrics,
         }
     }
@@ -126,8 +131,22 @@ impl Upstream {
         let connection = self.connect().await;
         let connected = Instant::now();
         let mut retried = 0;
+        let mut stormed = 0;
         loop {
             let response = self.client.request(call.request()).await?;
+            if self.storm
+                && stormed < STORM_RETRIES
+                && matches!(response.status().as_u16(), 429 | 503)
+            {
+                // No wait, no Retry-After read: the refusal is read to its
+                // end (its connection carries the next call) and sent again.
+                let _ = response.into_body().collect().await;
+                stormed += 1;
+                self.metrics
+                    .upstream_retries
+                    .fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
             if retried >= self.retries || !is_refusal(response.status()) {
                 return Ok(Answer {
                     response,

@@ -15,6 +15,8 @@ mod bounded;
 mod client_pool;
 #[path = "e2e/deadline.rs"]
 mod deadline;
+#[path = "e2e/faults.rs"]
+mod faults;
 #[path = "e2e/hang_up.rs"]
 mod hang_up;
 #[path = "e2e/naive.rs"]

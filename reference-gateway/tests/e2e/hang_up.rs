@@ -167,3 +167,118 @@ fixed = 40
     })
     .await;
 }
+
+/// Every call takes 3 s at the provider (20 tokens); four callers leave
+/// after 1 s. Returns the provider's records of their calls, once every
+/// call has ended there.
+async fn callers_leave_after_one_second(mode: Mode, faults: &[&str]) -> Vec<wire::ProviderRecord> {
+    let provider = provider(
+        r#"
+[latency]
+ttft = { fixed = "2050ms" }
+per_token = { fixed = "50ms" }
+[completion_tokens]
+fixed = 20
+"#,
+    )
+    .await;
+    let mut cfg = config(mode, &provider);
+    // Room for all four at once in every mode: nothing waits but the call.
+    cfg.bounded.concurrency = 8;
+    cfg.aimd.latency_target = Duration::from_secs(20);
+    cfg.upstream_timeout = Some(Duration::from_secs(20));
+    cfg.fault = faults.iter().map(|f| f.parse().unwrap()).collect();
+    let gw = gateway(cfg).await;
+    let client = client();
+    let base = gw.base_url();
+    let tasks: Vec<_> = (0..4)
+        .map(|i| {
+            let id = format!("{mode}-leaves-{i}");
+            spawn_chat(
+                &client,
+                &base,
+                &id,
+                chat_body(&id, 40, 20, false),
+                Some(Duration::from_secs(1)),
+            )
+        })
+        .collect();
+    for t in tasks {
+        assert!(t.await.unwrap().unwrap_err().is_timeout(), "{mode}");
+    }
+    until(|| provider.records().len() == 4 && provider.stats().in_flight == 0).await;
+    gw.shutdown().await;
+    let records = provider.records();
+    provider.shutdown().await;
+    records
+}
+
+/// The modes that bound their work hang up on the provider within about
+/// 1 s of the caller leaving (1 s after it sent, here): the provider
+/// records the hang-up well before the call's 3 s, and no later than 2 s
+/// after it received the call.
+async fn hangs_up_on_the_provider_within_a_second(mode: Mode) {
+    bounded_in_time(async {
+        for r in callers_leave_after_one_second(mode, &[]).await {
+            let hung_up = r
+                .hung_up_us
+                .unwrap_or_else(|| panic!("{mode}: the provider saw no hang-up: {r:?}"));
+            let after = hung_up - r.received_us;
+            assert!(
+                (800_000..2_000_000).contains(&after),
+                "{mode}: hung up {after} µs after the call arrived: {r:?}"
+            );
+            assert!(r.completion_tokens < 20, "{mode}: {r:?}");
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bounded_hangs_up_on_the_provider_when_its_caller_leaves() {
+    hangs_up_on_the_provider_within_a_second(Mode::Bounded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deadline_hangs_up_on_the_provider_when_its_caller_leaves() {
+    hangs_up_on_the_provider_within_a_second(Mode::Deadline).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aimd_hangs_up_on_the_provider_when_its_caller_leaves() {
+    hangs_up_on_the_provider_within_a_second(Mode::Aimd).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeout_hangs_up_on_the_provider_when_its_caller_leaves() {
+    hangs_up_on_the_provider_within_a_second(Mode::Timeout).await;
+}
+
+/// `naive`, like the service it models, and any mode given the
+/// `no-cancel` fault let every call run its 3 s to the end for nobody.
+async fn lets_the_calls_of_callers_who_left_run(mode: Mode, faults: &[&str]) {
+    bounded_in_time(async {
+        for r in callers_leave_after_one_second(mode, faults).await {
+            assert_eq!(r.hung_up_us, None, "{mode} {faults:?}: {r:?}");
+            assert_eq!((r.status, r.completion_tokens), (200, 20), "{r:?}");
+            let took = r.finished_us.unwrap() - r.received_us;
+            assert!(took >= 2_900_000, "the whole 3 s: {r:?}");
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn naive_lets_the_calls_of_callers_who_left_run() {
+    lets_the_calls_of_callers_who_left_run(Mode::Naive, &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_cancel_on_bounded_lets_the_calls_of_callers_who_left_run() {
+    lets_the_calls_of_callers_who_left_run(Mode::Bounded, &["no-cancel"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_cancel_on_timeout_lets_the_calls_of_callers_who_left_run() {
+    lets_the_calls_of_callers_who_left_run(Mode::Timeout, &["no-cancel"]).await;
+}
