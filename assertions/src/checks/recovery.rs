@@ -18,8 +18,8 @@
 //! out: the gateway enforcing a limit the tenant bought is no failure to
 //! recover. A healthy system answers min(offered, the plan's capacity after
 //! the trouble × the window's length) of them (all of them when the plan
-//! gives no capacity). Each tenant with at least 10 people in the window
-//! is judged too, against the same healthy share: a tenant locked out
+//! gives no capacity). Fewer than 10 people in the window are too few to
+//! judge. Each tenant with at least 10 people in the window is judged too, against the same healthy share: a tenant locked out
 //! after the trouble fails the check however well the others fare.
 
 use crate::aftermath::{Aftermath, People};
@@ -32,8 +32,10 @@ use super::{Evidence, US};
 /// to tell a slow start from a gateway that never came back.
 const MIN_WINDOW_S: f64 = 10.0;
 
-/// The fewest people a tenant needs in the window to be judged alone.
-const MIN_TENANT_PEOPLE: u64 = 10;
+/// The fewest people the window needs to be judged, and a tenant to be
+/// judged alone: with fewer, one refusal moves the share by more than the
+/// margin `min_share` leaves.
+const MIN_PEOPLE: u64 = 10;
 
 /// One group judged: the run, or one tenant (`name`).
 struct Judged<'a> {
@@ -96,11 +98,14 @@ pub(crate) fn recovery(ev: &Evidence, th: &RecoveryThreshold) -> Verdict {
         );
     }
     let offered = r.people.offered;
-    if offered == 0 {
+    if offered < MIN_PEOPLE {
         return Verdict::skipped(
             ID,
-            "no one offered after the trouble",
-            format!("no one was offered {window} (scenario seconds), {after}"),
+            "too few people after the trouble",
+            format!(
+                "{} {window} (scenario seconds), {after}: under the {MIN_PEOPLE} needed to judge recovery (a higher rate or a longer load after the trouble)",
+                plural(offered, "person was offered", "people were offered")
+            ),
         );
     }
     let (healthy, basis) = healthy(ev.expect, r, offered);
@@ -125,7 +130,7 @@ pub(crate) fn recovery(ev: &Evidence, th: &RecoveryThreshold) -> Verdict {
     let tenants: Vec<Judged> = r
         .tenants
         .iter()
-        .filter(|(_, p)| p.offered >= MIN_TENANT_PEOPLE)
+        .filter(|(_, p)| p.offered >= MIN_PEOPLE)
         .map(|(t, p)| judge(Some(t.as_str()), *p))
         .collect();
     let worst = tenants
@@ -444,6 +449,25 @@ mod tests {
         assert!(
             v.detail
                 .starts_with("the load ends at 37 s, before the last trouble had ended (37 s)"),
+            "{}",
+            v.detail
+        );
+    }
+
+    /// Nine people after the trouble: one refusal would be 11%.
+    #[test]
+    fn fewer_than_10_people_after_the_trouble_are_too_few_to_judge() {
+        let mut s = brownout(LOAD_END_MS, |_, _| false);
+        s.attempts
+            .retain(|a| a.intended_us < at(17_000) || a.intended_us >= at(36_550));
+        let v = verdict(&s);
+        assert_eq!(
+            (v.status, v.short.as_str()),
+            (Status::Skipped, "too few people after the trouble")
+        );
+        assert!(
+            v.detail
+                .starts_with("9 people were offered from 17 s to 37 s"),
             "{}",
             v.detail
         );
