@@ -79,3 +79,33 @@ pub struct AfterTrouble {
     /// `None`: unlimited.
     pub capacity_per_s: Option<f64>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `run.json`'s expectations as a run directory written before
+    /// `after_trouble` holds them still load, without it; a new one
+    /// round-trips.
+    #[test]
+    fn expectations_without_after_trouble_still_load() {
+        let old = serde_json::json!({
+            "start_us": 1, "load_end_us": 2, "overload": [1, 2], "capacity_per_s": 8.0,
+            "patience_s": 3.0, "service_s": 1.0, "queue_bound": 16.0,
+            "in_flight_at_provider": 8.0, "memory_ceiling_bytes": null,
+            "send_lag_bound_ms": 5.0, "send_lag_p99_ms": 1.0
+        });
+        let e: Expectations = serde_json::from_value(old).unwrap();
+        assert_eq!(e.after_trouble, None);
+        let new = Expectations {
+            after_trouble: Some(AfterTrouble {
+                from_us: 2,
+                capacity_per_s: None,
+            }),
+            ..e
+        };
+        let back: Expectations =
+            serde_json::from_str(&serde_json::to_string(&new).unwrap()).unwrap();
+        assert_eq!(back, new);
+    }
+}
