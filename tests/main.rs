@@ -26,6 +26,7 @@ mod metrics;
 mod multihost;
 mod provider_admin;
 mod providers;
+mod recovery;
 mod staging;
 mod stream_intact;
 mod terminal;

@@ -39,6 +39,8 @@
 //! - `delivery`: how a streamed answer reached the client against how its
 //!   provider sent it (the time added to its first token, a lump), and
 //!   what is kept of them (`stream_intact`);
+//! - `aftermath`: what `recovery` keeps in the tally: the window after the
+//!   last trouble and the people offered in it, answered or not;
 //! - `external`: a run whose provider the harness did not see, judged from
 //!   the gateway's gauges;
 //! - `judgement`: [`Judgement`], and the conclusion: every check, in
@@ -55,7 +57,7 @@
 //!   it was before the one pass, which the one pass must agree with).
 //!
 //! The imports go one way: `judge` → `judgement` → `legible`, `knee` →
-//! `checks` → `tally` → `delivery` → `timeline` → `expect`, and `judge`, `judgement` →
+//! `checks` → `tally` → `delivery`, `aftermath`, `timeline` → `expect`, and `judge`, `judgement` →
 //! `external` → `sweep` → `tally`, `timeline`, and `judge`, `judgement` →
 //! `routing` → `checks`, `tally`, `timeline`; the root only declares and
 //! re-exports (`tests/architecture.rs` checks there is no circle).
@@ -63,6 +65,7 @@
 // No function over 120 lines outside tests (the threshold is in clippy.toml).
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
+mod aftermath;
 mod calendar;
 mod check;
 mod checks;

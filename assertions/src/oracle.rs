@@ -13,6 +13,7 @@ use std::collections::{BTreeSet, HashMap};
 use wire::{ClientOutcome, ClientRecord, ProviderOutcome, ProviderRecord, RefusalClass, RssSample};
 
 use crate::delivery::{delivery, Deliveries, Received, Sent};
+use crate::aftermath::Aftermath;
 use crate::expect::{Expectations, Thresholds};
 use crate::judgement::{conclude, Distribution, Judgement, Measured, Pass};
 use crate::tally::{
@@ -52,7 +53,8 @@ pub(crate) fn judge_at(
     let mut summary = joined.summary(&timeline);
     joined.hangups(&mut summary.provider, thresholds.cancel_on_hangup.within);
     let first_shed = joined.first_shed();
-    let tally = joined.tally(expect, thresholds.retry_after.tolerance);
+    let mut tally = joined.tally(expect, thresholds.retry_after.tolerance);
+    tally.recovery = recovery(attempts, expect, thresholds, time_scale);
     let mut distribution = Distribution::new();
     for a in attempts {
         distribution.add(a);
@@ -72,6 +74,38 @@ pub(crate) fn judge_at(
         thresholds,
         None,
     )
+}
+
+/// `recovery`'s people, from the attempts grouped by person: each
+/// person's first attempt (by number, then send, then file order), whether
+/// any was answered, whether any was refused for its tenant's entitlement.
+fn recovery(
+    attempts: &[ClientRecord],
+    expect: &Expectations,
+    thresholds: &Thresholds,
+    time_scale: f64,
+) -> Aftermath {
+    let mut r = Aftermath::new(expect, thresholds.drain.within, row_us(time_scale), []);
+    let mut people: HashMap<&str, Vec<(usize, &ClientRecord)>> = HashMap::new();
+    for (i, a) in attempts.iter().enumerate() {
+        people.entry(a.id.as_str()).or_default().push((i, a));
+    }
+    for list in people.values() {
+        let Some(&(_, first)) = list.iter().min_by_key(|(i, a)| (a.attempt, a.sent_us, *i)) else {
+            continue;
+        };
+        let answered = list.iter().any(|(_, a)| a.outcome == ClientOutcome::Ok);
+        let limited = list
+            .iter()
+            .any(|(_, a)| a.outcome == ClientOutcome::TenantLimited);
+        r.person(
+            first.intended_us,
+            first.tenant.as_deref(),
+            answered,
+            limited,
+        );
+    }
+    r
 }
 
 impl Joined<'_> {

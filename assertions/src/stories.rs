@@ -108,6 +108,7 @@ pub(crate) fn expect(
         // The provider of 8 slots batches them: its curve bends at 8.
         knee: Some(8.0),
         drain_baseline: None,
+        after_trouble: None,
         memory_ceiling_bytes: Some(200 * MIB),
         send_lag_bound_ms: 5.0,
         send_lag_p99_ms: 0.5,
@@ -148,6 +149,7 @@ pub(crate) fn judged(
         gateway_wait_s: 0.0,
         knee: None,
         drain_baseline: None,
+        after_trouble: None,
         memory_ceiling_bytes: None,
         send_lag_bound_ms: 0.0,
         send_lag_p99_ms: 0.0,
@@ -648,6 +650,10 @@ pub(crate) fn compressed(s: &Story, k: u64) -> Story {
         capacity_per_s: e.capacity_per_s * k as f64,
         patience_s: e.patience_s / k as f64,
         service_s: e.service_s / k as f64,
+        after_trouble: e.after_trouble.map(|a| wire::AfterTrouble {
+            from_us: t(a.from_us),
+            capacity_per_s: a.capacity_per_s.map(|c| c * k as f64),
+        }),
         ..e.clone()
     };
     Story {

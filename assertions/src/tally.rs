@@ -17,6 +17,7 @@ use hdrhistogram::Histogram;
 use wire::{ClientOutcome, RssSample};
 
 use crate::delivery::Deliveries;
+use crate::aftermath::Aftermath;
 use crate::expect::Expectations;
 use crate::timeline::histogram;
 
@@ -76,6 +77,9 @@ pub(crate) struct Tally {
     /// Streamed answers, and how each was delivered against how its
     /// provider sent it (`stream_intact`).
     pub(crate) deliveries: Deliveries,
+    /// The people offered after the last trouble, and answered
+    /// (`recovery`).
+    pub(crate) recovery: Aftermath,
 }
 
 impl Tally {
@@ -102,6 +106,7 @@ impl Tally {
             peak_rss: None,
             oom_kills: 0,
             deliveries: Deliveries::new(),
+            recovery: Aftermath::default(),
         }
     }
 

@@ -240,6 +240,7 @@ fn write_run(args: &Args) -> Result<Counts, Error> {
         gateway_wait_s: 0.0,
         knee: None,
         drain_baseline: plan.drain_baseline,
+        after_trouble: None,
         memory_ceiling_bytes: scenario.gateway.memory_ceiling,
         send_lag_bound_ms: rehearsal.load.send_lag_bound().as_secs_f64() * 1000.0,
         send_lag_p99_ms,

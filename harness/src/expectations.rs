@@ -40,6 +40,12 @@ pub(crate) fn expectations_of(
         gateway_wait_s: o.map_or(0.0, |_| longest_wait_s(&plan.rehearsal)),
         knee: lowest_knee(rehearsal.provider()),
         drain_baseline: plan.drain_baseline,
+        after_trouble: crate::plan::after_trouble(scenario, plan).map(|(end_s, capacity_per_s)| {
+            wire::AfterTrouble {
+                from_us: at(end_s),
+                capacity_per_s,
+            }
+        }),
         memory_ceiling_bytes: scenario
             .gateway
             .memory_ceiling

@@ -578,6 +578,42 @@ fn several_providers(
     (plans, troubles)
 }
 
+/// The end of the last trouble of the scenario at its own scale (seconds
+/// from the load's start): the overload's end, or the end of the last
+/// stretch of any provider's timeline the plan calls trouble (see
+/// [`trouble`]; with one provider as with several), whichever is later;
+/// and the plan's capacity μ from then to the load's end (the lowest of
+/// its segments there, requests per second at the scenario's scale;
+/// `None`: unlimited). `None` without a trouble. What `recovery` judges
+/// the rest of the load against (`Expectations::after_trouble`).
+pub(crate) fn after_trouble(s: &Scenario, plan: &Plan) -> Option<(f64, Option<f64>)> {
+    let scale = s.scale();
+    let req = per_request(s);
+    let phases = load_phases(&s.load_plan);
+    let troubled = s
+        .providers
+        .iter()
+        .flat_map(|cfg| provider_phases(s, cfg, &phases, &req).phases)
+        .filter(|p| p.trouble.is_some())
+        .map(|p| scale.secs(p.start_s + p.duration_s));
+    let overload = plan.overload.as_ref().map(|o| o.until_s);
+    let end_s = troubled.chain(overload).reduce(f64::max)?;
+    let mut after = plan
+        .rehearsal
+        .phases
+        .iter()
+        .filter(|g| g.start_s + g.duration_s > end_s + 1e-9)
+        .map(|g| g.capacity_per_min.map(|c| c / 60.0));
+    // The lowest capacity; unlimited only when every segment is.
+    let capacity = after.try_fold(None, |low: Option<f64>, c| {
+        Some(match (low, c) {
+            (Some(l), Some(c)) => Some(l.min(c)),
+            (l, c) => l.or(c),
+        })
+    });
+    Some((end_s, capacity.flatten()))
+}
+
 /// One provider's timeline over the load's `phases`.
 fn provider_phases(
     s: &Scenario,
@@ -715,6 +751,45 @@ per = "minute"
 prompt_tokens = { fixed = 1000 }
 max_tokens = { fixed = 400 }
 "#;
+
+    /// A shipped scenario, with `from` replaced by `to` in its text.
+    fn shipped(name: &str, from: &str, to: &str) -> Scenario {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../scenarios")
+            .join(name);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains(from), "{from}");
+        scenario(&text.replacen(from, to, 1))
+    }
+
+    /// `recovery`'s start: the brownout's end (the overload's too), and
+    /// the provider's 12 slots of 0.2 s after it; a trouble that overloads
+    /// nothing still ends there; at time scale 10, a tenth of the time and
+    /// ten times the rate; a provider that stays slow is in trouble to the
+    /// load's end.
+    #[test]
+    fn the_last_trouble_ends_with_the_brownout_and_the_provider_serves_60_a_second_after() {
+        let s = shipped("recovery.toml", "", "");
+        let p = plan(&s);
+        let (end, mu) = after_trouble(&s, &p).unwrap();
+        assert!((end - 12.0).abs() < 1e-9, "{end}");
+        assert!((mu.unwrap() - 60.0).abs() < 1e-9, "{mu:?}");
+        assert!(p.overload.is_some_and(|o| (o.until_s - 12.0).abs() < 1e-9));
+        // 5 requests/s: nothing overloads, and the brownout is trouble still.
+        let calm = shipped("recovery.toml", "rate = 20", "rate = 5");
+        let p = plan(&calm);
+        assert!(p.overload.is_none());
+        assert_eq!(after_trouble(&calm, &p), Some((12.0, Some(60.0))));
+        let fast = shipped("recovery.toml", "seed = 8", "seed = 8\ntime_scale = 10");
+        let (end, mu) = after_trouble(&fast, &plan(&fast)).unwrap();
+        assert!((end - 1.2).abs() < 1e-9 && (mu.unwrap() - 600.0).abs() < 1e-6);
+        let pool = shipped("pool-demo.toml", "", "");
+        let (end, _) = after_trouble(&pool, &plan(&pool)).unwrap();
+        assert!((end - 10.0).abs() < 1e-9, "{end}");
+        // No trouble at all: none.
+        let healthy = shipped("recovery.toml", "multiplier = 7.0", "multiplier = 1.0");
+        assert_eq!(after_trouble(&healthy, &plan(&healthy)), None);
+    }
 
     #[test]
     fn several_providers_sum_their_capacity_and_name_each_trouble() {

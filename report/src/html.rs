@@ -704,6 +704,7 @@ mod tests {
             gateway_wait_s: 0.0,
             knee: None,
             drain_baseline: None,
+            after_trouble: None,
             memory_ceiling_bytes: Some(256 << 20),
             send_lag_bound_ms: 5.0,
             send_lag_p99_ms: 1.0,

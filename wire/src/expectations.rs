@@ -50,10 +50,62 @@ pub struct Expectations {
     /// scenario again).
     #[serde(default)]
     pub drain_baseline: Option<HealthyWaiting>,
+    /// When the last trouble the plan knows of ends and what the provider
+    /// serves after it: what `recovery` judges the rest of the load
+    /// against (`None` without a trouble, and in run directories written
+    /// before it: `recovery` then takes the overload's end and judges
+    /// against the offered load alone).
+    #[serde(default)]
+    pub after_trouble: Option<AfterTrouble>,
     /// The gateway's memory budget, if the scenario gives one.
     pub memory_ceiling_bytes: Option<u64>,
     /// The load generator's allowed 99th-percentile send lag.
     pub send_lag_bound_ms: f64,
     /// The load generator's measured 99th-percentile send lag.
     pub send_lag_p99_ms: f64,
+}
+
+/// The end of the last trouble of a run (the overload's end, or the end of
+/// a provider's timeline phase the plan calls trouble: it slows at least
+/// 2x, fails half its calls, or serves half what it did), and the plan's
+/// capacity from then to the load's end: what a healthy system answers
+/// once the trouble is over.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct AfterTrouble {
+    /// When the last trouble ends, microseconds since the Unix epoch.
+    pub from_us: u64,
+    /// The plan's capacity μ after it (the lowest of its segments from
+    /// then to the load's end), requests per second at the run's scale;
+    /// `None`: unlimited.
+    pub capacity_per_s: Option<f64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `run.json`'s expectations as a run directory written before
+    /// `after_trouble` holds them still load, without it; a new one
+    /// round-trips.
+    #[test]
+    fn expectations_without_after_trouble_still_load() {
+        let old = serde_json::json!({
+            "start_us": 1, "load_end_us": 2, "overload": [1, 2], "capacity_per_s": 8.0,
+            "patience_s": 3.0, "service_s": 1.0, "queue_bound": 16.0,
+            "in_flight_at_provider": 8.0, "memory_ceiling_bytes": null,
+            "send_lag_bound_ms": 5.0, "send_lag_p99_ms": 1.0
+        });
+        let e: Expectations = serde_json::from_value(old).unwrap();
+        assert_eq!(e.after_trouble, None);
+        let new = Expectations {
+            after_trouble: Some(AfterTrouble {
+                from_us: 2,
+                capacity_per_s: None,
+            }),
+            ..e
+        };
+        let back: Expectations =
+            serde_json::from_str(&serde_json::to_string(&new).unwrap()).unwrap();
+        assert_eq!(back, new);
+    }
 }

@@ -36,7 +36,8 @@
 //! - `fd_table`: [`raise_open_files_limit`] and [`presize_fd_table`];
 //! - [`files`]: the run directory's file names and [`files::write_atomic`];
 //! - `run_meta`: `run.json`, [`RunMeta`] and its [`GatewayEvent`]s, with
-//!   the [`Expectations`] the checks compare against (`expectations`);
+//!   the [`Expectations`] the checks compare against, with what follows
+//!   the last trouble ([`AfterTrouble`]) (`expectations`);
 //! - `plan`: `plan.json`, [`Plan`] and its [`Figures`], [`Segment`],
 //!   [`Overload`], [`HealthyWaiting`], [`Knobs`], [`ErrorBudget`] and
 //!   [`Spend`]: the engine
@@ -79,7 +80,7 @@ mod tokens;
 pub use clock::Clock;
 pub use dialect::{Api, Dialect};
 pub use dist::{Dist, DistError, Dur, MixEntry, Quantity};
-pub use expectations::Expectations;
+pub use expectations::{AfterTrouble, Expectations};
 pub use fd_table::{presize_fd_table, raise_open_files_limit, PRESIZE_MAX};
 pub use go_duration::{go_duration, parse_go_duration};
 pub use plan::{

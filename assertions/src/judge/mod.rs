@@ -131,6 +131,7 @@ use values::{Value, Values};
 ///     queue_bound: 240.0,
 ///     in_flight_at_provider: 10.0,
 ///     gateway_wait_s: 0.0, knee: None, drain_baseline: None,
+///     after_trouble: None,
 ///     memory_ceiling_bytes: None,
 ///     send_lag_bound_ms: 10.0,
 ///     send_lag_p99_ms: 1.0,
@@ -138,7 +139,7 @@ use values::{Value, Values};
 /// // No records: nothing was rehearsed, so the run is invalid.
 /// let j = judge(&[], &[], &[], &expect, &Thresholds::default());
 /// assert_eq!(j.overall, Status::Invalid);
-/// assert_eq!(j.verdicts.len(), 13);
+/// assert_eq!(j.verdicts.len(), 17);
 /// ```
 pub fn judge(
     attempts: &[ClientRecord],
@@ -420,7 +421,9 @@ impl Progress {
 /// let expect = Expectations {
 ///     start_us: 0, load_end_us: 1_000_000, overload: None, capacity_per_s: 10.0,
 ///     patience_s: 5.0, service_s: 0.1, queue_bound: 49.0, in_flight_at_provider: 1.0,
-///     gateway_wait_s: 0.0, knee: None, drain_baseline: None, memory_ceiling_bytes: None,
+///     gateway_wait_s: 0.0, knee: None, drain_baseline: None,
+///     after_trouble: None,
+///     memory_ceiling_bytes: None,
 ///     send_lag_bound_ms: 10.0, send_lag_p99_ms: 1.0,
 /// };
 /// let mut judge = Judge::new(&expect, &Thresholds::default());
@@ -474,7 +477,7 @@ impl Judge {
         thresholds: &Thresholds,
         time_scale: f64,
     ) -> Judge {
-        Judge {
+        let mut judge = Judge {
             expect: expect.clone(),
             thresholds: thresholds.clone(),
             external: None,
@@ -491,7 +494,21 @@ impl Judge {
             figures: Figures::new(),
             routing: Routing::new(thresholds.retry_after.tolerance),
             progress: Progress::default(),
-        }
+        };
+        judge.recovery_window(&[]);
+        judge
+    }
+
+    /// Sets `recovery`'s window: after the last trouble (the overload's
+    /// end, [`Expectations::after_trouble`], and with several providers
+    /// each of `troubles`) and `drain.within`, to the load's end.
+    fn recovery_window(&mut self, troubles: &[TroubleWindow]) {
+        self.figures.tally.recovery = crate::aftermath::Aftermath::new(
+            &self.expect,
+            self.thresholds.drain.within,
+            self.rows.bin_us,
+            troubles.iter().map(|t| t.to_us),
+        );
     }
 
     /// Tells the judge the scenario's providers (`plan.json`'s
@@ -535,6 +552,7 @@ impl Judge {
                 others_per_s: t.others_per_min.map(|m| m / 60.0 / quota),
             })
             .collect();
+        self.recovery_window(&windows);
         self.routing.troubles = windows;
     }
 
@@ -1167,6 +1185,18 @@ impl Judge {
             .filter(|a| a.outcome == ClientOutcome::Ok)
             .map(|a| a.done_us)
             .min();
+        if let Some(first) = first {
+            let tenant_limited = p
+                .attempts
+                .iter()
+                .any(|a| a.outcome == ClientOutcome::TenantLimited);
+            f.tally.recovery.person(
+                first.intended_us,
+                f.names.get(first.tenant),
+                answered.is_some(),
+                tenant_limited,
+            );
+        }
         if let (Some(first), Some(done)) = (first, answered) {
             f.tally.served += 1;
             record(
