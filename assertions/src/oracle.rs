@@ -530,6 +530,10 @@ impl<'a> Joined<'a> {
                 retry_after[d].push(ra);
             }
         }
+        // Calls per attempt: each joined call in its attempt's second.
+        for i in self.caller.iter().flatten() {
+            rows[self.second_of(self.attempts[*i].sent_us, n)].provider_calls += 1;
+        }
         let mut waits = vec![Vec::new(); n];
         for (r, w) in self.queue_waits() {
             waits[self.second_of(r, n)].push(w);
