@@ -4,19 +4,22 @@
 //! The calls are those the join gives each attempt (`timeline`'s docs):
 //! every call carrying its request id received in its window, at whichever
 //! provider, so a failover is a second call and each of the gateway's own
-//! retries is one more. The attempts are every attempt the load generator
-//! sent, the refused ones included: the ratio is the load the providers
-//! bore for the load the callers offered, which is what a retry storm
-//! multiplies (a gateway that refuses most requests itself and retries the
-//! rest sends the providers no more than was offered, and reads so).
+//! retries is one more. The attempts are those that reached a provider
+//! (one call or more): an attempt the gateway refused itself cost the
+//! providers nothing, and counting it would hide a storm behind the
+//! gateway's own sheds (a gateway that cools a refusing provider down and
+//! refuses most requests meanwhile, but retries each 429 it meets five
+//! times at once, makes 0.7 calls per attempt sent against a quota of a
+//! tenth of the load, and 3.5 per attempt it passed on). The attempts
+//! sent are in the verdict beside them.
 //!
 //! Per second, a call counts in the second its attempt was sent
-//! (`timeline.csv`'s `provider_calls` over `sent`), not the second the
-//! provider received it: a second's ratio is then exactly what its own
-//! attempts cost, and a gateway that holds a burst in its queue and
+//! (`timeline.csv`'s `provider_calls` over `dispatched`), not the second
+//! the provider received it: a second's ratio is then exactly what its
+//! own attempts cost, and a gateway that holds a burst in its queue and
 //! dispatches it into a quieter second does not read as retrying. A
-//! second with fewer than `min_attempts` attempts sent is not held to the
-//! per-second bound: in a second of two attempts one failover reads 1.5.
+//! second with fewer than `min_attempts` attempts passed on is not held
+//! to the per-second bound: in a second of two, one failover reads 1.5.
 
 use crate::expect::RetryAmplificationThreshold;
 use crate::timeline::Second;
@@ -33,52 +36,54 @@ fn per(ratio: f64) -> String {
 const UNIT: &str = "calls per attempt";
 const MEASURES: &str = "provider calls per attempt";
 
-/// The second whose attempts cost the most calls each, among those with
-/// enough attempts to be judged.
-struct Worst {
+/// Calls for attempts that reached a provider: of the run, or of its
+/// second `t`.
+struct Calls {
     t: u64,
     calls: u64,
     attempts: u64,
 }
 
-impl Worst {
+impl Calls {
     fn ratio(&self) -> f64 {
         self.calls as f64 / self.attempts.max(1) as f64
     }
 }
 
-/// Of the seconds with at least `min` attempts sent: how many there are,
-/// and the one with the most calls per attempt (the earliest of equals).
-fn worst_second(seconds: &[Second], min: u64) -> (usize, Option<Worst>) {
-    let judged = seconds.iter().filter(|s| s.sent >= min.max(1));
+/// Of the seconds with at least `min` attempts passed on: how many there
+/// are, and the one with the most calls per attempt (the earliest of
+/// equals).
+fn worst_second(seconds: &[Second], min: u64) -> (usize, Option<Calls>) {
+    let judged = seconds.iter().filter(|s| s.dispatched >= min.max(1));
     let n = judged.clone().count();
     let worst = judged
-        .map(|s| Worst {
+        .map(|s| Calls {
             t: s.t,
             calls: s.provider_calls,
-            attempts: s.sent,
+            attempts: s.dispatched,
         })
         .reduce(|w, s| if s.ratio() > w.ratio() { s } else { w });
     (n, worst)
 }
 
-/// What the verdict saw: the calls and attempts of the run and of its
-/// worst second (`judged` seconds had `min` attempts or more), and the
-/// calls `recorded` that joined no attempt.
+/// What the verdict saw: the run's calls, its attempts sent and passed
+/// on, its worst second (`judged` seconds had `min` attempts passed on or
+/// more), and the calls `recorded` that joined no attempt.
 fn observed(
     seconds: &[Second],
+    run: &Calls,
     recorded: u64,
-    joined: u64,
-    worst: Option<&Worst>,
+    worst: Option<&Calls>,
     judged: usize,
     min: u64,
 ) -> String {
-    let attempts: u64 = seconds.iter().map(|s| s.sent).sum();
+    let sent: u64 = seconds.iter().map(|s| s.sent).sum();
     let mut observed = format!(
-        "{} provider calls for {} attempts, {} per attempt",
-        count(joined),
-        count(attempts),
-        per(joined as f64 / attempts.max(1) as f64)
+        "{} provider calls for the {} attempts that reached a provider (of {} sent), {} per attempt",
+        count(run.calls),
+        count(run.attempts),
+        count(sent),
+        per(run.ratio())
     );
     match worst {
         Some(w) => observed.push_str(&format!(
@@ -92,14 +97,14 @@ fn observed(
             count(min),
         )),
         None => observed.push_str(&format!(
-            "; no second had {} attempts or more, so none was held to the per-second bound",
+            "; no second had {} attempts that reached a provider, so none was held to the per-second bound",
             count(min)
         )),
     }
-    if recorded > joined {
+    if recorded > run.calls {
         observed.push_str(&format!(
             "; {} calls joined no attempt and are not counted",
-            count(recorded - joined)
+            count(recorded - run.calls)
         ));
     }
     observed
@@ -111,8 +116,11 @@ pub(crate) fn retry_amplification(ev: &Evidence, th: &RetryAmplificationThreshol
     if let Some(v) = ev.skip_before(ID, th.enabled) {
         return v;
     }
-    let attempts: u64 = ev.seconds.iter().map(|s| s.sent).sum();
-    let joined: u64 = ev.seconds.iter().map(|s| s.provider_calls).sum();
+    let run = Calls {
+        t: 0,
+        calls: ev.seconds.iter().map(|s| s.provider_calls).sum(),
+        attempts: ev.seconds.iter().map(|s| s.dispatched).sum(),
+    };
     let recorded = ev.summary.provider.calls;
     if recorded == 0 {
         return Verdict::skipped(
@@ -123,12 +131,12 @@ pub(crate) fn retry_amplification(ev: &Evidence, th: &RetryAmplificationThreshol
     }
     let min = th.min_attempts.max(1);
     let predicted = format!(
-        "at most {} provider calls per attempt over the run, and at most {} in any scenario second with {} attempts sent or more (a call counted in the second its attempt was sent; a failover and each of the gateway's own retries is a call)",
+        "at most {} provider calls per attempt that reached a provider over the run, and at most {} in any scenario second with {} such attempts or more (a call counted in the second its attempt was sent; a failover and each of the gateway's own retries is a call)",
         num(th.max_ratio, 2),
         num(th.max_ratio_per_second, 2),
         count(min),
     );
-    if joined == 0 {
+    if run.calls == 0 {
         return Verdict::new(
             ID,
             Status::Fail,
@@ -141,9 +149,9 @@ pub(crate) fn retry_amplification(ev: &Evidence, th: &RetryAmplificationThreshol
             ),
         );
     }
-    let ratio = joined as f64 / attempts.max(1) as f64;
+    let ratio = run.ratio();
     let (judged, worst) = worst_second(ev.seconds, min);
-    let observed = observed(ev.seconds, recorded, joined, worst.as_ref(), judged, min);
+    let observed = observed(ev.seconds, &run, recorded, worst.as_ref(), judged, min);
     let busy = worst
         .as_ref()
         .filter(|w| w.ratio() > th.max_ratio_per_second);
@@ -156,9 +164,9 @@ pub(crate) fn retry_amplification(ev: &Evidence, th: &RetryAmplificationThreshol
                 num(th.max_ratio, 2)
             ),
             format!(
-                "the gateway made {} provider calls for {} attempts, {} each: its own retries multiply the load on providers that are refusing or failing; retry a refusal at most once and after its Retry-After, or pass it to another provider or back to the caller",
-                count(joined),
-                count(attempts),
+                "the gateway made {} provider calls for the {} attempts it passed on, {} each: its own retries multiply the load on providers that are refusing or failing; retry a refusal at most once and after its Retry-After, or pass it to another provider or back to the caller",
+                count(run.calls),
+                count(run.attempts),
                 per(ratio),
             ),
         )
@@ -172,10 +180,10 @@ pub(crate) fn retry_amplification(ev: &Evidence, th: &RetryAmplificationThreshol
                 num(th.max_ratio_per_second, 2)
             ),
             format!(
-                "in the second from {} s the gateway made {} provider calls for the {} attempts sent in it, {} each (over the run {}): a burst of its own retries piled onto the providers there; retry a refusal at most once and after its Retry-After",
-                w.t,
+                "the gateway made {} provider calls for the {} attempts sent in the second from {} s that it passed on, {} each (over the run {}): a burst of its own retries piled onto the providers there; retry a refusal at most once and after its Retry-After",
                 count(w.calls),
                 count(w.attempts),
+                w.t,
                 per(w.ratio()),
                 per(ratio),
             ),
@@ -196,7 +204,7 @@ pub(crate) fn retry_amplification(ev: &Evidence, th: &RetryAmplificationThreshol
                 )),
             ),
             format!(
-                "the providers had {} calls per attempt over the run, failovers included,{}: the gateway's retries did not multiply the load",
+                "each attempt the gateway passed on cost the providers {} calls over the run, failovers included,{}: its retries did not multiply the load",
                 per(ratio),
                 at_most,
             ),
@@ -314,7 +322,7 @@ mod tests {
         );
         assert_eq!(
             v.observed,
-            "400 provider calls for 400 attempts, 1.00 per attempt; the worst second, at 0 s: 20 calls for 20 attempts, 1.00 per attempt (20 of 21 seconds had 10 attempts or more)"
+            "400 provider calls for the 400 attempts that reached a provider (of 400 sent), 1.00 per attempt; the worst second, at 0 s: 20 calls for 20 attempts, 1.00 per attempt (20 of 21 seconds had 10 attempts or more)"
         );
         let f = v.figure.unwrap();
         assert_eq!(
@@ -403,7 +411,7 @@ mod tests {
         assert_eq!(v.figure.unwrap().value, 4.0);
         assert_eq!(v.short, "4.00 calls per attempt (bound 1.2)");
         assert!(
-            v.detail.starts_with("the gateway made 1,600 provider calls for 400 attempts, 4.00 each: its own retries multiply"),
+            v.detail.starts_with("the gateway made 1,600 provider calls for the 400 attempts it passed on, 4.00 each: its own retries multiply"),
             "{}",
             v.detail
         );
@@ -443,7 +451,7 @@ mod tests {
         assert_eq!(v.figure.unwrap().value, 1.1);
         assert_eq!(v.short, "3.00 calls per attempt at 12 s (bound 2)");
         assert!(
-            v.detail.starts_with("in the second from 12 s the gateway made 60 provider calls for the 20 attempts sent in it, 3.00 each (over the run 1.10)"),
+            v.detail.starts_with("the gateway made 60 provider calls for the 20 attempts sent in the second from 12 s that it passed on, 3.00 each (over the run 1.10)"),
             "{}",
             v.detail
         );
@@ -454,7 +462,8 @@ mod tests {
         let v = j.verdict("retry_amplification").unwrap();
         assert_eq!(v.status, Status::Pass, "{v:?}");
         assert!(
-            v.observed.contains("no second had 21 attempts or more"),
+            v.observed
+                .contains("no second had 21 attempts that reached a provider"),
             "{}",
             v.observed
         );
@@ -494,18 +503,61 @@ mod tests {
         assert_eq!(calls, [20, 20, 20, 20]);
     }
 
-    /// The stories' gateways call the provider at most once per attempt
-    /// (the bounded one sheds some without a call: fewer than one).
+    /// The stories' gateways call the provider once for each attempt they
+    /// pass on (the bounded one sheds some itself: no call, not counted).
     #[test]
     fn the_stories_pass() {
         for s in [stories::bounded(), stories::naive()] {
             let (j, v) = amplification(&s);
             assert_eq!(v.status, Status::Pass, "{v:?}");
-            let f = v.figure.unwrap().value;
-            let calls = j.summary.provider.calls as f64;
-            assert_eq!(f, calls / j.summary.counts.sent as f64, "{v:?}");
-            assert!(f <= 1.0, "{v:?}");
+            assert_eq!(v.figure.unwrap().value, 1.0, "{v:?}");
+            let dispatched: u64 = j.timeline.seconds.iter().map(|s| s.dispatched).sum();
+            assert_eq!(dispatched, j.summary.provider.calls);
         }
+        let (j, _) = amplification(&stories::bounded());
+        assert!(j.summary.counts.shed > 0);
+    }
+
+    /// A gateway that refuses four attempts in five itself (its provider
+    /// cooling) and retries each 429 of the fifth five times at once: 1.2
+    /// calls per attempt sent, which would pass, but 6 for each it passed
+    /// on.
+    #[test]
+    fn a_storm_behind_the_gateways_own_sheds_still_fails() {
+        let mut s = traffic(20, 20, |_, k| {
+            if k % 5 == 0 {
+                vec!["primary"; 5]
+            } else {
+                Vec::new()
+            }
+        });
+        let storms: std::collections::HashSet<String> = s
+            .calls
+            .iter()
+            .filter(|c| c.status == 429)
+            .map(|c| c.id.clone())
+            .collect();
+        // The others are shed, never reaching the provider.
+        s.calls.retain(|c| storms.contains(&c.id));
+        for a in &mut s.attempts {
+            if !storms.contains(&a.id) {
+                a.outcome = ClientOutcome::Shed;
+                a.status = Some(503);
+                a.done_us = a.sent_us + 1_000;
+            }
+        }
+        let (j, v) = amplification(&s);
+        assert_eq!(
+            j.summary.provider.calls as f64 / j.summary.counts.sent as f64,
+            1.2
+        );
+        assert_eq!(v.status, Status::Fail, "{v:?}");
+        assert_eq!(v.figure.unwrap().value, 6.0);
+        assert!(
+            v.observed.starts_with("480 provider calls for the 80 attempts that reached a provider (of 400 sent), 6.00 per attempt"),
+            "{}",
+            v.observed
+        );
     }
 
     #[test]
@@ -532,9 +584,10 @@ mod tests {
         assert_eq!(j.verdict("retry_amplification").unwrap().short, "disabled");
     }
 
-    fn second(t: u64, sent: u64, calls: u64) -> Second {
+    fn second(t: u64, dispatched: u64, calls: u64) -> Second {
         Second {
-            sent,
+            sent: dispatched + 1,
+            dispatched,
             provider_calls: calls,
             ..Second::empty(t)
         }

@@ -191,6 +191,7 @@ mod tests {
             offered: 40,
             sent: 40,
             provider_calls: 46,
+            dispatched: 40,
             ok: 30,
             shed: 10,
             stale: 0,
@@ -313,16 +314,17 @@ mod tests {
     #[test]
     fn the_traffic_chart_says_calls_per_attempt_when_pointed_at() {
         let mut seconds: Vec<_> = (0..10).map(second).collect();
-        seconds[9].sent = 0;
+        seconds[9].sent = 3;
+        seconds[9].dispatched = 0;
         seconds[9].provider_calls = 0;
         let charts = render(&seconds, 10.0, None);
         let traffic = charts[0].svg.as_ref().unwrap();
         assert_eq!(traffic.matches("<title>").count(), 10);
         assert!(traffic.contains(
-            "<title>3 s: 40 attempts sent, 46 provider calls for them: 1.15 calls per attempt</title>"
+            "<title>3 s: 40 attempts sent, 40 reached a provider, 46 provider calls for them: 1.15 calls per attempt</title>"
         ));
         assert!(traffic.contains(
-            "<title>9 s: 0 attempts sent, 0 provider calls for them: no attempt sent</title>"
+            "<title>9 s: 3 attempts sent, 0 reached a provider, 0 provider calls for them: no attempt reached a provider</title>"
         ));
         // Laid over the plot, painting nothing, so the PNG copy is as it
         // was without them.
@@ -336,7 +338,7 @@ mod tests {
         let traffic = charts[0].svg.as_ref().unwrap();
         assert_eq!(traffic.matches("<title>").count(), 1200);
         assert!(traffic.contains(
-            "<title>2–4 s, mean per second: 40 attempts sent, 46 provider calls for them: 1.15 calls per attempt</title>"
+            "<title>2–4 s, mean per second: 40 attempts sent, 40 reached a provider, 46 provider calls for them: 1.15 calls per attempt</title>"
         ));
     }
 

@@ -17,9 +17,11 @@ pub(super) struct Row {
     /// The seconds it stands for (the last bucket may be short).
     pub(super) seconds: f64,
     pub(super) offered: f64,
-    /// Attempts sent, and the provider calls made for them (in the
-    /// second each attempt was sent): over `sent`, calls per attempt.
+    /// Attempts sent, those of them that reached a provider, and the
+    /// provider calls made for them (in the second each attempt was
+    /// sent): over `dispatched`, calls per attempt.
     pub(super) sent: f64,
+    pub(super) dispatched: f64,
     pub(super) provider_calls: f64,
     pub(super) ok: f64,
     pub(super) shed: f64,
@@ -70,6 +72,7 @@ impl Rows {
             for s in chunk {
                 r.offered += s.offered as f64 / n;
                 r.sent += s.sent as f64 / n;
+                r.dispatched += s.dispatched as f64 / n;
                 r.provider_calls += s.provider_calls as f64 / n;
                 r.ok += s.ok as f64 / n;
                 r.shed += s.shed as f64 / n;
@@ -121,8 +124,9 @@ impl Rows {
     }
 
     /// What a point of the traffic chart says when pointed at: its
-    /// seconds, the attempts sent, the provider calls made for them and
-    /// calls per attempt (per-second means over a bucket).
+    /// seconds, the attempts sent, those that reached a provider, the
+    /// provider calls made for them and calls per attempt (per-second
+    /// means over a bucket), as `retry_amplification` counts them.
     pub(super) fn calls_per_attempt(&self, r: &Row) -> String {
         let from = r.x - r.seconds / 2.0;
         let when = if self.bucket > 1 {
@@ -134,14 +138,15 @@ impl Rows {
         } else {
             format!("{} s", super::num(from, 0))
         };
-        let per = if r.sent > 0.0 {
-            format!("{:.2} calls per attempt", r.provider_calls / r.sent)
+        let per = if r.dispatched > 0.0 {
+            format!("{:.2} calls per attempt", r.provider_calls / r.dispatched)
         } else {
-            "no attempt sent".to_string()
+            "no attempt reached a provider".to_string()
         };
         format!(
-            "{when}: {} attempts sent, {} provider calls for them: {per}",
+            "{when}: {} attempts sent, {} reached a provider, {} provider calls for them: {per}",
             super::num(r.sent, 1),
+            super::num(r.dispatched, 1),
             super::num(r.provider_calls, 1),
         )
     }
