@@ -190,7 +190,7 @@ pub(crate) fn retry_amplification(ev: &Evidence, th: &RetryAmplificationThreshol
         )
     } else {
         let at_most = worst.as_ref().map_or(String::new(), |w| {
-            format!(" and at most {} in a second ({} s)", per(w.ratio()), w.t)
+            format!(", and at most {} in a second ({} s)", per(w.ratio()), w.t)
         });
         (
             Status::Pass,
@@ -204,7 +204,7 @@ pub(crate) fn retry_amplification(ev: &Evidence, th: &RetryAmplificationThreshol
                 )),
             ),
             format!(
-                "each attempt the gateway passed on cost the providers {} calls over the run, failovers included,{}: its retries did not multiply the load",
+                "each attempt the gateway passed on cost the providers {} calls over the run, failovers included{}: its retries did not multiply the load",
                 per(ratio),
                 at_most,
             ),
@@ -323,6 +323,10 @@ mod tests {
         assert_eq!(
             v.observed,
             "400 provider calls for the 400 attempts that reached a provider (of 400 sent), 1.00 per attempt; the worst second, at 0 s: 20 calls for 20 attempts, 1.00 per attempt (20 of 21 seconds had 10 attempts or more)"
+        );
+        assert_eq!(
+            v.detail,
+            "each attempt the gateway passed on cost the providers 1.00 calls over the run, failovers included, and at most 1.00 in a second (0 s): its retries did not multiply the load"
         );
         let f = v.figure.unwrap();
         assert_eq!(
@@ -466,6 +470,10 @@ mod tests {
                 .contains("no second had 21 attempts that reached a provider"),
             "{}",
             v.observed
+        );
+        assert_eq!(
+            v.detail,
+            "each attempt the gateway passed on cost the providers 1.10 calls over the run, failovers included: its retries did not multiply the load"
         );
     }
 
