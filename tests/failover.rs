@@ -1,7 +1,8 @@
 //! End to end: scenarios/failover.toml as shipped (a primary that slows 7x
 //! for two minutes and is then throttled for one, a smaller secondary, the
 //! reference gateway routing by priority with cooldowns) passes at
-//! `--time-scale 30`, `failover` and `cooldown_honoured` among its checks,
+//! `--time-scale 30`, `failover`, `cooldown_honoured` and
+//! `retry_amplification` among its checks,
 //! and gives the same verdicts at `--time-scale 20`; the same gateway with
 //! `cooldowns = false` calls the primary inside the Retry-After windows it
 //! announced and fails `cooldown_honoured` (and `failover`: every request
@@ -175,6 +176,12 @@ fn failover_passes_and_its_calls_leave_the_troubled_primary() {
     assert!(share(0, 60) > 0.6, "{}", run.stdout);
     assert!(share(300, 360) > 0.6, "back on the primary: {}", run.stdout);
     assert!(run.figure("failover") < 0.1);
+    // Each request the gateway passed on cost the providers about one
+    // call: a failover once per cooldown, no retry of its own
+    // (`retry_amplification`; a run gave 1.08).
+    assert_eq!(run.status("retry_amplification"), "pass");
+    let ratio = run.figure("retry_amplification");
+    assert!((1.0..1.2).contains(&ratio), "{}", run.stdout);
     // Refusals the primary gave with a Retry-After (in the peak, over its
     // quota), and no call into their windows.
     let observed = run.check("cooldown_honoured")["observed"].as_str().unwrap();

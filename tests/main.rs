@@ -8,6 +8,7 @@
 
 mod common;
 
+mod amplification;
 mod architecture;
 mod calibrate;
 mod cancel_on_hangup;

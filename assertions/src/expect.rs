@@ -295,6 +295,11 @@ pub struct RetryAmplificationThreshold {
     pub max_ratio: f64,
     /// The most calls per attempt allowed in any one scenario second.
     pub max_ratio_per_second: f64,
+    /// A second is held to `max_ratio_per_second` only when at least this
+    /// many attempts were sent in it: in a second of two attempts, one
+    /// failover reads 1.5 calls per attempt and one retry plus a failover
+    /// 2.0, noise rather than a storm.
+    pub min_attempts: u64,
 }
 
 impl Default for RetryAmplificationThreshold {
@@ -303,6 +308,7 @@ impl Default for RetryAmplificationThreshold {
             enabled: true,
             max_ratio: 1.2,
             max_ratio_per_second: 2.0,
+            min_attempts: 10,
         }
     }
 }

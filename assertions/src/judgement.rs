@@ -145,8 +145,10 @@ pub(crate) struct Measured {
 }
 
 /// The checks of several providers, after the others (see
-/// [`Family::Routing`](crate::Family)), and what `retry_after` judged of the
-/// gateway's every-upstream-cooling refusals.
+/// [`Family::Routing`](crate::Family)), what `retry_after` judged of the
+/// gateway's every-upstream-cooling refusals, and the share of the calls
+/// `retry_amplification` counted that came inside a provider's
+/// Retry-After window.
 fn routed(
     verdicts: &mut Vec<Verdict>,
     r: &Routing,
@@ -163,6 +165,12 @@ fn routed(
                 wire::number::count(r.cooling_within),
             ));
         }
+    }
+    if let (Some((inside, calls)), Some(v)) = (
+        r.inside_windows(&thresholds.cooldown_honoured),
+        verdicts.iter_mut().find(|v| v.id == "retry_amplification"),
+    ) {
+        checks::in_retry_after_windows(v, inside, calls);
     }
     verdicts.extend(r.cooldown_honoured(&thresholds.cooldown_honoured));
     verdicts.extend(r.failover(

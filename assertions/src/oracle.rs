@@ -624,6 +624,14 @@ impl<'a> Joined<'a> {
                 retry_after[d].push(ra);
             }
         }
+        // Calls per attempt: each joined call, and each attempt with one,
+        // in the attempt's second.
+        for i in self.caller.iter().flatten() {
+            rows[self.second_of(self.attempts[*i].sent_us, n)].provider_calls += 1;
+        }
+        for (a, m) in self.attempts.iter().zip(&self.matched) {
+            rows[self.second_of(a.sent_us, n)].dispatched += u64::from(m.is_some());
+        }
         let mut waits = vec![Vec::new(); n];
         for (r, w) in self.queue_waits() {
             waits[self.second_of(r, n)].push(w);

@@ -80,6 +80,16 @@ struct Provider {
 }
 
 impl Provider {
+    /// Its calls received inside one of its Retry-After windows, a lead of
+    /// `grace` or more after the refusal that opened it.
+    fn inside(&self, grace: u64) -> u64 {
+        if self.leads.is_empty() {
+            0
+        } else {
+            self.leads.count_between(grace, u64::MAX)
+        }
+    }
+
     fn new(name: &str) -> Self {
         Provider {
             name: name.to_string(),
@@ -277,6 +287,20 @@ impl Routing {
             .saturating_add(th.margin.as_micros().min(u128::from(u64::MAX)) as u64)
     }
 
+    /// The calls that reached a provider inside a Retry-After window it
+    /// had announced, as `cooldown_honoured` counts them (after its
+    /// grace), and all the providers' calls; `None` when no provider
+    /// announced one. `retry_amplification` says it beside its ratio.
+    pub(crate) fn inside_windows(&self, th: &CooldownHonouredThreshold) -> Option<(u64, u64)> {
+        if !self.any_announced() {
+            return None;
+        }
+        let grace = self.grace_us(th);
+        let inside = self.providers.iter().map(|p| p.inside(grace)).sum();
+        let calls = self.providers.iter().map(|p| p.calls).sum();
+        Some((inside, calls))
+    }
+
     /// `cooldown_honoured`, when the run has it (see the module's docs).
     pub(crate) fn cooldown_honoured(&self, th: &CooldownHonouredThreshold) -> Option<Verdict> {
         const ID: &str = crate::Check::CooldownHonoured.id();
@@ -307,11 +331,7 @@ impl Routing {
             .iter()
             .filter(|p| p.announced > 0)
             .map(|p| {
-                let inside = if p.leads.is_empty() {
-                    0
-                } else {
-                    p.leads.count_between(grace, u64::MAX)
-                };
+                let inside = p.inside(grace);
                 let share = inside as f64 / p.calls.max(1) as f64;
                 (p.name.as_str(), inside, p.calls, share)
             })

@@ -37,6 +37,13 @@
 //! - **late answer**: a call with an answer (a status) that finished after
 //!   its caller had left, with no hang-up from the gateway: an answer
 //!   written into a closed socket.
+//! - **calls per attempt**: the calls joined to the attempts sent in a
+//!   second (every call of each, whatever provider received it), over
+//!   those of them that reached a provider (one call or more, the
+//!   `dispatched`): `timeline.csv`'s `provider_calls` over `dispatched`,
+//!   each call counted in its attempt's second, not its own. A call
+//!   joined to no attempt (its person answered and done before it came,
+//!   or an id no attempt carries) is in no second.
 //!
 //! And from the client's records alone, with the gateway's deaths (the
 //! `died` and `restarted` events the harness noted, given to the judge
@@ -123,6 +130,17 @@ pub struct Second {
     pub offered: u64,
     /// Attempts sent.
     pub sent: u64,
+    /// Provider calls made for the attempts sent in this second: every
+    /// call joined to one of them (each provider's, failovers and the
+    /// gateway's own retries included), counted in the row of its
+    /// attempt's send, not of its receipt, so that `provider_calls ÷
+    /// dispatched` is what each of this second's attempts the gateway
+    /// passed on cost the providers (a backlog dispatched into a quiet
+    /// second does not read as retries).
+    pub provider_calls: u64,
+    /// Of the attempts sent in this second, those that reached a provider:
+    /// at least one call joined to them.
+    pub dispatched: u64,
     /// Attempts that ended with an answer.
     pub ok: u64,
     /// Attempts refused at admission (queue full, would miss its deadline).
@@ -207,7 +225,7 @@ impl Timeline {
     ///
     /// ```
     /// let mut t = assertions::Timeline { start_us: 0, seconds: Vec::new(), providers: Vec::new() };
-    /// assert!(t.to_csv().starts_with("t,offered,sent,ok,"));
+    /// assert!(t.to_csv().starts_with("t,offered,sent,provider_calls,dispatched,ok,"));
     /// t.providers.push(assertions::ProviderSeconds { name: "primary".into(), calls: vec![], refusals: vec![] });
     /// assert!(t.to_csv().trim_end().ends_with(",drain_s,calls_primary,refusals_primary"));
     /// ```
@@ -267,6 +285,8 @@ struct CsvRow {
     t: u64,
     offered: u64,
     sent: u64,
+    provider_calls: u64,
+    dispatched: u64,
     ok: u64,
     shed: u64,
     stale: u64,
@@ -299,6 +319,8 @@ impl From<&Second> for CsvRow {
             t: s.t,
             offered: s.offered,
             sent: s.sent,
+            provider_calls: s.provider_calls,
+            dispatched: s.dispatched,
             ok: s.ok,
             shed: s.shed,
             stale: s.stale,
@@ -1132,17 +1154,20 @@ mod tests {
         let csv = stories::timeline(&attempts, &calls, &[]).to_csv();
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(lines.len(), 5);
-        assert!(lines.iter().all(|l| l.split(',').count() == 25));
+        assert!(lines.iter().all(|l| l.split(',').count() == 27));
+        assert!(lines[0].starts_with("t,offered,sent,provider_calls,dispatched,ok,"));
         assert!(lines[0].ends_with("rss_bytes,retry_after_ms,drain_s"));
+        // The three calls, received at 0, 1 and 2 s, are counted in the
+        // second their attempts were sent.
         assert!(
-            lines[1].starts_with("0,3,3,0,0,0,0,0,0,0,0,3,1,1,2,2,,,"),
+            lines[1].starts_with("0,3,3,3,3,0,0,0,0,0,0,0,0,3,1,1,2,2,,,"),
             "{}",
             lines[1]
         );
         // Three decimals, empty when absent, one line per second.
         assert_eq!(
             lines[2],
-            "1,0,0,1,0,0,0,0,0,0,0,2,1,1,1,1,1000.000,1000.000,900.000,900.000,1000.000,1000.000,,,1.000"
+            "1,0,0,0,0,1,0,0,0,0,0,0,0,2,1,1,1,1,1000.000,1000.000,900.000,900.000,1000.000,1000.000,,,1.000"
         );
         // Without a second, the header alone.
         let empty = Timeline {

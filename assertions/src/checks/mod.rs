@@ -68,7 +68,7 @@ mod stream;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use amplification::retry_amplification;
+pub(crate) use amplification::{in_retry_after_windows, retry_amplification};
 pub(crate) use backlog::{drain, goodput, served_latency, shed_onset, stale_dispatch, stale_share};
 pub(crate) use hangup::cancel_on_hangup;
 pub(crate) use integrity::{

@@ -65,7 +65,7 @@
 //! a unit test checks these sizes).
 //!
 //! What outlives the window, to the end of the run: the per-second
-//! [`crate::Timeline`] (one row per second of the run, 264 bytes),
+//! [`crate::Timeline`] (one row per second of the run, 280 bytes),
 //! the histograms and counts, the set of distinct Retry-After values, and
 //! one compact entry per person whose last attempt ended without an answer
 //! (a timeout, a reset, a shed not retried): 32 bytes (a 64-bit hash of the
@@ -1105,6 +1105,10 @@ impl Judge {
         if let Some(i) = alive {
             self.delivered(person, i, c);
         }
+        // Calls per attempt: in the row of the attempt's send.
+        let row = self.rows.row(self.rows.second_of(sent));
+        row.provider_calls += 1;
+        row.dispatched += u64::from(first);
         self.figures.tally.cut_calls += u64::from(c.cut);
         if done < c.admitted_us.unwrap_or(c.received_us) {
             self.figures.provider.stale_dispatch += 1;
@@ -1731,6 +1735,6 @@ mod tests {
         // A compact entry with its key: two times and two flags.
         assert_eq!(size_of::<(u64, Compact)>(), 32);
         // A row of the timeline.
-        assert_eq!(size_of::<Second>(), 264);
+        assert_eq!(size_of::<Second>(), 280);
     }
 }

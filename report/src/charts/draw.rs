@@ -63,6 +63,44 @@ pub(super) struct Frame<'a> {
 
 pub(super) type TimeCtx<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<Axis, Axis>>;
 
+/// A stretch of a chart's plot area that says `text` when pointed at:
+/// left, top, right and bottom in pixels.
+pub(super) struct Tip {
+    pub(super) area: (i32, i32, i32, i32),
+    pub(super) text: String,
+}
+
+/// `svg` with `tips` laid over its plot: an unpainted rectangle each,
+/// holding its text as an SVG `<title>`, which a browser shows as a
+/// tooltip (plotters draws no such element, and the PNG copy, painting
+/// nothing for them, is unchanged).
+pub(super) fn with_tips(svg: String, tips: &[Tip]) -> String {
+    let Some(end) = svg.rfind("</svg>") else {
+        return svg;
+    };
+    let mut out = String::with_capacity(svg.len() + tips.len() * 160);
+    out.push_str(&svg[..end]);
+    out.push_str("<g class=\"tips\">\n");
+    for t in tips {
+        let (l, top, r, bottom) = t.area;
+        let (w, h) = ((r - l).max(1), (bottom - top).max(1));
+        out.push_str(&format!(
+            "<rect x=\"{l}\" y=\"{top}\" width=\"{w}\" height=\"{h}\" fill=\"none\" pointer-events=\"all\"><title>{}</title></rect>\n",
+            escape_xml(&t.text)
+        ));
+    }
+    out.push_str("</g>\n");
+    out.push_str(&svg[end..]);
+    out
+}
+
+/// Text made safe inside an XML element.
+fn escape_xml(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
 /// Draws a whole chart into an SVG string: `legend_rows` rows of legend
 /// below the plot.
 pub(super) fn svg_document(

@@ -190,6 +190,8 @@ mod tests {
             t,
             offered: 40,
             sent: 40,
+            provider_calls: 46,
+            dispatched: 40,
             ok: 30,
             shed: 10,
             stale: 0,
@@ -304,6 +306,40 @@ mod tests {
             assert!(svg.contains("gateway died at 6.2 s"), "{}", c.id);
             assert!(svg.contains("gateway restarted at 7 s"), "{}", c.id);
         }
+    }
+
+    /// Pointed at, each second of the traffic chart says the attempts
+    /// sent, the provider calls made for them and calls per attempt; in
+    /// a long run, per bucket.
+    #[test]
+    fn the_traffic_chart_says_calls_per_attempt_when_pointed_at() {
+        let mut seconds: Vec<_> = (0..10).map(second).collect();
+        seconds[9].sent = 3;
+        seconds[9].dispatched = 0;
+        seconds[9].provider_calls = 0;
+        let charts = render(&seconds, 10.0, None);
+        let traffic = charts[0].svg.as_ref().unwrap();
+        assert_eq!(traffic.matches("<title>").count(), 10);
+        assert!(traffic.contains(
+            "<title>3 s: 40 attempts sent, 40 reached a provider, 46 provider calls for them: 1.15 calls per attempt</title>"
+        ));
+        assert!(traffic.contains(
+            "<title>9 s: 3 attempts sent, 0 reached a provider, 0 provider calls for them: no attempt reached a provider</title>"
+        ));
+        // Laid over the plot, painting nothing, so the PNG copy is as it
+        // was without them.
+        let bare = traffic.replace(
+            &traffic[traffic.find("<g class=\"tips\">").unwrap()..traffic.rfind("</svg>").unwrap()],
+            "",
+        );
+        assert_eq!(png(traffic).unwrap(), png(&bare).unwrap());
+        let long: Vec<_> = (0..2400).map(second).collect();
+        let charts = render(&long, 2400.0, None);
+        let traffic = charts[0].svg.as_ref().unwrap();
+        assert_eq!(traffic.matches("<title>").count(), 1200);
+        assert!(traffic.contains(
+            "<title>2–4 s, mean per second: 40 attempts sent, 40 reached a provider, 46 provider calls for them: 1.15 calls per attempt</title>"
+        ));
     }
 
     #[test]

@@ -7,8 +7,8 @@ use plotters::prelude::*;
 use super::axes::{linear_axis, log_axis, ms_label, tick, Axis};
 use super::draw::{
     band_items, dashed_series, hline, legend, legend_rows, no_data, series, svg_document,
-    time_chart, DrawResult, Frame, Mark, C_BLUE, C_GREEN, C_GREY, C_LIMIT, C_ORANGE, C_PURPLE,
-    C_RED, C_SKY, C_TEXT,
+    time_chart, with_tips, DrawResult, Frame, Mark, Tip, C_BLUE, C_GREEN, C_GREY, C_LIMIT,
+    C_ORANGE, C_PURPLE, C_RED, C_SKY, C_TEXT,
 };
 use super::timeline::Row;
 use super::{count, num};
@@ -20,6 +20,10 @@ fn dots(fr: &Frame) -> bool {
 /// A kind of refusal drawn apart: its label, its column, its colour.
 type Kind = (&'static str, fn(&Row) -> f64, RGBColor);
 
+/// Chart 1: offered, served and each kind of refusal per second; each
+/// point, pointed at, says its calls per attempt (the provider calls made
+/// for the attempts sent then, over them: what `retry_amplification`
+/// judges).
 pub(super) fn traffic(fr: &Frame) -> DrawResult<String> {
     let rows = &fr.rows.rows;
     let max = rows
@@ -64,7 +68,8 @@ pub(super) fn traffic(fr: &Frame) -> DrawResult<String> {
     items.push(("timed out".to_string(), Mark::Line(C_RED, 2)));
     items.push(("errors".to_string(), Mark::Line(C_PURPLE, 2)));
     items.extend(band_items(fr.d));
-    svg_document(legend_rows(&items), |root| {
+    let mut tips = Vec::with_capacity(rows.len());
+    let svg = svg_document(legend_rows(&items), |root| {
         let fmt = |v: &f64| tick(*v, step);
         let mut chart = time_chart(
             root,
@@ -73,6 +78,17 @@ pub(super) fn traffic(fr: &Frame) -> DrawResult<String> {
             "requests per second",
             &fmt,
         )?;
+        // Each point's seconds, from the axis to the top, say their calls
+        // per attempt when pointed at.
+        for r in rows {
+            let from = r.x - r.seconds / 2.0;
+            let (left, top) = chart.backend_coord(&(from, hi));
+            let (right, bottom) = chart.backend_coord(&(from + r.seconds, 0.0));
+            tips.push(Tip {
+                area: (left, top, right, bottom),
+                text: fr.rows.calls_per_attempt(r),
+            });
+        }
         let d = dots(fr);
         let col = |f: fn(&Row) -> f64| rows.iter().map(move |r| (r.x, Some(f(r))));
         series(&mut chart, col(|r| r.offered), C_GREY, 2, d)?;
@@ -89,7 +105,8 @@ pub(super) fn traffic(fr: &Frame) -> DrawResult<String> {
             no_data(&chart, root, "no attempts recorded")?;
         }
         legend(root, &items)
-    })
+    })?;
+    Ok(with_tips(svg, &tips))
 }
 
 /// Each provider's colour, in the scenario's order (a seventh takes the

@@ -14,7 +14,15 @@ const MAX_POINTS: usize = 1200;
 pub(super) struct Row {
     /// The middle of the bucket, seconds since start.
     pub(super) x: f64,
+    /// The seconds it stands for (the last bucket may be short).
+    pub(super) seconds: f64,
     pub(super) offered: f64,
+    /// Attempts sent, those of them that reached a provider, and the
+    /// provider calls made for them (in the second each attempt was
+    /// sent): over `dispatched`, calls per attempt.
+    pub(super) sent: f64,
+    pub(super) dispatched: f64,
+    pub(super) provider_calls: f64,
     pub(super) ok: f64,
     pub(super) shed: f64,
     pub(super) stale: f64,
@@ -57,11 +65,15 @@ impl Rows {
             let first = chunk[0].t as f64;
             let mut r = Row {
                 x: first + n / 2.0,
+                seconds: n,
                 ..Row::default()
             };
             let mut retry = (0.0, 0u32);
             for s in chunk {
                 r.offered += s.offered as f64 / n;
+                r.sent += s.sent as f64 / n;
+                r.dispatched += s.dispatched as f64 / n;
+                r.provider_calls += s.provider_calls as f64 / n;
                 r.ok += s.ok as f64 / n;
                 r.shed += s.shed as f64 / n;
                 r.stale += s.stale as f64 / n;
@@ -109,6 +121,34 @@ impl Rows {
                 (r.x, sum as f64 / chunk.len() as f64)
             })
             .collect()
+    }
+
+    /// What a point of the traffic chart says when pointed at: its
+    /// seconds, the attempts sent, those that reached a provider, the
+    /// provider calls made for them and calls per attempt (per-second
+    /// means over a bucket), as `retry_amplification` counts them.
+    pub(super) fn calls_per_attempt(&self, r: &Row) -> String {
+        let from = r.x - r.seconds / 2.0;
+        let when = if self.bucket > 1 {
+            format!(
+                "{}–{} s, mean per second",
+                super::num(from, 0),
+                super::num(from + r.seconds, 0)
+            )
+        } else {
+            format!("{} s", super::num(from, 0))
+        };
+        let per = if r.dispatched > 0.0 {
+            format!("{:.2} calls per attempt", r.provider_calls / r.dispatched)
+        } else {
+            "no attempt reached a provider".to_string()
+        };
+        format!(
+            "{when}: {} attempts sent, {} reached a provider, {} provider calls for them: {per}",
+            super::num(r.sent, 1),
+            super::num(r.dispatched, 1),
+            super::num(r.provider_calls, 1),
+        )
     }
 
     /// The end of the last second, seconds since start.
