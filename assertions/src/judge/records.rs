@@ -2,9 +2,10 @@
 //! they repeat), and the records waiting to be released in start order
 //! ([`Pending`]; the window is in the judge's module docs).
 
-use wire::{ClientOutcome, ProviderOutcome};
+use wire::{CallEnd, ClientOutcome, ProviderOutcome};
 
 use crate::calendar::Calendar;
+use crate::tally::RelayedRetryAfter;
 
 /// What the judge keeps of an attempt.
 #[derive(Debug, Clone)]
@@ -36,6 +37,44 @@ pub(super) struct Attempt {
     /// [`Names`].
     pub(super) reason: Option<u16>,
     pub(super) tenant: Option<u16>,
+    /// How the latest call for it received before its answer ended; `None`
+    /// while none has been (so none reached a provider before its answer).
+    pub(super) latest: Option<LatestCall>,
+    /// How it is counted, once the judge has classed it (an answer that
+    /// was not a success: `wire::ClientOutcome::joined`); `None` before,
+    /// and for any other outcome, counted as it came.
+    pub(super) counted: Option<ClientOutcome>,
+}
+
+/// How the latest call for an attempt that reached a provider before its
+/// answer ended ([`CallEnd`]); for a refusal, what the answer did with the
+/// provider's Retry-After. One byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum LatestCall {
+    Refused(RelayedRetryAfter),
+    Failed,
+    GaveUp,
+    Answered,
+}
+
+impl LatestCall {
+    pub(super) fn new(end: CallEnd, relayed: RelayedRetryAfter) -> LatestCall {
+        match end {
+            CallEnd::Refused => LatestCall::Refused(relayed),
+            CallEnd::Failed => LatestCall::Failed,
+            CallEnd::GaveUp => LatestCall::GaveUp,
+            CallEnd::Answered => LatestCall::Answered,
+        }
+    }
+
+    pub(super) fn end(self) -> CallEnd {
+        match self {
+            LatestCall::Refused(_) => CallEnd::Refused,
+            LatestCall::Failed => CallEnd::Failed,
+            LatestCall::GaveUp => CallEnd::GaveUp,
+            LatestCall::Answered => CallEnd::Answered,
+        }
+    }
 }
 
 /// What the judge keeps of a call.
