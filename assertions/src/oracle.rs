@@ -11,7 +11,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use wire::{
-    CallEnd, ClientOutcome, ClientRecord, Join, ProviderOutcome, ProviderRecord, RefusalClass,
+    ClientOutcome, ClientRecord, Join, ProviderEnd, ProviderOutcome, ProviderRecord, RefusalClass,
     RssSample,
 };
 
@@ -404,7 +404,7 @@ impl<'a> Joined<'a> {
     fn joined(&self, i: usize) -> (ClientOutcome, Option<RefusalClass>) {
         let a = &self.attempts[i];
         let join = self.latest[i].map_or(Join::NoCall, |j| {
-            Join::Called(CallEnd::of_record(&self.calls[j]))
+            Join::Called(ProviderEnd::of_record(&self.calls[j]))
         });
         a.outcome.joined(
             a.status,
@@ -429,7 +429,7 @@ impl<'a> Joined<'a> {
     fn relayed_retry_after(&self, i: usize) -> Option<RelayedRetryAfter> {
         let a = &self.attempts[i];
         let c = &self.calls[self.latest[i]?];
-        (CallEnd::of_record(c) == CallEnd::Refused).then(|| {
+        (ProviderEnd::of_record(c) == ProviderEnd::Refused).then(|| {
             relayed_retry_after(
                 a.retry_after_ms,
                 a.retry_after_granularity_ms(),

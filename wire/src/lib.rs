@@ -91,8 +91,8 @@ pub use quota::{
     TokenBucket,
 };
 pub use record::{
-    is_provider_name, CallEnd, ClientOutcome, ClientRecord, GatewaySample, Join, ProviderOutcome,
-    ProviderRecord, RefusalClass, RssSample, AT_ONCE_US, DEFAULT_PROVIDER,
+    is_provider_name, ClientOutcome, ClientRecord, GatewaySample, Join, ProviderEnd,
+    ProviderOutcome, ProviderRecord, RefusalClass, RssSample, AT_ONCE_US, DEFAULT_PROVIDER,
 };
 pub use request_id::{
     is_request_id, marker, marker_id, request_id, Marker, MARKER_CLOSE, MARKER_OPEN, MAX_ID_LEN,

@@ -123,7 +123,7 @@ impl RefusalClass {
 /// ended, as the provider's record says: what the gateway's answer can
 /// have relayed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum CallEnd {
+pub enum ProviderEnd {
     /// The provider refused it for its quota or its capacity: 429, 503 or
     /// 529, whatever the provider's reason.
     Refused,
@@ -137,38 +137,40 @@ pub enum CallEnd {
     Answered,
 }
 
-impl CallEnd {
+impl ProviderEnd {
     /// How a call that ended with `status` (0: none) and `outcome` ended,
     /// `hung_up` when the gateway hung up on it.
     ///
     /// ```
-    /// use wire::{CallEnd, ProviderOutcome as P};
-    /// assert_eq!(CallEnd::of(429, P::QuotaExceeded, false), CallEnd::Refused);
-    /// assert_eq!(CallEnd::of(503, P::ErrorStatus, false), CallEnd::Refused);
-    /// assert_eq!(CallEnd::of(500, P::ErrorStatus, false), CallEnd::Failed);
-    /// assert_eq!(CallEnd::of(200, P::Ok, true), CallEnd::GaveUp);
-    /// assert_eq!(CallEnd::of(200, P::Ok, false), CallEnd::Answered);
+    /// use wire::{ProviderEnd, ProviderOutcome as P};
+    /// assert_eq!(ProviderEnd::of(429, P::QuotaExceeded, false), ProviderEnd::Refused);
+    /// assert_eq!(ProviderEnd::of(503, P::ErrorStatus, false), ProviderEnd::Refused);
+    /// assert_eq!(ProviderEnd::of(500, P::ErrorStatus, false), ProviderEnd::Failed);
+    /// assert_eq!(ProviderEnd::of(200, P::Ok, true), ProviderEnd::GaveUp);
+    /// assert_eq!(ProviderEnd::of(200, P::Ok, false), ProviderEnd::Answered);
     /// ```
-    pub fn of(status: u16, outcome: ProviderOutcome, hung_up: bool) -> CallEnd {
+    pub fn of(status: u16, outcome: ProviderOutcome, hung_up: bool) -> ProviderEnd {
         if matches!(status, 429 | 503 | 529) {
-            return CallEnd::Refused;
+            return ProviderEnd::Refused;
         }
         match outcome {
-            ProviderOutcome::QuotaExceeded | ProviderOutcome::CapacityRejected => CallEnd::Refused,
+            ProviderOutcome::QuotaExceeded | ProviderOutcome::CapacityRejected => {
+                ProviderEnd::Refused
+            }
             ProviderOutcome::ErrorStatus
             | ProviderOutcome::Reset
             | ProviderOutcome::StreamCut
             | ProviderOutcome::Malformed
-            | ProviderOutcome::BadRequest => CallEnd::Failed,
-            ProviderOutcome::Hang => CallEnd::GaveUp,
-            ProviderOutcome::Ok if hung_up => CallEnd::GaveUp,
-            ProviderOutcome::Ok => CallEnd::Answered,
+            | ProviderOutcome::BadRequest => ProviderEnd::Failed,
+            ProviderOutcome::Hang => ProviderEnd::GaveUp,
+            ProviderOutcome::Ok if hung_up => ProviderEnd::GaveUp,
+            ProviderOutcome::Ok => ProviderEnd::Answered,
         }
     }
 
-    /// [`CallEnd::of`] a provider's record.
-    pub fn of_record(c: &ProviderRecord) -> CallEnd {
-        CallEnd::of(c.status, c.outcome, c.hung_up_us.is_some())
+    /// [`ProviderEnd::of`] a provider's record.
+    pub fn of_record(c: &ProviderRecord) -> ProviderEnd {
+        ProviderEnd::of(c.status, c.outcome, c.hung_up_us.is_some())
     }
 }
 
@@ -182,7 +184,7 @@ pub enum Join {
     NoCall,
     /// Calls reached a provider before the answer; the latest of them
     /// ended so.
-    Called(CallEnd),
+    Called(ProviderEnd),
 }
 
 impl ClientOutcome {
@@ -196,7 +198,7 @@ impl ClientOutcome {
     ///    502 ...): at admission when it came within [`AT_ONCE_US`] of the
     ///    send, else after waiting (stale). One that came after a call
     ///    reached a provider: a 504 is the gateway's timeout; else by how
-    ///    the latest call ended ([`CallEnd`]): refused by the provider
+    ///    the latest call ended ([`ProviderEnd`]): refused by the provider
     ///    (429, 503, 529), the provider's refusal relayed
     ///    (`upstream_refused`); failed at the provider, the provider's
     ///    error relayed (`provider_error`, not a refusal); given up by the
@@ -209,15 +211,15 @@ impl ClientOutcome {
     /// come back as they are.
     ///
     /// ```
-    /// use wire::{CallEnd, ClientOutcome as O, Join, RefusalClass as K};
+    /// use wire::{ProviderEnd, ClientOutcome as O, Join, RefusalClass as K};
     /// let at = |status, join, waited| O::refused(status, None).joined(Some(status), None, join, waited);
     /// // The gateway's own 408, no call: at once, or after 50 ms held.
     /// assert_eq!(at(408, Join::NoCall, 2_000), (O::Shed, Some(K::AtAdmission)));
     /// assert_eq!(at(408, Join::NoCall, 50_000), (O::Stale, Some(K::AtDequeue)));
     /// // A 502 after the provider's call failed: the provider's error relayed.
-    /// assert_eq!(at(502, Join::Called(CallEnd::Failed), 9_000), (O::ProviderError, None));
+    /// assert_eq!(at(502, Join::Called(ProviderEnd::Failed), 9_000), (O::ProviderError, None));
     /// // The provider's 429 passed through: not the gateway's own shed.
-    /// assert_eq!(at(429, Join::Called(CallEnd::Refused), 9_000), (O::UpstreamRefused, Some(K::AfterDispatch)));
+    /// assert_eq!(at(429, Join::Called(ProviderEnd::Refused), 9_000), (O::UpstreamRefused, Some(K::AfterDispatch)));
     /// // No provider records: the status alone.
     /// assert_eq!(at(408, Join::Unknown, 50_000), (O::ProviderError, None));
     /// ```
@@ -240,13 +242,13 @@ impl ClientOutcome {
             }
             Join::NoCall => (ClientOutcome::Stale, Some(RefusalClass::AtDequeue)),
             Join::Called(_) if status == Some(504) => after_dispatch(ClientOutcome::GatewayTimeout),
-            Join::Called(CallEnd::Refused) => after_dispatch(ClientOutcome::UpstreamRefused),
-            Join::Called(CallEnd::GaveUp) => after_dispatch(ClientOutcome::GatewayTimeout),
-            Join::Called(CallEnd::Failed) => (ClientOutcome::ProviderError, None),
-            Join::Called(CallEnd::Answered) if self.is_refusal() => {
+            Join::Called(ProviderEnd::Refused) => after_dispatch(ClientOutcome::UpstreamRefused),
+            Join::Called(ProviderEnd::GaveUp) => after_dispatch(ClientOutcome::GatewayTimeout),
+            Join::Called(ProviderEnd::Failed) => (ClientOutcome::ProviderError, None),
+            Join::Called(ProviderEnd::Answered) if self.is_refusal() => {
                 after_dispatch(ClientOutcome::UpstreamRefused)
             }
-            Join::Called(CallEnd::Answered) => (ClientOutcome::ProviderError, None),
+            Join::Called(ProviderEnd::Answered) => (ClientOutcome::ProviderError, None),
         }
     }
 }
@@ -767,7 +769,7 @@ mod tests {
         // refused at dispatch waited; it is still the table's row).
         for (join, waited) in [
             (Join::NoCall, 900_000),
-            (Join::Called(CallEnd::Refused), 0),
+            (Join::Called(ProviderEnd::Refused), 0),
             (Join::Unknown, 0),
         ] {
             assert_eq!(
@@ -805,30 +807,37 @@ mod tests {
         let called = |status, end| joined(status, Join::Called(end), 900_000);
         for status in [429, 503, 529, 500] {
             assert_eq!(
-                called(status, CallEnd::Refused),
+                called(status, ProviderEnd::Refused),
                 (O::UpstreamRefused, Some(K::AfterDispatch)),
                 "{status}"
             );
         }
         for status in [502, 500, 503, 429] {
-            assert_eq!(called(status, CallEnd::Failed), (O::ProviderError, None));
+            assert_eq!(
+                called(status, ProviderEnd::Failed),
+                (O::ProviderError, None)
+            );
         }
-        for end in [CallEnd::Refused, CallEnd::Failed, CallEnd::Answered] {
+        for end in [
+            ProviderEnd::Refused,
+            ProviderEnd::Failed,
+            ProviderEnd::Answered,
+        ] {
             assert_eq!(
                 called(504, end),
                 (O::GatewayTimeout, Some(K::AfterDispatch))
             );
         }
         assert_eq!(
-            called(502, CallEnd::GaveUp),
+            called(502, ProviderEnd::GaveUp),
             (O::GatewayTimeout, Some(K::AfterDispatch))
         );
         // The provider answered; the status alone, as before.
         assert_eq!(
-            called(503, CallEnd::Answered),
+            called(503, ProviderEnd::Answered),
             (O::UpstreamRefused, Some(K::AfterDispatch))
         );
-        assert_eq!(called(502, CallEnd::Answered), (O::ProviderError, None));
+        assert_eq!(called(502, ProviderEnd::Answered), (O::ProviderError, None));
         // Without provider records, the status alone.
         assert_eq!(joined(408, Join::Unknown, 0), (O::ProviderError, None));
         assert_eq!(
@@ -853,12 +862,18 @@ mod tests {
     #[test]
     fn a_call_ends_refused_failed_given_up_or_answered() {
         use ProviderOutcome as P;
-        assert_eq!(CallEnd::of(429, P::QuotaExceeded, false), CallEnd::Refused);
         assert_eq!(
-            CallEnd::of(529, P::CapacityRejected, false),
-            CallEnd::Refused
+            ProviderEnd::of(429, P::QuotaExceeded, false),
+            ProviderEnd::Refused
         );
-        assert_eq!(CallEnd::of(503, P::ErrorStatus, false), CallEnd::Refused);
+        assert_eq!(
+            ProviderEnd::of(529, P::CapacityRejected, false),
+            ProviderEnd::Refused
+        );
+        assert_eq!(
+            ProviderEnd::of(503, P::ErrorStatus, false),
+            ProviderEnd::Refused
+        );
         for (status, o) in [
             (500, P::ErrorStatus),
             (0, P::Reset),
@@ -866,11 +881,15 @@ mod tests {
             (200, P::Malformed),
             (400, P::BadRequest),
         ] {
-            assert_eq!(CallEnd::of(status, o, false), CallEnd::Failed, "{o:?}");
+            assert_eq!(
+                ProviderEnd::of(status, o, false),
+                ProviderEnd::Failed,
+                "{o:?}"
+            );
         }
-        assert_eq!(CallEnd::of(0, P::Hang, false), CallEnd::GaveUp);
-        assert_eq!(CallEnd::of(200, P::Ok, true), CallEnd::GaveUp);
-        assert_eq!(CallEnd::of(200, P::Ok, false), CallEnd::Answered);
+        assert_eq!(ProviderEnd::of(0, P::Hang, false), ProviderEnd::GaveUp);
+        assert_eq!(ProviderEnd::of(200, P::Ok, true), ProviderEnd::GaveUp);
+        assert_eq!(ProviderEnd::of(200, P::Ok, false), ProviderEnd::Answered);
     }
 
     #[test]

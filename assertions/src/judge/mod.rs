@@ -94,7 +94,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use hdrhistogram::Histogram;
 use wire::{
-    CallEnd, ClientOutcome, ClientRecord, Join, ProviderOutcome, ProviderRecord, RefusalClass,
+    ClientOutcome, ClientRecord, Join, ProviderEnd, ProviderOutcome, ProviderRecord, RefusalClass,
     RssSample,
 };
 
@@ -1044,7 +1044,7 @@ impl Judge {
                 let granularity_ms = if a.retry_after_fine { 1 } else { 1000 };
                 let provider_ms = c.retry_after_ms.map(|ms| u64::from(ms.get()));
                 let kept = relayed_retry_after(a.retry_after_ms, granularity_ms, provider_ms);
-                let end = CallEnd::of(c.status, c.outcome, c.hung_up_us.is_some());
+                let end = ProviderEnd::of(c.status, c.outcome, c.hung_up_us.is_some());
                 a.latest = Some(LatestCall::new(end, kept));
             }
             Some((a.sent_us, a.done_us, first, !a.settled, Some(i)))

@@ -2,7 +2,7 @@
 //! they repeat), and the records waiting to be released in start order
 //! ([`Pending`]; the window is in the judge's module docs).
 
-use wire::{CallEnd, ClientOutcome, ProviderOutcome};
+use wire::{ClientOutcome, ProviderEnd, ProviderOutcome};
 
 use crate::calendar::Calendar;
 use crate::tally::RelayedRetryAfter;
@@ -47,7 +47,7 @@ pub(super) struct Attempt {
 }
 
 /// How the latest call for an attempt that reached a provider before its
-/// answer ended ([`CallEnd`]); for a refusal, what the answer did with the
+/// answer ended ([`ProviderEnd`]); for a refusal, what the answer did with the
 /// provider's Retry-After. One byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum LatestCall {
@@ -58,21 +58,21 @@ pub(super) enum LatestCall {
 }
 
 impl LatestCall {
-    pub(super) fn new(end: CallEnd, relayed: RelayedRetryAfter) -> LatestCall {
+    pub(super) fn new(end: ProviderEnd, relayed: RelayedRetryAfter) -> LatestCall {
         match end {
-            CallEnd::Refused => LatestCall::Refused(relayed),
-            CallEnd::Failed => LatestCall::Failed,
-            CallEnd::GaveUp => LatestCall::GaveUp,
-            CallEnd::Answered => LatestCall::Answered,
+            ProviderEnd::Refused => LatestCall::Refused(relayed),
+            ProviderEnd::Failed => LatestCall::Failed,
+            ProviderEnd::GaveUp => LatestCall::GaveUp,
+            ProviderEnd::Answered => LatestCall::Answered,
         }
     }
 
-    pub(super) fn end(self) -> CallEnd {
+    pub(super) fn end(self) -> ProviderEnd {
         match self {
-            LatestCall::Refused(_) => CallEnd::Refused,
-            LatestCall::Failed => CallEnd::Failed,
-            LatestCall::GaveUp => CallEnd::GaveUp,
-            LatestCall::Answered => CallEnd::Answered,
+            LatestCall::Refused(_) => ProviderEnd::Refused,
+            LatestCall::Failed => ProviderEnd::Failed,
+            LatestCall::GaveUp => ProviderEnd::GaveUp,
+            LatestCall::Answered => ProviderEnd::Answered,
         }
     }
 }
