@@ -25,6 +25,7 @@ mod metrics;
 mod multihost;
 mod provider_admin;
 mod providers;
+mod refusals;
 mod staging;
 mod terminal;
 mod tls;
