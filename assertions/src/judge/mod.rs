@@ -34,6 +34,10 @@
 //!    *settling time*: a call received for it later still
 //!    counts as stale, as a late answer and in the queue wait, but not in
 //!    the depth; [`crate::Pass::settled_before_dispatch`] counts those).
+//!    An answer that was not a success is classed then
+//!    ([`wire::ClientOutcome::joined`]): no call before it, the gateway's
+//!    own refusal; a call before it, by the latest such call, once its
+//!    person is done (a gateway's retries of the provider are in by then).
 //! 3. *The sweep* ([`crate::sweep`]) walks the instants up to the first
 //!    unsettled attempt's send: levels per second, drain times, the first
 //!    shed, the drain after the overload. Each second's exact percentiles
