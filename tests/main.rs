@@ -28,6 +28,7 @@ mod multihost;
 mod provider_admin;
 mod providers;
 mod recovery;
+mod refusals;
 mod staging;
 mod stream_intact;
 mod terminal;

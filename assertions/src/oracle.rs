@@ -10,15 +10,18 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use wire::{ClientOutcome, ClientRecord, ProviderOutcome, ProviderRecord, RefusalClass, RssSample};
+use wire::{
+    ClientOutcome, ClientRecord, Join, ProviderEnd, ProviderOutcome, ProviderRecord, RefusalClass,
+    RssSample,
+};
 
-use crate::delivery::{delivery, Deliveries, Received, Sent};
 use crate::aftermath::Aftermath;
+use crate::delivery::{delivery, Deliveries, Received, Sent};
 use crate::expect::{Expectations, Thresholds};
 use crate::judgement::{conclude, Distribution, Judgement, Measured, Pass};
 use crate::tally::{
-    after_hangup, caller_gave_up, completed, cut_mid_stream, retry_after_within, CallSpan,
-    Generation, Tally,
+    after_hangup, caller_gave_up, completed, cut_mid_stream, provider_wait_ms, relayed_retry_after,
+    retry_after_within, CallSpan, Generation, RelayedRetryAfter, Tally,
 };
 use crate::timeline::{
     histogram, ms_percentiles, quantile, record, row_us, Counts, Drain, FirstShed, GatewayPeaks,
@@ -157,6 +160,11 @@ impl Joined<'_> {
                 t.admission_sheds += 1;
             }
         }
+        for i in 0..self.attempts.len() {
+            if self.counted_as(i) == ClientOutcome::UpstreamRefused {
+                t.relayed(self.relayed_retry_after(i));
+            }
+        }
         (t.cut_calls, t.silent_truncations) = self.truncations();
         t.sheds = sheds.len() as u64;
         t.sheds_without_retry_after = (sheds.len() - given.len()) as u64;
@@ -282,6 +290,9 @@ struct Joined<'a> {
     end_us: u64,
     /// Per attempt: its matched call.
     matched: Vec<Option<usize>>,
+    /// Per attempt: the latest call joined to it received before its
+    /// answer (by receipt, file order at ties).
+    latest: Vec<Option<usize>>,
     /// Per call: the attempt whose window it was received in.
     caller: Vec<Option<usize>>,
     /// Per attempt: when it left the gateway.
@@ -319,6 +330,7 @@ impl<'a> Joined<'a> {
             }
         }
         let mut matched = vec![None; attempts.len()];
+        let mut latest = vec![None; attempts.len()];
         let mut caller = vec![None; calls.len()];
         let mut served_us = Vec::new();
         let mut people = 0;
@@ -339,6 +351,9 @@ impl<'a> Joined<'a> {
                     caller[cls[j]] = Some(i);
                     if matched[i].is_none() {
                         matched[i] = Some(cls[j]);
+                    }
+                    if calls[cls[j]].received_us <= attempts[i].done_us {
+                        latest[i] = Some(cls[j]);
                     }
                     j += 1;
                 }
@@ -402,6 +417,7 @@ impl<'a> Joined<'a> {
             bin_us: bin_us.max(1),
             end_us,
             matched,
+            latest,
             caller,
             gateway_leave,
             backlog_leave,
@@ -448,22 +464,44 @@ impl<'a> Joined<'a> {
         self.matched[i].is_some_and(|j| self.calls[j].received_us <= a.done_us)
     }
 
-    /// The class of attempt `i`'s refusal, if it was one.
-    fn refusal_class(&self, i: usize) -> Option<RefusalClass> {
+    /// How attempt `i` is counted, and its refusal's class if it was one
+    /// (`ClientOutcome::joined`, by the latest call received before its
+    /// answer).
+    fn joined(&self, i: usize) -> (ClientOutcome, Option<RefusalClass>) {
         let a = &self.attempts[i];
-        RefusalClass::of(
-            a.outcome,
+        let join = self.latest[i].map_or(Join::NoCall, |j| {
+            Join::Called(ProviderEnd::of_record(&self.calls[j]))
+        });
+        a.outcome.joined(
+            a.status,
             a.reason.as_deref(),
-            Some(self.provider_saw(i)),
+            join,
             a.done_us.saturating_sub(a.sent_us),
         )
     }
 
+    /// The class of attempt `i`'s refusal, if it was one.
+    fn refusal_class(&self, i: usize) -> Option<RefusalClass> {
+        self.joined(i).1
+    }
+
     /// How attempt `i` is counted: a refusal by its class.
     fn counted_as(&self, i: usize) -> ClientOutcome {
+        self.joined(i).0
+    }
+
+    /// What attempt `i`'s answer did with the Retry-After of the latest
+    /// provider refusal it relayed (`None`: no refusing call joined it).
+    fn relayed_retry_after(&self, i: usize) -> Option<RelayedRetryAfter> {
         let a = &self.attempts[i];
-        self.refusal_class(i)
-            .map_or(a.outcome, |c| ClientOutcome::of_class(c, a.status))
+        let c = &self.calls[self.latest[i]?];
+        (ProviderEnd::of_record(c) == ProviderEnd::Refused).then(|| {
+            relayed_retry_after(
+                a.retry_after_ms,
+                a.retry_after_granularity_ms(),
+                provider_wait_ms(c),
+            )
+        })
     }
 
     /// Returns true if and only if attempt `i` was shed by the gateway

@@ -4,7 +4,9 @@
 //! the oracle), whatever the run's length; and the rules both apply: a
 //! retry that honoured a Retry-After ([`honoured`], as each person is
 //! done), a Retry-After within its bound of the drain time
-//! ([`retry_after_within`], as the sweep reaches it), a call cut
+//! ([`retry_after_within`], as the sweep reaches it), what a relayed
+//! provider refusal's answer did with the provider's Retry-After
+//! ([`relayed_retry_after`], as each person is done), a call cut
 //! mid-stream or completed ([`cut_mid_stream`], [`completed`]), and a call
 //! in service when its caller gave up ([`after_hangup`], as it joins its
 //! caller).
@@ -16,8 +18,8 @@ use std::collections::BTreeSet;
 use hdrhistogram::Histogram;
 use wire::{ClientOutcome, RssSample};
 
-use crate::delivery::Deliveries;
 use crate::aftermath::Aftermath;
+use crate::delivery::Deliveries;
 use crate::expect::Expectations;
 use crate::timeline::histogram;
 
@@ -60,6 +62,16 @@ pub(crate) struct Tally {
     /// Those within their bound, max(the header's granularity, tolerance ×
     /// the drain time) (see [`retry_after_within`]).
     pub(crate) retry_after_within: u64,
+    /// The provider's refusals the gateway relayed (`upstream_refused`, by
+    /// its reason or by the join), and of them, by what the answer did
+    /// with the Retry-After of the latest refusing call
+    /// ([`relayed_retry_after`]): kept it, stripped it, shortened it, or
+    /// had none to keep (the provider gave none, or no call of the
+    /// provider's joined it).
+    pub(crate) relayed: u64,
+    pub(crate) relayed_kept: u64,
+    pub(crate) relayed_stripped: u64,
+    pub(crate) relayed_shortened: u64,
     /// Provider calls cut mid-stream (a `stream_cut`, or a stream the
     /// gateway hung up on after its first byte) joined to an attempt, and
     /// those whose attempt ended `ok` with no later call for it completing:
@@ -99,6 +111,10 @@ impl Tally {
             retry_after_values: BTreeSet::new(),
             retry_after_errors: histogram(),
             retry_after_within: 0,
+            relayed: 0,
+            relayed_kept: 0,
+            relayed_stripped: 0,
+            relayed_shortened: 0,
             cut_calls: 0,
             silent_truncations: 0,
             honouring: 0,
@@ -123,6 +139,25 @@ impl Tally {
             return 0.0;
         }
         self.stale_waits.value_at_quantile(0.5) as f64 / US
+    }
+
+    /// Counts a provider refusal the gateway relayed, by what its answer
+    /// did with the provider's Retry-After (`None`: no refusing call of
+    /// the provider's joined it).
+    pub(crate) fn relayed(&mut self, kept: Option<RelayedRetryAfter>) {
+        self.relayed += 1;
+        match kept {
+            Some(RelayedRetryAfter::Kept) => self.relayed_kept += 1,
+            Some(RelayedRetryAfter::Stripped) => self.relayed_stripped += 1,
+            Some(RelayedRetryAfter::Shortened) => self.relayed_shortened += 1,
+            Some(RelayedRetryAfter::NoneGiven) | None => {}
+        }
+    }
+
+    /// The relayed refusals that carried the provider's Retry-After to
+    /// judge: kept, stripped or shortened.
+    pub(crate) fn relayed_judged(&self) -> u64 {
+        self.relayed_kept + self.relayed_stripped + self.relayed_shortened
     }
 
     /// The index in [`Tally::lost`] of a silent loss, `None` for any other
@@ -150,6 +185,53 @@ pub(crate) fn retry_after_within(
     };
     let bound_us = (granularity_ms.saturating_mul(1000) as f64).max(share * drain_us as f64);
     (error_us, error_us as f64 <= bound_us)
+}
+
+/// What an answer that relayed a provider's refusal did with the
+/// provider's Retry-After.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RelayedRetryAfter {
+    /// The provider gave none: nothing to keep.
+    NoneGiven,
+    /// The answer's is no shorter than the provider's.
+    Kept,
+    /// The answer carried none.
+    Stripped,
+    /// The answer's is shorter than the provider's.
+    Shortened,
+}
+
+/// What an answer with a Retry-After of `answer_ms` (read from a header
+/// of `granularity_ms`) did with the provider's wait `provider_ms` (its
+/// `retry-after-ms`, else its `retry-after` in milliseconds; `None` or 0:
+/// it gave none). A wait is kept when the answer's is no shorter than the
+/// provider's to its header's granularity: a provider's 1,500 ms passed
+/// on as `retry-after: 2` (the provider's own rounding up) or as `1` (a
+/// second's header cannot say more; an HTTP date says the same) is kept,
+/// as `retry-after-ms: 1000` it is shortened. The one rule for the one
+/// pass and the oracle.
+pub(crate) fn relayed_retry_after(
+    answer_ms: Option<u64>,
+    granularity_ms: u64,
+    provider_ms: Option<u64>,
+) -> RelayedRetryAfter {
+    let Some(provider_ms) = provider_ms.filter(|&ms| ms > 0) else {
+        return RelayedRetryAfter::NoneGiven;
+    };
+    match answer_ms {
+        None => RelayedRetryAfter::Stripped,
+        Some(ms) if ms.saturating_add(granularity_ms.max(1)) > provider_ms => {
+            RelayedRetryAfter::Kept
+        }
+        Some(_) => RelayedRetryAfter::Shortened,
+    }
+}
+
+/// The wait a provider's refusal announced, in milliseconds: its
+/// `retry-after-ms`, else its `retry-after` in seconds.
+pub(crate) fn provider_wait_ms(c: &wire::ProviderRecord) -> Option<u64> {
+    c.retry_after_ms
+        .or(c.retry_after_s.map(|s| s.saturating_mul(1000)))
 }
 
 /// Returns true if and only if a provider call was cut mid-stream: the
@@ -346,4 +428,42 @@ pub(crate) fn honoured(
     }
     (a.sent_us >= prev.done_us.saturating_add(ra.saturating_mul(1000)))
         .then_some(a.outcome != ClientOutcome::Shed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_relayed_retry_after_is_kept_to_its_header_granularity() {
+        use RelayedRetryAfter as R;
+        // Passed through as the provider wrote it.
+        assert_eq!(relayed_retry_after(Some(1500), 1, Some(1500)), R::Kept);
+        assert_eq!(relayed_retry_after(Some(2000), 1000, Some(1500)), R::Kept);
+        // Longer is kept; a second's header says no finer.
+        assert_eq!(relayed_retry_after(Some(9000), 1, Some(1500)), R::Kept);
+        assert_eq!(relayed_retry_after(Some(1000), 1000, Some(1500)), R::Kept);
+        // Stripped, or shortened beyond the header's granularity.
+        assert_eq!(relayed_retry_after(None, 1000, Some(1500)), R::Stripped);
+        assert_eq!(relayed_retry_after(Some(1000), 1, Some(1500)), R::Shortened);
+        assert_eq!(
+            relayed_retry_after(Some(1000), 1000, Some(2000)),
+            R::Shortened
+        );
+        assert_eq!(
+            relayed_retry_after(Some(0), 1000, Some(30_000)),
+            R::Shortened
+        );
+        // The provider gave none: nothing to keep.
+        assert_eq!(relayed_retry_after(None, 1000, None), R::NoneGiven);
+        assert_eq!(relayed_retry_after(Some(5), 1, Some(0)), R::NoneGiven);
+        let mut t = Tally::new();
+        for kept in [Some(R::Kept), Some(R::Stripped), Some(R::NoneGiven), None] {
+            t.relayed(kept);
+        }
+        assert_eq!(
+            (t.relayed, t.relayed_judged(), t.relayed_stripped),
+            (4, 2, 1)
+        );
+    }
 }

@@ -29,8 +29,14 @@
 //!   or in the provider's queue on the caller's behalf;
 //! - **backlog drain time** at t: when the last attempt inside the gateway
 //!   at t left the gateway, minus t (0 if none is inside);
-//! - **gateway shed**: a shed attempt whose matched call (if any) was not
-//!   received while the attempt was open: the provider never saw it;
+//! - **gateway shed**: an attempt answered with an error status (any:
+//!   429, 503, but also 408, 500, 502 ...) whose matched call (if any) was
+//!   not received while the attempt was open: the provider never saw it,
+//!   so the gateway refused it on its own (`wire::ClientOutcome::joined`);
+//! - **relayed**: an error answer after a call was received for it, by
+//!   how the latest such call ended: the provider's refusal (429, 503,
+//!   529) relayed (`upstream_refused`), the provider's error relayed
+//!   (`provider_error`), or the gateway's timeout;
 //! - **stale dispatch**: a call admitted (or, never admitted, received)
 //!   after the attempt it belongs to had ended; its prompt and completion
 //!   tokens are wasted;
@@ -405,8 +411,8 @@ pub struct Counts {
 }
 
 impl Counts {
-    /// Counts an attempt that ended so (a refusal by its class's outcome:
-    /// [`ClientOutcome::of_class`]).
+    /// Counts an attempt that ended so (an error answer as the join
+    /// classes it: [`ClientOutcome::joined`]).
     pub(crate) fn ended(&mut self, outcome: ClientOutcome) {
         *self.slot(outcome) += 1;
     }

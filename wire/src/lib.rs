@@ -92,8 +92,8 @@ pub use quota::{
     TokenBucket,
 };
 pub use record::{
-    is_provider_name, ClientOutcome, ClientRecord, GatewaySample, ProviderOutcome, ProviderRecord,
-    RefusalClass, RssSample, AT_ONCE_US, DEFAULT_PROVIDER,
+    is_provider_name, ClientOutcome, ClientRecord, GatewaySample, Join, ProviderEnd,
+    ProviderOutcome, ProviderRecord, RefusalClass, RssSample, AT_ONCE_US, DEFAULT_PROVIDER,
 };
 pub use request_id::{
     is_request_id, marker, marker_id, request_id, Marker, MARKER_CLOSE, MARKER_OPEN, MAX_ID_LEN,

@@ -22,9 +22,11 @@ use crate::{Api, Dialect, RetryAfterHeader, UNRECORDED_GRANULARITY_MS};
 ///
 /// A refusal is split by which policy fired (README, "Refusals"): the
 /// gateway's reason (`x-gateway-reason` or the body's error `code`) decides
-/// first; without a known reason a 429 or 503 is `shed` and a 504 is
-/// `gateway_timeout` here, and the judge refines a reasonless refusal by
-/// the join with the provider's records ([`RefusalClass`]).
+/// first; without a known reason a 429 or 503 is `shed`, a 504
+/// `gateway_timeout` and any other status `provider_error` here, and the
+/// judge refines each of them by the join with the provider's records
+/// ([`ClientOutcome::joined`]): an error answer no call reached the
+/// provider for is the gateway's own refusal, whatever its status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ClientOutcome {
@@ -46,7 +48,8 @@ pub enum ClientOutcome {
     /// The gateway gave up on the provider call (`upstream_timeout`, or a
     /// 504 without a reason).
     GatewayTimeout,
-    /// Any other 4xx or 5xx.
+    /// Any other 4xx or 5xx: as the judge counts it, the provider's error
+    /// relayed (a call for it reached the provider and failed there).
     ProviderError,
     /// The person's patience ran out; the client hung up.
     Timeout,
@@ -100,29 +103,11 @@ impl RefusalClass {
 }
 
 impl RefusalClass {
-    /// The class of a refusal, in the classification order of the README:
-    /// the gateway's reason when it is one of the refusal table's; else the
-    /// join: the provider saw the request before the answer (after
-    /// dispatch), or it did not and the answer came within [`AT_ONCE_US`] of
-    /// the send (at admission) or later (at dequeue); without provider
-    /// records (`provider_saw` unknown) the outcome from the status alone.
-    /// `None` when the outcome is not a refusal.
-    ///
-    /// ```
-    /// use wire::{ClientOutcome, RefusalClass};
-    /// let c = |o, r, saw, waited| RefusalClass::of(o, r, saw, waited);
-    /// assert_eq!(c(ClientOutcome::Shed, None, Some(false), 50_000), Some(RefusalClass::AtDequeue));
-    /// assert_eq!(c(ClientOutcome::Shed, None, Some(true), 1_000), Some(RefusalClass::AfterDispatch));
-    /// assert_eq!(c(ClientOutcome::Shed, Some("queue_full"), Some(false), 50_000), Some(RefusalClass::AtAdmission));
-    /// assert_eq!(c(ClientOutcome::Ok, None, None, 0), None);
-    /// ```
-    pub fn of(
-        outcome: ClientOutcome,
-        reason: Option<&str>,
-        provider_saw: Option<bool>,
-        waited_us: u64,
-    ) -> Option<RefusalClass> {
-        let by_outcome = match outcome {
+    /// The class of a refusal by its outcome alone: what its reason, or
+    /// its status without one, says. `None` when the outcome is not a
+    /// refusal.
+    fn by_outcome(outcome: ClientOutcome) -> Option<RefusalClass> {
+        Some(match outcome {
             ClientOutcome::Shed => RefusalClass::AtAdmission,
             ClientOutcome::Stale => RefusalClass::AtDequeue,
             ClientOutcome::TenantLimited => RefusalClass::TenantLimited,
@@ -130,16 +115,141 @@ impl RefusalClass {
                 RefusalClass::AfterDispatch
             }
             _ => return None,
-        };
-        if reason.is_some_and(ClientOutcome::is_table_reason) {
-            return Some(by_outcome);
-        }
-        Some(match provider_saw {
-            Some(true) => RefusalClass::AfterDispatch,
-            Some(false) if waited_us < AT_ONCE_US => RefusalClass::AtAdmission,
-            Some(false) => RefusalClass::AtDequeue,
-            None => by_outcome,
         })
+    }
+}
+
+/// How the latest provider call made for an attempt before its answer
+/// ended, as the provider's record says: what the gateway's answer can
+/// have relayed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProviderEnd {
+    /// The provider refused it for its quota or its capacity: 429, 503 or
+    /// 529, whatever the provider's reason.
+    Refused,
+    /// The provider failed it: another error status, a reset, a malformed
+    /// answer or a stream cut.
+    Failed,
+    /// The gateway gave up on it: it hung up before the call's end, or the
+    /// call hung.
+    GaveUp,
+    /// The provider answered it.
+    Answered,
+}
+
+impl ProviderEnd {
+    /// How a call that ended with `status` (0: none) and `outcome` ended,
+    /// `hung_up` when the gateway hung up on it.
+    ///
+    /// ```
+    /// use wire::{ProviderEnd, ProviderOutcome as P};
+    /// assert_eq!(ProviderEnd::of(429, P::QuotaExceeded, false), ProviderEnd::Refused);
+    /// assert_eq!(ProviderEnd::of(503, P::ErrorStatus, false), ProviderEnd::Refused);
+    /// assert_eq!(ProviderEnd::of(500, P::ErrorStatus, false), ProviderEnd::Failed);
+    /// assert_eq!(ProviderEnd::of(200, P::Ok, true), ProviderEnd::GaveUp);
+    /// assert_eq!(ProviderEnd::of(200, P::Ok, false), ProviderEnd::Answered);
+    /// ```
+    pub fn of(status: u16, outcome: ProviderOutcome, hung_up: bool) -> ProviderEnd {
+        if matches!(status, 429 | 503 | 529) {
+            return ProviderEnd::Refused;
+        }
+        match outcome {
+            ProviderOutcome::QuotaExceeded | ProviderOutcome::CapacityRejected => {
+                ProviderEnd::Refused
+            }
+            ProviderOutcome::ErrorStatus
+            | ProviderOutcome::Reset
+            | ProviderOutcome::StreamCut
+            | ProviderOutcome::Malformed
+            | ProviderOutcome::BadRequest => ProviderEnd::Failed,
+            ProviderOutcome::Hang => ProviderEnd::GaveUp,
+            ProviderOutcome::Ok if hung_up => ProviderEnd::GaveUp,
+            ProviderOutcome::Ok => ProviderEnd::Answered,
+        }
+    }
+
+    /// [`ProviderEnd::of`] a provider's record.
+    pub fn of_record(c: &ProviderRecord) -> ProviderEnd {
+        ProviderEnd::of(c.status, c.outcome, c.hung_up_us.is_some())
+    }
+}
+
+/// What the join with the provider's records says of an attempt's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Join {
+    /// Nothing: there are no provider records to join (a provider the
+    /// harness does not see).
+    Unknown,
+    /// No call made for the attempt reached a provider before its answer.
+    NoCall,
+    /// Calls reached a provider before the answer; the latest of them
+    /// ended so.
+    Called(ProviderEnd),
+}
+
+impl ClientOutcome {
+    /// How an attempt whose answer was not a success is counted, and its
+    /// refusal's class (`None`: not a refusal), in the classification
+    /// order of the README ("Refusals"):
+    ///
+    /// 1. the gateway's reason, when it is one of the refusal table's;
+    /// 2. else the join: an answer no call reached a provider before is
+    ///    the gateway's own refusal, whatever its status (408, 400, 500,
+    ///    502 ...): at admission when it came within [`AT_ONCE_US`] of the
+    ///    send, else after waiting (stale). One that came after a call
+    ///    reached a provider: a 504 is the gateway's timeout; else by how
+    ///    the latest call ended ([`ProviderEnd`]): refused by the provider
+    ///    (429, 503, 529), the provider's refusal relayed
+    ///    (`upstream_refused`); failed at the provider, the provider's
+    ///    error relayed (`provider_error`, not a refusal); given up by the
+    ///    gateway, its timeout; answered by the provider, the status alone
+    ///    (a 429 or 503 `upstream_refused`, any other `provider_error`);
+    /// 3. without provider records ([`Join::Unknown`]), the status alone
+    ///    ([`ClientOutcome::refused`]).
+    ///
+    /// Outcomes that are no answer (`timeout`, `reset`, ...) or a success
+    /// come back as they are.
+    ///
+    /// ```
+    /// use wire::{ProviderEnd, ClientOutcome as O, Join, RefusalClass as K};
+    /// let at = |status, join, waited| O::refused(status, None).joined(Some(status), None, join, waited);
+    /// // The gateway's own 408, no call: at once, or after 50 ms held.
+    /// assert_eq!(at(408, Join::NoCall, 2_000), (O::Shed, Some(K::AtAdmission)));
+    /// assert_eq!(at(408, Join::NoCall, 50_000), (O::Stale, Some(K::AtDequeue)));
+    /// // A 502 after the provider's call failed: the provider's error relayed.
+    /// assert_eq!(at(502, Join::Called(ProviderEnd::Failed), 9_000), (O::ProviderError, None));
+    /// // The provider's 429 passed through: not the gateway's own shed.
+    /// assert_eq!(at(429, Join::Called(ProviderEnd::Refused), 9_000), (O::UpstreamRefused, Some(K::AfterDispatch)));
+    /// // No provider records: the status alone.
+    /// assert_eq!(at(408, Join::Unknown, 50_000), (O::ProviderError, None));
+    /// ```
+    pub fn joined(
+        self,
+        status: Option<u16>,
+        reason: Option<&str>,
+        join: Join,
+        waited_us: u64,
+    ) -> (ClientOutcome, Option<RefusalClass>) {
+        let answered_not_ok = self.is_refusal() || self == ClientOutcome::ProviderError;
+        if !answered_not_ok || reason.is_some_and(ClientOutcome::is_table_reason) {
+            return (self, RefusalClass::by_outcome(self));
+        }
+        let after_dispatch = |o: ClientOutcome| (o, Some(RefusalClass::AfterDispatch));
+        match join {
+            Join::Unknown => (self, RefusalClass::by_outcome(self)),
+            Join::NoCall if waited_us < AT_ONCE_US => {
+                (ClientOutcome::Shed, Some(RefusalClass::AtAdmission))
+            }
+            Join::NoCall => (ClientOutcome::Stale, Some(RefusalClass::AtDequeue)),
+            Join::Called(_) if status == Some(504) => after_dispatch(ClientOutcome::GatewayTimeout),
+            Join::Called(ProviderEnd::Refused) => after_dispatch(ClientOutcome::UpstreamRefused),
+            Join::Called(ProviderEnd::GaveUp) => after_dispatch(ClientOutcome::GatewayTimeout),
+            Join::Called(ProviderEnd::Failed) => (ClientOutcome::ProviderError, None),
+            Join::Called(ProviderEnd::Answered) if self.is_refusal() => {
+                after_dispatch(ClientOutcome::UpstreamRefused)
+            }
+            Join::Called(ProviderEnd::Answered) => (ClientOutcome::ProviderError, None),
+        }
     }
 }
 
@@ -197,7 +307,9 @@ impl ClientOutcome {
     /// (its `x-gateway-reason` header, else its body's error `code`), for a
     /// status that is not a success: the reason when it is one of the
     /// refusal table's, else the status alone (429 and 503 `shed`, 504
-    /// `gateway_timeout`, any other `provider_error`).
+    /// `gateway_timeout`, any other `provider_error`). What the load
+    /// generator records, not knowing the provider's side; the judge
+    /// counts it as [`ClientOutcome::joined`] says.
     ///
     /// ```
     /// use wire::ClientOutcome;
@@ -260,18 +372,6 @@ impl ClientOutcome {
     /// refusals are not scarcity in the gateway.
     pub fn is_gateway_shed(self) -> bool {
         matches!(self, ClientOutcome::Shed | ClientOutcome::Stale)
-    }
-
-    /// The outcome of a refusal of this class; `AfterDispatch` keeps a
-    /// gateway timeout apart from a provider refusal passed through.
-    pub fn of_class(class: RefusalClass, status: Option<u16>) -> ClientOutcome {
-        match class {
-            RefusalClass::AtAdmission => ClientOutcome::Shed,
-            RefusalClass::AtDequeue => ClientOutcome::Stale,
-            RefusalClass::TenantLimited => ClientOutcome::TenantLimited,
-            RefusalClass::AfterDispatch if status == Some(504) => ClientOutcome::GatewayTimeout,
-            RefusalClass::AfterDispatch => ClientOutcome::UpstreamRefused,
-        }
     }
 
     /// Returns true if and only if the outcome is an error other than a
@@ -667,13 +767,129 @@ mod tests {
         }
         // Its reason classes it, whatever the join says (a queued job
         // refused at dispatch waited; it is still the table's row).
-        for (saw, waited) in [(Some(false), 900_000), (Some(true), 0), (None, 0)] {
+        for (join, waited) in [
+            (Join::NoCall, 900_000),
+            (Join::Called(ProviderEnd::Refused), 0),
+            (Join::Unknown, 0),
+        ] {
             assert_eq!(
-                RefusalClass::of(ClientOutcome::Shed, reason, saw, waited),
-                Some(RefusalClass::AtAdmission)
+                ClientOutcome::Shed.joined(Some(503), reason, join, waited),
+                (ClientOutcome::Shed, Some(RefusalClass::AtAdmission))
             );
         }
         assert!(ClientOutcome::Shed.is_gateway_shed());
+    }
+
+    /// Each error answer by the join: whose refusal or error it was,
+    /// whatever its status.
+    #[test]
+    fn error_answers_are_classed_by_the_join_not_the_status_alone() {
+        use ClientOutcome as O;
+        use RefusalClass as K;
+        let joined = |status: u16, join, waited_us| {
+            O::refused(status, None).joined(Some(status), None, join, waited_us)
+        };
+        // No call reached the provider: the gateway's own refusal, by how
+        // long it held the request.
+        for status in [408, 400, 500, 502, 429, 503, 504] {
+            assert_eq!(
+                joined(status, Join::NoCall, AT_ONCE_US - 1),
+                (O::Shed, Some(K::AtAdmission)),
+                "{status}"
+            );
+            assert_eq!(
+                joined(status, Join::NoCall, 2_000_000),
+                (O::Stale, Some(K::AtDequeue)),
+                "{status}"
+            );
+        }
+        // A call reached it: by how the latest one ended.
+        let called = |status, end| joined(status, Join::Called(end), 900_000);
+        for status in [429, 503, 529, 500] {
+            assert_eq!(
+                called(status, ProviderEnd::Refused),
+                (O::UpstreamRefused, Some(K::AfterDispatch)),
+                "{status}"
+            );
+        }
+        for status in [502, 500, 503, 429] {
+            assert_eq!(
+                called(status, ProviderEnd::Failed),
+                (O::ProviderError, None)
+            );
+        }
+        for end in [
+            ProviderEnd::Refused,
+            ProviderEnd::Failed,
+            ProviderEnd::Answered,
+        ] {
+            assert_eq!(
+                called(504, end),
+                (O::GatewayTimeout, Some(K::AfterDispatch))
+            );
+        }
+        assert_eq!(
+            called(502, ProviderEnd::GaveUp),
+            (O::GatewayTimeout, Some(K::AfterDispatch))
+        );
+        // The provider answered; the status alone, as before.
+        assert_eq!(
+            called(503, ProviderEnd::Answered),
+            (O::UpstreamRefused, Some(K::AfterDispatch))
+        );
+        assert_eq!(called(502, ProviderEnd::Answered), (O::ProviderError, None));
+        // Without provider records, the status alone.
+        assert_eq!(joined(408, Join::Unknown, 0), (O::ProviderError, None));
+        assert_eq!(
+            joined(429, Join::Unknown, 900_000),
+            (O::Shed, Some(K::AtAdmission))
+        );
+        // A table reason decides whatever the join says.
+        assert_eq!(
+            O::Stale.joined(Some(503), Some("wait_expired"), Join::NoCall, 0),
+            (O::Stale, Some(K::AtDequeue))
+        );
+        assert_eq!(
+            O::UpstreamRefused.joined(Some(429), Some("upstream_refused"), Join::NoCall, 0),
+            (O::UpstreamRefused, Some(K::AfterDispatch))
+        );
+        // What is no answer, or a success, stays as it is.
+        for o in [O::Ok, O::Timeout, O::Reset, O::ConnectError, O::Malformed] {
+            assert_eq!(o.joined(None, None, Join::NoCall, 0), (o, None));
+        }
+    }
+
+    #[test]
+    fn a_call_ends_refused_failed_given_up_or_answered() {
+        use ProviderOutcome as P;
+        assert_eq!(
+            ProviderEnd::of(429, P::QuotaExceeded, false),
+            ProviderEnd::Refused
+        );
+        assert_eq!(
+            ProviderEnd::of(529, P::CapacityRejected, false),
+            ProviderEnd::Refused
+        );
+        assert_eq!(
+            ProviderEnd::of(503, P::ErrorStatus, false),
+            ProviderEnd::Refused
+        );
+        for (status, o) in [
+            (500, P::ErrorStatus),
+            (0, P::Reset),
+            (200, P::StreamCut),
+            (200, P::Malformed),
+            (400, P::BadRequest),
+        ] {
+            assert_eq!(
+                ProviderEnd::of(status, o, false),
+                ProviderEnd::Failed,
+                "{o:?}"
+            );
+        }
+        assert_eq!(ProviderEnd::of(0, P::Hang, false), ProviderEnd::GaveUp);
+        assert_eq!(ProviderEnd::of(200, P::Ok, true), ProviderEnd::GaveUp);
+        assert_eq!(ProviderEnd::of(200, P::Ok, false), ProviderEnd::Answered);
     }
 
     #[test]

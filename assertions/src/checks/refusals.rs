@@ -26,19 +26,27 @@ const SHEDS_BEFORE_VARYING: usize = 5;
 /// Retry-After; it varies; the median refusal's is within its bound of the
 /// backlog drain time at that refusal, |Retry-After − drain| ≤ max(the
 /// header's granularity, tolerance × drain) (at least half of them are);
-/// and retries that honour it after the overload are admitted.
+/// and retries that honour it after the overload are admitted. Every
+/// provider refusal the gateway relays (`upstream_refused`) carries a
+/// Retry-After no shorter than the provider's, to its header's
+/// granularity ([`crate::tally::relayed_retry_after`]): a gateway that
+/// strips or shortens it sends its callers back into the provider's
+/// window. The verdict says which refusals it judged: the gateway's own
+/// sheds, the provider's relayed, or both; "never shed" only when there
+/// was neither.
 pub(crate) fn retry_after(ev: &Evidence, th: &RetryAfterThreshold) -> Verdict {
     const ID: &str = crate::Check::RetryAfter.id();
     if let Some(skipped) = ev.skip_before(ID, th.enabled) {
         return skipped;
     }
     let predicted = format!(
-        "every shed (at admission or stale at dequeue; not a tenant's entitlement, not the provider's refusal) carries a Retry-After; the median refusal's is within max(its header's granularity: 1 ms for retry-after-ms, 1 s for retry-after; {} of the drain time) of the backlog drain time at it; at least {} distinct values; {} of the retries that honour it are admitted after the overload",
+        "every shed (at admission or stale at dequeue; not a tenant's entitlement, not the provider's refusal) carries a Retry-After; the median refusal's is within max(its header's granularity: 1 ms for retry-after-ms, 1 s for retry-after; {} of the drain time) of the backlog drain time at it; at least {} distinct values; {} of the retries that honour it are admitted after the overload; every refusal of the provider's relayed (upstream_refused) carries a Retry-After no shorter than the provider's, to its header's granularity",
         percent(th.tolerance),
         th.min_distinct,
         percent(HONOURED_ADMITTED_SHARE),
     );
-    if ev.tally.sheds == 0 {
+    let relayed = Relayed::gather(ev.tally);
+    if ev.tally.sheds == 0 && relayed.refusals == 0 {
         if ev.expect.overload.is_none() {
             return Verdict::skipped(
                 ID,
@@ -58,18 +66,36 @@ pub(crate) fn retry_after(ev: &Evidence, th: &RetryAfterThreshold) -> Verdict {
             ),
         );
     }
+    if ev.tally.sheds == 0 {
+        return relayed.alone(predicted);
+    }
     let found = RetryAfterFindings::gather(ev.tally);
-    let failures = found.failures(th);
-    let observed = found.observed();
+    let mut failures: Vec<(String, String)> = found
+        .failures(th)
+        .into_iter()
+        .map(|(short, detail)| (format!("{OWN}: {short}"), detail))
+        .collect();
+    failures.extend(relayed.failure());
+    let observed = format!("{}{}", found.observed(), relayed.observed());
     let note = old_tolerance_note(th.tolerance);
     let v = if failures.is_empty() {
-        let short = format!(
-            "{} values, median error {}, p90 {}; {} in bound",
-            count(found.distinct.len() as u64),
-            found.error_text(0.5),
-            found.error_text(0.9),
-            percent(found.within_share()),
-        );
+        // Under 70 characters: with relayed refusals beside, no p90.
+        let short = if relayed.refusals == 0 {
+            format!(
+                "{OWN}: median error {}, p90 {}; {} in bound",
+                found.error_text(0.5),
+                found.error_text(0.9),
+                percent(found.within_share()),
+            )
+        } else {
+            format!(
+                "{OWN}: median error {}, {} in bound; relayed: {}/{} kept",
+                found.error_text(0.5),
+                percent(found.within_share()),
+                count(relayed.kept),
+                count(relayed.judged),
+            )
+        };
         Verdict::new(
             ID,
             Status::Pass,
@@ -77,13 +103,14 @@ pub(crate) fn retry_after(ev: &Evidence, th: &RetryAfterThreshold) -> Verdict {
             predicted,
             observed,
             format!(
-                "all {} sheds carried a Retry-After ({} distinct values); {} of them within their bound of the backlog drain time (median error {}, p90 {}); {}{note}",
+                "all {} sheds carried a Retry-After ({} distinct values); {} of them within their bound of the backlog drain time (median error {}, p90 {}); {}{}{note}",
                 count(found.sheds as u64),
                 count(found.distinct.len() as u64),
                 found.within_text(),
                 found.error_text(0.5),
                 found.error_text(0.9),
                 found.honour_note(),
+                relayed.kept_note(),
             ),
         )
     } else {
@@ -104,6 +131,137 @@ pub(crate) fn retry_after(ev: &Evidence, th: &RetryAfterThreshold) -> Verdict {
     match found.median_error_s() {
         Some(error) => v.with(Figure::higher(error, "s", "median Retry-After error")),
         None => v,
+    }
+}
+
+/// What the checklist's line calls the gateway's own sheds, and the
+/// provider's refusals it relayed: the line says which it judged.
+const OWN: &str = "own sheds";
+const RELAYED: &str = "relayed refusals";
+
+/// The provider's refusals the gateway relayed, by what became of the
+/// provider's Retry-After.
+struct Relayed {
+    /// Refusals relayed (`upstream_refused`).
+    refusals: u64,
+    /// Those whose provider refusal announced a wait: kept, stripped or
+    /// shortened.
+    judged: u64,
+    kept: u64,
+    stripped: u64,
+    shortened: u64,
+}
+
+impl Relayed {
+    fn gather(t: &Tally) -> Self {
+        Relayed {
+            refusals: t.relayed,
+            judged: t.relayed_judged(),
+            kept: t.relayed_kept,
+            stripped: t.relayed_stripped,
+            shortened: t.relayed_shortened,
+        }
+    }
+
+    /// Relayed refusals with no wait of the provider's to keep.
+    fn unjudged(&self) -> u64 {
+        self.refusals - self.judged
+    }
+
+    /// How the relayed refusals fall short, in a few words and in a
+    /// sentence; `None` when every wait was kept.
+    fn failure(&self) -> Option<(String, String)> {
+        let lost = self.stripped + self.shortened;
+        if lost == 0 {
+            return None;
+        }
+        let short = format!(
+            "{RELAYED}: {} Retry-Afters stripped, {} shortened, of {}",
+            count(self.stripped),
+            count(self.shortened),
+            count(self.judged)
+        );
+        let detail = format!(
+            "of the {} refusals of the provider's the gateway relayed with the provider's Retry-After, {} reached the client without one and {} with a shorter one: a client told nothing, or too little, comes back inside the provider's window and is refused again; pass the provider's Retry-After on",
+            count(self.judged),
+            count(self.stripped),
+            count(self.shortened)
+        );
+        Some((short, detail))
+    }
+
+    /// The sentence that ends a passing verdict's detail about the relayed
+    /// refusals, or nothing without them.
+    fn kept_note(&self) -> String {
+        if self.refusals == 0 {
+            return String::new();
+        }
+        let mut note = format!(
+            "; it relayed {} refusals of the provider's and kept the provider's Retry-After on all {} that carried one",
+            count(self.refusals),
+            count(self.judged)
+        );
+        if self.unjudged() > 0 {
+            note.push_str(&format!(
+                " ({} carried none of the provider's to keep)",
+                count(self.unjudged())
+            ));
+        }
+        note
+    }
+
+    /// What `observed` adds about the relayed refusals.
+    fn observed(&self) -> String {
+        if self.refusals == 0 {
+            return String::new();
+        }
+        format!(
+            "; {} provider refusals relayed: {} kept the provider's Retry-After, {} stripped it, {} shortened it, {} had none of the provider's to keep",
+            count(self.refusals),
+            count(self.kept),
+            count(self.stripped),
+            count(self.shortened),
+            count(self.unjudged())
+        )
+    }
+
+    /// The verdict of a gateway that never shed on its own but relayed the
+    /// provider's refusals: judged by those alone.
+    fn alone(&self, predicted: String) -> Verdict {
+        const ID: &str = crate::Check::RetryAfter.id();
+        let observed = format!("no gateway shed{}", self.observed());
+        if self.judged == 0 {
+            return Verdict::skipped(
+                ID,
+                &format!("{RELAYED}: none with the provider's Retry-After"),
+                format!(
+                    "the gateway never shed on its own; it relayed {} refusals of the provider's, none of which carried a Retry-After of the provider's to keep",
+                    count(self.refusals)
+                ),
+            );
+        }
+        match self.failure() {
+            Some((short, detail)) => Verdict::new(
+                ID,
+                Status::Fail,
+                short,
+                predicted,
+                observed,
+                format!("the gateway never shed on its own; {detail}"),
+            ),
+            None => Verdict::new(
+                ID,
+                Status::Pass,
+                format!(
+                    "{RELAYED}: the provider's Retry-After kept on {} of {}",
+                    count(self.kept),
+                    count(self.judged)
+                ),
+                predicted,
+                observed,
+                format!("the gateway never shed on its own{}", self.kept_note()),
+            ),
+        }
     }
 }
 
@@ -207,7 +365,7 @@ impl RetryAfterFindings {
         let mut failures = Vec::new();
         if self.missing > 0 {
             let short = format!(
-                "{} of {} sheds without Retry-After",
+                "{} of {} without Retry-After",
                 count(self.missing as u64),
                 count(self.sheds as u64)
             );

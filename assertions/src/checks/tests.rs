@@ -756,7 +756,7 @@ fn retry_after_is_judged_in_seconds_against_each_refusals_drain() {
         detail(&j, "retry_after")
     );
     let short = verdict(&j, "retry_after").short;
-    assert!(short.starts_with("median error 2"), "{short}");
+    assert!(short.starts_with("own sheds: median error 2"), "{short}");
     assert!(short.contains("0% in bound"), "{short}");
     // A tolerance written for the old meaning (1.0, a median relative
     // error) is said to mean something else now; past 1 it lets twice
@@ -1227,4 +1227,174 @@ fn odd_runs_never_panic() {
             assert!(j.timeline.seconds.len() <= 100_000);
         }
     }
+}
+
+/// `n` people each refused by the provider's quota (429, `retry-after-ms`
+/// 1,500 and `retry-after` 2) and answered the refusal by a gateway that
+/// passed it through without a reason, the answer's Retry-After as
+/// `answer` makes it of the provider's 1,500 ms; from `from_ms` on, 100 ms
+/// apart.
+fn relayed(
+    n: u64,
+    from_ms: u64,
+    mut answer: impl FnMut(u64) -> (Option<u64>, Option<wire::RetryAfterHeader>),
+) -> Story {
+    let (mut attempts, mut calls) = (Vec::new(), Vec::new());
+    for k in 0..n {
+        let (id, t) = (format!("relayed{k:03}"), from_ms + 100 * k);
+        let mut a = attempt(&id, 1, t, t + 20, ClientOutcome::Shed, None);
+        (a.retry_after_ms, a.retry_after_header) = answer(1_500);
+        attempts.push(a);
+        let mut c = call(&id, t + 5, t + 5, t + 10);
+        (c.status, c.outcome, c.completion_tokens) = (429, wire::ProviderOutcome::QuotaExceeded, 0);
+        (c.retry_after_ms, c.retry_after_s) = (Some(1_500), Some(2));
+        calls.push(c);
+    }
+    Story {
+        attempts,
+        calls,
+        rss: Vec::new(),
+        expect: expect(Some((1_000, 5_000)), 6_000, 3.0),
+    }
+}
+
+/// A gateway that never sheds on its own and passes the provider's 429s
+/// through (issue 42, item 7): judged by them alone; the provider's
+/// Retry-After kept (as it came, or as `retry-after: 2`) passes, stripped
+/// or shortened fails and says how many; none from the provider to keep
+/// is nothing to judge.
+#[test]
+fn relayed_provider_refusals_keep_the_providers_retry_after() {
+    use wire::RetryAfterHeader::{RetryAfter, RetryAfterMs};
+    let t = five_seconds();
+    let j = run(&relayed(20, 1_000, |ms| (Some(ms), Some(RetryAfterMs))), &t);
+    let v = verdict(&j, "retry_after");
+    assert_eq!(v.status, Status::Pass, "{}", v.detail);
+    assert_eq!(
+        v.short,
+        "relayed refusals: the provider's Retry-After kept on 20 of 20"
+    );
+    assert_eq!(
+        v.detail,
+        "the gateway never shed on its own; it relayed 20 refusals of the provider's and kept the provider's Retry-After on all 20 that carried one"
+    );
+    assert_eq!(j.summary.counts.upstream_refused, 20);
+    assert_eq!(j.summary.counts.shed, 0);
+    // `retry-after: 2` for the provider's 1,500 ms: kept.
+    let j = run(&relayed(20, 1_000, |_| (Some(2_000), Some(RetryAfter))), &t);
+    assert_eq!(status(&j, "retry_after"), Status::Pass);
+
+    // Stripped: fails, saying how many.
+    let j = run(&relayed(20, 1_000, |_| (None, None)), &t);
+    let v = verdict(&j, "retry_after");
+    assert_eq!(v.status, Status::Fail);
+    assert_eq!(
+        v.short,
+        "relayed refusals: 20 Retry-Afters stripped, 0 shortened, of 20"
+    );
+    assert!(
+        v.detail.starts_with("the gateway never shed on its own; of the 20 refusals of the provider's the gateway relayed with the provider's Retry-After, 20 reached the client without one and 0 with a shorter one"),
+        "{}",
+        v.detail
+    );
+    // Every other one cut to a second in `retry-after-ms`: shortened.
+    let mut k = 0;
+    let j = run(
+        &relayed(20, 1_000, |ms| {
+            k += 1;
+            let ms = if k % 2 == 0 { 1_000 } else { ms };
+            (Some(ms), Some(RetryAfterMs))
+        }),
+        &t,
+    );
+    let v = verdict(&j, "retry_after");
+    assert_eq!(v.status, Status::Fail);
+    assert!(
+        v.short == "relayed refusals: 0 Retry-Afters stripped, 10 shortened, of 20",
+        "{}",
+        v.short
+    );
+
+    // The provider gave none: nothing to keep, nothing to judge.
+    let mut s = relayed(20, 1_000, |_| (None, None));
+    for c in &mut s.calls {
+        (c.retry_after_ms, c.retry_after_s) = (None, None);
+    }
+    let v = verdict(&run(&s, &t), "retry_after");
+    assert_eq!(v.status, Status::Skipped);
+    assert!(
+        v.detail
+            .contains("none of which carried a Retry-After of the provider's"),
+        "{}",
+        v.detail
+    );
+}
+
+/// Own sheds and relayed refusals in one run: the line names both, and a
+/// stripped Retry-After fails a gateway whose own sheds pass.
+#[test]
+fn the_verdict_line_names_both_kinds_it_judged() {
+    use wire::RetryAfterHeader::RetryAfterMs;
+    let t = five_seconds();
+    let with = |relay: Story| {
+        let mut s = stories::bounded();
+        s.attempts.extend(relay.attempts);
+        s.calls.extend(relay.calls);
+        s
+    };
+    let j = run(
+        &with(relayed(12, 2_000, |ms| (Some(ms), Some(RetryAfterMs)))),
+        &t,
+    );
+    let v = verdict(&j, "retry_after");
+    assert_eq!(v.status, Status::Pass, "{}", v.detail);
+    assert!(
+        v.short.starts_with("own sheds: median error "),
+        "{}",
+        v.short
+    );
+    assert!(v.short.ends_with("; relayed: 12/12 kept"), "{}", v.short);
+    assert!(
+        v.detail.ends_with("; it relayed 12 refusals of the provider's and kept the provider's Retry-After on all 12 that carried one"),
+        "{}",
+        v.detail
+    );
+    let j = run(&with(relayed(12, 2_000, |_| (None, None))), &t);
+    let v = verdict(&j, "retry_after");
+    assert_eq!(v.status, Status::Fail);
+    assert_eq!(
+        v.short,
+        "relayed refusals: 12 Retry-Afters stripped, 0 shortened, of 12"
+    );
+    assert!(
+        v.detail.starts_with("of the 12 refusals of the provider's the gateway relayed with the provider's Retry-After, 12 reached the client without one"),
+        "{}",
+        v.detail
+    );
+    // Own sheds alone say so, and a failing line says whose.
+    let v = verdict(&run(&stories::bounded(), &t), "retry_after");
+    assert!(
+        v.short.starts_with("own sheds: median error "),
+        "{}",
+        v.short
+    );
+    let mut k = 0;
+    let s = bounded_with_retry_after(|ra| {
+        k += 1;
+        (k % 2 == 0).then_some(ra)
+    });
+    let v = verdict(&run(&s, &t), "retry_after");
+    assert_eq!(v.short, "own sheds: 31 of 62 without Retry-After");
+    let mut both = s;
+    let relay = relayed(12, 2_000, |_| (None, None));
+    both.attempts.extend(relay.attempts);
+    both.calls.extend(relay.calls);
+    let v = verdict(&run(&both, &t), "retry_after");
+    assert_eq!(v.short, "own sheds: 31 of 62 without Retry-After (+1 more)");
+    assert!(
+        v.detail
+            .contains("; of the 12 refusals of the provider's the gateway relayed"),
+        "{}",
+        v.detail
+    );
 }

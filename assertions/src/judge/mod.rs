@@ -34,6 +34,10 @@
 //!    *settling time*: a call received for it later still
 //!    counts as stale, as a late answer and in the queue wait, but not in
 //!    the depth; [`crate::Pass::settled_before_dispatch`] counts those).
+//!    An answer that was not a success is classed then
+//!    ([`wire::ClientOutcome::joined`]): no call before it, the gateway's
+//!    own refusal; a call before it, by the latest such call, once its
+//!    person is done (a gateway's retries of the provider are in by then).
 //! 3. *The sweep* ([`crate::sweep`]) walks the instants up to the first
 //!    unsettled attempt's send: levels per second, drain times, the first
 //!    shed, the drain after the overload. Each second's exact percentiles
@@ -96,7 +100,10 @@ mod values;
 use std::collections::{BTreeMap, HashMap};
 
 use hdrhistogram::Histogram;
-use wire::{ClientOutcome, ClientRecord, ProviderOutcome, ProviderRecord, RefusalClass, RssSample};
+use wire::{
+    ClientOutcome, ClientRecord, Join, ProviderEnd, ProviderOutcome, ProviderRecord, RefusalClass,
+    RssSample,
+};
 
 use crate::delivery::{delivery, Received, Sent};
 use crate::expect::{Expectations, Thresholds};
@@ -104,13 +111,13 @@ use crate::external::External;
 use crate::judgement::{conclude, Distribution, Judgement, Measured, Pass};
 use crate::routing::{self, RoutedCall, Routing, TroubleWindow, ALL_COOLING};
 use crate::sweep::{Level, Rows, Sweep};
-use crate::tally::{self, Previous, Retry, Tally};
+use crate::tally::{self, relayed_retry_after, Previous, Retry, Tally};
 use crate::timeline::{
     histogram, percentiles, record, row_us, Counts, Deaths, Drain, GatewayPeaks, Harness,
     Latencies, ProviderCounts, RefusalLine, Second, Summary, Timeline, MAX_SECONDS, US,
 };
 use people::{id_hash, AttemptAt, Compact, DoneAt, People};
-use records::{Attempt, Call, Names, Pending, Record, Release, Side};
+use records::{Attempt, Call, LatestCall, Names, Pending, Record, Release, Side};
 use values::{Value, Values};
 
 /// Judges a run held in memory: feeds a [`Judge`] the records in the
@@ -662,6 +669,8 @@ impl Judge {
             reason: names.index(a.reason.as_deref()),
             tenant: names.index(a.tenant.as_deref()),
             received: Received::of(&a),
+            latest: None,
+            counted: None,
         };
         let release = Release {
             start_us: a.sent_us,
@@ -699,9 +708,7 @@ impl Judge {
             cut: tally::cut_mid_stream(&c),
             completed,
             provider: u16::try_from(self.routing.index(c.provider_name())).unwrap_or(u16::MAX),
-            retry_after_ms: c
-                .retry_after_ms
-                .or(c.retry_after_s.map(|s| s.saturating_mul(1000)))
+            retry_after_ms: tally::provider_wait_ms(&c)
                 .and_then(|ms| std::num::NonZeroU32::new(u32::try_from(ms).unwrap_or(u32::MAX))),
             sent: if completed { Sent::of(&c) } else { None },
             generating_after_us: u32::try_from(
@@ -725,6 +732,7 @@ impl Judge {
     /// The counts an attempt adds wherever it falls: per second (offered,
     /// sent, how it ended) and for the run.
     fn count_attempt(&mut self, a: &ClientRecord) {
+        let joins = self.joins(a.outcome);
         self.progress
             .reached(a.done_us.max(a.sent_us).max(a.intended_us));
         let f = &mut self.figures;
@@ -750,8 +758,9 @@ impl Judge {
             c.sent += 1;
             c.offered += u64::from(a.attempt <= 1);
         }
-        // A refusal is counted when its class is known (at its settling).
-        if !a.outcome.is_refusal() {
+        // An answer that was not a success is counted when its class is
+        // known (at its settling, or when its person is done).
+        if !joins {
             f.ended(&mut self.rows, a.done_us, a.tenant.as_deref(), a.outcome);
         }
         if let Some(k) = Tally::lost_kind(a.outcome) {
@@ -931,24 +940,32 @@ impl Judge {
             .interval(Level::Backlog, a.sent_us, backlog_leave);
         self.sweep.fold(a.sent_us, leave);
         let provider_saw = m.is_some_and(|m| m.received_us <= a.done_us);
-        let f = &mut self.figures;
-        let reason = f.names.get(a.reason);
+        if !self.joins(a.outcome) {
+            return;
+        }
+        let reason = self.figures.names.get(a.reason);
         let cooling = reason == Some(ALL_COOLING);
-        let Some(class) = RefusalClass::of(
-            a.outcome,
-            reason,
-            Some(provider_saw),
-            a.done_us.saturating_sub(a.sent_us),
-        ) else {
+        let join = match a.latest {
+            // Classed by the latest call when its person is done
+            // (`class_after_dispatch`): a gateway's retries are still to come.
+            Some(_) if !reason.is_some_and(ClientOutcome::is_table_reason) => return,
+            Some(latest) => Join::Called(latest.end()),
+            // Without provider records (an external provider), a refusal
+            // is taken for one the provider never saw, as it always was.
+            None => Join::NoCall,
+        };
+        let (counted, class) =
+            a.outcome
+                .joined(a.status, reason, join, a.done_us.saturating_sub(a.sent_us));
+        if let Some(x) = self.people.attempt_mut(person, i) {
+            x.counted = Some(counted);
+        }
+        let f = &mut self.figures;
+        let tenant = f.names.get(a.tenant).map(str::to_owned);
+        f.ended(&mut self.rows, a.done_us, tenant.as_deref(), counted);
+        let Some(class) = class else {
             return;
         };
-        let tenant = f.names.get(a.tenant).map(str::to_owned);
-        f.ended(
-            &mut self.rows,
-            a.done_us,
-            tenant.as_deref(),
-            ClientOutcome::of_class(class, a.status),
-        );
         *f.refusals
             .entry((class, a.status.unwrap_or(0), a.reason, a.tenant))
             .or_default() += 1;
@@ -1092,6 +1109,16 @@ impl Judge {
             if c.cut || c.completed {
                 a.cut_pending = c.cut;
             }
+            // Calls that reached a provider before the answer, from the
+            // first on (one joined after the attempt settled without a
+            // call came out of its window: it was classed without it).
+            if c.received_us <= a.done_us && (a.latest.is_some() || !a.settled) {
+                let granularity_ms = if a.retry_after_fine { 1 } else { 1000 };
+                let provider_ms = c.retry_after_ms.map(|ms| u64::from(ms.get()));
+                let kept = relayed_retry_after(a.retry_after_ms, granularity_ms, provider_ms);
+                let end = ProviderEnd::of(c.status, c.outcome, c.hung_up_us.is_some());
+                a.latest = Some(LatestCall::new(end, kept));
+            }
             Some((a.sent_us, a.done_us, first, !a.settled, Some(i)))
         } else if let Some(e) = self.people.compact.get_mut(&person) {
             let first = !std::mem::replace(&mut e.matched, true);
@@ -1173,10 +1200,11 @@ impl Judge {
         for i in 0..len {
             self.settle(person, i, None);
         }
-        let Some(p) = self.people.open.remove(&person) else {
+        let Some(mut p) = self.people.open.remove(&person) else {
             return;
         };
         self.people.attempts -= p.attempts.len();
+        self.class_after_dispatch(&mut p.attempts);
         let f = &mut self.figures;
         f.tally.people += 1;
         let first = p
@@ -1226,6 +1254,46 @@ impl Judge {
                         gave_up: tally::caller_gave_up(last.outcome),
                     },
                 );
+            }
+        }
+    }
+
+    /// Returns true if and only if an attempt that ended so is classed by
+    /// the join before it is counted: an answer that was not a success
+    /// (a refusal, or a `provider_error` when the provider's records are
+    /// there to tell whose error it was).
+    fn joins(&self, outcome: ClientOutcome) -> bool {
+        outcome.is_refusal() || (outcome == ClientOutcome::ProviderError && self.external.is_none())
+    }
+
+    /// A person is done, every call of theirs joined: their attempts that
+    /// a call reached a provider for before the answer (left unclassed at
+    /// their settling) are classed by the latest such call, and counted;
+    /// the provider's refusals relayed are counted by what the answer did
+    /// with the provider's Retry-After.
+    fn class_after_dispatch(&mut self, attempts: &mut [Attempt]) {
+        for a in attempts.iter_mut() {
+            if a.counted.is_none() && self.joins(a.outcome) {
+                let f = &mut self.figures;
+                let reason = f.names.get(a.reason);
+                let join = a.latest.map_or(Join::NoCall, |l| Join::Called(l.end()));
+                let waited = a.done_us.saturating_sub(a.sent_us);
+                let (counted, class) = a.outcome.joined(a.status, reason, join, waited);
+                a.counted = Some(counted);
+                let tenant = f.names.get(a.tenant).map(str::to_owned);
+                f.ended(&mut self.rows, a.done_us, tenant.as_deref(), counted);
+                if let Some(class) = class {
+                    *f.refusals
+                        .entry((class, a.status.unwrap_or(0), a.reason, a.tenant))
+                        .or_default() += 1;
+                }
+            }
+            if a.counted == Some(ClientOutcome::UpstreamRefused) {
+                let kept = match a.latest {
+                    Some(LatestCall::Refused(kept)) => Some(kept),
+                    _ => None,
+                };
+                self.figures.tally.relayed(kept);
             }
         }
     }
@@ -1580,6 +1648,118 @@ mod tests {
         assert_eq!(j.summary.refusals, oracle.summary.refusals);
     }
 
+    /// Error answers by the join, whatever their status (issue 42, item 9):
+    /// one no call reached the provider for is the gateway's own refusal
+    /// (a 408 at once: at admission; a 500 after a 2 s hold: after
+    /// waiting); one whose call failed at the provider is its error
+    /// relayed; one whose call the provider refused is that refusal
+    /// relayed, by the latest call when the gateway retried; one whose call
+    /// the gateway hung up on is its timeout. Equal to the oracle's.
+    #[test]
+    fn error_answers_are_classed_by_the_join_whatever_their_status() {
+        use wire::RefusalClass as K;
+        use wire::RetryAfterHeader::RetryAfterMs;
+        let answer = |id: &str, sent: u64, done: u64, status: u16, ra: Option<u64>| {
+            let mut a = attempt(id, 1, sent, done, ClientOutcome::refused(status, None), ra);
+            a.status = Some(status);
+            a.retry_after_header = ra.map(|_| RetryAfterMs);
+            a
+        };
+        let refused = |id: &str, at: u64, ra_ms: u64| {
+            let mut c = call(id, at, at, at + 5);
+            (c.status, c.outcome, c.completion_tokens) = (429, ProviderOutcome::QuotaExceeded, 0);
+            (c.retry_after_ms, c.retry_after_s) = (Some(ra_ms), Some(ra_ms.div_ceil(1000)));
+            c
+        };
+        let mut failed = call("c", 30, 30, 40);
+        (failed.status, failed.outcome) = (500, ProviderOutcome::ErrorStatus);
+        let mut hung_up = call("g", 600, 600, 1_600);
+        hung_up.hung_up_us = Some(at(1_600));
+        let s = Story {
+            attempts: vec![
+                answer("a", 0, 1, 408, None),
+                answer("b", 10, 2_010, 500, None),
+                answer("c", 20, 50, 502, None),
+                answer("d", 300, 320, 429, Some(1_500)),
+                answer("e", 400, 420, 429, None),
+                answer("f", 500, 720, 429, Some(500)),
+                answer("g", 590, 1_610, 502, None),
+                answer("h", 800, 900, 500, None),
+            ],
+            calls: vec![
+                failed,
+                refused("d", 305, 1_500),
+                refused("e", 405, 1_500),
+                // Retried: the provider's latest word is what was relayed.
+                refused("f", 505, 3_000),
+                refused("f", 700, 500),
+                hung_up,
+                call("h", 805, 805, 850),
+            ],
+            rss: Vec::new(),
+            expect: stories::expect(None, 3_000, 5.0),
+        };
+        let (j, _) = stream(&s);
+        let c = j.summary.counts;
+        assert_eq!(
+            (
+                c.shed,
+                c.stale,
+                c.upstream_refused,
+                c.gateway_timeout,
+                c.error
+            ),
+            (1, 1, 3, 1, 2),
+            "{c:?}"
+        );
+        let lines: Vec<(K, u16, u64)> = j
+            .summary
+            .refusals
+            .iter()
+            .map(|l| (l.class, l.status, l.count))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                (K::AtAdmission, 408, 1),
+                (K::AtDequeue, 500, 1),
+                (K::AfterDispatch, 429, 3),
+                (K::AfterDispatch, 502, 1)
+            ]
+        );
+        let rows = |f: fn(&Second) -> u64| j.timeline.seconds.iter().map(f).sum::<u64>();
+        assert_eq!((rows(|r| r.shed), rows(|r| r.stale)), (1, 1));
+        assert_eq!(rows(|r| r.errors), 2);
+        // Both the gateway's own refusals are sheds (without a
+        // Retry-After); of the three relayed, two kept the provider's.
+        let ra = j.verdict("retry_after").unwrap();
+        assert!(
+            ra.observed.starts_with("2 sheds, 2 without Retry-After"),
+            "{}",
+            ra.observed
+        );
+        assert!(
+            ra.observed.ends_with("3 provider refusals relayed: 2 kept the provider's Retry-After, 1 stripped it, 0 shortened it, 0 had none of the provider's to keep"),
+            "{}",
+            ra.observed
+        );
+        let stale = j.verdict("stale_share").unwrap();
+        assert_eq!(
+            stale.short,
+            "1 of 2 refusals after waiting, 50% (bound 10%)"
+        );
+        let oracle = crate::oracle::judge(
+            &s.attempts,
+            &s.calls,
+            &s.rss,
+            &s.expect,
+            &Thresholds::default(),
+        );
+        assert_eq!(j.summary.counts, oracle.summary.counts);
+        assert_eq!(j.summary.refusals, oracle.summary.refusals);
+        assert_eq!(ra, oracle.verdict("retry_after").unwrap());
+    }
+
     /// A caller who gave up, and their call dispatched five minutes later,
     /// with traffic in between that moves the window on.
     #[test]
@@ -1722,6 +1902,8 @@ mod tests {
             reason: None,
             tenant: None,
             received: None,
+            latest: None,
+            counted: None,
         };
         // As `release_attempt` makes a person and pushes their first.
         let mut person = people::Person::default();

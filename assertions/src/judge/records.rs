@@ -2,10 +2,11 @@
 //! they repeat), and the records waiting to be released in start order
 //! ([`Pending`]; the window is in the judge's module docs).
 
-use wire::{ClientOutcome, ProviderOutcome};
+use wire::{ClientOutcome, ProviderEnd, ProviderOutcome};
 
 use crate::calendar::Calendar;
 use crate::delivery::{Received, Sent};
+use crate::tally::RelayedRetryAfter;
 
 /// What the judge keeps of an attempt.
 #[derive(Debug, Clone)]
@@ -40,6 +41,44 @@ pub(super) struct Attempt {
     /// A streamed answer: what the client saw of it, until the call that
     /// answered it joins (then taken, so that it is judged once).
     pub(super) received: Option<Received>,
+    /// How the latest call for it received before its answer ended; `None`
+    /// while none has been (so none reached a provider before its answer).
+    pub(super) latest: Option<LatestCall>,
+    /// How it is counted, once the judge has classed it (an answer that
+    /// was not a success: `wire::ClientOutcome::joined`); `None` before,
+    /// and for any other outcome, counted as it came.
+    pub(super) counted: Option<ClientOutcome>,
+}
+
+/// How the latest call for an attempt that reached a provider before its
+/// answer ended ([`ProviderEnd`]); for a refusal, what the answer did with the
+/// provider's Retry-After. One byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum LatestCall {
+    Refused(RelayedRetryAfter),
+    Failed,
+    GaveUp,
+    Answered,
+}
+
+impl LatestCall {
+    pub(super) fn new(end: ProviderEnd, relayed: RelayedRetryAfter) -> LatestCall {
+        match end {
+            ProviderEnd::Refused => LatestCall::Refused(relayed),
+            ProviderEnd::Failed => LatestCall::Failed,
+            ProviderEnd::GaveUp => LatestCall::GaveUp,
+            ProviderEnd::Answered => LatestCall::Answered,
+        }
+    }
+
+    pub(super) fn end(self) -> ProviderEnd {
+        match self {
+            LatestCall::Refused(_) => ProviderEnd::Refused,
+            LatestCall::Failed => ProviderEnd::Failed,
+            LatestCall::GaveUp => ProviderEnd::GaveUp,
+            LatestCall::Answered => ProviderEnd::Answered,
+        }
+    }
 }
 
 /// What the judge keeps of a call.
