@@ -40,6 +40,8 @@ pub(crate) fn shed_onset(ev: &Evidence, th: &ShedOnsetThreshold) -> Verdict {
     // Never under two: the depth the joins measure counts a request from
     // its send, so one or two are always on their way into the queue.
     let limit = (q * (1.0 + th.tolerance)).max(IN_TRANSIT);
+    // The one bound the line and the sentence both name.
+    let bound = bound_said(limit, q, th.tolerance);
     let patience = secs(e.patience_s);
     let predicted = if e.service_s >= e.patience_s {
         // Overloaded by latency: no call can finish in time, so nothing
@@ -77,23 +79,19 @@ pub(crate) fn shed_onset(ev: &Evidence, th: &ShedOnsetThreshold) -> Verdict {
             );
             // Written so that a NaN bound fails rather than passes.
             let within = depth as f64 <= limit;
+            let waiting = plural(depth, "request was", "requests were");
             let (status, detail) = if !within {
                 (Status::Fail, format!(
-                    "sheds late: {} requests were waiting at the first shed; the bound that keeps them inside {patience} is {}",
-                    count(depth),
-                    round(q)
+                    "sheds late: {waiting} waiting at the first shed, over the bound of {bound} that keeps them inside {patience}"
                 ))
             } else if (depth as f64) < q / 4.0 {
                 (Status::Pass, format!(
-                    "sheds early: {} requests were waiting at the first shed, under a quarter of Q* = {}; capacity may be left unused",
-                    count(depth),
+                    "sheds early: {waiting} waiting at the first shed, under a quarter of Q* = {}; capacity may be left unused",
                     round(q)
                 ))
             } else {
                 (Status::Pass, format!(
-                    "sheds on time: {} requests were waiting at the first shed, within the bound of {} that keeps them inside {patience}",
-                    count(depth),
-                    round(limit)
+                    "sheds on time: {waiting} waiting at the first shed, within the bound of {bound} that keeps them inside {patience}"
                 ))
             };
             let figure = Figure::higher(depth as f64, "requests", "waiting at the first shed");
@@ -116,11 +114,10 @@ pub(crate) fn shed_onset(ev: &Evidence, th: &ShedOnsetThreshold) -> Verdict {
                 secs(waited)
             );
             let detail = format!(
-                "never refused at admission: all {} of its refusals the provider never saw came after waiting in the queue (median {}), with {} requests queued at the peak; a gateway that sheds refuses at once, at a depth of at most {}",
+                "never refused at admission: all {} of its refusals the provider never saw came after waiting in the queue (median {}), with {} queued at the peak; a gateway that sheds refuses at once, at a depth of at most {bound}",
                 count(n),
                 secs(waited),
-                count(ev.peak_waiting()),
-                round(limit)
+                plural(ev.peak_waiting(), "request", "requests"),
             );
             Verdict::new(ID, Status::Fail, short, predicted, observed, detail)
         }
@@ -131,11 +128,19 @@ pub(crate) fn shed_onset(ev: &Evidence, th: &ShedOnsetThreshold) -> Verdict {
                 count(peak),
                 measured_bound(ev)
             );
-            let detail = format!(
-                "never shed: {} requests were queued at the peak; the bound that keeps them inside {patience} is {}",
-                count(peak),
-                round(q)
-            );
+            let queued = plural(peak, "request was", "requests were");
+            // Written so that a NaN bound says "over".
+            let detail = if peak as f64 <= limit {
+                format!(
+                    "never shed: {queued} queued at the peak, within the bound of {bound}, through a predicted overload: what it could not serve inside {patience} was left to the provider (its queue, its refusals passed through) and to the callers' patience; shed at admission instead, once {} wait",
+                    round(limit)
+                )
+            } else {
+                format!(
+                    "never shed: {queued} queued at the peak, over the bound of {bound} that keeps them inside {patience}; shed at admission once {} wait",
+                    round(limit)
+                )
+            };
             let short = format!(
                 "never shed; {} waiting at the peak (bound {})",
                 count(peak),
@@ -143,6 +148,28 @@ pub(crate) fn shed_onset(ev: &Evidence, th: &ShedOnsetThreshold) -> Verdict {
             );
             Verdict::new(ID, Status::Fail, short, predicted, observed, detail)
         }
+    }
+}
+
+/// The bound a first shed is judged against, with what it is made of, as
+/// the line and the sentence both say it: `21 (Q* = 14, +50%)`, or with Q*
+/// under the floor of requests on their way in, `2 (Q* = 0; at least the
+/// 2 on their way into the queue)`.
+fn bound_said(limit: f64, q: f64, tolerance: f64) -> String {
+    if q * (1.0 + tolerance) >= IN_TRANSIT {
+        format!(
+            "{} (Q* = {}, +{})",
+            round(limit),
+            round(q),
+            percent(tolerance)
+        )
+    } else {
+        format!(
+            "{} (Q* = {}; at least the {} on their way into the queue)",
+            round(limit),
+            round(q),
+            round(IN_TRANSIT)
+        )
     }
 }
 

@@ -70,7 +70,7 @@ fn the_bounded_story_passes_every_check() {
     assert_eq!(j.overall, Status::Pass);
     assert_eq!(
         detail(&j, "shed_onset"),
-        "sheds on time: 11 requests were waiting at the first shed, within the bound of 24 that keeps them inside 3 s"
+        "sheds on time: 11 requests were waiting at the first shed, within the bound of 24 (Q* = 16, +50%) that keeps them inside 3 s"
     );
     assert_eq!(
         verdict(&j, "shed_onset").predicted,
@@ -109,7 +109,7 @@ fn the_naive_story_fails_with_numbers_that_explain_why() {
     assert_eq!(status(&j, "shed_onset"), Status::Fail);
     assert_eq!(
         detail(&j, "shed_onset"),
-        "never shed: 320 requests were queued at the peak; the bound that keeps them inside 30 s is 232"
+        "never shed: 320 requests were queued at the peak, within the bound of 348 (Q* = 232, +50%), through a predicted overload: what it could not serve inside 30 s was left to the provider (its queue, its refusals passed through) and to the callers' patience; shed at admission instead, once 348 wait"
     );
     assert_eq!(status(&j, "retry_after"), Status::Fail);
     assert_eq!(
@@ -165,7 +165,7 @@ fn shed_onset_fails_late_notes_early_and_skips_without_overload() {
     assert_eq!(status(&j, "shed_onset"), Status::Fail);
     assert_eq!(
         detail(&j, "shed_onset"),
-        "sheds late: 11 requests were waiting at the first shed; the bound that keeps them inside 3 s is 4"
+        "sheds late: 11 requests were waiting at the first shed, over the bound of 6 (Q* = 4, +50%) that keeps them inside 3 s"
     );
     s.expect.queue_bound = f64::NAN;
     assert_eq!(
@@ -1211,4 +1211,45 @@ fn odd_runs_never_panic() {
             assert!(j.timeline.seconds.len() <= 100_000);
         }
     }
+}
+
+/// `shed_onset` names one bound, Q* with its tolerance, in its line and
+/// its sentence alike, and counts one request as one.
+#[test]
+fn shed_onset_says_the_bound_it_judged_in_its_line_and_its_sentence() {
+    // Two people through a predicted overload, one waiting behind the
+    // other for a moment: never shed, one waiting at the peak.
+    let mut first = attempt("a", 1, 10_000, 11_500, ClientOutcome::Ok, None);
+    first.patience_ms = 3_000;
+    let mut second = attempt("b", 1, 10_100, 12_600, ClientOutcome::Ok, None);
+    second.patience_ms = 3_000;
+    let s = Story {
+        attempts: vec![first, second],
+        calls: vec![
+            call("a", 10_000, 10_000, 11_500),
+            call("b", 11_500, 11_500, 12_600),
+        ],
+        rss: vec![],
+        // Q* = 8/s × (3 s − 1 s) = 16, so the bound is 24 at +50%.
+        expect: expect(Some((10_000, 20_000)), 19_000, 3.0),
+    };
+    let v = verdict(&run(&s, &five_seconds()), "shed_onset");
+    assert_eq!(v.status, Status::Fail);
+    assert_eq!(v.short, "never shed; 1 waiting at the peak (bound 24)");
+    assert!(
+        v.detail.starts_with(
+            "never shed: 1 request was queued at the peak, within the bound of 24 (Q* = 16, +50%)"
+        ),
+        "{}",
+        v.detail
+    );
+    // Over its bound, the sentence says so against the same bound.
+    let mut naive = stories::naive();
+    naive.expect.queue_bound = 100.0;
+    let v = verdict(&run(&naive, &five_seconds()), "shed_onset");
+    assert_eq!(v.short, "never shed; 320 waiting at the peak (bound 150)");
+    assert_eq!(
+        v.detail,
+        "never shed: 320 requests were queued at the peak, over the bound of 150 (Q* = 100, +50%) that keeps them inside 30 s; shed at admission once 150 wait"
+    );
 }
