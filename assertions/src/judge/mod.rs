@@ -996,8 +996,19 @@ impl Judge {
             status: c.status,
             accepted: c.completed,
             retry_after_ms: c.retry_after_ms.map(|ms| u64::from(ms.get())),
+            retry: self.called_before(person),
         });
         self.join(person, c);
+    }
+
+    /// Returns true if and only if the attempt a call of `person` joins
+    /// (their latest, alive or compact: see [`Judge::join`]) had a call
+    /// already: this one is the gateway's own retry or failover.
+    fn called_before(&self, person: u64) -> bool {
+        match self.people.open.get(&person) {
+            Some(p) => p.attempts.last().is_some_and(|a| a.matched),
+            None => self.people.compact.get(&person).is_some_and(|e| e.matched),
+        }
     }
 
     /// Marks `person`'s latest attempt (alive at `alive`, else compact) as
