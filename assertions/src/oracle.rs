@@ -41,6 +41,9 @@ pub(crate) fn judge_at(
     thresholds: &Thresholds,
     time_scale: f64,
 ) -> Judgement {
+    // Over the time the run covered, as the one pass judges it.
+    let (expect, stop) = crate::covered::covered(expect);
+    let expect = &expect;
     let joined = Joined::new(attempts, calls, rss, expect.start_us, row_us(time_scale));
     let timeline = joined.timeline();
     let backlog: Vec<u64> = timeline.seconds.iter().map(|s| s.backlog).collect();
@@ -62,6 +65,7 @@ pub(crate) fn judge_at(
             distribution,
             pass: Pass::default(),
             routing: None,
+            stop,
         },
         expect,
         thresholds,
@@ -835,6 +839,10 @@ mod tests {
             ),
             ("queue timeout", stories::queue_timeout()),
             ("streamed", retried),
+            (
+                "bounded, stopped in its overload",
+                stories::stopped(stories::bounded(), 16_000),
+            ),
         ] {
             let t = thresholds();
             let want = judge(&s.attempts, &s.calls, &s.rss, &s.expect, &t);

@@ -695,6 +695,7 @@ mod tests {
             memory_ceiling_bytes: Some(256 << 20),
             send_lag_bound_ms: 5.0,
             send_lag_p99_ms: 1.0,
+            stopped_us: None,
         };
         serde_json::from_value(serde_json::json!({
             "scenario": scenario,

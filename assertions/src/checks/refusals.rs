@@ -39,6 +39,13 @@ pub(crate) fn retry_after(ev: &Evidence, th: &RetryAfterThreshold) -> Verdict {
         percent(HONOURED_ADMITTED_SHARE),
     );
     if ev.tally.sheds == 0 {
+        if let Some(before) = ev.stop.and_then(|s| s.before_overload()) {
+            return Verdict::skipped(
+                ID,
+                "no shed, stopped before the overload",
+                format!("the gateway never shed, and {before}"),
+            );
+        }
         if ev.expect.overload.is_none() {
             return Verdict::skipped(
                 ID,
@@ -58,7 +65,8 @@ pub(crate) fn retry_after(ev: &Evidence, th: &RetryAfterThreshold) -> Verdict {
             ),
         );
     }
-    let found = RetryAfterFindings::gather(ev.tally);
+    let mut found = RetryAfterFindings::gather(ev.tally);
+    found.stopped = ev.stop.and_then(|s| s.before_overload_ended());
     let failures = found.failures(th);
     let observed = found.observed();
     let note = old_tolerance_note(th.tolerance);
@@ -142,6 +150,9 @@ struct RetryAfterFindings {
     /// of them were admitted (see [`crate::tally::honoured`]).
     honouring: u64,
     admitted: u64,
+    /// Why no retry after the overload was seen: the run stopped before
+    /// it ended (`crate::covered`).
+    stopped: Option<String>,
 }
 
 impl RetryAfterFindings {
@@ -157,6 +168,7 @@ impl RetryAfterFindings {
             within: t.retry_after_within,
             honouring: t.honouring,
             admitted: t.honoured_admitted,
+            stopped: None,
         }
     }
 
@@ -291,7 +303,9 @@ impl RetryAfterFindings {
     /// How the retries that honoured Retry-After fared, or why that was
     /// not judged.
     fn honour_note(&self) -> String {
-        if self.honouring == 0 {
+        if let (0, Some(stopped)) = (self.honouring, &self.stopped) {
+            format!("{stopped}, so no retry after it was seen and their admission was not judged")
+        } else if self.honouring == 0 {
             "no retry honoured a Retry-After after the overload (retry policy none?), so admission was not judged".to_string()
         } else if self.honouring < HONOURED_MIN {
             format!(

@@ -1253,3 +1253,79 @@ fn shed_onset_says_the_bound_it_judged_in_its_line_and_its_sentence() {
         "never shed: 320 requests were queued at the peak, over the bound of 150 (Q* = 100, +50%) that keeps them inside 30 s; shed at admission once 150 wait"
     );
 }
+
+/// A run stopped before its overload began judges nothing of it, and says
+/// so: no goodput of "0 answers in the 10 s overload".
+#[test]
+fn a_run_stopped_before_its_overload_skips_what_reads_it() {
+    let j = run(
+        &stories::stopped(stories::bounded(), 6_000),
+        &five_seconds(),
+    );
+    let before = "the run stopped at 6 s, before the overload began at 10 s";
+    for (id, why) in [
+        (
+            "goodput",
+            format!("{before}, so there is no answer rate under overload to judge"),
+        ),
+        (
+            "shed_onset",
+            format!("{before}, so there was no overload to shed in"),
+        ),
+        (
+            "drain",
+            format!("{before}: there was no drain after it to see"),
+        ),
+        (
+            "retry_after",
+            format!("the gateway never shed, and {before}"),
+        ),
+    ] {
+        let v = verdict(&j, id);
+        assert_eq!(
+            (v.status, v.detail.as_str()),
+            (Status::Skipped, why.as_str()),
+            "{id}"
+        );
+    }
+    // What ran is judged as ever.
+    assert_eq!(status(&j, "served_latency"), Status::Pass);
+}
+
+/// A run stopped 6 s into its 10 s overload is judged over those 6 s: its
+/// goodput is the answers in them per second (not per second of the whole
+/// window), the drain after the overload was never seen, nor any retry
+/// after it.
+#[test]
+fn a_run_stopped_in_its_overload_is_judged_over_what_it_covered() {
+    let s = stories::stopped(stories::bounded(), 16_000);
+    let j = run(&s, &five_seconds());
+    let answered = s
+        .attempts
+        .iter()
+        .filter(|a| a.outcome == ClientOutcome::Ok && (at(10_000)..at(16_000)).contains(&a.done_us))
+        .count();
+    let v = verdict(&j, "goodput");
+    assert_eq!(v.status, Status::Pass, "{v:?}");
+    assert!(
+        v.detail.starts_with(&format!(
+            "{answered} answers in the 6 s of the overload the run covered (the run stopped at 16 s, 6 s into the 10 s overload) is {}/s",
+            crate::verdict::num(answered as f64 / 6.0, 1)
+        )),
+        "{v:?}"
+    );
+    assert_eq!(
+        (status(&j, "drain"), detail(&j, "drain")),
+        (
+            Status::Skipped,
+            "the run stopped at 16 s, before the overload ended at 20 s: the drain after it was never seen".to_string()
+        )
+    );
+    let ra = detail(&j, "retry_after");
+    assert!(
+        ra.ends_with("the run stopped at 16 s, before the overload ended at 20 s, so no retry after it was seen and their admission was not judged"),
+        "{ra}"
+    );
+    // The first shed came before the stop: judged as in any run.
+    assert_eq!(status(&j, "shed_onset"), Status::Pass);
+}

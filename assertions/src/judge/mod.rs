@@ -95,6 +95,7 @@ use std::collections::{BTreeMap, HashMap};
 use hdrhistogram::Histogram;
 use wire::{ClientOutcome, ClientRecord, ProviderOutcome, ProviderRecord, RefusalClass, RssSample};
 
+use crate::covered::{covered, Stop};
 use crate::expect::{Expectations, Thresholds};
 use crate::external::External;
 use crate::judgement::{conclude, Distribution, Judgement, Measured, Pass};
@@ -130,6 +131,7 @@ use values::{Value, Values};
 ///     memory_ceiling_bytes: None,
 ///     send_lag_bound_ms: 10.0,
 ///     send_lag_p99_ms: 1.0,
+///     stopped_us: None,
 /// };
 /// // No records: nothing was rehearsed, so the run is invalid.
 /// let j = judge(&[], &[], &[], &expect, &Thresholds::default());
@@ -417,7 +419,7 @@ impl Progress {
 ///     start_us: 0, load_end_us: 1_000_000, overload: None, capacity_per_s: 10.0,
 ///     patience_s: 5.0, service_s: 0.1, queue_bound: 49.0, in_flight_at_provider: 1.0,
 ///     gateway_wait_s: 0.0, knee: None, drain_baseline: None, memory_ceiling_bytes: None,
-///     send_lag_bound_ms: 10.0, send_lag_p99_ms: 1.0,
+///     send_lag_bound_ms: 10.0, send_lag_p99_ms: 1.0, stopped_us: None,
 /// };
 /// let mut judge = Judge::new(&expect, &Thresholds::default());
 /// judge.attempt(ClientRecord {
@@ -432,8 +434,11 @@ impl Progress {
 /// assert_eq!(j.verdict("no_silent_loss").unwrap().status, Status::Pass);
 /// ```
 pub struct Judge {
-    /// What the run predicted, and the checklist (at the run's scale).
+    /// What the run predicted over the time it covered (`crate::covered`),
+    /// and the checklist (at the run's scale).
     expect: Expectations,
+    /// The stop, for a run stopped before its end.
+    stop: Option<Stop>,
     thresholds: Thresholds,
     /// A run whose provider the harness did not see: what it is judged by.
     external: Option<External>,
@@ -470,8 +475,12 @@ impl Judge {
         thresholds: &Thresholds,
         time_scale: f64,
     ) -> Judge {
+        // Cut once, here: everything after reads the cut window.
+        let (expect, stop) = covered(expect);
+        let expect = &expect;
         Judge {
             expect: expect.clone(),
+            stop,
             thresholds: thresholds.clone(),
             external: None,
             window: Window::new(expect),
@@ -1300,6 +1309,7 @@ impl Judge {
             distribution: f.distribution,
             pass,
             routing: Some((routing, self.rows.bin_us)),
+            stop: self.stop,
         };
         conclude(
             measured,
