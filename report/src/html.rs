@@ -136,6 +136,7 @@ pub fn chart_data<'a>(i: &Inputs<'a>) -> ChartData<'a> {
             .iter()
             .map(|ev| (secs(ev.at_us), ev.kind.clone()))
             .collect(),
+        refusals: &j.summary.refusals,
         served: i.served,
         all: i.all,
     }
