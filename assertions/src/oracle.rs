@@ -518,7 +518,10 @@ impl<'a> Joined<'a> {
             };
         }
         let mut e2e = vec![Vec::new(); n];
+        // Each second's Retry-After values by kind: the gateway's own sheds,
+        // the provider's refusals relayed.
         let mut retry_after = vec![Vec::new(); n];
+        let mut relayed = vec![Vec::new(); n];
         for (i, a) in self.attempts.iter().enumerate() {
             if a.attempt <= 1 {
                 rows[self.second_of(a.intended_us, n)].offered += 1;
@@ -531,7 +534,11 @@ impl<'a> Joined<'a> {
                 e2e[d].push(a.done_us.saturating_sub(a.intended_us));
             }
             if let Some(ra) = a.retry_after_ms {
-                retry_after[d].push(ra);
+                if self.is_gateway_shed(i) {
+                    retry_after[d].push(ra);
+                } else if self.counted_as(i) == ClientOutcome::UpstreamRefused {
+                    relayed[d].push(ra);
+                }
             }
         }
         let mut waits = vec![Vec::new(); n];
@@ -570,6 +577,8 @@ impl<'a> Joined<'a> {
             (row.provider_p50_ms, row.provider_p99_ms) = ms_percentiles(&mut provider[s]);
             retry_after[s].sort_unstable();
             row.retry_after_ms = quantile(&retry_after[s], 0.5);
+            relayed[s].sort_unstable();
+            row.relayed_retry_after_ms = quantile(&relayed[s], 0.5);
             row.drain_s = self.drain_at_us(self.bin_start(s)) as f64 / US as f64;
         }
         Timeline {

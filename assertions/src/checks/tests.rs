@@ -1329,3 +1329,75 @@ fn a_run_stopped_in_its_overload_is_judged_over_what_it_covered() {
     // The first shed came before the stop: judged as in any run.
     assert_eq!(status(&j, "shed_onset"), Status::Pass);
 }
+
+/// The timeline keeps each second's Retry-After by the kind of refusal it
+/// came with, as the judge classes it: the gateway's own sheds (what
+/// `retry_after` counts) apart from the provider's 429s relayed. A
+/// pass-through proxy that never shed has relayed ones only, so the
+/// report's chart of them cannot contradict "never shed".
+#[test]
+fn retry_after_in_the_timeline_is_kept_by_the_kind_the_verdict_counts() {
+    // The bounded story: every Retry-After is of a gateway's own shed.
+    let s = stories::bounded();
+    let j = run(&s, &five_seconds());
+    let own: Vec<u64> = j
+        .timeline
+        .seconds
+        .iter()
+        .filter(|r| r.retry_after_ms.is_some())
+        .map(|r| r.t)
+        .collect();
+    let mut shed_seconds: Vec<u64> = s
+        .attempts
+        .iter()
+        .filter(|a| a.outcome == ClientOutcome::Shed && a.retry_after_ms.is_some())
+        .map(|a| (a.done_us - s.expect.start_us) / 1_000_000)
+        .collect();
+    shed_seconds.dedup();
+    assert_eq!(own, shed_seconds);
+    assert!(j
+        .timeline
+        .seconds
+        .iter()
+        .all(|r| r.relayed_retry_after_ms.is_none()));
+    // A pass-through proxy: each 429 the provider gave (with 2 s to wait)
+    // relayed to its caller, through a predicted overload.
+    let mut attempts = Vec::new();
+    let mut calls = Vec::new();
+    for i in 0..30u64 {
+        let (id, ms) = (format!("r{i}"), 10_000 + i * 100);
+        attempts.push(attempt(
+            &id,
+            1,
+            ms,
+            ms + 5,
+            ClientOutcome::Shed,
+            Some(2_000),
+        ));
+        let mut c = call(&id, ms + 1, ms + 1, ms + 2);
+        c.outcome = wire::ProviderOutcome::QuotaExceeded;
+        (c.status, c.retry_after_ms, c.completion_tokens) = (429, Some(2_000), 0);
+        calls.push(c);
+    }
+    let relayed = Story {
+        attempts,
+        calls,
+        rss: vec![],
+        expect: expect(Some((10_000, 20_000)), 19_000, 3.0),
+    };
+    let j = run(&relayed, &five_seconds());
+    let rows: Vec<_> = j
+        .timeline
+        .seconds
+        .iter()
+        .filter_map(|r| r.relayed_retry_after_ms.map(|ms| (r.t, ms)))
+        .collect();
+    assert_eq!(rows, [(10, 2_000), (11, 2_000), (12, 2_000)]);
+    assert!(j
+        .timeline
+        .seconds
+        .iter()
+        .all(|r| r.retry_after_ms.is_none()));
+    assert_eq!(j.summary.counts.upstream_refused, 30);
+    assert!(detail(&j, "retry_after").starts_with("never shed"));
+}

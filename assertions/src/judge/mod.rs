@@ -62,7 +62,7 @@
 //! a unit test checks these sizes).
 //!
 //! What outlives the window, to the end of the run: the per-second
-//! [`crate::Timeline`] (one row per second of the run, 264 bytes),
+//! [`crate::Timeline`] (one row per second of the run, 280 bytes),
 //! the histograms and counts, the set of distinct Retry-After values, and
 //! one compact entry per person whose last attempt ended without an answer
 //! (a timeout, a reset, a shed not retried): 32 bytes (a 64-bit hash of the
@@ -100,7 +100,7 @@ use crate::expect::{Expectations, Thresholds};
 use crate::external::External;
 use crate::judgement::{conclude, Distribution, Judgement, Measured, Pass};
 use crate::routing::{self, RoutedCall, Routing, TroubleWindow, ALL_COOLING};
-use crate::sweep::{Level, Rows, Sweep};
+use crate::sweep::{Given, Level, Rows, Sweep};
 use crate::tally::{self, Previous, Retry, Tally};
 use crate::timeline::{
     histogram, percentiles, record, row_us, Counts, Deaths, Drain, GatewayPeaks, Harness,
@@ -188,6 +188,24 @@ pub(crate) fn judge_at(
         }
     }
     judge.finish()
+}
+
+/// The Retry-After attempt `a` was given, by its refusal's kind once
+/// settled (`class`; `gateway_shed`: one `retry_after` judges), handed to
+/// the sweep for the timeline's per-second medians of each kind: a shed
+/// of the gateway's own, or the provider's refusal relayed. Other
+/// refusals' (a tenant's entitlement, a gateway timeout) are in neither.
+fn retry_after_given(sweep: &mut Sweep, a: &Attempt, class: RefusalClass, gateway_shed: bool) {
+    let Some(ra) = a.retry_after_ms else {
+        return;
+    };
+    let relayed = ClientOutcome::of_class(class, a.status) == ClientOutcome::UpstreamRefused;
+    let kind = match (gateway_shed, relayed) {
+        (true, _) => Given::Own,
+        (false, true) => Given::Relayed,
+        (false, false) => return,
+    };
+    sweep.given(a.done_us, kind, ra);
 }
 
 /// M: the margin for writers' reordering (and a little more).
@@ -876,7 +894,6 @@ impl Judge {
             );
         }
         if let Some(ra) = a.retry_after_ms {
-            self.add_value(a.done_us, Value::RetryAfter, ra);
             if a.outcome == ClientOutcome::Shed
                 && self.figures.names.get(a.reason) == Some(ALL_COOLING)
             {
@@ -930,6 +947,7 @@ impl Judge {
             .or_default() += 1;
         let gateway_shed =
             matches!(class, RefusalClass::AtAdmission | RefusalClass::AtDequeue) && !provider_saw;
+        retry_after_given(&mut self.sweep, &a, class, gateway_shed);
         if !gateway_shed {
             return;
         }
@@ -1645,6 +1663,6 @@ mod tests {
         // A compact entry with its key: two times and two flags.
         assert_eq!(size_of::<(u64, Compact)>(), 32);
         // A row of the timeline.
-        assert_eq!(size_of::<Second>(), 264);
+        assert_eq!(size_of::<Second>(), 280);
     }
 }

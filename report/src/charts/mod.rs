@@ -215,6 +215,7 @@ mod tests {
             provider_p99_ms: Some(1400.0),
             rss_bytes: Some(19 << 20),
             retry_after_ms: Some(1500),
+            relayed_retry_after_ms: None,
             drain_s: 1.2,
         }
     }
@@ -395,6 +396,47 @@ mod tests {
         // Nothing seen, no status named.
         let none = traffic(&[]);
         assert!(none.contains(">\nrefused after dispatch\n<"), "{none}");
+    }
+
+    /// Chart 5 draws each kind of Retry-After apart, named as the judge
+    /// classes its refusal: a gateway that relayed the provider's 429s
+    /// and shed nothing itself shows them as relayed, beside "the gateway
+    /// shed nothing of its own", never as Retry-After it gave.
+    #[test]
+    fn chart_5_names_whose_retry_after_it_shows() {
+        let relayed: Vec<_> = (0..10)
+            .map(|t| Second {
+                shed: 0,
+                upstream_refused: 12,
+                retry_after_ms: None,
+                relayed_retry_after_ms: Some(2000),
+                ..second(t)
+            })
+            .collect();
+        let svg = |seconds: &[Second]| render(seconds, 10.0, None)[4].svg.clone().unwrap();
+        let chart = svg(&relayed);
+        assert!(
+            chart.contains("Retry-After relayed from the provider"),
+            "{chart}"
+        );
+        assert!(chart.contains("the gateway shed nothing of its own"));
+        assert!(!chart.contains("own sheds"));
+        assert!(!chart.contains("no Retry-After given"));
+        // The gateway's own sheds only: no relayed series named.
+        let own: Vec<_> = (0..10).map(second).collect();
+        let chart = svg(&own);
+        assert!(chart.contains("Retry-After of the gateway&apos;s own sheds"));
+        assert!(!chart.contains("relayed"));
+        // Both: both named.
+        let both: Vec<_> = (0..10)
+            .map(|t| Second {
+                relayed_retry_after_ms: Some(4000),
+                ..second(t)
+            })
+            .collect();
+        let chart = svg(&both);
+        assert!(chart.contains("own sheds") && chart.contains("relayed from the provider"));
+        assert_eq!(&png(&chart).unwrap()[1..4], b"PNG");
     }
 
     #[test]

@@ -389,23 +389,47 @@ pub(super) fn memory(fr: &Frame) -> DrawResult<String> {
     })
 }
 
+/// Chart 5: the Retry-After given, each kind of refusal apart as the
+/// judge classes it (the gateway's own sheds, which `retry_after` judges
+/// against the drain time; the provider's refusals it relayed), against
+/// the backlog drain time measured.
 pub(super) fn retry_after(fr: &Frame) -> DrawResult<String> {
     let rows = &fr.rows.rows;
     let max = rows
         .iter()
-        .map(|r| r.drain_s.max(r.retry_after_s.unwrap_or(0.0)))
+        .map(|r| {
+            r.drain_s
+                .max(r.retry_after_s.unwrap_or(0.0))
+                .max(r.relayed_retry_after_s.unwrap_or(0.0))
+        })
         .fold(0.0, f64::max);
     let (hi, step, ticks) = linear_axis(max);
-    let mut items = vec![
-        (
-            "Retry-After given (median of the sheds ending in the second)".to_string(),
+    let own = rows.iter().any(|r| r.retry_after_s.is_some());
+    let relayed = rows.iter().any(|r| r.relayed_retry_after_s.is_some());
+    let mut items = Vec::new();
+    if own {
+        items.push((
+            "Retry-After of the gateway's own sheds (median of those ending in the second)"
+                .to_string(),
             Mark::Point(C_ORANGE),
-        ),
-        (
-            "backlog drain time measured".to_string(),
-            Mark::Line(C_BLUE, 2),
-        ),
-    ];
+        ));
+    } else if relayed {
+        items.push((
+            "the gateway shed nothing of its own".to_string(),
+            Mark::Point(C_GREY),
+        ));
+    }
+    if relayed {
+        items.push((
+            "Retry-After relayed from the provider's refusals (median of those ending in the second)"
+                .to_string(),
+            Mark::Point(C_PURPLE),
+        ));
+    }
+    items.push((
+        "backlog drain time measured".to_string(),
+        Mark::Line(C_BLUE, 2),
+    ));
     items.extend(band_items(fr.d));
     svg_document(legend_rows(&items), |root| {
         let fmt = |v: &f64| tick(*v, step);
@@ -419,12 +443,19 @@ pub(super) fn retry_after(fr: &Frame) -> DrawResult<String> {
         )?;
         series(
             &mut chart,
+            rows.iter().map(|r| (r.x, r.relayed_retry_after_s)),
+            C_PURPLE,
+            2,
+            true,
+        )?;
+        series(
+            &mut chart,
             rows.iter().map(|r| (r.x, r.retry_after_s)),
             C_ORANGE,
             2,
             true,
         )?;
-        if !rows.iter().any(|r| r.retry_after_s.is_some()) {
+        if !own && !relayed {
             no_data(&chart, root, "no Retry-After given: nothing was shed")?;
         }
         legend(root, &items)
