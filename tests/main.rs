@@ -25,6 +25,7 @@ mod incidents;
 mod kubernetes;
 mod metrics;
 mod multihost;
+mod partial;
 mod provider_admin;
 mod providers;
 mod recovery;

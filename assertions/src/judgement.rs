@@ -12,6 +12,7 @@ use wire::ClientRecord;
 
 use crate::check::Check;
 use crate::checks::{self, Evidence};
+use crate::covered::Stop;
 use crate::expect::{Expectations, Thresholds};
 use crate::external::External;
 use crate::routing::Routing;
@@ -119,7 +120,7 @@ impl Judgement {
     /// #     in_flight_at_provider: 1.0, gateway_wait_s: 0.0, knee: None, drain_baseline: None,
     /// #     after_trouble: None,
     /// #     memory_ceiling_bytes: None,
-    /// #     send_lag_bound_ms: 1.0, send_lag_p99_ms: 0.0,
+    /// #     send_lag_bound_ms: 1.0, send_lag_p99_ms: 0.0, stopped_us: None,
     /// # };
     /// let j = assertions::judge(&[], &[], &[], &expect, &Default::default());
     /// let v = j.verdict("harness_valid").unwrap();
@@ -142,6 +143,8 @@ pub(crate) struct Measured {
     /// The providers' calls (the one pass's; the oracle has none), with
     /// the timeline's row length in microseconds.
     pub(crate) routing: Option<(Routing, u64)>,
+    /// The stop, for a run stopped before its end (`crate::covered`).
+    pub(crate) stop: Option<Stop>,
 }
 
 /// The checks of several providers, after the others (see
@@ -223,6 +226,7 @@ pub(crate) fn conclude(
         distribution,
         pass,
         routing,
+        stop,
     } = m;
     match drain.outcome {
         DrainOutcome::Drained { drain_s } => summary.drain_s = Some(drain_s),
@@ -242,6 +246,7 @@ pub(crate) fn conclude(
         drain,
         first_shed,
         tally: &tally,
+        stop,
     };
     let mut verdicts: Vec<Verdict> = Check::ALL
         .into_iter()

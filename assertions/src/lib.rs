@@ -23,6 +23,8 @@
 //!   family, and what the conclusion, the report and the command line
 //!   need to know of it;
 //! - `expect`: [`Expectations`] and [`Thresholds`];
+//! - `covered`: what of the scenario a run stopped before its end covered:
+//!   the expectations cut at the stop, once, and what the stop cut off;
 //! - `timeline`: what the join by request id means and the derived
 //!   measurements (gateway depth, backlog, drain time, stale dispatch),
 //!   the [`Timeline`] by scenario second, the drain rule and the
@@ -57,7 +59,9 @@
 //!   it was before the one pass, which the one pass must agree with).
 //!
 //! The imports go one way: `judge` → `judgement` → `legible`, `knee` →
-//! `checks` → `tally` → `delivery`, `aftermath`, `timeline` → `expect`, and `judge`, `judgement` →
+//! `checks` → `tally` → `delivery`, `aftermath`, `timeline` → `expect`,
+//! `judge`, `judgement`, `checks` → `covered` → `expect`, `verdict`, and
+//! `judge`, `judgement` →
 //! `external` → `sweep` → `tally`, `timeline`, and `judge`, `judgement` →
 //! `routing` → `checks`, `tally`, `timeline`; the root only declares and
 //! re-exports (`tests/architecture.rs` checks there is no circle).
@@ -69,6 +73,7 @@ mod aftermath;
 mod calendar;
 mod check;
 mod checks;
+mod covered;
 mod delivery;
 mod expect;
 mod external;

@@ -49,6 +49,9 @@ pub(crate) fn judge_at(
     thresholds: &Thresholds,
     time_scale: f64,
 ) -> Judgement {
+    // Over the time the run covered, as the one pass judges it.
+    let (expect, stop) = crate::covered::covered(expect);
+    let expect = &expect;
     let joined = Joined::new(attempts, calls, rss, expect.start_us, row_us(time_scale));
     let timeline = joined.timeline();
     let backlog: Vec<u64> = timeline.seconds.iter().map(|s| s.backlog).collect();
@@ -72,6 +75,7 @@ pub(crate) fn judge_at(
             distribution,
             pass: Pass::default(),
             routing: None,
+            stop,
         },
         expect,
         thresholds,
@@ -646,7 +650,10 @@ impl<'a> Joined<'a> {
             };
         }
         let mut e2e = vec![Vec::new(); n];
+        // Each second's Retry-After values by kind: the gateway's own sheds,
+        // the provider's refusals relayed.
         let mut retry_after = vec![Vec::new(); n];
+        let mut relayed = vec![Vec::new(); n];
         for (i, a) in self.attempts.iter().enumerate() {
             if a.attempt <= 1 {
                 rows[self.second_of(a.intended_us, n)].offered += 1;
@@ -659,7 +666,11 @@ impl<'a> Joined<'a> {
                 e2e[d].push(a.done_us.saturating_sub(a.intended_us));
             }
             if let Some(ra) = a.retry_after_ms {
-                retry_after[d].push(ra);
+                if self.is_gateway_shed(i) {
+                    retry_after[d].push(ra);
+                } else if self.counted_as(i) == ClientOutcome::UpstreamRefused {
+                    relayed[d].push(ra);
+                }
             }
         }
         // Calls per attempt: each joined call, and each attempt with one,
@@ -706,6 +717,8 @@ impl<'a> Joined<'a> {
             (row.provider_p50_ms, row.provider_p99_ms) = ms_percentiles(&mut provider[s]);
             retry_after[s].sort_unstable();
             row.retry_after_ms = quantile(&retry_after[s], 0.5);
+            relayed[s].sort_unstable();
+            row.relayed_retry_after_ms = quantile(&relayed[s], 0.5);
             row.drain_s = self.drain_at_us(self.bin_start(s)) as f64 / US as f64;
         }
         Timeline {
@@ -975,6 +988,10 @@ mod tests {
             ),
             ("queue timeout", stories::queue_timeout()),
             ("streamed", retried),
+            (
+                "bounded, stopped in its overload",
+                stories::stopped(stories::bounded(), 16_000),
+            ),
         ] {
             let t = thresholds();
             let want = judge(&s.attempts, &s.calls, &s.rss, &s.expect, &t);

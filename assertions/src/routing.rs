@@ -75,6 +75,12 @@ struct Provider {
     /// Calls received inside a window: their lead after the earliest
     /// refusal whose window holds them, microseconds.
     leads: Histogram<u64>,
+    /// Of them, the gateway's own retries (a second call or later for one
+    /// client attempt): what tells a gateway that retried into the window
+    /// from one that passed each request straight on.
+    retry_leads: Histogram<u64>,
+    /// The refusal statuses it gave (429, 503, 529), to name them.
+    refused_with: std::collections::BTreeSet<u16>,
     /// Calls and refusals received per scenario second.
     seconds: Vec<[u64; 2]>,
 }
@@ -98,6 +104,8 @@ impl Provider {
             announced: 0,
             windows: Vec::new(),
             leads: histogram(),
+            retry_leads: histogram(),
+            refused_with: std::collections::BTreeSet::new(),
             seconds: Vec::new(),
         }
     }
@@ -116,6 +124,9 @@ pub(crate) struct RoutedCall {
     pub(crate) accepted: bool,
     /// The Retry-After it announced, milliseconds.
     pub(crate) retry_after_ms: Option<u64>,
+    /// The gateway's own retry: a later call for a client attempt that
+    /// had one already (the join's).
+    pub(crate) retry: bool,
 }
 
 /// What the judge keeps of the providers: see the module docs.
@@ -227,9 +238,13 @@ impl Routing {
             .min();
         if let Some(from) = earliest {
             record(&mut p.leads, r - from);
+            if c.retry {
+                record(&mut p.retry_leads, r - from);
+            }
         }
         if refused {
             p.refusals += 1;
+            p.refused_with.insert(c.status);
             if let Some(ra) = c.retry_after_ms.filter(|&ra| ra > 0) {
                 p.announced += 1;
                 let end = c.end_us.max(r);
@@ -301,6 +316,62 @@ impl Routing {
         Some((inside, calls))
     }
 
+    /// A provider as the verdicts name it: by its name with several, as
+    /// "the provider" with one (whose records call it `default`).
+    fn said_name(&self, p: &Provider) -> String {
+        if self.several() {
+            p.name.clone()
+        } else {
+            "the provider".to_string()
+        }
+    }
+
+    /// What a gateway that called into `w`'s windows should do instead,
+    /// by what it did: retried into them itself, or passed each request
+    /// straight on (and the provider's refusals back); sending a request
+    /// on to another provider only when there is one.
+    fn cooldown_advice(&self, w: &Windowed) -> String {
+        let several = self.several();
+        if w.retried > 0 {
+            let whose = if w.retried == w.inside {
+                "all of them".to_string()
+            } else {
+                format!("{} of them", count(w.retried))
+            };
+            let instead = if several {
+                "cool it down for the Retry-After it gave, and send the request on to another"
+            } else {
+                "hold the request for the Retry-After it gave, or shed it with that Retry-After"
+            };
+            return format!(
+                "{whose} the gateway's own retries into a cooling provider, instead of waiting the Retry-After out ({instead})"
+            );
+        }
+        let whose = if several {
+            format!("{}'s", w.name)
+        } else {
+            "the provider's".to_string()
+        };
+        let statuses = w
+            .refused_with
+            .iter()
+            .map(|s| format!("{s}s"))
+            .collect::<Vec<_>>();
+        let refusals = match statuses.split_last() {
+            Some((last, [])) => last.clone(),
+            Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+            None => "refusals".to_string(),
+        };
+        let another = if several {
+            ", or send them to another provider"
+        } else {
+            ""
+        };
+        format!(
+            "none was a retry of the gateway's own: the gateway passed {whose} {refusals} through without waiting; hold requests or shed with the provider's Retry-After{another}"
+        )
+    }
+
     /// `cooldown_honoured`, when the run has it (see the module's docs).
     pub(crate) fn cooldown_honoured(&self, th: &CooldownHonouredThreshold) -> Option<Verdict> {
         const ID: &str = crate::Check::CooldownHonoured.id();
@@ -325,69 +396,85 @@ impl Routing {
             num(self.round_trip_us as f64 / 1000.0, 1),
             num(th.margin.as_secs_f64() * 1000.0, 1),
         );
-        // (name, inside, calls, share), providers that announced one.
-        let rows: Vec<(&str, u64, u64, f64)> = self
+        let rows: Vec<Windowed> = self
             .providers
             .iter()
             .filter(|p| p.announced > 0)
             .map(|p| {
+                let after_grace = |h: &Histogram<u64>| {
+                    if h.is_empty() {
+                        0
+                    } else {
+                        h.count_between(grace, u64::MAX)
+                    }
+                };
                 let inside = p.inside(grace);
-                let share = inside as f64 / p.calls.max(1) as f64;
-                (p.name.as_str(), inside, p.calls, share)
+                Windowed {
+                    name: self.said_name(p),
+                    inside,
+                    retried: after_grace(&p.retry_leads).min(inside),
+                    calls: p.calls,
+                    share: inside as f64 / p.calls.max(1) as f64,
+                    refused_with: p.refused_with.iter().copied().collect(),
+                }
             })
             .collect();
         let observed = rows
             .iter()
-            .map(|(name, inside, calls, share)| {
+            .map(|w| {
+                let retries = if w.inside > 0 {
+                    format!("; {} of them the gateway's own retries", count(w.retried))
+                } else {
+                    String::new()
+                };
                 format!(
-                    "{name}: {} of {} calls inside its windows ({})",
-                    count(*inside),
-                    count(*calls),
-                    percent(*share)
+                    "{}: {} of {} calls inside its windows ({}{retries})",
+                    w.name,
+                    count(w.inside),
+                    count(w.calls),
+                    percent(w.share)
                 )
             })
             .collect::<Vec<_>>()
             .join("; ");
-        let worst = rows
-            .iter()
-            .copied()
-            .max_by(|a, b| a.3.total_cmp(&b.3))
-            .unwrap_or(("", 0, 0, 0.0));
+        // Some provider announced one (above), so there is a worst.
+        let worst = rows.iter().max_by(|a, b| a.share.total_cmp(&b.share))?;
         let announced: u64 = self.providers.iter().map(|p| p.announced).sum();
-        let (status, short, detail) = if worst.3 <= th.max_share {
+        let (status, short, detail) = if worst.share <= th.max_share {
             (
                 Status::Pass,
-                format!("{} of calls inside a window at most", percent(worst.3)),
+                format!("{} of calls inside a window at most", percent(worst.share)),
                 format!(
                     "the gateway kept out of the {} Retry-After windows its providers announced: at most {} of a provider's calls came inside one ({}, {} of {})",
                     count(announced),
-                    percent(worst.3),
-                    worst.0,
-                    count(worst.1),
-                    count(worst.2),
+                    percent(worst.share),
+                    worst.name,
+                    count(worst.inside),
+                    count(worst.calls),
                 ),
             )
         } else {
             (
                 Status::Fail,
                 format!(
-                    "{}: {} of its calls inside its Retry-After windows (bound {})",
-                    worst.0,
-                    percent(worst.3),
+                    "{}: {} of its calls in Retry-After windows (bound {})",
+                    worst.name,
+                    percent(worst.share),
                     percent(th.max_share)
                 ),
                 format!(
-                    "{} calls reached {} inside a Retry-After window it had just announced, {} of its {} calls: the gateway retried into a cooling provider instead of waiting the Retry-After out (cool it down for the Retry-After it gave, and send the request on to another)",
-                    count(worst.1),
-                    worst.0,
-                    percent(worst.3),
-                    count(worst.2),
+                    "{} reached {} inside a Retry-After window it had just announced, {} of its {} calls: {}",
+                    plural(worst.inside, "call", "calls"),
+                    worst.name,
+                    percent(worst.share),
+                    count(worst.calls),
+                    self.cooldown_advice(worst),
                 ),
             )
         };
         Some(
             Verdict::new(ID, status, short, predicted, observed, detail).with(Figure {
-                value: worst.3,
+                value: worst.share,
                 unit: "share",
                 measures: "calls inside a Retry-After window",
                 worse: Worse::Higher,
@@ -557,6 +644,22 @@ impl Routing {
     }
 }
 
+/// A provider that announced a Retry-After, as `cooldown_honoured` reads
+/// it.
+struct Windowed {
+    /// As the verdict names it ([`Routing::said_name`]).
+    name: String,
+    /// Its calls received inside its windows (past the grace), and of
+    /// them the gateway's own retries.
+    inside: u64,
+    retried: u64,
+    calls: u64,
+    /// `inside` / `calls`.
+    share: f64,
+    /// The refusal statuses it gave, in order.
+    refused_with: Vec<u16>,
+}
+
 /// A trouble as the records show it.
 struct Span {
     name: String,
@@ -703,6 +806,93 @@ mod tests {
             "{header}"
         );
         assert!(csv.lines().nth(2).unwrap().ends_with(",4,1,50,0"), "{csv}");
+    }
+
+    /// People who each send one attempt at `ms`, 100 ms apart, answered
+    /// 20 ms later through the gateway; the provider named `provider`
+    /// refused the first with a Retry-After of 5 s. `retry`: the gateway
+    /// retried that first refusal itself, inside the window, twice.
+    fn into_the_window(provider: &str, retry: bool) -> (Vec<ClientRecord>, Vec<ProviderRecord>) {
+        let (mut attempts, mut calls) = (Vec::new(), Vec::new());
+        for i in 0..10u64 {
+            let (id, ms) = (format!("p{i}"), 1_000 + i * 100);
+            let mut a = attempt(&id, 1, ms, ms + 20, ClientOutcome::Ok, None);
+            if i == 0 {
+                a.done_us = at(ms + 700);
+                if !retry {
+                    // Passed through: the client saw the provider's 429.
+                    a.outcome = ClientOutcome::Shed;
+                    a.status = Some(429);
+                }
+                calls.push(refusal(provider, &id, ms + 5, 5_000));
+                if retry {
+                    calls.push(refusal(provider, &id, ms + 300, 5_000));
+                    calls.push(to(provider, &id, ms + 600));
+                }
+            } else {
+                calls.push(to(provider, &id, ms + 5));
+            }
+            attempts.push(a);
+        }
+        (attempts, calls)
+    }
+
+    /// What `cooldown_honoured` advises depends on what the gateway did:
+    /// retried into the window itself, or passed each request straight on
+    /// (and the provider's 429 back); another provider is named only when
+    /// there is one, and one provider is "the provider", not `default`.
+    #[test]
+    fn cooldown_advice_follows_what_the_gateway_did() {
+        let one = |retry| {
+            let (attempts, calls) = into_the_window(wire::DEFAULT_PROVIDER, retry);
+            judged(&attempts, &calls, None)
+                .verdict("cooldown_honoured")
+                .cloned()
+                .unwrap()
+        };
+        let passed = one(false);
+        assert_eq!(passed.status, Status::Fail, "{passed:?}");
+        assert_eq!(
+            passed.detail,
+            "9 calls reached the provider inside a Retry-After window it had just announced, 90% of its 10 calls: none was a retry of the gateway's own: the gateway passed the provider's 429s through without waiting; hold requests or shed with the provider's Retry-After"
+        );
+        assert_eq!(
+            passed.short,
+            "the provider: 90% of its calls in Retry-After windows (bound 1%)"
+        );
+        assert!(
+            passed.observed.starts_with("the provider: 9 of 10 calls inside its windows (90%; 0 of them the gateway's own retries)"),
+            "{passed:?}"
+        );
+        let retried = one(true);
+        assert_eq!(retried.status, Status::Fail, "{retried:?}");
+        assert!(
+            retried.detail.ends_with(": 2 of them the gateway's own retries into a cooling provider, instead of waiting the Retry-After out (hold the request for the Retry-After it gave, or shed it with that Retry-After)"),
+            "{retried:?}"
+        );
+        for v in [&passed, &retried] {
+            assert!(!v.detail.contains("another"), "{v:?}");
+            assert!(!format!("{v:?}").contains("default"), "{v:?}");
+        }
+        // With several, the provider by its name, and another to go to.
+        let several = |retry| {
+            let (attempts, calls) = into_the_window("primary", retry);
+            judged(&attempts, &calls, Some((&two(), &[])))
+                .verdict("cooldown_honoured")
+                .cloned()
+                .unwrap()
+        };
+        let v = several(true);
+        assert!(
+            v.detail.starts_with("11 calls reached primary inside a Retry-After window")
+                && v.detail.ends_with("(cool it down for the Retry-After it gave, and send the request on to another)"),
+            "{v:?}"
+        );
+        let v = several(false);
+        assert!(
+            v.detail.ends_with("the gateway passed primary's 429s through without waiting; hold requests or shed with the provider's Retry-After, or send them to another provider"),
+            "{v:?}"
+        );
     }
 
     #[test]

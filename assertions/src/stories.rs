@@ -112,6 +112,7 @@ pub(crate) fn expect(
         memory_ceiling_bytes: Some(200 * MIB),
         send_lag_bound_ms: 5.0,
         send_lag_p99_ms: 0.5,
+        stopped_us: None,
     }
 }
 
@@ -153,6 +154,7 @@ pub(crate) fn judged(
         memory_ceiling_bytes: None,
         send_lag_bound_ms: 0.0,
         send_lag_p99_ms: 0.0,
+        stopped_us: None,
     };
     let t = Thresholds::default();
     crate::judge::judge_at(attempts, calls, rss, &nothing, &t, time_scale)
@@ -266,6 +268,32 @@ pub(crate) fn bounded() -> Story {
         rss,
         expect,
     }
+}
+
+/// `s` stopped `stop_ms` into the run, as a Ctrl-C stops one: nothing is
+/// sent after the stop; attempts still open half a second after it end
+/// `cancelled`, their calls hung up on then; the memory samples stop.
+pub(crate) fn stopped(mut s: Story, stop_ms: u64) -> Story {
+    let (stop, end) = (at(stop_ms), at(stop_ms + 500));
+    s.attempts.retain(|a| a.sent_us < stop);
+    let mut open = std::collections::HashSet::new();
+    for a in &mut s.attempts {
+        if a.done_us > end {
+            a.done_us = end;
+            a.outcome = ClientOutcome::Cancelled;
+            (a.status, a.retry_after_ms) = (None, None);
+            open.insert(a.id.clone());
+        }
+    }
+    s.calls.retain(|c| c.received_us < stop);
+    for c in &mut s.calls {
+        if open.contains(&c.id) && c.finished_us.is_some_and(|f| f > end) {
+            (c.finished_us, c.hung_up_us) = (None, Some(end));
+        }
+    }
+    s.rss.retain(|r| r.t_us < end);
+    s.expect.stopped_us = Some(stop);
+    s
 }
 
 /// A naive gateway: forwards every request at once (200 µs later), never
@@ -647,6 +675,7 @@ pub(crate) fn compressed(s: &Story, k: u64) -> Story {
     let expect = Expectations {
         load_end_us: t(e.load_end_us),
         overload: e.overload.map(|(a, b)| (t(a), t(b))),
+        stopped_us: e.stopped_us.map(t),
         capacity_per_s: e.capacity_per_s * k as f64,
         patience_s: e.patience_s / k as f64,
         service_s: e.service_s / k as f64,

@@ -5,7 +5,9 @@
 //! service, attempts in the gateway and in the backlog), each attempt's
 //! departure from the gateway (for the backlog drain time), the gateway's
 //! sheds (for the first shed, and for the drain time their Retry-After is
-//! compared with). The sweep files them in a [`Calendar`] and walks them in
+//! compared with), and the Retry-After of each refusal by its kind, the
+//! gateway's own or relayed from the provider (each row's median of each,
+//! the same refusals `retry_after` counts). The sweep files them in a [`Calendar`] and walks them in
 //! time order, as far as the judge says everything is known ([`Sweep::run`]),
 //! writing each row's largest levels and its drain time into the
 //! timeline's rows (a row is a scenario second: `Rows::bin_us` of the
@@ -14,8 +16,8 @@
 //! of that instant: 16 bytes per pending item.
 //!
 //! At one instant the order is: departures, arrivals, departures from the
-//! gateway folded into the drain time, the first-shed probe, then the drain
-//! time read for a shed; so an interval is `[start, end)`, and an attempt
+//! gateway folded into the drain time, the first-shed probe, the drain
+//! time read for a shed, then the Retry-After given; so an interval is `[start, end)`, and an attempt
 //! sent at t counts in the drain time at t.
 
 use hdrhistogram::Histogram;
@@ -23,7 +25,7 @@ use hdrhistogram::Histogram;
 use crate::calendar::Calendar;
 use crate::expect::Expectations;
 use crate::tally::retry_after_within;
-use crate::timeline::{histogram, record, Drain, FirstShed, Second, MAX_SECONDS, US};
+use crate::timeline::{histogram, quantile, record, Drain, FirstShed, Second, MAX_SECONDS, US};
 
 /// A level of the timeline: what an interval counts in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +50,7 @@ const START: u64 = 1;
 const FOLD: u64 = 2;
 const PROBE: u64 = 3;
 const QUERY: u64 = 4;
+const GIVEN: u64 = 5;
 
 /// An item's key: rank (3 bits), level (3 bits), payload (58 bits).
 const PAYLOAD: u64 = (1 << 58) - 1;
@@ -129,6 +132,20 @@ pub(crate) struct Sweep {
     /// request's own call, when the drain is seen from the client alone
     /// (see [`Sweep::drain_seen_from_the_client`]).
     own_call_us: u64,
+    /// The Retry-After values given in the row being walked, milliseconds:
+    /// the row, and the values of each [`Given`] kind.
+    given: (usize, [Vec<u64>; 2]),
+}
+
+/// Whose refusal a Retry-After came with, as the judge classes it: the
+/// gateway's own shed (at admission or after waiting, the provider never
+/// saw it: the refusals `retry_after` judges) or the provider's refusal
+/// relayed (`upstream_refused`). The timeline keeps each kind's median a
+/// row apart, and the report's Retry-After chart draws them apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Given {
+    Own = 0,
+    Relayed = 1,
 }
 
 impl Sweep {
@@ -149,6 +166,7 @@ impl Sweep {
             retry_after_within: 0,
             tolerance,
             own_call_us: 0,
+            given: (0, [Vec::new(), Vec::new()]),
         }
     }
 
@@ -225,6 +243,30 @@ impl Sweep {
         self.push(done, key(QUERY, 0, ra_ms.min(PAYLOAD >> 1) << 1 | coarse));
     }
 
+    /// A refusal of kind `kind` done at `done` said Retry-After `ra_ms`:
+    /// counted in its row's median of that kind.
+    pub(crate) fn given(&mut self, done: u64, kind: Given, ra_ms: u64) {
+        self.push(done, key(GIVEN, kind as u64, ra_ms));
+    }
+
+    /// Writes the medians of the Retry-After values given in the row being
+    /// walked into it, and empties them.
+    fn flush_given(&mut self, rows: &mut Rows) {
+        let (s, values) = &mut self.given;
+        if values.iter().all(Vec::is_empty) {
+            return;
+        }
+        let row = rows.row(*s);
+        let median = |v: &mut Vec<u64>| {
+            v.sort_unstable();
+            let m = quantile(v, 0.5);
+            v.clear();
+            m
+        };
+        row.retry_after_ms = median(&mut values[Given::Own as usize]);
+        row.relayed_retry_after_ms = median(&mut values[Given::Relayed as usize]);
+    }
+
     /// Walks the items before `until` (all but those of its last 10 ms,
     /// which may wait); `end_us` is the last instant of the records so far.
     pub(crate) fn run(&mut self, until: u64, end_us: u64, rows: &mut Rows) {
@@ -270,6 +312,14 @@ impl Sweep {
             }
             START => self.step(lvl, t, 1, rows),
             FOLD => self.leave_max = self.leave_max.max(payload),
+            GIVEN => {
+                let s = rows.second_of(t);
+                if s != self.given.0 {
+                    self.flush_given(rows);
+                    self.given.0 = s;
+                }
+                self.given.1[lvl.min(1)].push(payload);
+            }
             PROBE => {
                 if self.first_shed.is_none() {
                     let depth = self.level[Level::Depth as usize] - (payload & 1) as i64;
@@ -343,6 +393,7 @@ impl Sweep {
         for &item in &all[split..] {
             self.take(item, end_us, rows);
         }
+        self.flush_given(rows);
         self.drain_times_before(rows.bin_start(n as u64), rows);
         // An external run's depth and backlog come from the gateway's
         // gauges (`crate::external`), before the drain is measured on them.

@@ -189,8 +189,13 @@ pub struct Second {
     pub provider_p99_ms: Option<f64>,
     /// The gateway's largest resident memory sampled in this second.
     pub rss_bytes: Option<u64>,
-    /// The median Retry-After of attempts that ended in this second.
+    /// The median Retry-After of the gateway's own sheds (at admission or
+    /// after waiting, the provider never saw them) that ended in this
+    /// second: the refusals `retry_after` judges.
     pub retry_after_ms: Option<u64>,
+    /// The median Retry-After of the provider's refusals the gateway
+    /// relayed (`upstream_refused`) that ended in this second.
+    pub relayed_retry_after_ms: Option<u64>,
     /// The backlog drain time at the start of this second, in seconds of
     /// the rehearsal (as Retry-After is given).
     pub drain_s: f64,
@@ -314,6 +319,7 @@ struct CsvRow {
     provider_p99_ms: String,
     rss_bytes: String,
     retry_after_ms: String,
+    relayed_retry_after_ms: String,
     drain_s: String,
 }
 
@@ -348,6 +354,7 @@ impl From<&Second> for CsvRow {
             provider_p99_ms: ms(s.provider_p99_ms),
             rss_bytes: int(s.rss_bytes),
             retry_after_ms: int(s.retry_after_ms),
+            relayed_retry_after_ms: int(s.relayed_retry_after_ms),
             drain_s: format!("{:.3}", s.drain_s),
         }
     }
@@ -1160,9 +1167,9 @@ mod tests {
         let csv = stories::timeline(&attempts, &calls, &[]).to_csv();
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(lines.len(), 5);
-        assert!(lines.iter().all(|l| l.split(',').count() == 27));
+        assert!(lines.iter().all(|l| l.split(',').count() == 28));
         assert!(lines[0].starts_with("t,offered,sent,provider_calls,dispatched,ok,"));
-        assert!(lines[0].ends_with("rss_bytes,retry_after_ms,drain_s"));
+        assert!(lines[0].ends_with("rss_bytes,retry_after_ms,relayed_retry_after_ms,drain_s"));
         // The three calls, received at 0, 1 and 2 s, are counted in the
         // second their attempts were sent.
         assert!(
@@ -1173,7 +1180,7 @@ mod tests {
         // Three decimals, empty when absent, one line per second.
         assert_eq!(
             lines[2],
-            "1,0,0,0,0,1,0,0,0,0,0,0,0,2,1,1,1,1,1000.000,1000.000,900.000,900.000,1000.000,1000.000,,,1.000"
+            "1,0,0,0,0,1,0,0,0,0,0,0,0,2,1,1,1,1,1000.000,1000.000,900.000,900.000,1000.000,1000.000,,,,1.000"
         );
         // Without a second, the header alone.
         let empty = Timeline {

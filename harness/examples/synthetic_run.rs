@@ -244,6 +244,7 @@ fn write_run(args: &Args) -> Result<Counts, Error> {
         memory_ceiling_bytes: scenario.gateway.memory_ceiling,
         send_lag_bound_ms: rehearsal.load.send_lag_bound().as_secs_f64() * 1000.0,
         send_lag_p99_ms,
+        stopped_us: None,
     };
     let meta = RunMeta {
         scenario: scenario.meta.name.clone(),

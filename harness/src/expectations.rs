@@ -52,6 +52,7 @@ pub(crate) fn expectations_of(
             .map(|b| scenario.gateway.memory_at(b, rehearsal.scale)),
         send_lag_bound_ms: load_plan.send_lag_bound().as_secs_f64() * 1000.0,
         send_lag_p99_ms,
+        stopped_us: None,
     }
 }
 

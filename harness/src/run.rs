@@ -160,6 +160,7 @@ pub async fn run(
     let started_us = now_us();
     let (live, _stop_metrics) =
         live_series(metrics_listener, &p, &run_id, &provider, &gateway.url)?;
+    let stop_watch = watch_for_the_stop(&cancel);
     let (load, mut notes) = drive(
         &p,
         (&gateway.url, &urls),
@@ -173,7 +174,8 @@ pub async fn run(
         notes.splice(0..0, p.scenario.gateway.notes.iter().cloned());
     }
     notes.extend(p.fd_warning.clone());
-    let partial = cancel.is_cancelled();
+    let stopped_us = stopped_at(stop_watch, &cancel).await;
+    let partial = stopped_us.is_some();
     if partial {
         notes.push("stopped before its end (interrupted): this report is partial".into());
     }
@@ -218,7 +220,7 @@ pub async fn run(
         gateway: gateway_name,
         time_scale: p.rehearsal.scale.time,
         quota_scale: p.rehearsal.scale.quota,
-        expectations: expectations(&p, start_us, load.as_ref()),
+        expectations: expectations(&p, start_us, load.as_ref(), stopped_us),
         partial,
         provider_url,
         target_url,
@@ -236,6 +238,31 @@ pub async fn run(
             .as_bytes(),
     )?;
     judge_dir(&opts.out, &[], opts.junit.as_deref())
+}
+
+/// When the run is stopped (a signal, the spending guard: `cancel`), on
+/// the records' clock: the instant a partial run's checks are cut at
+/// (`wire::Expectations::stopped_us`). Aborted when the run goes its
+/// course.
+fn watch_for_the_stop(cancel: &CancellationToken) -> tokio::task::JoinHandle<u64> {
+    let cancel = cancel.clone();
+    tokio::spawn(async move {
+        cancel.cancelled().await;
+        now_us()
+    })
+}
+
+/// When the run was stopped, if it was (`cancel` is cancelled): what
+/// [`watch_for_the_stop`] saw, or now if it could not say.
+async fn stopped_at(
+    watch: tokio::task::JoinHandle<u64>,
+    cancel: &CancellationToken,
+) -> Option<u64> {
+    if !cancel.is_cancelled() {
+        watch.abort();
+        return None;
+    }
+    Some(watch.await.unwrap_or_else(|_| now_us()))
 }
 
 /// The line said when the providers are ready: `fake provider: URL` for
@@ -549,9 +576,18 @@ async fn settle(provider: &ProviderSide, p: &Prepared, partial: bool, notes: &mu
 }
 
 /// What the checks compare against: the plan's figures at the run's scale,
-/// placed on the run's clock.
-fn expectations(p: &Prepared, start_us: u64, load: Option<&LoadResult>) -> Expectations {
-    crate::expectations::expectations_of(&p.scenario, &p.rehearsal, &p.plan, start_us, load)
+/// placed on the run's clock, with the stop of a run stopped before its
+/// end.
+fn expectations(
+    p: &Prepared,
+    start_us: u64,
+    load: Option<&LoadResult>,
+    stopped_us: Option<u64>,
+) -> Expectations {
+    Expectations {
+        stopped_us,
+        ..crate::expectations::expectations_of(&p.scenario, &p.rehearsal, &p.plan, start_us, load)
+    }
 }
 
 /// One pass over `client.jsonl`: the first arrival's intended time (the

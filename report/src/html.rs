@@ -136,6 +136,7 @@ pub fn chart_data<'a>(i: &Inputs<'a>) -> ChartData<'a> {
             .iter()
             .map(|ev| (secs(ev.at_us), ev.kind.clone()))
             .collect(),
+        refusals: &j.summary.refusals,
         served: i.served,
         all: i.all,
     }
@@ -708,6 +709,7 @@ mod tests {
             memory_ceiling_bytes: Some(256 << 20),
             send_lag_bound_ms: 5.0,
             send_lag_p99_ms: 1.0,
+            stopped_us: None,
         };
         serde_json::from_value(serde_json::json!({
             "scenario": scenario,

@@ -63,6 +63,13 @@ pub struct Expectations {
     pub send_lag_bound_ms: f64,
     /// The load generator's measured 99th-percentile send lag.
     pub send_lag_p99_ms: f64,
+    /// When the run was stopped before its end (Ctrl-C, SIGTERM, the
+    /// spending guard), on the run's clock; `None` for a run that went its
+    /// whole course, and in run directories written before it. The judge
+    /// cuts the overload window and the load's end here, so that a partial
+    /// run's checks are judged over the scenario time it covered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_us: Option<u64>,
 }
 
 /// The end of the last trouble of a run (the overload's end, or the end of

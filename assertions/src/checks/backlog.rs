@@ -28,6 +28,9 @@ pub(crate) fn shed_onset(ev: &Evidence, th: &ShedOnsetThreshold) -> Verdict {
     if let Some(skipped) = ev.skip_before(ID, th.enabled) {
         return skipped;
     }
+    if let Some(skipped) = stopped_before_overload(ev, ID, "so there was no overload to shed in") {
+        return skipped;
+    }
     if ev.expect.overload.is_none() {
         return Verdict::skipped(
             ID,
@@ -40,6 +43,8 @@ pub(crate) fn shed_onset(ev: &Evidence, th: &ShedOnsetThreshold) -> Verdict {
     // Never under two: the depth the joins measure counts a request from
     // its send, so one or two are always on their way into the queue.
     let limit = (q * (1.0 + th.tolerance)).max(IN_TRANSIT);
+    // The one bound the line and the sentence both name.
+    let bound = bound_said(limit, q, th.tolerance);
     let patience = secs(e.patience_s);
     let predicted = if e.service_s >= e.patience_s {
         // Overloaded by latency: no call can finish in time, so nothing
@@ -77,23 +82,19 @@ pub(crate) fn shed_onset(ev: &Evidence, th: &ShedOnsetThreshold) -> Verdict {
             );
             // Written so that a NaN bound fails rather than passes.
             let within = depth as f64 <= limit;
+            let waiting = plural(depth, "request was", "requests were");
             let (status, detail) = if !within {
                 (Status::Fail, format!(
-                    "sheds late: {} requests were waiting at the first shed; the bound that keeps them inside {patience} is {}",
-                    count(depth),
-                    round(q)
+                    "sheds late: {waiting} waiting at the first shed, over the bound of {bound} that keeps them inside {patience}"
                 ))
             } else if (depth as f64) < q / 4.0 {
                 (Status::Pass, format!(
-                    "sheds early: {} requests were waiting at the first shed, under a quarter of Q* = {}; capacity may be left unused",
-                    count(depth),
+                    "sheds early: {waiting} waiting at the first shed, under a quarter of Q* = {}; capacity may be left unused",
                     round(q)
                 ))
             } else {
                 (Status::Pass, format!(
-                    "sheds on time: {} requests were waiting at the first shed, within the bound of {} that keeps them inside {patience}",
-                    count(depth),
-                    round(limit)
+                    "sheds on time: {waiting} waiting at the first shed, within the bound of {bound} that keeps them inside {patience}"
                 ))
             };
             let figure = Figure::higher(depth as f64, "requests", "waiting at the first shed");
@@ -116,11 +117,10 @@ pub(crate) fn shed_onset(ev: &Evidence, th: &ShedOnsetThreshold) -> Verdict {
                 secs(waited)
             );
             let detail = format!(
-                "never refused at admission: all {} of its refusals the provider never saw came after waiting in the queue (median {}), with {} requests queued at the peak; a gateway that sheds refuses at once, at a depth of at most {}",
+                "never refused at admission: all {} of its refusals the provider never saw came after waiting in the queue (median {}), with {} queued at the peak; a gateway that sheds refuses at once, at a depth of at most {bound}",
                 count(n),
                 secs(waited),
-                count(ev.peak_waiting()),
-                round(limit)
+                plural(ev.peak_waiting(), "request", "requests"),
             );
             Verdict::new(ID, Status::Fail, short, predicted, observed, detail)
         }
@@ -131,11 +131,7 @@ pub(crate) fn shed_onset(ev: &Evidence, th: &ShedOnsetThreshold) -> Verdict {
                 count(peak),
                 measured_bound(ev)
             );
-            let detail = format!(
-                "never shed: {} requests were queued at the peak; the bound that keeps them inside {patience} is {}",
-                count(peak),
-                round(q)
-            );
+            let detail = never_shed(ev, limit, &bound, &patience);
             let short = format!(
                 "never shed; {} waiting at the peak (bound {})",
                 count(peak),
@@ -143,6 +139,52 @@ pub(crate) fn shed_onset(ev: &Evidence, th: &ShedOnsetThreshold) -> Verdict {
             );
             Verdict::new(ID, Status::Fail, short, predicted, observed, detail)
         }
+    }
+}
+
+/// Why a gateway that never shed through a predicted overload fails
+/// `shed_onset`, against the bound its line names (`limit`, said as
+/// `bound`), over the part of the overload a stopped run covered.
+fn never_shed(ev: &Evidence, limit: f64, bound: &str, patience: &str) -> String {
+    let peak = ev.peak_waiting();
+    let queued = plural(peak, "request was", "requests were");
+    // Written so that a NaN bound says "over".
+    let detail = if peak as f64 <= limit {
+        format!(
+            "never shed: {queued} queued at the peak, within the bound of {bound}, through a predicted overload: what it could not serve inside {patience} was left to the provider (its queue, its refusals passed through) and to the callers' patience; shed at admission instead, once {} wait",
+            round(limit)
+        )
+    } else {
+        format!(
+            "never shed: {queued} queued at the peak, over the bound of {bound} that keeps them inside {patience}; shed at admission once {} wait",
+            round(limit)
+        )
+    };
+    match ev.stop.and_then(|s| s.in_overload()) {
+        Some(cut) => format!("{detail} ({cut})"),
+        None => detail,
+    }
+}
+
+/// The bound a first shed is judged against, with what it is made of, as
+/// the line and the sentence both say it: `21 (Q* = 14, +50%)`, or with Q*
+/// under the floor of requests on their way in, `2 (Q* = 0; at least the
+/// 2 on their way into the queue)`.
+fn bound_said(limit: f64, q: f64, tolerance: f64) -> String {
+    if q * (1.0 + tolerance) >= IN_TRANSIT {
+        format!(
+            "{} (Q* = {}, +{})",
+            round(limit),
+            round(q),
+            percent(tolerance)
+        )
+    } else {
+        format!(
+            "{} (Q* = {}; at least the {} on their way into the queue)",
+            round(limit),
+            round(q),
+            round(IN_TRANSIT)
+        )
     }
 }
 
@@ -248,8 +290,8 @@ pub(crate) fn stale_share(ev: &Evidence, th: &StaleShareThreshold) -> Verdict {
 /// passes with a note when nothing ever waited.
 pub(crate) fn drain(ev: &Evidence, th: &DrainThreshold) -> Verdict {
     const ID: &str = crate::Check::Drain.id();
-    if !th.enabled {
-        return Verdict::skipped(ID, "disabled", DISABLED);
+    if let Some(skipped) = drain_skipped_before(ev, th) {
+        return skipped;
     }
     let d = &ev.drain;
     let within = th.within.as_secs_f64();
@@ -367,6 +409,33 @@ pub(crate) fn drain(ev: &Evidence, th: &DrainThreshold) -> Verdict {
             Verdict::new(ID, status, short, predicted, observed, detail).with(figure)
         }
     }
+}
+
+/// The verdict of `drain` when it is skipped before it looks at the
+/// backlog: turned off, or a run stopped before the drain could be seen
+/// (`crate::covered`).
+fn drain_skipped_before(ev: &Evidence, th: &DrainThreshold) -> Option<Verdict> {
+    const ID: &str = crate::Check::Drain.id();
+    if !th.enabled {
+        return Some(Verdict::skipped(ID, "disabled", DISABLED));
+    }
+    let unseen = ev.stop?.drain_unseen(th.within)?;
+    Some(Verdict::skipped(
+        ID,
+        "stopped before the drain was seen",
+        unseen,
+    ))
+}
+
+/// The verdict of check `id` of the overload when the run stopped before
+/// the overload began (`crate::covered`): `so` says what that leaves.
+fn stopped_before_overload(ev: &Evidence, id: &'static str, so: &str) -> Option<Verdict> {
+    let before = ev.stop?.before_overload()?;
+    Some(Verdict::skipped(
+        id,
+        "stopped before the overload",
+        format!("{before}, {so}"),
+    ))
 }
 
 /// Which baseline the drain was judged against, as a clause:
@@ -528,6 +597,10 @@ pub(crate) fn goodput(ev: &Evidence, th: &GoodputThreshold) -> Verdict {
     if let Some(skipped) = ev.skip_before(ID, th.enabled) {
         return skipped;
     }
+    let so = "so there is no answer rate under overload to judge";
+    if let Some(skipped) = stopped_before_overload(ev, ID, so) {
+        return skipped;
+    }
     let Some((from, to)) = ev.expect.overload.filter(|(a, b)| b > a) else {
         return Verdict::skipped(
             ID,
@@ -565,10 +638,15 @@ pub(crate) fn goodput(ev: &Evidence, th: &GoodputThreshold) -> Verdict {
     );
     let observed = format!("{}/s answered", num(rate, 1));
     let share = if mu > 0.0 { rate / mu } else { f64::INFINITY };
-    let detail = format!(
-        "{} answers in the {} overload is {}/s, {} of capacity μ = {}/s{measured}; at least {} is required",
-        count(answered),
-        secs(window_s),
+    // A run stopped inside the overload is judged over the part it covered.
+    let window = match ev.stop.and_then(|s| s.in_overload()) {
+        Some(cut) => format!("{} of the overload the run covered ({cut})", secs(window_s)),
+        None => format!("{} overload", secs(window_s)),
+    };
+    let detail =
+        format!(
+        "{} in the {window} is {}/s, {} of capacity μ = {}/s{measured}; at least {} is required",
+        plural(answered, "answer", "answers"),
         num(rate, 1),
         if share.is_finite() { percent(share) } else { "all".to_string() },
         num(mu, 1),

@@ -12,6 +12,7 @@
 //! it, it fails, because a check that passes on a broken gateway is worse
 //! than none.
 
+use crate::covered::Stop;
 use crate::expect::Expectations;
 use crate::tally::Tally;
 use crate::timeline::{Drain, FirstShed, Second, Summary};
@@ -29,6 +30,10 @@ pub(crate) struct Evidence<'a> {
     pub(crate) drain: Drain,
     pub(crate) first_shed: Option<FirstShed>,
     pub(crate) tally: &'a Tally,
+    /// The stop, for a run stopped before its end: `expect` holds the
+    /// overload window and the load's end cut there (`crate::covered`),
+    /// this what was cut off, for the checks to say so.
+    pub(crate) stop: Option<Stop>,
 }
 
 impl Evidence<'_> {

@@ -47,6 +47,13 @@ pub(crate) fn retry_after(ev: &Evidence, th: &RetryAfterThreshold) -> Verdict {
     );
     let relayed = Relayed::gather(ev.tally);
     if ev.tally.sheds == 0 && relayed.refusals == 0 {
+        if let Some(before) = ev.stop.and_then(|s| s.before_overload()) {
+            return Verdict::skipped(
+                ID,
+                "no shed, stopped before the overload",
+                format!("the gateway never shed, and {before}"),
+            );
+        }
         if ev.expect.overload.is_none() {
             return Verdict::skipped(
                 ID,
@@ -69,7 +76,8 @@ pub(crate) fn retry_after(ev: &Evidence, th: &RetryAfterThreshold) -> Verdict {
     if ev.tally.sheds == 0 {
         return relayed.alone(predicted);
     }
-    let found = RetryAfterFindings::gather(ev.tally);
+    let mut found = RetryAfterFindings::gather(ev.tally);
+    found.stopped = ev.stop.and_then(|s| s.before_overload_ended());
     let mut failures: Vec<(String, String)> = found
         .failures(th)
         .into_iter()
@@ -300,6 +308,9 @@ struct RetryAfterFindings {
     /// of them were admitted (see [`crate::tally::honoured`]).
     honouring: u64,
     admitted: u64,
+    /// Why no retry after the overload was seen: the run stopped before
+    /// it ended (`crate::covered`).
+    stopped: Option<String>,
 }
 
 impl RetryAfterFindings {
@@ -315,6 +326,7 @@ impl RetryAfterFindings {
             within: t.retry_after_within,
             honouring: t.honouring,
             admitted: t.honoured_admitted,
+            stopped: None,
         }
     }
 
@@ -449,7 +461,9 @@ impl RetryAfterFindings {
     /// How the retries that honoured Retry-After fared, or why that was
     /// not judged.
     fn honour_note(&self) -> String {
-        if self.honouring == 0 {
+        if let (0, Some(stopped)) = (self.honouring, &self.stopped) {
+            format!("{stopped}, so no retry after it was seen and their admission was not judged")
+        } else if self.honouring == 0 {
             "no retry honoured a Retry-After after the overload (retry policy none?), so admission was not judged".to_string()
         } else if self.honouring < HONOURED_MIN {
             format!(

@@ -86,7 +86,7 @@ fn the_bounded_story_passes_every_check() {
     );
     assert_eq!(
         detail(&j, "shed_onset"),
-        "sheds on time: 11 requests were waiting at the first shed, within the bound of 24 that keeps them inside 3 s"
+        "sheds on time: 11 requests were waiting at the first shed, within the bound of 24 (Q* = 16, +50%) that keeps them inside 3 s"
     );
     assert_eq!(
         verdict(&j, "shed_onset").predicted,
@@ -125,7 +125,7 @@ fn the_naive_story_fails_with_numbers_that_explain_why() {
     assert_eq!(status(&j, "shed_onset"), Status::Fail);
     assert_eq!(
         detail(&j, "shed_onset"),
-        "never shed: 320 requests were queued at the peak; the bound that keeps them inside 30 s is 232"
+        "never shed: 320 requests were queued at the peak, within the bound of 348 (Q* = 232, +50%), through a predicted overload: what it could not serve inside 30 s was left to the provider (its queue, its refusals passed through) and to the callers' patience; shed at admission instead, once 348 wait"
     );
     assert_eq!(status(&j, "retry_after"), Status::Fail);
     assert_eq!(
@@ -181,7 +181,7 @@ fn shed_onset_fails_late_notes_early_and_skips_without_overload() {
     assert_eq!(status(&j, "shed_onset"), Status::Fail);
     assert_eq!(
         detail(&j, "shed_onset"),
-        "sheds late: 11 requests were waiting at the first shed; the bound that keeps them inside 3 s is 4"
+        "sheds late: 11 requests were waiting at the first shed, over the bound of 6 (Q* = 4, +50%) that keeps them inside 3 s"
     );
     s.expect.queue_bound = f64::NAN;
     assert_eq!(
@@ -1397,4 +1397,195 @@ fn the_verdict_line_names_both_kinds_it_judged() {
         "{}",
         v.detail
     );
+}
+
+/// `shed_onset` names one bound, Q* with its tolerance, in its line and
+/// its sentence alike, and counts one request as one.
+#[test]
+fn shed_onset_says_the_bound_it_judged_in_its_line_and_its_sentence() {
+    // Two people through a predicted overload, one waiting behind the
+    // other for a moment: never shed, one waiting at the peak.
+    let mut first = attempt("a", 1, 10_000, 11_500, ClientOutcome::Ok, None);
+    first.patience_ms = 3_000;
+    let mut second = attempt("b", 1, 10_100, 12_600, ClientOutcome::Ok, None);
+    second.patience_ms = 3_000;
+    let s = Story {
+        attempts: vec![first, second],
+        calls: vec![
+            call("a", 10_000, 10_000, 11_500),
+            call("b", 11_500, 11_500, 12_600),
+        ],
+        rss: vec![],
+        // Q* = 8/s × (3 s − 1 s) = 16, so the bound is 24 at +50%.
+        expect: expect(Some((10_000, 20_000)), 19_000, 3.0),
+    };
+    let v = verdict(&run(&s, &five_seconds()), "shed_onset");
+    assert_eq!(v.status, Status::Fail);
+    assert_eq!(v.short, "never shed; 1 waiting at the peak (bound 24)");
+    assert!(
+        v.detail.starts_with(
+            "never shed: 1 request was queued at the peak, within the bound of 24 (Q* = 16, +50%)"
+        ),
+        "{}",
+        v.detail
+    );
+    // Over its bound, the sentence says so against the same bound.
+    let mut naive = stories::naive();
+    naive.expect.queue_bound = 100.0;
+    let v = verdict(&run(&naive, &five_seconds()), "shed_onset");
+    assert_eq!(v.short, "never shed; 320 waiting at the peak (bound 150)");
+    assert_eq!(
+        v.detail,
+        "never shed: 320 requests were queued at the peak, over the bound of 150 (Q* = 100, +50%) that keeps them inside 30 s; shed at admission once 150 wait"
+    );
+}
+
+/// A run stopped before its overload began judges nothing of it, and says
+/// so: no goodput of "0 answers in the 10 s overload".
+#[test]
+fn a_run_stopped_before_its_overload_skips_what_reads_it() {
+    let j = run(
+        &stories::stopped(stories::bounded(), 6_000),
+        &five_seconds(),
+    );
+    let before = "the run stopped at 6 s, before the overload began at 10 s";
+    for (id, why) in [
+        (
+            "goodput",
+            format!("{before}, so there is no answer rate under overload to judge"),
+        ),
+        (
+            "shed_onset",
+            format!("{before}, so there was no overload to shed in"),
+        ),
+        (
+            "drain",
+            format!("{before}: there was no drain after it to see"),
+        ),
+        (
+            "retry_after",
+            format!("the gateway never shed, and {before}"),
+        ),
+    ] {
+        let v = verdict(&j, id);
+        assert_eq!(
+            (v.status, v.detail.as_str()),
+            (Status::Skipped, why.as_str()),
+            "{id}"
+        );
+    }
+    // What ran is judged as ever.
+    assert_eq!(status(&j, "served_latency"), Status::Pass);
+}
+
+/// A run stopped 6 s into its 10 s overload is judged over those 6 s: its
+/// goodput is the answers in them per second (not per second of the whole
+/// window), the drain after the overload was never seen, nor any retry
+/// after it.
+#[test]
+fn a_run_stopped_in_its_overload_is_judged_over_what_it_covered() {
+    let s = stories::stopped(stories::bounded(), 16_000);
+    let j = run(&s, &five_seconds());
+    let answered = s
+        .attempts
+        .iter()
+        .filter(|a| a.outcome == ClientOutcome::Ok && (at(10_000)..at(16_000)).contains(&a.done_us))
+        .count();
+    let v = verdict(&j, "goodput");
+    assert_eq!(v.status, Status::Pass, "{v:?}");
+    assert!(
+        v.detail.starts_with(&format!(
+            "{answered} answers in the 6 s of the overload the run covered (the run stopped at 16 s, 6 s into the 10 s overload) is {}/s",
+            crate::verdict::num(answered as f64 / 6.0, 1)
+        )),
+        "{v:?}"
+    );
+    assert_eq!(
+        (status(&j, "drain"), detail(&j, "drain")),
+        (
+            Status::Skipped,
+            "the run stopped at 16 s, before the overload ended at 20 s: the drain after it was never seen".to_string()
+        )
+    );
+    let ra = detail(&j, "retry_after");
+    assert!(
+        ra.ends_with("the run stopped at 16 s, before the overload ended at 20 s, so no retry after it was seen and their admission was not judged"),
+        "{ra}"
+    );
+    // The first shed came before the stop: judged as in any run.
+    assert_eq!(status(&j, "shed_onset"), Status::Pass);
+}
+
+/// The timeline keeps each second's Retry-After by the kind of refusal it
+/// came with, as the judge classes it: the gateway's own sheds (what
+/// `retry_after` counts) apart from the provider's 429s relayed. A
+/// pass-through proxy that never shed has relayed ones only, so the
+/// report's chart of them cannot contradict "never shed".
+#[test]
+fn retry_after_in_the_timeline_is_kept_by_the_kind_the_verdict_counts() {
+    // The bounded story: every Retry-After is of a gateway's own shed.
+    let s = stories::bounded();
+    let j = run(&s, &five_seconds());
+    let own: Vec<u64> = j
+        .timeline
+        .seconds
+        .iter()
+        .filter(|r| r.retry_after_ms.is_some())
+        .map(|r| r.t)
+        .collect();
+    let mut shed_seconds: Vec<u64> = s
+        .attempts
+        .iter()
+        .filter(|a| a.outcome == ClientOutcome::Shed && a.retry_after_ms.is_some())
+        .map(|a| (a.done_us - s.expect.start_us) / 1_000_000)
+        .collect();
+    shed_seconds.dedup();
+    assert_eq!(own, shed_seconds);
+    assert!(j
+        .timeline
+        .seconds
+        .iter()
+        .all(|r| r.relayed_retry_after_ms.is_none()));
+    // A pass-through proxy: each 429 the provider gave (with 2 s to wait)
+    // relayed to its caller, through a predicted overload.
+    let mut attempts = Vec::new();
+    let mut calls = Vec::new();
+    for i in 0..30u64 {
+        let (id, ms) = (format!("r{i}"), 10_000 + i * 100);
+        attempts.push(attempt(
+            &id,
+            1,
+            ms,
+            ms + 5,
+            ClientOutcome::Shed,
+            Some(2_000),
+        ));
+        let mut c = call(&id, ms + 1, ms + 1, ms + 2);
+        c.outcome = wire::ProviderOutcome::QuotaExceeded;
+        (c.status, c.retry_after_ms, c.completion_tokens) = (429, Some(2_000), 0);
+        calls.push(c);
+    }
+    let relayed = Story {
+        attempts,
+        calls,
+        rss: vec![],
+        expect: expect(Some((10_000, 20_000)), 19_000, 3.0),
+    };
+    let j = run(&relayed, &five_seconds());
+    let rows: Vec<_> = j
+        .timeline
+        .seconds
+        .iter()
+        .filter_map(|r| r.relayed_retry_after_ms.map(|ms| (r.t, ms)))
+        .collect();
+    assert_eq!(rows, [(10, 2_000), (11, 2_000), (12, 2_000)]);
+    assert!(j
+        .timeline
+        .seconds
+        .iter()
+        .all(|r| r.retry_after_ms.is_none()));
+    assert_eq!(j.summary.counts.upstream_refused, 30);
+    let d = detail(&j, "retry_after");
+    assert!(d.contains("relayed"), "{d}");
+    assert!(!d.starts_with("never shed"), "{d}");
 }

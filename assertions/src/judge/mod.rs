@@ -69,7 +69,7 @@
 //! a unit test checks these sizes).
 //!
 //! What outlives the window, to the end of the run: the per-second
-//! [`crate::Timeline`] (one row per second of the run, 280 bytes),
+//! [`crate::Timeline`] (one row per second of the run, 296 bytes),
 //! the histograms and counts, the set of distinct Retry-After values, and
 //! one compact entry per person whose last attempt ended without an answer
 //! (a timeout, a reset, a shed not retried): 32 bytes (a 64-bit hash of the
@@ -105,12 +105,13 @@ use wire::{
     RssSample,
 };
 
+use crate::covered::{covered, Stop};
 use crate::delivery::{delivery, Received, Sent};
 use crate::expect::{Expectations, Thresholds};
 use crate::external::External;
 use crate::judgement::{conclude, Distribution, Judgement, Measured, Pass};
 use crate::routing::{self, RoutedCall, Routing, TroubleWindow, ALL_COOLING};
-use crate::sweep::{Level, Rows, Sweep};
+use crate::sweep::{Given, Level, Rows, Sweep};
 use crate::tally::{self, relayed_retry_after, Previous, Retry, Tally};
 use crate::timeline::{
     histogram, percentiles, record, row_us, Counts, Deaths, Drain, GatewayPeaks, Harness,
@@ -142,6 +143,7 @@ use values::{Value, Values};
 ///     memory_ceiling_bytes: None,
 ///     send_lag_bound_ms: 10.0,
 ///     send_lag_p99_ms: 1.0,
+///     stopped_us: None,
 /// };
 /// // No records: nothing was rehearsed, so the run is invalid.
 /// let j = judge(&[], &[], &[], &expect, &Thresholds::default());
@@ -198,6 +200,24 @@ pub(crate) fn judge_at(
         }
     }
     judge.finish()
+}
+
+/// The Retry-After attempt `a` was given, by its refusal's kind once
+/// settled (`counted`; `gateway_shed`: one `retry_after` judges), handed to
+/// the sweep for the timeline's per-second medians of each kind: a shed
+/// of the gateway's own, or the provider's refusal relayed. Other
+/// refusals' (a tenant's entitlement, a gateway timeout) are in neither.
+fn retry_after_given(sweep: &mut Sweep, a: &Attempt, counted: ClientOutcome, gateway_shed: bool) {
+    let Some(ra) = a.retry_after_ms else {
+        return;
+    };
+    let relayed = counted == ClientOutcome::UpstreamRefused;
+    let kind = match (gateway_shed, relayed) {
+        (true, _) => Given::Own,
+        (false, true) => Given::Relayed,
+        (false, false) => return,
+    };
+    sweep.given(a.done_us, kind, ra);
 }
 
 /// M: the margin for writers' reordering (and a little more).
@@ -431,7 +451,7 @@ impl Progress {
 ///     gateway_wait_s: 0.0, knee: None, drain_baseline: None,
 ///     after_trouble: None,
 ///     memory_ceiling_bytes: None,
-///     send_lag_bound_ms: 10.0, send_lag_p99_ms: 1.0,
+///     send_lag_bound_ms: 10.0, send_lag_p99_ms: 1.0, stopped_us: None,
 /// };
 /// let mut judge = Judge::new(&expect, &Thresholds::default());
 /// judge.attempt(ClientRecord {
@@ -446,8 +466,11 @@ impl Progress {
 /// assert_eq!(j.verdict("no_silent_loss").unwrap().status, Status::Pass);
 /// ```
 pub struct Judge {
-    /// What the run predicted, and the checklist (at the run's scale).
+    /// What the run predicted over the time it covered (`crate::covered`),
+    /// and the checklist (at the run's scale).
     expect: Expectations,
+    /// The stop, for a run stopped before its end.
+    stop: Option<Stop>,
     thresholds: Thresholds,
     /// A run whose provider the harness did not see: what it is judged by.
     external: Option<External>,
@@ -484,8 +507,12 @@ impl Judge {
         thresholds: &Thresholds,
         time_scale: f64,
     ) -> Judge {
+        // Cut once, here: everything after reads the cut window.
+        let (expect, stop) = covered(expect);
+        let expect = &expect;
         let mut judge = Judge {
             expect: expect.clone(),
+            stop,
             thresholds: thresholds.clone(),
             external: None,
             window: Window::new(expect),
@@ -909,7 +936,6 @@ impl Judge {
             );
         }
         if let Some(ra) = a.retry_after_ms {
-            self.add_value(a.done_us, Value::RetryAfter, ra);
             if a.outcome == ClientOutcome::Shed
                 && self.figures.names.get(a.reason) == Some(ALL_COOLING)
             {
@@ -971,6 +997,7 @@ impl Judge {
             .or_default() += 1;
         let gateway_shed =
             matches!(class, RefusalClass::AtAdmission | RefusalClass::AtDequeue) && !provider_saw;
+        retry_after_given(&mut self.sweep, &a, counted, gateway_shed);
         if !gateway_shed {
             return;
         }
@@ -1046,6 +1073,7 @@ impl Judge {
             status: c.status,
             accepted: c.completed,
             retry_after_ms: c.retry_after_ms.map(|ms| u64::from(ms.get())),
+            retry: self.called_before(person),
         });
         self.count_hangup(person, c);
         self.join(person, c);
@@ -1082,6 +1110,16 @@ impl Judge {
             p.running_at_hangup += u64::from(h.to_cancel);
             p.cancelled_at_hangup += u64::from(h.to_cancel && h.cancelled);
             p.tokens_after_hangup += h.tokens;
+        }
+    }
+
+    /// Returns true if and only if the attempt a call of `person` joins
+    /// (their latest, alive or compact: see [`Judge::join`]) had a call
+    /// already: this one is the gateway's own retry or failover.
+    fn called_before(&self, person: u64) -> bool {
+        match self.people.open.get(&person) {
+            Some(p) => p.attempts.last().is_some_and(|a| a.matched),
+            None => self.people.compact.get(&person).is_some_and(|e| e.matched),
         }
     }
 
@@ -1287,6 +1325,9 @@ impl Judge {
                         .entry((class, a.status.unwrap_or(0), a.reason, a.tenant))
                         .or_default() += 1;
                 }
+                // Classed once its person is done, later than the sweep
+                // walked its end: the sweep counts it where it stands.
+                retry_after_given(&mut self.sweep, a, counted, false);
             }
             if a.counted == Some(ClientOutcome::UpstreamRefused) {
                 let kept = match a.latest {
@@ -1466,6 +1507,7 @@ impl Judge {
             distribution: f.distribution,
             pass,
             routing: Some((routing, self.rows.bin_us)),
+            stop: self.stop,
         };
         conclude(
             measured,
@@ -1917,6 +1959,6 @@ mod tests {
         // A compact entry with its key: two times and two flags.
         assert_eq!(size_of::<(u64, Compact)>(), 32);
         // A row of the timeline.
-        assert_eq!(size_of::<Second>(), 280);
+        assert_eq!(size_of::<Second>(), 296);
     }
 }

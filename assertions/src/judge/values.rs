@@ -1,11 +1,12 @@
 //! Per-second values whose second is not over yet ([`Values`]): each
 //! second's exact percentiles come from its own values, sorted once when
-//! the release passes its end.
+//! the release passes its end. (Retry-After values wait for their
+//! refusal's kind, known when it settles: the sweep takes them.)
 
 use std::collections::VecDeque;
 
 use crate::sweep::Rows;
-use crate::timeline::{ms_percentiles, quantile};
+use crate::timeline::ms_percentiles;
 
 /// The values of the seconds not yet taken.
 #[derive(Default)]
@@ -17,13 +18,12 @@ pub(super) struct Values {
     pub(super) held: usize,
 }
 
-/// One second's values, in microseconds (Retry-After in milliseconds).
+/// One second's values, in microseconds.
 #[derive(Default)]
 struct SecondValues {
     e2e: Vec<u64>,
     waits: Vec<u64>,
     provider: Vec<u64>,
-    retry_after: Vec<u64>,
 }
 
 /// Which of a second's values.
@@ -35,7 +35,6 @@ pub(super) enum Value {
     Wait,
     /// Received to finished, of an answered call.
     Provider,
-    RetryAfter,
 }
 
 impl Values {
@@ -53,7 +52,6 @@ impl Values {
             Value::E2e => sv.e2e.push(v),
             Value::Wait => sv.waits.push(v),
             Value::Provider => sv.provider.push(v),
-            Value::RetryAfter => sv.retry_after.push(v),
         }
         self.held += 1;
         true
@@ -66,14 +64,12 @@ impl Values {
                 self.first = upto;
                 return;
             };
-            self.held -= sv.e2e.len() + sv.waits.len() + sv.provider.len() + sv.retry_after.len();
-            if sv.e2e.len() + sv.waits.len() + sv.provider.len() + sv.retry_after.len() > 0 {
+            self.held -= sv.e2e.len() + sv.waits.len() + sv.provider.len();
+            if sv.e2e.len() + sv.waits.len() + sv.provider.len() > 0 {
                 let row = rows.row(self.first);
                 (row.e2e_p50_ms, row.e2e_p99_ms) = ms_percentiles(&mut sv.e2e);
                 (row.queue_wait_p50_ms, row.queue_wait_p99_ms) = ms_percentiles(&mut sv.waits);
                 (row.provider_p50_ms, row.provider_p99_ms) = ms_percentiles(&mut sv.provider);
-                sv.retry_after.sort_unstable();
-                row.retry_after_ms = quantile(&sv.retry_after, 0.5);
             }
             self.first += 1;
         }

@@ -34,7 +34,7 @@ mod raster;
 mod time_charts;
 mod timeline;
 
-use assertions::{ProviderSeconds, Second};
+use assertions::{ProviderSeconds, RefusalLine, Second};
 use hdrhistogram::Histogram;
 
 use self::axes::TimeAxis;
@@ -86,6 +86,10 @@ pub struct ChartData<'a> {
     /// What happened to the gateway process (`died`, `restarted`), scenario
     /// seconds since start: drawn as vertical lines across every time chart.
     pub events: Vec<(f64, String)>,
+    /// The run's refusals by kind, status and reason (the summary's): the
+    /// traffic chart's legend names the statuses each kind was answered
+    /// with.
+    pub refusals: &'a [RefusalLine],
     /// End-to-end latency of answered attempts, in microseconds.
     pub served: &'a Histogram<u64>,
     /// End-to-end latency of every attempt, in microseconds.
@@ -213,6 +217,7 @@ mod tests {
             provider_p99_ms: Some(1400.0),
             rss_bytes: Some(19 << 20),
             retry_after_ms: Some(1500),
+            relayed_retry_after_ms: None,
             drain_s: 1.2,
         }
     }
@@ -255,6 +260,7 @@ mod tests {
             slo_ms: Some(5000.0),
             memory_ceiling_bytes: Some(256 << 20),
             events: vec![(6.2, "died".into()), (7.0, "restarted".into())],
+            refusals: &[],
             served: &served,
             all: &all,
         })
@@ -366,6 +372,109 @@ mod tests {
             .contains("no Retry-After given"));
     }
 
+    /// The traffic legend names each kind of refusal with the statuses
+    /// the run's refusals of that kind were answered with: a pass-through
+    /// proxy whose every refusal was the provider's 429 reads "429", not
+    /// a 504 it never gave.
+    #[test]
+    fn the_traffic_legend_names_the_statuses_it_saw() {
+        use assertions::RefusalLine;
+        use wire::RefusalClass;
+        let line = |class, status, count| RefusalLine {
+            class,
+            status,
+            reason: None,
+            tenant: None,
+            count,
+        };
+        let seconds: Vec<_> = (0..10)
+            .map(|t| Second {
+                shed: 0,
+                upstream_refused: 12,
+                ..second(t)
+            })
+            .collect();
+        let served = hist(&[200]);
+        let traffic = |refusals: &[RefusalLine]| {
+            render_all(&ChartData {
+                seconds: &seconds,
+                providers: &[],
+                span_s: 10.0,
+                bands: bands(),
+                queue_bound: None,
+                first_shed: None,
+                slo_ms: None,
+                memory_ceiling_bytes: None,
+                events: Vec::new(),
+                refusals,
+                served: &served,
+                all: &served,
+            })[0]
+                .svg
+                .clone()
+                .unwrap()
+        };
+        let relayed = traffic(&[line(RefusalClass::AfterDispatch, 429, 120)]);
+        assert!(
+            relayed.contains("refused after dispatch (429)"),
+            "{relayed}"
+        );
+        assert!(!relayed.contains("(504"), "{relayed}");
+        // The gateway's own timeouts beside the provider's 503s, and its
+        // sheds at admission with the 429s it gave.
+        let both = traffic(&[
+            line(RefusalClass::AtAdmission, 429, 3),
+            line(RefusalClass::AfterDispatch, 504, 2),
+            line(RefusalClass::AfterDispatch, 503, 7),
+        ]);
+        assert!(both.contains("refused after dispatch (503, 504)"), "{both}");
+        assert!(both.contains("shed at admission (429)"), "{both}");
+        // Nothing seen, no status named.
+        let none = traffic(&[]);
+        assert!(none.contains(">\nrefused after dispatch\n<"), "{none}");
+    }
+
+    /// Chart 5 draws each kind of Retry-After apart, named as the judge
+    /// classes its refusal: a gateway that relayed the provider's 429s
+    /// and shed nothing itself shows them as relayed, beside "the gateway
+    /// shed nothing of its own", never as Retry-After it gave.
+    #[test]
+    fn chart_5_names_whose_retry_after_it_shows() {
+        let relayed: Vec<_> = (0..10)
+            .map(|t| Second {
+                shed: 0,
+                upstream_refused: 12,
+                retry_after_ms: None,
+                relayed_retry_after_ms: Some(2000),
+                ..second(t)
+            })
+            .collect();
+        let svg = |seconds: &[Second]| render(seconds, 10.0, None)[4].svg.clone().unwrap();
+        let chart = svg(&relayed);
+        assert!(
+            chart.contains("Retry-After relayed from the provider"),
+            "{chart}"
+        );
+        assert!(chart.contains("the gateway shed nothing of its own"));
+        assert!(!chart.contains("own sheds"));
+        assert!(!chart.contains("no Retry-After given"));
+        // The gateway's own sheds only: no relayed series named.
+        let own: Vec<_> = (0..10).map(second).collect();
+        let chart = svg(&own);
+        assert!(chart.contains("Retry-After of the gateway&apos;s own sheds"));
+        assert!(!chart.contains("relayed"));
+        // Both: both named.
+        let both: Vec<_> = (0..10)
+            .map(|t| Second {
+                relayed_retry_after_ms: Some(4000),
+                ..second(t)
+            })
+            .collect();
+        let chart = svg(&both);
+        assert!(chart.contains("own sheds") && chart.contains("relayed from the provider"));
+        assert_eq!(&png(&chart).unwrap()[1..4], b"PNG");
+    }
+
     #[test]
     fn a_run_that_ended_early_keeps_the_planned_axis() {
         // Records for 4 s of a 10 s schedule: the axis still runs to 10 s.
@@ -396,6 +505,7 @@ mod tests {
             slo_ms: None,
             memory_ceiling_bytes: None,
             events: Vec::new(),
+            refusals: &[],
             served: &empty,
             all: &empty,
         });
@@ -458,6 +568,7 @@ mod tests {
             slo_ms: None,
             memory_ceiling_bytes: None,
             events: Vec::new(),
+            refusals: &[],
             served: &served,
             all: &served,
         });
@@ -519,6 +630,7 @@ mod tests {
             slo_ms: None,
             memory_ceiling_bytes: None,
             events: Vec::new(),
+            refusals: &[],
             served: &served,
             all: &served,
         });

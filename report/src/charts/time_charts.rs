@@ -12,13 +12,32 @@ use super::draw::{
 };
 use super::timeline::Row;
 use super::{count, num};
+use assertions::RefusalLine;
+use wire::RefusalClass;
 
 fn dots(fr: &Frame) -> bool {
     fr.rows.rows.len() <= 40
 }
 
 /// A kind of refusal drawn apart: its label, its column, its colour.
-type Kind = (&'static str, fn(&Row) -> f64, RGBColor);
+type Kind = (String, fn(&Row) -> f64, RGBColor);
+
+/// A kind of refusal as the legend names it: `what`, with the statuses
+/// the run's refusals of `class` were answered with (`shed at admission
+/// (429, 503)`), so the legend says what was seen, never a status that
+/// was not.
+fn named(what: &str, class: RefusalClass, refusals: &[RefusalLine]) -> String {
+    let statuses: std::collections::BTreeSet<u16> = refusals
+        .iter()
+        .filter(|r| r.class == class && r.count > 0)
+        .map(|r| r.status)
+        .collect();
+    if statuses.is_empty() {
+        return what.to_string();
+    }
+    let said: Vec<String> = statuses.iter().map(u16::to_string).collect();
+    format!("{what} ({})", said.join(", "))
+}
 
 /// Chart 1: offered, served and each kind of refusal per second; each
 /// point, pointed at, says its calls per attempt (the provider calls made
@@ -46,23 +65,47 @@ pub(super) fn traffic(fr: &Frame) -> DrawResult<String> {
     // The kinds of refusal apart (never summed); those that never happened
     // are left out of the legend.
     let any = |f: fn(&Row) -> f64| rows.iter().any(|r| f(r) > 0.0);
+    let refusals = fr.d.refusals;
     let mut items = vec![
         ("offered".to_string(), Mark::Line(C_GREY, 2)),
         ("served (answered)".to_string(), Mark::Line(C_GREEN, 2)),
-        ("shed at admission".to_string(), Mark::Line(C_ORANGE, 2)),
+        (
+            named("shed at admission", RefusalClass::AtAdmission, refusals),
+            Mark::Line(C_ORANGE, 2),
+        ),
     ];
     let kinds: [Kind; 3] = [
-        ("stale (dropped after waiting)", |r| r.stale, C_SKY),
-        ("tenant over its entitlement", |r| r.tenant_limited, C_BLUE),
         (
-            "refused after dispatch (504, provider's)",
+            named(
+                "stale (dropped after waiting)",
+                RefusalClass::AtDequeue,
+                refusals,
+            ),
+            |r| r.stale,
+            C_SKY,
+        ),
+        (
+            named(
+                "tenant over its entitlement",
+                RefusalClass::TenantLimited,
+                refusals,
+            ),
+            |r| r.tenant_limited,
+            C_BLUE,
+        ),
+        (
+            named(
+                "refused after dispatch",
+                RefusalClass::AfterDispatch,
+                refusals,
+            ),
             |r| r.after_dispatch,
             C_TEXT,
         ),
     ];
-    for (label, f, c) in kinds {
-        if any(f) {
-            items.push((label.to_string(), Mark::Line(c, 2)));
+    for (label, f, c) in &kinds {
+        if any(*f) {
+            items.push((label.clone(), Mark::Line(*c, 2)));
         }
     }
     items.push(("timed out".to_string(), Mark::Line(C_RED, 2)));
@@ -95,9 +138,9 @@ pub(super) fn traffic(fr: &Frame) -> DrawResult<String> {
         series(&mut chart, col(|r| r.errors), C_PURPLE, 2, d)?;
         series(&mut chart, col(|r| r.timeout), C_RED, 2, d)?;
         series(&mut chart, col(|r| r.shed), C_ORANGE, 2, d)?;
-        for (_, f, c) in kinds {
-            if any(f) {
-                series(&mut chart, col(f), c, 2, d)?;
+        for (_, f, c) in &kinds {
+            if any(*f) {
+                series(&mut chart, col(*f), *c, 2, d)?;
             }
         }
         series(&mut chart, col(|r| r.ok), C_GREEN, 2, d)?;
@@ -363,23 +406,47 @@ pub(super) fn memory(fr: &Frame) -> DrawResult<String> {
     })
 }
 
+/// Chart 5: the Retry-After given, each kind of refusal apart as the
+/// judge classes it (the gateway's own sheds, which `retry_after` judges
+/// against the drain time; the provider's refusals it relayed), against
+/// the backlog drain time measured.
 pub(super) fn retry_after(fr: &Frame) -> DrawResult<String> {
     let rows = &fr.rows.rows;
     let max = rows
         .iter()
-        .map(|r| r.drain_s.max(r.retry_after_s.unwrap_or(0.0)))
+        .map(|r| {
+            r.drain_s
+                .max(r.retry_after_s.unwrap_or(0.0))
+                .max(r.relayed_retry_after_s.unwrap_or(0.0))
+        })
         .fold(0.0, f64::max);
     let (hi, step, ticks) = linear_axis(max);
-    let mut items = vec![
-        (
-            "Retry-After given (median of the sheds ending in the second)".to_string(),
+    let own = rows.iter().any(|r| r.retry_after_s.is_some());
+    let relayed = rows.iter().any(|r| r.relayed_retry_after_s.is_some());
+    let mut items = Vec::new();
+    if own {
+        items.push((
+            "Retry-After of the gateway's own sheds (median of those ending in the second)"
+                .to_string(),
             Mark::Point(C_ORANGE),
-        ),
-        (
-            "backlog drain time measured".to_string(),
-            Mark::Line(C_BLUE, 2),
-        ),
-    ];
+        ));
+    } else if relayed {
+        items.push((
+            "the gateway shed nothing of its own".to_string(),
+            Mark::Point(C_GREY),
+        ));
+    }
+    if relayed {
+        items.push((
+            "Retry-After relayed from the provider's refusals (median of those ending in the second)"
+                .to_string(),
+            Mark::Point(C_PURPLE),
+        ));
+    }
+    items.push((
+        "backlog drain time measured".to_string(),
+        Mark::Line(C_BLUE, 2),
+    ));
     items.extend(band_items(fr.d));
     svg_document(legend_rows(&items), |root| {
         let fmt = |v: &f64| tick(*v, step);
@@ -393,12 +460,19 @@ pub(super) fn retry_after(fr: &Frame) -> DrawResult<String> {
         )?;
         series(
             &mut chart,
+            rows.iter().map(|r| (r.x, r.relayed_retry_after_s)),
+            C_PURPLE,
+            2,
+            true,
+        )?;
+        series(
+            &mut chart,
             rows.iter().map(|r| (r.x, r.retry_after_s)),
             C_ORANGE,
             2,
             true,
         )?;
-        if !rows.iter().any(|r| r.retry_after_s.is_some()) {
+        if !own && !relayed {
             no_data(&chart, root, "no Retry-After given: nothing was shed")?;
         }
         legend(root, &items)

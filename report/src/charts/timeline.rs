@@ -39,7 +39,10 @@ pub(super) struct Row {
     pub(super) queue_wait: [Option<f64>; 2],
     pub(super) provider: [Option<f64>; 2],
     pub(super) rss_mib: Option<f64>,
+    /// The median Retry-After of the gateway's own sheds, and of the
+    /// provider's refusals it relayed (each the bucket's mean of them).
     pub(super) retry_after_s: Option<f64>,
+    pub(super) relayed_retry_after_s: Option<f64>,
     pub(super) drain_s: f64,
 }
 
@@ -68,7 +71,7 @@ impl Rows {
                 seconds: n,
                 ..Row::default()
             };
-            let mut retry = (0.0, 0u32);
+            let (mut retry, mut relayed) = ((0.0, 0u32), (0.0, 0u32));
             for s in chunk {
                 r.offered += s.offered as f64 / n;
                 r.sent += s.sent as f64 / n;
@@ -97,14 +100,19 @@ impl Rows {
                     max_opt(r.provider[1], s.provider_p99_ms),
                 ];
                 r.rss_mib = max_opt(r.rss_mib, s.rss_bytes.map(|b| b as f64 / (1024.0 * 1024.0)));
-                if let Some(ms) = s.retry_after_ms {
-                    retry = (retry.0 + ms as f64 / 1000.0, retry.1 + 1);
+                for (sum, ms) in [
+                    (&mut retry, s.retry_after_ms),
+                    (&mut relayed, s.relayed_retry_after_ms),
+                ] {
+                    if let Some(ms) = ms {
+                        *sum = (sum.0 + ms as f64 / 1000.0, sum.1 + 1);
+                    }
                 }
                 r.drain_s = r.drain_s.max(s.drain_s);
             }
-            if retry.1 > 0 {
-                r.retry_after_s = Some(retry.0 / f64::from(retry.1));
-            }
+            let mean = |(sum, n): (f64, u32)| (n > 0).then(|| sum / f64::from(n));
+            r.retry_after_s = mean(retry);
+            r.relayed_retry_after_s = mean(relayed);
             rows.push(r);
         }
         Rows { rows, bucket }
