@@ -14,7 +14,7 @@ pub struct Args {
     /// The scenario file (default: the built-in CI smoke scenario).
     scenario: Option<PathBuf>,
     /// The run directory (default: runs/NAME-YYYYmmdd-HHMMSS).
-    #[arg(long)]
+    #[arg(short, long)]
     out: Option<PathBuf>,
     /// Compress every duration by N and multiply every rate by N.
     #[arg(long, value_name = "N")]

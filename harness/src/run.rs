@@ -252,12 +252,7 @@ fn providers_said(urls: &crate::ProviderUrls) -> String {
 /// against `--allow-remote`) and the open files it needs.
 fn prepare(s: &Scenario, opts: &RunOptions) -> Result<Prepared, RunError> {
     let mut scenario = s.clone();
-    if let Some(ts) = opts.time_scale {
-        if !(ts.is_finite() && ts > 0.0) {
-            return Err(RunError::flag("--time-scale", "must be a positive number"));
-        }
-        scenario.meta.time_scale = ts;
-    }
+    scenario.at_time_scale(opts.time_scale)?;
     let rehearsal = scenario.rehearsal();
     let plan = plan::plan(&scenario);
     let target = opts.target.clone().or(match &scenario.gateway.kind {
