@@ -144,75 +144,11 @@ fn main() -> ExitCode {
 mod tests {
     use super::*;
 
-    fn parses(args: &[&str]) -> Result<Cli, clap::Error> {
-        Cli::try_parse_from(std::iter::once("rehearse").chain(args.iter().copied()))
-    }
-
+    /// Short flags, conflicts and names of the one definition do not
+    /// collide (each subcommand's flags are parsed end to end in
+    /// tests/frontdoor.rs).
     #[test]
     fn the_one_definition_holds_together() {
         Cli::command().debug_assert();
-    }
-
-    /// A script gives every subcommand the flags it gives `run`: each is
-    /// read wherever it means something, short or long.
-    #[test]
-    fn shared_flags_read_alike_on_every_subcommand() {
-        let accepted: [&[&str]; 12] = [
-            &["run", "-o", "d", "-q", "--no-progress"],
-            &["run", "s.toml", "--out", "d", "-v", "--time-scale", "5"],
-            &["report", "d", "-q", "--no-progress"],
-            &["report", "d", "-v"],
-            &["plan", "s.toml", "--time-scale", "10", "--no-progress"],
-            &["compare", "s.toml", "-o", "d", "-q", "--no-progress"],
-            &[
-                "load",
-                "s.toml",
-                "--target",
-                "http://x",
-                "-o",
-                "d",
-                "--no-progress",
-            ],
-            &["calibrate", "--target", "http://x", "-o", "d"],
-            &[
-                "stage",
-                "s.toml",
-                "-o",
-                "d",
-                "--provider",
-                "http://p",
-                "--start-at",
-                "1",
-            ],
-            &[
-                "init",
-                "s.toml",
-                "-q",
-                "--time-scale",
-                "5",
-                "--quota-scale",
-                "2",
-            ],
-            &[
-                "init",
-                "s.toml",
-                "--peak-rate",
-                "2000/min",
-                "--peak-duration",
-                "5m",
-            ],
-            &["init", "s.toml", "--normal-rate", "7200/h"],
-        ];
-        for args in accepted {
-            if let Err(e) = parses(args) {
-                panic!("{args:?}: {e}");
-            }
-        }
-        for refused in [
-            &["report", "d", "-q", "-v"][..],
-            &["init", "s.toml", "--normal-rate", "2000/fortnight"],
-        ] {
-            assert!(parses(refused).is_err(), "{refused:?}");
-        }
     }
 }

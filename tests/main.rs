@@ -18,6 +18,7 @@ mod docs;
 mod external;
 mod failover;
 mod flash;
+mod frontdoor;
 mod gateways;
 mod incidents;
 mod kubernetes;
