@@ -35,6 +35,9 @@ fn edit(text: &str, key: &str, out: Option<&str>) -> String {
     lines.join("\n") + "\n"
 }
 
+/// An example line to uncomment, and the line it replaces (commented out).
+type Edit<'a> = (&'a str, Option<&'a str>);
+
 /// `rehearse plan FILE`, which must accept it; its stdout.
 fn plans(file: &Path, extra: &[&str]) -> String {
     let out = rehearse()
@@ -54,7 +57,7 @@ fn plans(file: &Path, extra: &[&str]) -> String {
 #[test]
 fn init_then_one_example_line_uncommented_plans_for_each_gateway() {
     let dir = scratch("frontdoor", "init");
-    let cases: [(&str, &[&str], &[(&str, Option<&str>)]); 3] = [
+    let cases: [(&str, &[&str], &[Edit]); 3] = [
         ("reference", &[], &[("url", None), ("command", None)]),
         (
             "target",
