@@ -782,9 +782,22 @@ impl InitOptions {
         };
         let (q, t) = (shape.quota_scale, shape.time_scale);
         let r = &plan.rehearsal;
+        let passing = if r.passthrough_peak_waiting >= 0.5 {
+            format!(
+                "; one that passes each request on holds up to {} calls waiting at the provider",
+                wire::number::thousands(r.passthrough_peak_waiting)
+            )
+        } else if r.passthrough_refused >= 0.5 {
+            format!(
+                "; one that passes each request on relays {} refusals of the provider and holds none",
+                wire::number::thousands(r.passthrough_refused)
+            )
+        } else {
+            String::new()
+        };
         let mut said = vec![format!(
             "The rehearsal written (quota ÷ {}, time ÷ {}): {} requests/s at the peak, {} long, \
-             a peak backlog of {} requests for a gateway that holds them.",
+             a peak backlog of {} requests for a gateway that holds them{passing}.",
             scale_text(q),
             scale_text(t),
             rate_per_s(peak_per_s(r)),
@@ -1284,6 +1297,10 @@ mod tests {
             .join("\n");
         assert!(
             said.contains("33.3 requests/s at the peak, 4m 42s long, a peak backlog of 6,333"),
+            "{said}"
+        );
+        assert!(
+            said.contains("relays 6,333 refusals of the provider and holds none"),
             "{said}"
         );
         assert!(
