@@ -263,3 +263,65 @@ fn shared_flags_read_alike_on_every_subcommand() {
         );
     }
 }
+
+/// A port nothing listens on (bound, then let go).
+fn closed_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// `--target` where nothing listens: "connection refused" at once (not a
+/// 10 s wait ending "not ready"), naming `[gateway] ready_timeout`; with
+/// `ready_timeout` written, that long a wait, naming it again. Then
+/// `rehearse report` on the directory the run left names the file it
+/// lacks and the command that writes it.
+#[test]
+fn a_target_where_nothing_listens_is_said_at_once_and_its_directory_too() {
+    let dir = scratch("frontdoor", "refused");
+    let target = format!("http://127.0.0.1:{}", closed_port());
+    let out_dir = dir.join("run");
+    let started = std::time::Instant::now();
+    let out = rehearse()
+        .args(["run", "--target", &target, "--no-progress", "-o"])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("the gateway at {target} refused the connection"))
+            && err.contains("nothing listens there")
+            && err.contains("ready_timeout"),
+        "{err}"
+    );
+    // The readiness wait it replaces was the default 10 s.
+    assert!(took < std::time::Duration::from_secs(8), "{took:?}");
+
+    let out = rehearse().arg("report").arg(&out_dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "{}: No such file",
+            out_dir.join("run.json").display()
+        )) && err.contains("`rehearse run` writes it when its rehearsal ends"),
+        "{err}"
+    );
+
+    // Asked to wait: it waits, and says what gives it more time.
+    let out = rehearse()
+        .args(["run", "--target", &target, "--no-progress", "-q", "-o"])
+        .arg(dir.join("waited"))
+        .args(["--set", "gateway.ready_timeout=\"1s\""])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "was not ready within 1s (the scenario's [gateway] ready_timeout gives it more time)"
+        ),
+        "{err}"
+    );
+}

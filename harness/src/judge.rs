@@ -32,10 +32,16 @@ pub struct Judged {
 /// `junit` too, when given), and returns the verdict with the checklist.
 pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Judged, RunError> {
     let meta_path = dir.join(files::RUN);
-    let meta_text = std::fs::read_to_string(&meta_path).map_err(|source| RunError::NotARunDir {
-        dir: dir.to_path_buf(),
-        source,
-    })?;
+    let missing = |file: &'static str| {
+        move |reason| RunError::NotARunDir {
+            dir: dir.to_path_buf(),
+            file,
+            reason,
+        }
+    };
+    let meta_text = std::fs::read_to_string(&meta_path).map_err(missing(files::RUN))?;
+    // Read below as a scenario: a missing one is said as this directory's.
+    std::fs::metadata(dir.join(files::SCENARIO)).map_err(missing(files::SCENARIO))?;
     let mut meta: RunMeta =
         serde_json::from_str(&meta_text).map_err(|source| RunError::RunJson {
             path: meta_path,

@@ -168,8 +168,9 @@ pub async fn run(
         cancel.clone(),
     )
     .await;
-    if p.target.is_none() {
-        // What the scenario left to the harness, for the gateway it started.
+    if opts.target.is_none() {
+        // What the scenario left to the harness, or set aside, for its
+        // own gateway (not a --target's).
         notes.splice(0..0, p.scenario.gateway.notes.iter().cloned());
     }
     notes.extend(p.fd_warning.clone());
@@ -366,10 +367,18 @@ fn announce(p: &Prepared, gateway: &Running, quiet: bool, max_spend: Option<u64>
             ),
         );
     }
-    tell(
-        quiet,
-        &format!("gateway: {} at {}", gateway.name, gateway.url),
-    );
+    // Said once: a gateway already running is named by its URL.
+    let who = if gateway.name.contains(&gateway.url) {
+        gateway.name.clone()
+    } else {
+        format!("{} at {}", gateway.name, gateway.url)
+    };
+    tell(quiet, &format!("gateway: {who}"));
+    for note in &p.scenario.gateway.notes {
+        if p.target.is_some() || !matches!(p.scenario.gateway.kind, GatewayKind::Reference(_)) {
+            tell(quiet, &format!("note: {note}"));
+        }
+    }
     let meta = &p.scenario.meta;
     if !meta.description.is_empty() {
         tell(
@@ -377,9 +386,56 @@ fn announce(p: &Prepared, gateway: &Running, quiet: bool, max_spend: Option<u64>
             &format!("rehearsing {}: {}", meta.name, meta.description),
         );
     }
+    tell(quiet, &phases_said(&p.rehearsal.load, p.rehearsal.scale));
     if let Some(l) = &gateway.limit {
         tell(quiet, &format!("gateway memory limit: {}", l.describe()));
     }
+}
+
+/// The phases as they are played (after `--set` and `--time-scale`, at
+/// the run's scale): `phases: before 200/min for 12s, peak 2,000/min for
+/// 4m (time ÷ 10, quota ÷ 10)`; a replayed log by its arrivals and length.
+fn phases_said(load: &loadgen::LoadPlan, scale: wire::Scale) -> String {
+    let lasting = |d: Duration| {
+        humantime::format_duration(Duration::from_millis(d.as_millis() as u64)).to_string()
+    };
+    let per_min = |per_s: f64| {
+        let m = per_s * 60.0;
+        if m < 100.0 && m.fract() != 0.0 {
+            format!("{m:.1}")
+        } else {
+            wire::number::thousands(m)
+        }
+    };
+    let phases = load.phases();
+    let mut said = if phases.is_empty() {
+        format!(
+            "load: a replayed log, {} arrivals over {}",
+            wire::number::thousands(load.expected_arrivals()),
+            lasting(load.schedule_length())
+        )
+    } else {
+        let each: Vec<String> = phases
+            .iter()
+            .map(|ph| {
+                let rate = if (ph.from_per_sec - ph.to_per_sec).abs() < 1e-9 {
+                    per_min(ph.from_per_sec)
+                } else {
+                    format!("{} to {}", per_min(ph.from_per_sec), per_min(ph.to_per_sec))
+                };
+                format!("{} {rate}/min for {}", ph.name, lasting(ph.duration))
+            })
+            .collect();
+        format!("phases as played: {}", each.join(", "))
+    };
+    if !scale.is_one() {
+        said.push_str(&format!(
+            " (time ÷ {}, quota ÷ {})",
+            loadgen::Rate::bare(scale.time),
+            loadgen::Rate::bare(scale.quota)
+        ));
+    }
+    said
 }
 
 /// Where the gateway's memory is read: the scenario's metric when it names
@@ -590,6 +646,38 @@ pub(crate) fn is_loopback_url(url: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_phases_are_said_as_played() {
+        // A phase edited after the description was written: the phases
+        // are said as they are, whatever the description says.
+        let text = crate::BUILTIN_SCENARIO.replace(
+            "duration = \"10s\"\nrate = 5\n",
+            "duration = \"5s\"\nrate = 5\n",
+        );
+        let s = crate::Scenario::from_str(&text, "s.toml", Path::new("s.toml")).unwrap();
+        assert!(
+            s.meta.description.contains("for 10 s"),
+            "{}",
+            s.meta.description
+        );
+        let r = s.rehearsal();
+        let said = phases_said(&r.load, r.scale);
+        assert_eq!(
+            said,
+            "phases as played: baseline 300/min for 5s, overload 3x 1,800/min for 10s, after 120/min for 9s"
+        );
+        let mut scaled = s.clone();
+        scaled.at_time_scale(Some(5.0)).unwrap();
+        let r = scaled.rehearsal();
+        let said = phases_said(&r.load, r.scale);
+        assert!(
+            said.starts_with("phases as played: baseline 1,500/min for 1s,")
+                && said.contains("after 600/min for 1s 800ms")
+                && said.ends_with("(time ÷ 5, quota ÷ 1)"),
+            "{said}"
+        );
+    }
 
     #[test]
     fn loopback_is_recognised() {

@@ -132,8 +132,8 @@ pub(crate) struct GatewayRaw {
     #[serde(default = "default_metrics_period", with = "humantime_serde")]
     metrics_period: Duration,
     ready_path: Option<String>,
-    #[serde(default = "default_ready_timeout", with = "humantime_serde")]
-    ready_timeout: Duration,
+    #[serde(default, with = "humantime_serde")]
+    ready_timeout: Option<Duration>,
     memory_limit: Option<bytesize::ByteSize>,
     #[serde(default)]
     restart: bool,
@@ -179,8 +179,12 @@ pub struct GatewaySpec {
     /// Path answered (any status below 500) once the gateway is ready; by
     /// default readiness is a TCP connect.
     pub ready_path: Option<String>,
-    /// How long to wait for readiness.
+    /// How long to wait for readiness (10 s unless written).
     pub ready_timeout: Duration,
+    /// `ready_timeout` is written: a gateway already running (a target)
+    /// that refuses connections is waited for that long; not written, the
+    /// refusal is said at once (nothing listens there).
+    pub ready_timeout_written: bool,
     /// Run a spawned gateway under this memory limit.
     pub memory_limit: Option<u64>,
     /// Restart a spawned gateway when it dies.
@@ -575,7 +579,8 @@ fn gateway_spec(
             period: g.metrics_period,
         },
         ready_path: g.ready_path,
-        ready_timeout: g.ready_timeout,
+        ready_timeout: g.ready_timeout.unwrap_or_else(default_ready_timeout),
+        ready_timeout_written: g.ready_timeout.is_some(),
         memory_limit: g.memory_limit.map(|b| b.as_u64()),
         restart: g.restart,
         restart_delay: g.restart_delay,
