@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::common::{rehearse, scratch, text};
+use crate::common::{json, one_at_a_time, rehearse, scratch, text};
 
 /// Uncomments the first line `# KEY = ...` of `text` (the `[gateway]`
 /// table's, for `url` and `command`), and comments out the first line
@@ -324,4 +324,176 @@ fn a_target_where_nothing_listens_is_said_at_once_and_its_directory_too() {
         ),
         "{err}"
     );
+}
+
+/// Where a [`relay`] sends what it is given: set later, when the test has
+/// read it.
+type Upstream = std::sync::Arc<std::sync::Mutex<Option<std::net::SocketAddr>>>;
+
+/// A tiny gateway: each connection passed through, byte for byte, to the
+/// upstream set in `upstream` when the connection comes. Its base URL.
+fn relay(rt: &tokio::runtime::Runtime, upstream: Upstream) -> String {
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    rt.spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            let to = *upstream.lock().unwrap();
+            tokio::spawn(async move {
+                let Some(to) = to else { return };
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(to).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    url
+}
+
+/// `http://127.0.0.1:PORT` after `fake provider: ` in a run's stderr.
+fn provider_said(err: &str) -> String {
+    err.lines()
+        .find_map(|l| l.strip_prefix("fake provider: "))
+        .unwrap_or_else(|| panic!("no provider line:\n{err}"))
+        .trim()
+        .to_string()
+}
+
+/// A gateway already running that calls another upstream (a relay to a
+/// second fake provider on its own port): the run's provider listens on
+/// 127.0.0.1:8080 or the next free port, the banner says before any load
+/// the base URL the gateway must call, and once the gateway has answered
+/// 20 requests while the provider saw none the run stops (exit 3), saying
+/// so last and where the gateway should call, in seconds rather than the
+/// built-in scenario's 29.
+#[test]
+fn a_gateway_calling_elsewhere_stops_the_run_early_saying_where_to_call() {
+    let _one = one_at_a_time();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let elsewhere = rt
+        .block_on(
+            fake_provider::FakeProvider::new(fake_provider::ProviderConfig::default())
+                .bind("127.0.0.1:0"),
+        )
+        .unwrap();
+    let target = relay(
+        &rt,
+        std::sync::Arc::new(std::sync::Mutex::new(Some(elsewhere.addr()))),
+    );
+    let dir = scratch("frontdoor", "elsewhere");
+    let out_dir = dir.join("run");
+    let started = std::time::Instant::now();
+    let out = rehearse()
+        .args(["run", "--target", &target, "--no-progress", "-o"])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let provider = provider_said(&err);
+    let port: u16 = provider.rsplit(':').next().unwrap().parse().unwrap();
+    assert!((8080..8180).contains(&port), "{provider}");
+    let flat = err.replace("\n  ", " ");
+    let upstream = flat
+        .find(&format!(
+            "must call the fake provider: set its upstream base URL to {provider} "
+        ))
+        .unwrap_or_else(|| panic!("{err}"));
+    let banner = flat
+        .find(&format!("gateway: gateway at {target}\n"))
+        .expect(&err);
+    let stopping = flat
+        .find("stopping: the gateway is not calling the fake provider")
+        .expect(&err);
+    assert!(upstream < banner && banner < stopping, "{err}");
+    assert!(
+        !flat.contains(&format!("at {target} at")),
+        "the gateway said once: {err}"
+    );
+    assert!(
+        flat.contains("phases as played: baseline 300/min for 10s"),
+        "{err}"
+    );
+    let last = err.trim_end().lines().last().unwrap();
+    assert!(
+        last.starts_with(&format!(
+            "error: stopped early: the gateway at {target} answered "
+        )) && last.contains("it is not calling the fake provider")
+            && last.contains(&format!("Set its upstream base URL to {provider} ")),
+        "{err}"
+    );
+    // The built-in scenario lasts 29 s; the 20th answer comes after 4 s.
+    assert!(took < std::time::Duration::from_secs(20), "{took:?}");
+    let report = json(&out_dir.join("report.json"));
+    assert_eq!(report["partial"], true, "{report}");
+    assert_eq!(report["verdict"], "invalid", "{report}");
+    let ok = report["counts"]["ok"].as_u64().unwrap();
+    assert!(
+        (20..60).contains(&ok),
+        "{ok} answers, the baseline's 50 would be its end"
+    );
+    assert!(
+        report["notes"].to_string().contains("stopped early"),
+        "{report}"
+    );
+    assert!(
+        elsewhere.stats().received >= 20,
+        "the relay's own upstream answered"
+    );
+}
+
+/// The same relay pointed, once the run has said it, at the base URL the
+/// run printed: the provider receives its calls and the run is not
+/// stopped (it plays to its end, judged as any run).
+#[test]
+fn a_gateway_pointed_where_the_run_says_is_rehearsed_to_the_end() {
+    use std::io::{BufRead as _, BufReader};
+    let _one = one_at_a_time();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let upstream: Upstream = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let target = relay(&rt, upstream.clone());
+    let dir = scratch("frontdoor", "pointed");
+    let out_dir = dir.join("run");
+    let mut child = rehearse()
+        .args([
+            "run",
+            "--target",
+            &target,
+            "--no-progress",
+            "--time-scale",
+            "4",
+        ])
+        .args(["--allow-time-scale", "-o"])
+        .arg(&out_dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    let mut err = String::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        err.push_str(&line);
+        err.push('\n');
+        if line.starts_with("fake provider: ") {
+            let url = provider_said(&line);
+            let addr = url.trim_start_matches("http://").parse().unwrap();
+            *upstream.lock().unwrap() = Some(addr);
+            break;
+        }
+    }
+    for line in lines {
+        err.push_str(&line.unwrap());
+        err.push('\n');
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(!err.contains("stopped early"), "{err}");
+    assert_ne!(out.status.code(), Some(2), "{err}");
+    let report = json(&out_dir.join("report.json"));
+    assert_eq!(report["partial"], false, "{report}");
+    let calls = report["provider"]["calls"].as_u64().unwrap();
+    assert!(calls >= 20, "{calls} provider calls: {report}");
 }

@@ -24,6 +24,10 @@ pub struct Judged {
     pub report_json: PathBuf,
     /// Where report.html is.
     pub report_html: PathBuf,
+    /// Why the run was stopped before its end by the harness itself (a
+    /// gateway that answers without calling the fake provider), for the
+    /// last line a person reads; `None` otherwise.
+    pub stopped: Option<String>,
 }
 
 /// Judges the run in `dir` from its files (with `sets` applied to the
@@ -139,6 +143,7 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Ju
         checklist,
         report_json: dir.join(files::REPORT_JSON),
         report_html: html,
+        stopped: None,
     })
 }
 
