@@ -494,8 +494,11 @@ fn announce(p: &Prepared, gateway: &Running, quiet: bool, max_spend: Option<u64>
         format!("{} at {}", gateway.name, gateway.url)
     };
     tell(quiet, &format!("gateway: {who}"));
-    for note in &p.scenario.gateway.notes {
-        if p.target.is_some() || !matches!(p.scenario.gateway.kind, GatewayKind::Reference(_)) {
+    // A url or command's notes: the [gateway.reference] it set aside (a
+    // reference gateway's are what the harness filled in for it, in the
+    // report's notes).
+    if !matches!(p.scenario.gateway.kind, GatewayKind::Reference(_)) {
+        for note in &p.scenario.gateway.notes {
             tell(quiet, &format!("note: {note}"));
         }
     }
