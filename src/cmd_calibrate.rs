@@ -24,7 +24,7 @@ pub struct Args {
     limits: harness::SweepLimits,
     /// Where calibrate.json, calibrate.html and the charts go (default:
     /// runs/calibrate-YYYYmmdd-HHMMSS).
-    #[arg(long)]
+    #[arg(short, long)]
     out: Option<PathBuf>,
     /// Allow a target outside loopback.
     #[arg(long)]

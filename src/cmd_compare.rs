@@ -25,7 +25,7 @@ pub struct Args {
     each: Option<String>,
     /// The comparison's directory: one run directory per variant, then
     /// compare.json and compare.html (default: runs/compare-NAME-YYYYmmdd-HHMMSS).
-    #[arg(long)]
+    #[arg(short, long)]
     out: Option<PathBuf>,
     /// Compress every duration by N and multiply every rate by N.
     #[arg(long, value_name = "N")]
@@ -34,7 +34,7 @@ pub struct Args {
     #[arg(long)]
     no_progress: bool,
     /// Print only the verdicts' table and where the comparison is.
-    #[arg(long)]
+    #[arg(short, long)]
     quiet: bool,
     /// The verdict a variant is meant to have (repeatable; a variant not
     /// named is meant to pass): the exit is 0 when each gets its verdict, 1

@@ -34,7 +34,7 @@ pub struct Args {
     target: String,
     /// Folder for client.jsonl, client.hlog, summary.json and
     /// load-seconds.csv.
-    #[arg(long, default_value = "rehearse-load")]
+    #[arg(short, long, default_value = "rehearse-load")]
     out: PathBuf,
     /// Draw no progress bar (none is drawn when stderr is not a terminal).
     #[arg(long)]

@@ -15,13 +15,20 @@ pub struct Args {
     /// Print the plan as JSON.
     #[arg(long)]
     json: bool,
+    /// Plan the rehearsal at this time scale instead of the scenario's,
+    /// as `rehearse run --time-scale N` plays it.
+    #[arg(long, value_name = "N")]
+    time_scale: Option<f64>,
+    #[command(flatten)]
+    quiet_bar: crate::cmd_report::NoProgress,
     #[command(flatten)]
     sets: Sets,
 }
 
 /// Runs `rehearse plan`.
 pub fn main(args: Args) -> Result<Ended, Error> {
-    let scenario = crate::scenario::load(Some(&args.scenario), &args.sets)?;
+    let mut scenario = crate::scenario::load(Some(&args.scenario), &args.sets)?;
+    scenario.at_time_scale(args.time_scale)?;
     let plan = harness::plan(&scenario);
     if args.json {
         let text = serde_json::to_string_pretty(&plan)

@@ -20,21 +20,33 @@ pub struct Args {
     #[command(flatten)]
     output: Output,
     #[command(flatten)]
+    quiet_bar: NoProgress,
+    #[command(flatten)]
     sets: Sets,
+}
+
+/// `--no-progress` where nothing draws a progress bar (`plan`, `report`):
+/// accepted, so that a script may give every subcommand the flags it gives
+/// `run`.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct NoProgress {
+    /// No progress bar (none is drawn here: accepted as `run` takes it).
+    #[arg(long)]
+    no_progress: bool,
 }
 
 /// How a judged run is printed, by `run` and `report`.
 #[derive(clap::Args, Debug, Clone, Copy)]
 pub struct Output {
     /// Print only the verdict line and where the reports are.
-    #[arg(long)]
+    #[arg(short, long)]
     pub quiet: bool,
     /// Print report.json on stdout and nothing else there; the checklist
     /// goes to stderr (with --quiet, nothing does).
     #[arg(long)]
     json: bool,
     /// Print each check's whole line (predicted, observed, explanation).
-    #[arg(long, conflicts_with = "quiet")]
+    #[arg(short, long, conflicts_with = "quiet")]
     verbose: bool,
 }
 

@@ -14,7 +14,7 @@ pub struct Args {
     /// The scenario file (default: the built-in CI smoke scenario).
     scenario: Option<PathBuf>,
     /// The run directory (default: runs/NAME-YYYYmmdd-HHMMSS).
-    #[arg(long)]
+    #[arg(short, long)]
     out: Option<PathBuf>,
     /// Compress every duration by N and multiply every rate by N.
     #[arg(long, value_name = "N")]
@@ -32,9 +32,11 @@ pub struct Args {
     #[arg(long)]
     no_progress: bool,
     /// Where the in-process fake provider listens (give an address your
-    /// gateway can reach when it runs elsewhere).
-    #[arg(long, default_value = "127.0.0.1:0", value_name = "ADDR")]
-    provider_listen: String,
+    /// gateway can reach when it runs elsewhere). Default: a free port;
+    /// with --target, 127.0.0.1:8080 or the next free port, printed with
+    /// the base URL the gateway must call.
+    #[arg(long, value_name = "ADDR")]
+    provider_listen: Option<String>,
     /// Where the fake provider is: in-process (the default), or the URL of
     /// a `rehearse provider` deployed beside the gateway (its admin token
     /// from REHEARSE_PROVIDER_TOKEN): the scenario's provider table is
@@ -122,5 +124,10 @@ pub fn main(args: Args) -> Result<Ended, Error> {
     let judged = crate::runtime::block_on(None, Some(note.into()), |cancel| async move {
         Ok(harness::run(&scenario, &opts, cancel).await?)
     })?;
-    crate::cmd_report::show(&judged, args.output)
+    let ended = crate::cmd_report::show(&judged, args.output)?;
+    // Stopped by the harness (the gateway calls elsewhere): why, last.
+    match judged.stopped {
+        Some(why) => Err(Error::invalid(anyhow::anyhow!(why))),
+        None => Ok(ended),
+    }
 }

@@ -139,3 +139,16 @@ fn main() -> ExitCode {
             .map_err(exit::Error::invalid),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Short flags, conflicts and names of the one definition do not
+    /// collide (each subcommand's flags are parsed end to end in
+    /// tests/frontdoor.rs).
+    #[test]
+    fn the_one_definition_holds_together() {
+        Cli::command().debug_assert();
+    }
+}

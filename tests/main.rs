@@ -20,6 +20,7 @@ mod docs;
 mod external;
 mod failover;
 mod flash;
+mod frontdoor;
 mod gateways;
 mod incidents;
 mod kubernetes;

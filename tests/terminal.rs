@@ -416,7 +416,8 @@ fn init_writes_every_field_and_reads_back_as_the_defaults() {
     assert_eq!(s.provider().quota.requests_per_minute, None);
     assert_eq!(s.load_plan.dialect(), wire::Dialect::Anthropic);
     assert_eq!(s.load_plan.phases()[1].from_per_sec, 30.0);
-    assert_eq!(s.meta.time_scale, 1.0);
+    // The scales stay init's defaults, whatever the figures and the gateway.
+    assert_eq!((s.meta.quota_scale, s.meta.time_scale), (10.0, 10.0));
     let mut checklist = assertions::Thresholds::default();
     checklist.served_latency.p99_ms = 12_000.0;
     checklist.goodput.min_share = 0.7;

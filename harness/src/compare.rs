@@ -159,7 +159,7 @@ impl CompareOptions {
             allow_remote: false,
             junit: None,
             progress: self.progress,
-            provider_listen: "127.0.0.1:0".into(),
+            provider_listen: None,
             provider: crate::ProviderChoice::InProcess,
             allow_time_scale: false,
             tls: loadgen::TlsOptions::default(),

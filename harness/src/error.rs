@@ -71,13 +71,17 @@ pub enum RunError {
         /// The file.
         path: PathBuf,
     },
-    /// The directory to judge has no readable `run.json`.
-    #[error("{} is not a run directory: {source}", dir.display())]
+    /// The directory to judge lacks a file it must have (`run.json`,
+    /// `scenario.toml`), or it cannot be read.
+    #[error("{} is not a run directory: {}: {reason}; {}", dir.display(), dir.join(file).display(), crate::rundir::written_by(file))]
     NotARunDir {
         /// The directory.
         dir: PathBuf,
-        /// Why its `run.json` cannot be read.
-        source: std::io::Error,
+        /// The file it lacks.
+        file: &'static str,
+        /// Why that file cannot be read (said in the message, not a
+        /// cause of its own).
+        reason: std::io::Error,
     },
     /// A run directory's `run.json` is not one.
     #[error("{}: {source}", path.display())]
@@ -161,8 +165,17 @@ pub enum RunError {
     /// A spawned gateway did not start, or not in time.
     #[error(transparent)]
     Gateway(#[from] SpawnError),
+    /// A gateway said to be running already refused the connection, and
+    /// the scenario asks for no wait.
+    #[error("the gateway at {url} refused the connection ({refusal}): nothing listens there; start it first, or check the URL; if it is still starting, give it time with `ready_timeout = \"60s\"` in the scenario's [gateway] table")]
+    TargetRefused {
+        /// Its URL.
+        url: String,
+        /// The refusal (said in the message, not a cause of its own).
+        refusal: std::io::Error,
+    },
     /// A gateway already serving was not ready in time.
-    #[error("the gateway at {url} was not ready within {waited:?}")]
+    #[error("the gateway at {url} was not ready within {waited:?} (the scenario's [gateway] ready_timeout gives it more time)")]
     NotReady {
         /// Its URL.
         url: String,
@@ -314,6 +327,7 @@ impl RunError {
             | E::NoFreePort(_)
             | E::Gateway(_)
             | E::NotReady { .. }
+            | E::TargetRefused { .. }
             | E::GatewayUnreachable { .. }
             | E::ProviderListen { .. }
             | E::Provider(_)
@@ -380,9 +394,15 @@ mod tests {
         assert_eq!(e.kind(), RunErrorKind::BadInput);
         let e = RunError::NotARunDir {
             dir: "runs/none".into(),
-            source: io(),
+            file: wire::files::RUN,
+            reason: io(),
         };
-        assert_eq!(e.to_string(), "runs/none is not a run directory: disk full");
+        assert!(
+            e.to_string().starts_with(
+                "runs/none is not a run directory: runs/none/run.json: disk full; `rehearse run` writes it"
+            ),
+            "{e}"
+        );
         assert_eq!(e.kind(), RunErrorKind::BadInput);
     }
 }

@@ -55,6 +55,13 @@ impl Running {
                 url: url.clone(),
                 waited: g.ready_timeout,
             };
+            // Nothing listening where a gateway already runs is said at
+            // once, unless the scenario asks to wait for it.
+            if !g.ready_timeout_written {
+                if let Some(refusal) = refused(&url).await {
+                    return Err(RunError::TargetRefused { url, refusal });
+                }
+            }
             // Listening first; then, over https, a certificate this run
             // does not trust is bad input (exit 2), said at once rather
             // than as a readiness timeout; then the ready path.
@@ -123,6 +130,20 @@ impl Running {
             Some(sup) => sup.stop(grace).await,
             None => Vec::new(),
         }
+    }
+}
+
+/// The refusal of a connection to `url`'s host and port, when that is
+/// what one try gets (nothing listens there); `None` when it connects, or
+/// fails otherwise (a name not resolved yet, a timeout: those are waited
+/// for).
+async fn refused(url: &str) -> Option<std::io::Error> {
+    let authority = crate::https::host_port(url)?;
+    let addrs = loadgen::resolve_authority(&authority).await.ok()?;
+    let connect = tokio::net::TcpStream::connect(&addrs[..]);
+    match tokio::time::timeout(Duration::from_secs(2), connect).await {
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => Some(e),
+        _ => None,
     }
 }
 

@@ -18,7 +18,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
-use wire::Dialect;
+use loadgen::{Rate, RateUnit};
+use wire::{Dialect, Scale};
 
 use crate::error::RunError;
 use crate::scenario::{apply_sets, Scenario, ScenarioError};
@@ -51,54 +52,6 @@ impl Scenario {
     }
 }
 
-/// A rate of arrivals as a person writes it: `200/min`, `3.5/s`, or a bare
-/// number of requests per second.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Rate {
-    /// Arrivals per [`Rate::per_minute`]'s unit.
-    pub value: f64,
-    /// The value is per minute, else per second.
-    pub per_minute: bool,
-}
-
-impl std::str::FromStr for Rate {
-    type Err = String;
-
-    /// ```
-    /// use harness::Rate;
-    /// assert_eq!("200/min".parse::<Rate>(), Ok(Rate { value: 200.0, per_minute: true }));
-    /// assert_eq!("3.5".parse::<Rate>(), Ok(Rate { value: 3.5, per_minute: false }));
-    /// assert!("fast".parse::<Rate>().is_err());
-    /// ```
-    fn from_str(text: &str) -> Result<Rate, String> {
-        let t = text.trim();
-        let (number, per_minute) = match t.split_once('/') {
-            None => (t, false),
-            Some((n, "s" | "sec" | "second")) => (n, false),
-            Some((n, "m" | "min" | "minute")) => (n, true),
-            Some(_) => return Err(format!("`{t}`: expected N, N/s or N/min")),
-        };
-        match number.trim().parse::<f64>() {
-            Ok(value) if value.is_finite() && value > 0.0 => Ok(Rate { value, per_minute }),
-            _ => Err(format!("`{t}`: expected a rate above 0 (N, N/s or N/min)")),
-        }
-    }
-}
-
-impl Rate {
-    /// `rate = V` and `per = "minute"|"second"`.
-    fn toml(self) -> (String, &'static str) {
-        (
-            toml::Value::Float(self.value).to_string().replace(".0", ""),
-            if self.per_minute {
-                "\"minute\""
-            } else {
-                "\"second\""
-            },
-        )
-    }
-}
-
 /// What `rehearse init` is given. A figure not given takes the
 /// flash-promotion shape's (200 requests/min, 2,000/min for 40 minutes, a
 /// quota of 500,000 tokens/min, 1,200 tokens a request, 25 s of patience),
@@ -117,13 +70,14 @@ pub struct InitOptions {
     /// {listen} (and {provider_url}) in it ([gateway] command).
     #[cfg_attr(feature = "clap", arg(long, value_name = "CMD"))]
     pub gateway_command: Option<String>,
-    /// Arrivals before and after the peak: N (per second), N/s or N/min.
-    #[cfg_attr(feature = "clap", arg(long, value_name = "RATE"))]
+    /// Arrivals before and after the peak: N (per second), N/s, N/min or
+    /// N/h, as a scenario's `rate` is written.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "RATE", value_parser = parse_rate))]
     pub normal_rate: Option<Rate>,
-    /// Arrivals during the peak: N (per second), N/s or N/min.
+    /// Arrivals during the peak: N (per second), N/s, N/min or N/h.
     #[cfg_attr(
         feature = "clap",
-        arg(long, value_name = "RATE", requires = "peak_duration")
+        arg(long, value_name = "RATE", requires = "peak_duration", value_parser = parse_rate)
     )]
     pub peak_rate: Option<Rate>,
     /// How long the peak lasts (e.g. 40m).
@@ -141,6 +95,33 @@ pub struct InitOptions {
     /// The API the load speaks: openai or anthropic.
     #[cfg_attr(feature = "clap", arg(long, value_parser = parse_dialect))]
     pub dialect: Option<Dialect>,
+    /// The rehearsal's time scale: every duration ÷ N, every rate × N
+    /// (default 10; 1: real time).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N"))]
+    pub time_scale: Option<f64>,
+    /// The rehearsal's quota scale: every quota, rate and count ÷ N
+    /// (default 10; 1: the account's own figures).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N"))]
+    pub quota_scale: Option<f64>,
+}
+
+/// The scales `init` writes unless asked for others: a tenth of the
+/// account, a tenth of the time (the flash promotion's 47 minutes in 4.7,
+/// at the per-minute rates of the event).
+const DEFAULT_SCALE: f64 = 10.0;
+
+/// A rate flag, read as a scenario's `rate` is ([`Rate`]), above 0; a bare
+/// number is per second.
+#[cfg(feature = "clap")]
+fn parse_rate(text: &str) -> Result<Rate, String> {
+    let r: Rate = text.parse()?;
+    if r.value <= 0.0 {
+        return Err(format!("`{}`: expected a rate above 0", text.trim()));
+    }
+    Ok(Rate {
+        unit: Some(r.unit.unwrap_or(RateUnit::Second)),
+        ..r
+    })
 }
 
 /// A duration flag: `40m`, `25s`, `1h 30m`.
@@ -169,6 +150,9 @@ enum Set {
     /// Commented out: in a scenario it has no default of its own (the
     /// deadline gateway's rate is then the provider's quota).
     LeftOut,
+    /// Commented out as the template has it, with a note after what it
+    /// is (what uncommenting it does).
+    Example { note: String },
     /// Not written: the harness sets it (the reference gateway's
     /// `upstream` and `listen`).
     Omitted,
@@ -214,6 +198,7 @@ impl Writer {
             let line = match set.get(name) {
                 Some(Set::Omitted) => continue,
                 Some(Set::LeftOut) => format!("# {name} = {}  # {says}", k.value),
+                Some(Set::Example { note }) => format!("# {name} = {}  # {says}; {note}", k.value),
                 Some(Set::Given { value, why }) => {
                     format!("{hash}{name} = {value}  # {why}: {says}")
                 }
@@ -275,11 +260,11 @@ const SCENARIO_TEMPLATE: &str = include_str!("scenario.toml");
 /// The flash-promotion shape's figures.
 const NORMAL: Rate = Rate {
     value: 200.0,
-    per_minute: true,
+    unit: Some(RateUnit::Minute),
 };
 const PEAK: Rate = Rate {
     value: 2000.0,
-    per_minute: true,
+    unit: Some(RateUnit::Minute),
 };
 const PEAK_DURATION: Duration = Duration::from_secs(40 * 60);
 const QUOTA_TPM: u64 = 500_000;
@@ -389,8 +374,11 @@ struct Shape {
     completion: u64,
     prompt: u64,
     flagless: bool,
-    time_scale: u32,
-    quota_scale: u32,
+    /// The scales written, and why each (`from --time-scale`, the default).
+    time_scale: f64,
+    why_time: String,
+    quota_scale: f64,
+    why_quota_scale: String,
     chosen_dialect: Option<Dialect>,
 }
 
@@ -401,6 +389,16 @@ impl Shape {
             None => None,
         };
         let spawned_here = o.target.is_none() && command.is_none();
+        let scale = |flag: Option<f64>, name: &str| match flag {
+            Some(v) if !(v.is_finite() && v > 0.0) => Err(RunError::flag(
+                format!("{name} {v}"),
+                "must be a number above 0",
+            )),
+            Some(v) => Ok((v, format!("from {name}"))),
+            None => Ok((DEFAULT_SCALE, format!("the default ({name} N to change)"))),
+        };
+        let (time_scale, why_time) = scale(o.time_scale, "--time-scale")?;
+        let (quota_scale, why_quota_scale) = scale(o.quota_scale, "--quota-scale")?;
         let (normal, why_normal) = given(o.normal_rate, NORMAL, "--normal-rate");
         let (peak, why_peak) = given(o.peak_rate, PEAK, "--peak-rate");
         let (peak_for, why_for) = given(o.peak_duration, PEAK_DURATION, "--peak-duration");
@@ -435,11 +433,13 @@ impl Shape {
             completion,
             prompt: tokens.saturating_sub(completion).max(1),
             flagless,
-            // The reference gateway is compressed with the rest; a gateway
-            // the harness does not configure is not, unless it scales
-            // itself. A smaller account only for the shape's own figures.
-            time_scale: if spawned_here { 10 } else { 1 },
-            quota_scale: if spawned_here && flagless { 10 } else { 1 },
+            // Whatever the gateway and the figures: a scale changes only
+            // when asked (what it means for a gateway the harness does not
+            // configure is said where it is written, and by `init`).
+            time_scale,
+            why_time,
+            quota_scale,
+            why_quota_scale,
             chosen_dialect: o.dialect,
         })
     }
@@ -463,41 +463,54 @@ impl Shape {
         );
     }
 
-    /// `[scenario]`: a name and a description, and the scale (the
-    /// reference gateway is compressed with the rest; a gateway the
-    /// harness does not configure is not, unless it scales itself).
+    /// `[scenario]`: a name and a description (no figures: a phase
+    /// edited later would leave them stale; the run says the phases it
+    /// plays), and the scales, each with why it is there.
     fn scenario(&self) -> Rendition {
         let mut s = Sets::new();
         s.insert("name", set("\"my-gateway\"", "placeholder"));
-        let description = format!(
-            "\"{} then {} for {}\"",
-            rate_text(self.normal),
-            rate_text(self.peak),
-            humantime::format_duration(self.peak_for)
-        );
+        let description = "\"a flash promotion: normal traffic, a peak, then normal again\"";
         s.insert("description", set(description, "placeholder"));
-        if self.quota_scale != 1 {
-            s.insert(
-                "quota_scale",
-                set(format!("{}.0", self.quota_scale), "placeholder"),
-            );
+        let number = |v: f64| toml::Value::Float(v).to_string();
+        s.insert(
+            "quota_scale",
+            Set::Note {
+                value: number(self.quota_scale),
+                note: self.why_quota_scale.clone(),
+            },
+        );
+        let mut why_time = self.why_time.clone();
+        if let Some(note) = self.time_scale_note() {
+            why_time = format!("{why_time}; {note}");
         }
-        if self.time_scale != 1 {
-            s.insert(
-                "time_scale",
-                set(format!("{}.0", self.time_scale), "placeholder"),
-            );
-        } else if !self.spawned_here {
-            let note = "a gateway the harness does not configure is not compressed";
-            s.insert(
-                "time_scale",
-                Set::Note {
-                    value: "1.0".into(),
-                    note: note.into(),
-                },
-            );
-        }
+        s.insert(
+            "time_scale",
+            Set::Note {
+                value: number(self.time_scale),
+                note: why_time,
+            },
+        );
         (s, false)
+    }
+
+    /// What the time scale means for the gateway written: the reference
+    /// gateway is compressed with the rest; a command is told the scale to
+    /// compress itself; a gateway already running is not compressed.
+    fn time_scale_note(&self) -> Option<String> {
+        if (self.time_scale - 1.0).abs() < f64::EPSILON || self.spawned_here {
+            return None;
+        }
+        Some(match &self.target {
+            Some(_) => format!(
+                "your gateway is not started by the harness, so not compressed: run with \
+                 --allow-time-scale once its own timeouts are divided by {}, or write 1.0 \
+                 (real time)",
+                scale_text(self.time_scale)
+            ),
+            None => "your command is told it in REHEARSE_TIME_SCALE, to divide its own \
+                     timeouts by"
+                .into(),
+        })
     }
 
     /// `[provider]` and its tables: the answers' length, the latency and
@@ -506,13 +519,17 @@ impl Shape {
         match block.path() {
             "" => with(
                 block,
-                [(
-                    "completion_tokens",
-                    set(
-                        format!("{{ fixed = {} }}", self.completion),
-                        &self.why_tokens,
+                [
+                    (
+                        "completion_tokens",
+                        set(
+                            format!("{{ fixed = {} }}", self.completion),
+                            &self.why_tokens,
+                        ),
                     ),
-                )],
+                    // The one `[provider]` is `default`: only `[[providers]]` name one.
+                    ("name", Set::Omitted),
+                ],
             ),
             "latency" => with(
                 block,
@@ -543,14 +560,26 @@ impl Shape {
     }
 
     /// `[gateway]`: the gateway given (a URL or a command), else the
-    /// reference gateway's table below.
+    /// reference gateway's table below; the other gateways as examples,
+    /// each saying what uncommenting it does (each alone leaves a valid
+    /// file: a `url` or `command` sets the reference gateway aside).
     fn gateway(&self) -> Rendition {
         let mut s = Sets::new();
+        let example = |note: &str| Set::Example { note: note.into() };
         if let Some(url) = &self.target {
             s.insert("url", set(format!("\"{url}\""), "from --target"));
+            s.insert("command", example("instead of `url`: comment that out"));
+            // A gateway the harness does not start runs under no limit of its.
+            s.insert("memory_limit", Set::Omitted);
         } else if let Some(argv) = &self.command {
             let argv = toml::Value::Array(argv.iter().cloned().map(toml::Value::String).collect());
             s.insert("command", set(argv.to_string(), "from --gateway-command"));
+            s.insert("url", example("instead of `command`: comment that out"));
+        } else {
+            let aside =
+                "uncommented, it is the gateway, and [gateway.reference] below is set aside";
+            s.insert("command", example(aside));
+            s.insert("url", example(aside));
         }
         s.insert("memory_ceiling", set("\"512MiB\"", "placeholder"));
         (s, false)
@@ -658,12 +687,14 @@ impl Shape {
         ]
         .into_iter()
         .map(|(name, rate, why_rate, lasts, why_lasts)| {
-            let (value, per) = rate.toml();
             let mut s = Sets::new();
             s.insert("name", set(format!("\"{name}\""), "placeholder"));
             s.insert("duration", set(dur(lasts), why_lasts));
-            s.insert("rate", set(value, why_rate.as_str()));
-            s.insert("per", set(per, why_rate.as_str()));
+            s.insert(
+                "rate",
+                set(format!("\"{}\"", rate_text(rate)), why_rate.as_str()),
+            );
+            s.insert("per", Set::LeftOut);
             s.insert("arrivals", set("\"poisson\"", "placeholder"));
             (s, false)
         })
@@ -695,10 +726,19 @@ fn expected_service(completion: u64) -> Duration {
     Duration::from_millis((s * 10.0).round() as u64 * 100)
 }
 
-/// A rate as a person reads it: `200/min`, `3.5/s`.
+/// A scale as a person reads it: `10`, `2.5`.
+fn scale_text(v: f64) -> String {
+    loadgen::Rate::bare(v).to_string()
+}
+
+/// A rate as a person reads it: `200/min`, `3.5/s` (a bare number is per
+/// second).
 fn rate_text(r: Rate) -> String {
-    let v = toml::Value::Float(r.value).to_string().replace(".0", "");
-    format!("{v}/{}", if r.per_minute { "min" } else { "s" })
+    Rate {
+        unit: Some(r.unit.unwrap_or(RateUnit::Second)),
+        ..r
+    }
+    .to_string()
 }
 
 /// `--gateway-command` split as a shell would, with `{listen}` in it.
@@ -719,6 +759,94 @@ fn command(text: &str) -> Result<Vec<String>, RunError> {
         ));
     }
     Ok(argv)
+}
+
+impl InitOptions {
+    /// What `init` says of the scenario it wrote to `file`: the rehearsal
+    /// at the scales written (its peak rate, its length, its peak
+    /// backlog), why each scale is what it is and what 1 would give, and
+    /// how to rehearse it.
+    pub fn said(&self, scenario: &Scenario, file: &Path) -> Result<Vec<String>, RunError> {
+        let shape = Shape::of(self)?;
+        let plan = crate::plan::plan(scenario);
+        let full = &plan.full;
+        let peak_per_s = |f: &wire::Figures| {
+            f.phases
+                .iter()
+                .map(|p| p.offered_per_min / 60.0)
+                .fold(0.0, f64::max)
+        };
+        let length = |f: &wire::Figures| {
+            let s: f64 = f.phases.iter().map(|p| p.duration_s).sum();
+            humantime::format_duration(Duration::from_secs(s.round() as u64)).to_string()
+        };
+        let (q, t) = (shape.quota_scale, shape.time_scale);
+        let r = &plan.rehearsal;
+        let passing = if r.passthrough_peak_waiting >= 0.5 {
+            format!(
+                "; one that passes each request on holds up to {} calls waiting at the provider",
+                wire::number::thousands(r.passthrough_peak_waiting)
+            )
+        } else if r.passthrough_refused >= 0.5 {
+            format!(
+                "; one that passes each request on relays {} refusals of the provider and holds none",
+                wire::number::thousands(r.passthrough_refused)
+            )
+        } else {
+            String::new()
+        };
+        let mut said = vec![format!(
+            "The rehearsal written (quota ÷ {}, time ÷ {}): {} requests/s at the peak, {} long, \
+             a peak backlog of {} requests for a gateway that holds them{passing}.",
+            scale_text(q),
+            scale_text(t),
+            rate_per_s(peak_per_s(r)),
+            length(r),
+            wire::number::thousands(r.peak_backlog),
+        )];
+        let at_quota_1 = full.scaled(Scale {
+            time: t,
+            quota: 1.0,
+        });
+        said.push(format!(
+            "quota ÷ {}: {}; at 1, the account's own figures: {} requests/s at the peak, a peak \
+             backlog of {}.",
+            scale_text(q),
+            shape.why_quota_scale,
+            rate_per_s(peak_per_s(&at_quota_1)),
+            wire::number::thousands(at_quota_1.peak_backlog),
+        ));
+        said.push(format!(
+            "time ÷ {}: {}; at 1, real time: {} long.{}",
+            scale_text(t),
+            shape.why_time,
+            length(full),
+            shape
+                .time_scale_note()
+                .map(|n| format!(" For this gateway: {n}."))
+                .unwrap_or_default(),
+        ));
+        let unscaled_target = shape.target.is_some() && (t - 1.0).abs() > f64::EPSILON;
+        said.push(format!(
+            "next: `rehearse plan {f}` for the arithmetic, `rehearse run {f}{}` to rehearse it",
+            if unscaled_target {
+                " --allow-time-scale"
+            } else {
+                ""
+            },
+            f = file.display()
+        ));
+        Ok(said)
+    }
+}
+
+/// Requests per second with a decimal under 100: `33.3`, `333`.
+fn rate_per_s(v: f64) -> String {
+    if v < 100.0 {
+        format!("{v:.1}")
+    } else {
+        wire::number::thousands(v)
+    }
 }
 
 /// Writes the scenario `opts` describe to `path` (never over an existing
@@ -980,6 +1108,224 @@ mod tests {
         );
         check::<assertions::Thresholds>("checklist", assertions::Thresholds::TEMPLATE, &[]);
         check::<ScenarioTables>("scenario", SCENARIO_TEMPLATE, &[]);
+    }
+
+    /// The gateways `init` may write: the reference gateway, a target, a
+    /// command.
+    fn each_gateway() -> [(&'static str, InitOptions); 3] {
+        [
+            ("reference", InitOptions::default()),
+            (
+                "target",
+                InitOptions {
+                    target: Some("http://127.0.0.1:9000".into()),
+                    ..InitOptions::default()
+                },
+            ),
+            (
+                "command",
+                InitOptions {
+                    gateway_command: Some("gw --listen {listen} --upstream {provider_url}".into()),
+                    ..InitOptions::default()
+                },
+            ),
+        ]
+    }
+
+    /// Every example line of a table that is written (`# key = value`
+    /// below an uncommented header), uncommented alone, leaves a file that
+    /// loads; one that says it is `instead of` another key loads with that
+    /// key commented out, one that goes `with` another with that one
+    /// uncommented too. Tables written as comments are examples of their
+    /// own, uncommented whole.
+    #[test]
+    fn each_example_line_uncommented_is_a_valid_file() {
+        for (gateway, opts) in each_gateway() {
+            let text = opts.text().unwrap();
+            let lines: Vec<&str> = text.lines().collect();
+            let mut in_commented_table = false;
+            let mut tried = 0;
+            for (i, line) in lines.iter().enumerate() {
+                if line.starts_with('[') {
+                    in_commented_table = false;
+                } else if line.starts_with("# [") {
+                    in_commented_table = true;
+                }
+                let Some(body) = line.strip_prefix("# ") else {
+                    continue;
+                };
+                if in_commented_table || body.starts_with('[') || !body.contains(" = ") {
+                    continue;
+                }
+                let mut edited: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+                edited[i] = body.to_string();
+                if let Some((_, rest)) = body.split_once("instead of `") {
+                    let key = rest.split('`').next().unwrap();
+                    let at = edited
+                        .iter()
+                        .position(|l| l.starts_with(&format!("{key} = ")))
+                        .unwrap_or_else(|| panic!("{gateway}: no `{key}` to replace: {body}"));
+                    edited[at] = format!("# {}", edited[at]);
+                }
+                if let Some((_, rest)) = body.split_once("(with `") {
+                    let key = rest.split('`').next().unwrap();
+                    let at = edited
+                        .iter()
+                        .position(|l| l.starts_with(&format!("# {key} = ")))
+                        .unwrap_or_else(|| panic!("{gateway}: no `{key}` to go with: {body}"));
+                    edited[at] = edited[at][2..].to_string();
+                }
+                let edited = edited.join("\n");
+                if let Err(e) = Scenario::from_str(&edited, "init.toml", Path::new("init.toml")) {
+                    panic!("{gateway}: `{body}` uncommented: {e}");
+                }
+                tried += 1;
+            }
+            assert!(tried > 20, "{gateway}: {tried} example lines");
+        }
+    }
+
+    /// Switching from the reference gateway to another: one line; back
+    /// (a target's or a command's file to the reference gateway): its
+    /// tables uncommented, the gateway line commented out.
+    #[test]
+    fn one_example_line_switches_the_gateway() {
+        // The first (the `[gateway]` table's).
+        let uncomment = |text: &str, key: &str| {
+            let mut done = false;
+            text.lines()
+                .map(|l| match l.strip_prefix("# ") {
+                    Some(b) if !done && b.starts_with(&format!("{key} = ")) => {
+                        done = true;
+                        b.to_string()
+                    }
+                    _ => l.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        let load = |text: &str| Scenario::from_str(text, "init.toml", Path::new("init.toml"));
+        let reference = InitOptions::default().text().unwrap();
+        let s = load(&uncomment(&reference, "url")).unwrap();
+        assert!(matches!(s.gateway.kind, crate::GatewayKind::Url(_)));
+        assert!(
+            s.gateway.notes.iter().any(|n| n.contains("set aside")),
+            "{:?}",
+            s.gateway.notes
+        );
+        let s = load(&uncomment(&reference, "command")).unwrap();
+        assert!(matches!(s.gateway.kind, crate::GatewayKind::Command(_)));
+        // Both at once say which to keep.
+        let both = uncomment(&uncomment(&reference, "url"), "command");
+        let e = load(&both).unwrap_err().to_string();
+        assert!(e.contains("`command` or `url`, not both"), "{e}");
+        for (gateway, opts) in each_gateway().into_iter().skip(1) {
+            let text = opts.text().unwrap();
+            let key = if gateway == "target" {
+                "url"
+            } else {
+                "command"
+            };
+            assert!(text.contains("# [gateway.reference]"), "{gateway}:\n{text}");
+            let back: String = text
+                .lines()
+                .map(|l| {
+                    if l.starts_with(&format!("{key} = ")) {
+                        format!("# {l}")
+                    } else if l.starts_with("# [gateway.reference") || l.starts_with("# mode = ") {
+                        l[2..].to_string()
+                    } else {
+                        l.to_string()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+            let s = load(&back).unwrap_or_else(|e| panic!("{gateway} back: {e}"));
+            assert!(matches!(s.gateway.kind, crate::GatewayKind::Reference(_)));
+        }
+    }
+
+    /// The scales are 10 and 10 whatever the figures and the gateway
+    /// (the same figures as the shape's once wrote a quota scale of 1:
+    /// 333 requests/s), unless asked; what is said names each one's
+    /// reason and what 1 would give.
+    #[test]
+    fn the_scales_stay_unless_asked() {
+        let shape_as_flags = InitOptions {
+            normal_rate: Some("200/min".parse().unwrap()),
+            peak_rate: Some("2000/min".parse().unwrap()),
+            peak_duration: Some(PEAK_DURATION),
+            quota_tokens_per_minute: Some(QUOTA_TPM),
+            tokens_per_request: Some(TOKENS),
+            ..InitOptions::default()
+        };
+        let mut cases: Vec<(&str, InitOptions)> = each_gateway().into();
+        cases.push(("the shape's figures as flags", shape_as_flags));
+        cases.push(("other figures", flags()));
+        for (what, opts) in cases {
+            let (s, _) = scenarios(&opts);
+            assert_eq!(
+                (s.meta.quota_scale, s.meta.time_scale),
+                (10.0, 10.0),
+                "{what}"
+            );
+            let said = opts.said(&s, Path::new("x.toml")).unwrap().join("\n");
+            assert!(
+                said.contains("quota ÷ 10: the default (--quota-scale N"),
+                "{what}: {said}"
+            );
+            assert!(
+                said.contains("time ÷ 10: the default (--time-scale N"),
+                "{what}: {said}"
+            );
+            assert!(said.contains("requests/s at the peak"), "{what}: {said}");
+        }
+        let (what, target) = each_gateway().into_iter().nth(1).unwrap();
+        let (s, _) = scenarios(&target);
+        let said = target.said(&s, Path::new("x.toml")).unwrap().join("\n");
+        assert!(
+            said.contains("`rehearse run x.toml --allow-time-scale`"),
+            "{what}: {said}"
+        );
+        assert!(said.contains("47m long"), "{what}: {said}");
+        // The flash promotion at the scales written: 2,000/min is 33.3/s,
+        // 47 minutes ÷ 10, a tenth of the 63,333 backlog.
+        let (s, _) = scenarios(&InitOptions::default());
+        let said = InitOptions::default()
+            .said(&s, Path::new("x.toml"))
+            .unwrap()
+            .join("\n");
+        assert!(
+            said.contains("33.3 requests/s at the peak, 4m 42s long, a peak backlog of 6,333"),
+            "{said}"
+        );
+        assert!(
+            said.contains("relays 6,333 refusals of the provider and holds none"),
+            "{said}"
+        );
+        assert!(
+            said.contains("333 requests/s at the peak, a peak backlog of 63,333"),
+            "{said}"
+        );
+        let asked = InitOptions {
+            time_scale: Some(4.0),
+            quota_scale: Some(2.5),
+            ..InitOptions::default()
+        };
+        let (s, _) = scenarios(&asked);
+        assert_eq!((s.meta.quota_scale, s.meta.time_scale), (2.5, 4.0));
+        let said = asked.said(&s, Path::new("x.toml")).unwrap().join("\n");
+        assert!(said.contains("quota ÷ 2.5: from --quota-scale"), "{said}");
+        assert!(said.contains("time ÷ 4: from --time-scale"), "{said}");
+        let bad = InitOptions {
+            time_scale: Some(0.0),
+            ..InitOptions::default()
+        };
+        assert!(bad
+            .text()
+            .unwrap_err()
+            .to_string()
+            .contains("--time-scale 0"));
     }
 
     #[test]

@@ -24,6 +24,10 @@ pub struct Judged {
     pub report_json: PathBuf,
     /// Where report.html is.
     pub report_html: PathBuf,
+    /// Why the run was stopped before its end by the harness itself (a
+    /// gateway that answers without calling the fake provider), for the
+    /// last line a person reads; `None` otherwise.
+    pub stopped: Option<String>,
 }
 
 /// Judges the run in `dir` from its files (with `sets` applied to the
@@ -32,10 +36,16 @@ pub struct Judged {
 /// `junit` too, when given), and returns the verdict with the checklist.
 pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Judged, RunError> {
     let meta_path = dir.join(files::RUN);
-    let meta_text = std::fs::read_to_string(&meta_path).map_err(|source| RunError::NotARunDir {
-        dir: dir.to_path_buf(),
-        source,
-    })?;
+    let missing = |file: &'static str| {
+        move |reason| RunError::NotARunDir {
+            dir: dir.to_path_buf(),
+            file,
+            reason,
+        }
+    };
+    let meta_text = std::fs::read_to_string(&meta_path).map_err(missing(files::RUN))?;
+    // Read below as a scenario: a missing one is said as this directory's.
+    std::fs::metadata(dir.join(files::SCENARIO)).map_err(missing(files::SCENARIO))?;
     let mut meta: RunMeta =
         serde_json::from_str(&meta_text).map_err(|source| RunError::RunJson {
             path: meta_path,
@@ -133,6 +143,7 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Ju
         checklist,
         report_json: dir.join(files::REPORT_JSON),
         report_html: html,
+        stopped: None,
     })
 }
 

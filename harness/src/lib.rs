@@ -87,9 +87,10 @@ pub use fds::{
     OpenFilesError,
 };
 pub use gateway_metrics::{histogram_quantile, provider_latency_note};
-pub use init::{scenario_keys, write_init, InitOptions, Rate, BUILTIN_SCENARIO};
+pub use init::{scenario_keys, write_init, InitOptions, BUILTIN_SCENARIO};
 pub use judge::{judge_dir, Judged};
 pub use live_metrics::{serve_load_metrics, serve_metrics, MetricsSource};
+pub use loadgen::Rate;
 pub use multi::{collect, stage, write_shard_offset, StageOptions, SHARD_OFFSET};
 pub use plan::plan;
 pub use process::kill_live_group;
@@ -131,6 +132,28 @@ impl Rehearsal {
 }
 
 impl Scenario {
+    /// Plays the scenario at time scale `ts` instead of its own
+    /// (`--time-scale N` of `run`, `plan` and `stage`); `None` leaves it.
+    ///
+    /// ```
+    /// let mut s = harness::Scenario::load_or_builtin(None, &[]).unwrap();
+    /// s.at_time_scale(Some(7.0)).unwrap();
+    /// assert_eq!(s.scale().time, 7.0);
+    /// assert!(s.at_time_scale(Some(0.0)).is_err());
+    /// ```
+    pub fn at_time_scale(&mut self, ts: Option<f64>) -> Result<(), RunError> {
+        if let Some(ts) = ts {
+            if !(ts.is_finite() && ts > 0.0) {
+                return Err(RunError::flag(
+                    format!("--time-scale {ts}"),
+                    "must be a number above 0",
+                ));
+            }
+            self.meta.time_scale = ts;
+        }
+        Ok(())
+    }
+
     /// The scale the scenario asks for.
     pub fn scale(&self) -> Scale {
         Scale {

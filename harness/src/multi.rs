@@ -47,7 +47,7 @@ fn unix_us(t: SystemTime) -> u64 {
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct StageOptions {
     /// The run directory to prepare.
-    #[cfg_attr(feature = "clap", arg(long))]
+    #[cfg_attr(feature = "clap", arg(short, long))]
     pub out: PathBuf,
     /// The fake provider beside the gateway (admin token from
     /// REHEARSE_PROVIDER_TOKEN); a scenario of several [[providers]]:
@@ -76,9 +76,7 @@ pub struct StageOptions {
 /// `rehearse stage`: readies the provider and the run directory.
 pub async fn stage(s: &crate::Scenario, opts: &StageOptions) -> Result<(), RunError> {
     let mut scenario = s.clone();
-    if let Some(ts) = opts.time_scale {
-        scenario.meta.time_scale = ts;
-    }
+    scenario.at_time_scale(opts.time_scale)?;
     let rehearsal = scenario.rehearsal();
     let plan = crate::plan::plan(&scenario);
     let names: Vec<&str> = rehearsal

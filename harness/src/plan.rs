@@ -88,6 +88,13 @@ struct Provider {
     /// The share of its calls its faults refuse or fail (errors, resets,
     /// hangs), 0 to 1.
     failing: f64,
+    /// What it takes per second by itself, whatever the gateway (its
+    /// quota, its ceiling, its knee; no gateway's pool): what a
+    /// pass-through gateway gets.
+    own_per_s: Option<f64>,
+    /// Past `own_per_s` it refuses at once (its quota; a ceiling that
+    /// rejects) rather than holding the calls (a ceiling's queue, a knee).
+    refuses_over: bool,
 }
 
 /// The provider side at `t`, as the plan's segments take it: the first
@@ -123,6 +130,17 @@ fn provider_at(s: &Scenario, t: f64, req: &PerRequest) -> Provider {
         .filter(|p| p.failing < 1.0)
         .map(|p| p.ceiling)
         .try_fold(0u32, |sum, c| c.map(|c| sum.saturating_add(c)));
+    first.own_per_s = all
+        .iter()
+        .map(|p| {
+            if p.failing < 1.0 {
+                p.own_per_s
+            } else {
+                Some(0.0)
+            }
+        })
+        .try_fold(0.0, |sum, c| c.map(|c| sum + c));
+    first.refuses_over = all.iter().all(|p| p.refuses_over);
     let phases: Vec<&str> = all.iter().filter_map(|p| p.phase.as_deref()).collect();
     first.phase = (!phases.is_empty()).then(|| phases.join("+"));
     first
@@ -172,6 +190,17 @@ fn provider_of(
     let mut caps = quota;
     let per_s = |c: f64| (service_s > 0.0).then(|| c / service_s);
     let ceiling_per_s = eff.concurrency.ceiling.and_then(|c| per_s(f64::from(c)));
+    let own_per_s = [quota_per_s, ceiling_per_s, knee.and_then(per_s)]
+        .into_iter()
+        .flatten()
+        .reduce(f64::min);
+    let refuses_over = match own_per_s {
+        Some(c) if quota_per_s == Some(c) => true,
+        Some(c) if ceiling_per_s == Some(c) => {
+            eff.concurrency.overflow == fake_provider::config::Overflow::Reject
+        }
+        _ => false,
+    };
     caps.extend(
         [
             ceiling_per_s,
@@ -199,6 +228,8 @@ fn provider_of(
         quota_per_s,
         ceiling_per_s,
         failing,
+        own_per_s,
+        refuses_over,
     }
 }
 
@@ -317,6 +348,11 @@ struct Fluid {
     slo_misses: f64,
     /// The SLO's latency, seconds (`INFINITY`: none).
     slo_s: f64,
+    /// A pass-through gateway's: the calls waiting at the provider, the
+    /// most of them, and the arrivals the provider refused.
+    pass_waiting: f64,
+    pass_peak_waiting: f64,
+    pass_refused: f64,
 }
 
 impl Fluid {
@@ -367,6 +403,7 @@ impl Fluid {
                 prov.capacity_per_s.map_or(lambda, |mu| mu.min(lambda)) * prov.service_s;
             self.peak_held = self.peak_held.max(self.backlog + in_flight);
             self.peak_backlog = self.peak_backlog.max(self.backlog);
+            self.pass_through(prov, came, dt);
         }
         Segment {
             name: match &prov.phase {
@@ -389,6 +426,24 @@ impl Fluid {
             },
             in_flight: arrivals / (b - a) * prov.service_s,
         }
+    }
+}
+
+impl Fluid {
+    /// One step of a pass-through gateway's: what the provider takes by
+    /// itself is served (what waits at it first); past that, it refuses
+    /// at once, or holds the calls waiting.
+    fn pass_through(&mut self, prov: &Provider, came: f64, dt: f64) {
+        let takes = prov.own_per_s.map_or(f64::INFINITY, |mu| mu * dt);
+        let from_waiting = self.pass_waiting.min(takes);
+        self.pass_waiting -= from_waiting;
+        let over = (came - (takes - from_waiting)).max(0.0);
+        if prov.refuses_over {
+            self.pass_refused += over;
+        } else {
+            self.pass_waiting += over;
+        }
+        self.pass_peak_waiting = self.pass_peak_waiting.max(self.pass_waiting);
     }
 }
 
@@ -502,6 +557,8 @@ pub fn plan(s: &Scenario) -> Plan {
         queue_bound_tokens: queue_bound_requests.map(|q| q * req.tokens),
         unbounded_backlog_bytes: fluid.peak_held * req.bytes,
         peak_backlog: fluid.peak_backlog,
+        passthrough_refused: fluid.pass_refused,
+        passthrough_peak_waiting: fluid.pass_peak_waiting,
         phases: segments,
     };
     Plan {
@@ -920,6 +977,11 @@ max_tokens = {{ fixed = 8 }}
         // Memory: peak backlog + calls in flight (μ × S), at 6 KiB each.
         let held = backlog + mu / 60.0 * 5.0;
         assert!((p.full.unbounded_backlog_bytes - held * 6144.0).abs() / (held * 6144.0) < 0.001);
+        // A pass-through gateway: the quota's refusals relayed, the same
+        // 63,333 over capacity, and nothing waits.
+        assert!((p.full.passthrough_refused - backlog).abs() < 1.0);
+        assert_eq!(p.full.passthrough_peak_waiting, 0.0);
+        assert!((p.rehearsal.passthrough_refused - backlog / 10.0).abs() < 0.1);
         // Rehearsal: depths ÷ 10 (quota), durations ÷ 10, rates × 10 ÷ 10.
         let r = &p.rehearsal;
         assert!((r.phases[1].offered_per_min - 2000.0).abs() < 1e-6);
@@ -1121,6 +1183,18 @@ rate = 40
         let drain_s = slow.backlog_at_end / (120.0 / 0.6 - 40.0);
         assert!((p.full.drain_minutes_unbounded.unwrap() - drain_s / 60.0).abs() < 0.01);
         assert!(after.backlog_at_end < 1.0);
+        // A ceiling with a queue: a pass-through gateway holds the same
+        // backlog, waiting at the provider; refused, none.
+        assert!((p.full.passthrough_peak_waiting - slow.backlog_at_end).abs() < 1.0);
+        assert_eq!(p.full.passthrough_refused, 0.0);
+        // A ceiling that rejects: the same excess refused at once, nothing waits.
+        let rejecting = plan(&scenario(
+            &text.replace("ceiling = 120", "ceiling = 120\noverflow = \"reject\""),
+        ));
+        assert!((rejecting.full.passthrough_refused - slow.backlog_at_end).abs() < 1.0);
+        assert_eq!(rejecting.full.passthrough_peak_waiting, 0.0);
+        // The gateway's backlog is the same either way: it holds requests.
+        assert!((rejecting.full.peak_backlog - p.full.peak_backlog).abs() < 1e-6);
     }
 
     #[test]

@@ -32,7 +32,7 @@ pub enum SpawnError {
         log: PathBuf,
     },
     /// It did not become ready in time.
-    #[error("the gateway was not ready at {addr} within {waited:?}; its output is in {log}")]
+    #[error("the gateway was not ready at {addr} within {waited:?} (the scenario's [gateway] ready_timeout gives it more time); its output is in {log}")]
     NotReady {
         /// Where it should listen.
         addr: String,

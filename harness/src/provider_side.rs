@@ -186,6 +186,70 @@ impl ProviderChoice {
     }
 }
 
+/// Where the in-process providers listen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ProviderListen {
+    /// At this address (`--provider-listen`; port 0: a free one), the
+    /// providers after the first on the ports after it.
+    At(String),
+    /// On the first free port from this address's up, each provider after
+    /// the first above the one before: a gateway already running is
+    /// pointed at an address a person writes once (127.0.0.1:8080 when it
+    /// is free).
+    FirstFree(std::net::SocketAddr),
+}
+
+/// Where the provider listens for a gateway already running, unless
+/// `--provider-listen` says: a port people write into a gateway's config.
+pub(crate) const TARGET_PROVIDER_LISTEN: std::net::SocketAddr =
+    std::net::SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 8080);
+
+/// How many ports from [`ProviderListen::FirstFree`]'s are tried.
+const PORTS_TRIED: u16 = 100;
+
+impl ProviderListen {
+    /// A listener for the `i`-th provider (`after`: the port the one
+    /// before it got), and the address asked for, for an error.
+    async fn bind(
+        &self,
+        i: usize,
+        after: Option<u16>,
+    ) -> Result<tokio::net::TcpListener, RunError> {
+        match self {
+            ProviderListen::At(listen) => {
+                let listen = nth_listen(listen, i);
+                fake_provider::listen(&listen)
+                    .await
+                    .map_err(|source| RunError::ProviderListen { listen, source })
+            }
+            ProviderListen::FirstFree(from) => {
+                let first = after.map_or(from.port(), |p| p.saturating_add(1));
+                let mut last = None;
+                for port in first..first.saturating_add(PORTS_TRIED) {
+                    match fake_provider::listen((from.ip(), port)).await {
+                        Ok(l) => return Ok(l),
+                        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => last = Some(e),
+                        Err(source) => {
+                            return Err(RunError::ProviderListen {
+                                listen: format!("{}:{port}", from.ip()),
+                                source,
+                            })
+                        }
+                    }
+                }
+                Err(RunError::ProviderListen {
+                    listen: format!(
+                        "{}, ports {first} to {} (give --provider-listen ADDR)",
+                        from.ip(),
+                        first.saturating_add(PORTS_TRIED - 1)
+                    ),
+                    source: last.unwrap_or_else(|| std::io::Error::other("no port tried")),
+                })
+            }
+        }
+    }
+}
+
 /// Round trips per clock-offset measurement.
 const OFFSET_ROUNDS: usize = 8;
 
@@ -249,7 +313,7 @@ impl ProviderSide {
         choice: &ProviderChoice,
         tls: &loadgen::TlsOptions,
         configs: &[ProviderConfig],
-        listen: &str,
+        listen: &ProviderListen,
         out: &Path,
         run_id: &str,
         lease: Duration,
@@ -261,18 +325,21 @@ impl ProviderSide {
         match choice {
             ProviderChoice::External => Ok(ProviderSide::External),
             ProviderChoice::InProcess => {
-                let mut handles = Vec::new();
+                let mut handles: Vec<(String, ProviderHandle)> = Vec::new();
                 for (i, config) in configs.iter().enumerate() {
                     let records = match configs.len() {
                         1 => out.join(files::PROVIDER_RECORDS),
                         _ => part_path(out, names[i]),
                     };
-                    let listen = nth_listen(listen, i);
+                    let after = handles.last().map(|(_, h)| h.addr().port());
+                    let listener = listen.bind(i, after).await?;
+                    let at = listener
+                        .local_addr()
+                        .map_or_else(|_| "?".into(), |a| a.to_string());
                     let handle = FakeProvider::new(config.clone())
                         .record_to(records)
-                        .bind(&listen)
-                        .await
-                        .map_err(|source| RunError::ProviderListen { listen, source })?;
+                        .serve(listener)
+                        .map_err(|source| RunError::ProviderListen { listen: at, source })?;
                     handles.push((names[i].to_string(), handle));
                 }
                 Ok(ProviderSide::Local(handles))
@@ -339,6 +406,15 @@ impl ProviderSide {
         match self {
             ProviderSide::Local(_) | ProviderSide::External => None,
             ProviderSide::Remote { start_at, .. } => Some(*start_at),
+        }
+    }
+
+    /// The calls the in-process providers have received, together, this
+    /// run; `None` for providers not in this process (not watched).
+    pub(crate) fn received(&self) -> Option<u64> {
+        match self {
+            ProviderSide::Local(hs) => Some(hs.iter().map(|(_, h)| h.stats().received).sum()),
+            ProviderSide::External | ProviderSide::Remote { .. } => None,
         }
     }
 

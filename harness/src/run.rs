@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::expectations::LoadResult;
-use crate::provider_side::{ProviderChoice, ProviderSide};
+use crate::provider_side::{ProviderChoice, ProviderListen, ProviderSide, TARGET_PROVIDER_LISTEN};
 use crate::provider_urls::ProviderUrls;
 use tokio_util::sync::CancellationToken;
 use wire::{ClientRecord, Expectations, GatewayEvent, Plan, RunMeta};
@@ -51,8 +51,10 @@ pub struct RunOptions {
     pub junit: Option<PathBuf>,
     /// Show a progress bar.
     pub progress: bool,
-    /// Where the fake provider listens (in-process only).
-    pub provider_listen: String,
+    /// Where the fake provider listens (in-process only; `None`: a free
+    /// port, or with a gateway already running 127.0.0.1:8080 or the next
+    /// free port).
+    pub provider_listen: Option<String>,
     /// Where the fake provider is: in this process, or at a URL.
     pub provider: ProviderChoice,
     /// The target gateway was configured for the run's time scale (a
@@ -123,20 +125,9 @@ pub async fn run(
     // directory as the call ends: nothing is collected at the end, nothing
     // is held. A remote one is readied (config, reset) and read at the end.
     let run_id = crate::remote::run_id_of(&opts.out);
-    let lease = p.rehearsal.load.schedule_length() + Duration::from_secs(600);
-    let provider = ProviderSide::start(
-        &opts.provider,
-        &opts.tls,
-        &p.rehearsal.providers,
-        &opts.provider_listen,
-        &opts.out,
-        &run_id,
-        lease,
-    )
-    .await?;
+    let provider = start_providers(&p, opts, &run_id).await?;
     let urls = provider.urls();
     let provider_url = urls.first().to_string();
-    tell(opts.quiet, &providers_said(&urls));
     let gateway = match Running::start(
         &p.scenario,
         &p.rehearsal,
@@ -160,24 +151,30 @@ pub async fn run(
     let started_us = now_us();
     let (live, _stop_metrics) =
         live_series(metrics_listener, &p, &run_id, &provider, &gateway.url)?;
-    let stop_watch = watch_for_the_stop(&cancel);
-    let (load, mut notes) = drive(
+    let load_cancel = cancel.child_token();
+    let stop_watch = watch_for_the_stop(&load_cancel);
+    let ((load, mut notes), stopped) = drive_watched(
         &p,
-        (&gateway.url, &urls),
+        (&gateway.url, &provider),
         opts,
-        (provider.start_at(), live),
-        cancel.clone(),
+        live,
+        load_cancel.clone(),
     )
     .await;
-    if p.target.is_none() {
-        // What the scenario left to the harness, for the gateway it started.
+    if opts.target.is_none() {
+        // What the scenario left to the harness, or set aside, for its
+        // own gateway (not a --target's).
         notes.splice(0..0, p.scenario.gateway.notes.iter().cloned());
     }
     notes.extend(p.fd_warning.clone());
-    let stopped_us = stopped_at(stop_watch, &cancel).await;
+    let stopped_us = stopped_at(stop_watch, &load_cancel).await;
     let partial = stopped_us.is_some();
-    if partial {
-        notes.push("stopped before its end (interrupted): this report is partial".into());
+    match &stopped {
+        Some(why) => notes.push(format!("{why}: this report is partial")),
+        None if partial => {
+            notes.push("stopped before its end (interrupted): this report is partial".into())
+        }
+        None => {}
     }
     settle(&provider, &p, partial, &mut notes).await;
     let reference_started =
@@ -237,7 +234,42 @@ pub async fn run(
             .unwrap_or_default()
             .as_bytes(),
     )?;
-    judge_dir(&opts.out, &[], opts.junit.as_deref())
+    let mut judged = judge_dir(&opts.out, &[], opts.junit.as_deref())?;
+    judged.stopped = stopped;
+    Ok(judged)
+}
+
+/// Step 3: the providers started in this process (where `--provider-listen`
+/// says; with a gateway already running, 127.0.0.1:8080 or the next free
+/// port) or readied, and said before any load: with a gateway already
+/// running, the base URL it must call.
+async fn start_providers(
+    p: &Prepared,
+    opts: &RunOptions,
+    run_id: &str,
+) -> Result<ProviderSide, RunError> {
+    let listen = match (&opts.provider_listen, &p.target) {
+        (Some(at), _) => ProviderListen::At(at.clone()),
+        (None, Some(_)) => ProviderListen::FirstFree(TARGET_PROVIDER_LISTEN),
+        (None, None) => ProviderListen::At("127.0.0.1:0".into()),
+    };
+    let lease = p.rehearsal.load.schedule_length() + Duration::from_secs(600);
+    let provider = ProviderSide::start(
+        &opts.provider,
+        &opts.tls,
+        &p.rehearsal.providers,
+        &listen,
+        &opts.out,
+        run_id,
+        lease,
+    )
+    .await?;
+    let urls = provider.urls();
+    tell(opts.quiet, &providers_said(&urls));
+    if let (Some(target), true) = (&p.target, provider.is_local()) {
+        tell(opts.quiet, &upstream_said(target, &urls, &listen));
+    }
+    Ok(provider)
 }
 
 /// When the run is stopped (a signal, the spending guard: `cancel`), on
@@ -275,16 +307,100 @@ fn providers_said(urls: &crate::ProviderUrls) -> String {
     format!("fake providers: {}", each.join(", "))
 }
 
+/// For a gateway already running (`target`): the base URL it must call,
+/// exactly, and what happens when it calls elsewhere.
+fn upstream_said(target: &str, urls: &crate::ProviderUrls, listen: &ProviderListen) -> String {
+    let at = match urls.len() {
+        1 => urls.first().to_string(),
+        _ => urls
+            .iter()
+            .map(|(n, u)| format!("{u} (provider {n})"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
+    let chosen = match listen {
+        ProviderListen::FirstFree(from) => format!(
+            " (the first free port from {}; --provider-listen ADDR to choose)",
+            from.port()
+        ),
+        ProviderListen::At(_) => String::new(),
+    };
+    format!(
+        "the gateway at {target} must call the fake provider: set its upstream base URL to \
+         {at}{chosen}, with /v1 after it where a client wants it (the load's paths, \
+         /v1/chat/completions or /v1/messages, are served below it). A gateway that answers \
+         {BYPASS_ANSWERS} requests without calling it stops the run."
+    )
+}
+
+/// Answers with success the gateway may give while the fake provider has
+/// received no call, before the run stops (the end-of-run check,
+/// `upstream_seen`, calls a run invalid from 10).
+const BYPASS_ANSWERS: u64 = 20;
+
+/// Step 5 watched: the load ([`drive`]), and meanwhile, with providers in
+/// this process and one load process, the gateway's answers against the
+/// provider's calls: a gateway that has answered [`BYPASS_ANSWERS`]
+/// requests with success while the provider received none calls
+/// something else, and the load stops at once (`stop`) rather than
+/// rehearsing to an invalid end. Returns the load's end and, when it
+/// stopped so, why.
+async fn drive_watched(
+    p: &Prepared,
+    (target_url, provider): (&str, &ProviderSide),
+    opts: &RunOptions,
+    live: Arc<loadgen::Live>,
+    stop: CancellationToken,
+) -> ((Option<LoadResult>, Vec<String>), Option<String>) {
+    let urls = provider.urls();
+    let done = CancellationToken::new();
+    let load = async {
+        let driven = drive(
+            p,
+            (target_url, &urls),
+            opts,
+            (provider.start_at(), live.clone()),
+            stop.clone(),
+        )
+        .await;
+        done.cancel();
+        driven
+    };
+    let watch = async {
+        if opts.shards > 1 || provider.received().is_none() {
+            return None;
+        }
+        loop {
+            tokio::select! {
+                () = done.cancelled() => return None,
+                () = tokio::time::sleep(Duration::from_millis(100)) => {}
+            }
+            if provider.received() != Some(0) {
+                return None;
+            }
+            let ok = live.ok.load(std::sync::atomic::Ordering::Relaxed);
+            if ok >= BYPASS_ANSWERS {
+                let why = format!(
+                    "stopped early: the gateway at {target_url} answered {ok} requests with success while the fake provider received no call: it is not calling the fake provider. Set its upstream base URL to {} (as the run said at its start) and run again",
+                    urls.first()
+                );
+                tell(
+                    false,
+                    "stopping: the gateway is not calling the fake provider (writing a partial report)",
+                );
+                stop.cancel();
+                return Some(why);
+            }
+        }
+    };
+    tokio::join!(load, watch)
+}
+
 /// Step 1: the scenario at the run's scale, its plan, the target (checked
 /// against `--allow-remote`) and the open files it needs.
 fn prepare(s: &Scenario, opts: &RunOptions) -> Result<Prepared, RunError> {
     let mut scenario = s.clone();
-    if let Some(ts) = opts.time_scale {
-        if !(ts.is_finite() && ts > 0.0) {
-            return Err(RunError::flag("--time-scale", "must be a positive number"));
-        }
-        scenario.meta.time_scale = ts;
-    }
+    scenario.at_time_scale(opts.time_scale)?;
     let rehearsal = scenario.rehearsal();
     let plan = plan::plan(&scenario);
     let target = opts.target.clone().or(match &scenario.gateway.kind {
@@ -398,10 +514,21 @@ fn announce(p: &Prepared, gateway: &Running, quiet: bool, max_spend: Option<u64>
             ),
         );
     }
-    tell(
-        quiet,
-        &format!("gateway: {} at {}", gateway.name, gateway.url),
-    );
+    // Said once: a gateway already running is named by its URL.
+    let who = if gateway.name.contains(&gateway.url) {
+        gateway.name.clone()
+    } else {
+        format!("{} at {}", gateway.name, gateway.url)
+    };
+    tell(quiet, &format!("gateway: {who}"));
+    // A url or command's notes: the [gateway.reference] it set aside (a
+    // reference gateway's are what the harness filled in for it, in the
+    // report's notes).
+    if !matches!(p.scenario.gateway.kind, GatewayKind::Reference(_)) {
+        for note in &p.scenario.gateway.notes {
+            tell(quiet, &format!("note: {note}"));
+        }
+    }
     let meta = &p.scenario.meta;
     if !meta.description.is_empty() {
         tell(
@@ -409,9 +536,56 @@ fn announce(p: &Prepared, gateway: &Running, quiet: bool, max_spend: Option<u64>
             &format!("rehearsing {}: {}", meta.name, meta.description),
         );
     }
+    tell(quiet, &phases_said(&p.rehearsal.load, p.rehearsal.scale));
     if let Some(l) = &gateway.limit {
         tell(quiet, &format!("gateway memory limit: {}", l.describe()));
     }
+}
+
+/// The phases as they are played (after `--set` and `--time-scale`, at
+/// the run's scale): `phases: before 200/min for 12s, peak 2,000/min for
+/// 4m (time ÷ 10, quota ÷ 10)`; a replayed log by its arrivals and length.
+fn phases_said(load: &loadgen::LoadPlan, scale: wire::Scale) -> String {
+    let lasting = |d: Duration| {
+        humantime::format_duration(Duration::from_millis(d.as_millis() as u64)).to_string()
+    };
+    let per_min = |per_s: f64| {
+        let m = per_s * 60.0;
+        if m < 100.0 && m.fract() != 0.0 {
+            format!("{m:.1}")
+        } else {
+            wire::number::thousands(m)
+        }
+    };
+    let phases = load.phases();
+    let mut said = if phases.is_empty() {
+        format!(
+            "load: a replayed log, {} arrivals over {}",
+            wire::number::thousands(load.expected_arrivals()),
+            lasting(load.schedule_length())
+        )
+    } else {
+        let each: Vec<String> = phases
+            .iter()
+            .map(|ph| {
+                let rate = if (ph.from_per_sec - ph.to_per_sec).abs() < 1e-9 {
+                    per_min(ph.from_per_sec)
+                } else {
+                    format!("{} to {}", per_min(ph.from_per_sec), per_min(ph.to_per_sec))
+                };
+                format!("{} {rate}/min for {}", ph.name, lasting(ph.duration))
+            })
+            .collect();
+        format!("phases as played: {}", each.join(", "))
+    };
+    if !scale.is_one() {
+        said.push_str(&format!(
+            " (time ÷ {}, quota ÷ {})",
+            loadgen::Rate::bare(scale.time),
+            loadgen::Rate::bare(scale.quota)
+        ));
+    }
+    said
 }
 
 /// Where the gateway's memory is read: the scenario's metric when it names
@@ -631,6 +805,38 @@ pub(crate) fn is_loopback_url(url: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_phases_are_said_as_played() {
+        // A phase edited after the description was written: the phases
+        // are said as they are, whatever the description says.
+        let text = crate::BUILTIN_SCENARIO.replace(
+            "duration = \"10s\"\nrate = 5\n",
+            "duration = \"5s\"\nrate = 5\n",
+        );
+        let s = crate::Scenario::from_str(&text, "s.toml", Path::new("s.toml")).unwrap();
+        assert!(
+            s.meta.description.contains("for 10 s"),
+            "{}",
+            s.meta.description
+        );
+        let r = s.rehearsal();
+        let said = phases_said(&r.load, r.scale);
+        assert_eq!(
+            said,
+            "phases as played: baseline 300/min for 5s, overload 3x 1,800/min for 10s, after 120/min for 9s"
+        );
+        let mut scaled = s.clone();
+        scaled.at_time_scale(Some(5.0)).unwrap();
+        let r = scaled.rehearsal();
+        let said = phases_said(&r.load, r.scale);
+        assert!(
+            said.starts_with("phases as played: baseline 1,500/min for 1s,")
+                && said.contains("after 600/min for 1s 800ms")
+                && said.ends_with("(time ÷ 5, quota ÷ 1)"),
+            "{said}"
+        );
+    }
 
     #[test]
     fn loopback_is_recognised() {

@@ -241,9 +241,63 @@ pub fn default_run_dir(name: &str) -> std::path::PathBuf {
     std::path::PathBuf::from("runs").join(format!("{name}-{stamp}"))
 }
 
+/// Which command writes a run directory's file `name`, and when, for a
+/// person who finds it missing (`rehearse report DIR`).
+pub(crate) fn written_by(name: &str) -> &'static str {
+    use wire::files;
+    match name {
+        files::RUN => {
+            "`rehearse run` writes it when its rehearsal ends (a run that stopped before its \
+             load started, a gateway that was not ready, leaves none: its error said why), \
+             `rehearse stage` for a rehearsal from several machines"
+        }
+        files::SCENARIO | files::PLAN => {
+            "`rehearse run` writes it first, `rehearse stage` for a rehearsal from several \
+             machines"
+        }
+        files::CLIENT_RECORDS => {
+            "`rehearse run`'s load generator writes it, `rehearse collect` for a staged run"
+        }
+        files::PROVIDER_RECORDS => {
+            "`rehearse run`'s fake provider writes it, `rehearse collect` for a staged run"
+        }
+        _ => "`rehearse run` writes it",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `rehearse report DIR` on a directory a run left without its end
+    /// (a gateway that was not ready), or on a folder of something else:
+    /// the file missing, and which command writes it.
+    #[test]
+    fn a_directory_missing_a_file_names_it_and_its_writer() {
+        let dir = std::env::temp_dir().join(format!("rehearse-missing-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let said = |dir: &Path| match crate::judge_dir(dir, &[], None) {
+            Err(e) => (e.to_string(), e.kind()),
+            Ok(_) => panic!("judged"),
+        };
+        let (e, kind) = said(&dir);
+        assert_eq!(kind, crate::RunErrorKind::BadInput);
+        let run_json = dir.join(wire::files::RUN);
+        assert!(
+            e.contains(&format!("{}: No such file", run_json.display())),
+            "{e}"
+        );
+        assert!(
+            e.contains("`rehearse run` writes it when its rehearsal ends"),
+            "{e}"
+        );
+        std::fs::write(&run_json, "{}").unwrap();
+        let (e, _) = said(&dir);
+        assert!(e.contains("scenario.toml: No such file"), "{e}");
+        assert!(e.contains("`rehearse run` writes it first"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn provider_parts_merge_in_end_order_line_for_line() {

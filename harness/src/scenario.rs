@@ -132,8 +132,8 @@ pub(crate) struct GatewayRaw {
     #[serde(default = "default_metrics_period", with = "humantime_serde")]
     metrics_period: Duration,
     ready_path: Option<String>,
-    #[serde(default = "default_ready_timeout", with = "humantime_serde")]
-    ready_timeout: Duration,
+    #[serde(default, with = "humantime_serde")]
+    ready_timeout: Option<Duration>,
     memory_limit: Option<bytesize::ByteSize>,
     #[serde(default)]
     restart: bool,
@@ -179,8 +179,12 @@ pub struct GatewaySpec {
     /// Path answered (any status below 500) once the gateway is ready; by
     /// default readiness is a TCP connect.
     pub ready_path: Option<String>,
-    /// How long to wait for readiness.
+    /// How long to wait for readiness (10 s unless written).
     pub ready_timeout: Duration,
+    /// `ready_timeout` is written: a gateway already running (a target)
+    /// that refuses connections is waited for that long; not written, the
+    /// refusal is said at once (nothing listens there).
+    pub ready_timeout_written: bool,
     /// Run a spawned gateway under this memory limit.
     pub memory_limit: Option<u64>,
     /// Restart a spawned gateway when it dies.
@@ -471,8 +475,10 @@ impl Scenario {
     }
 }
 
-/// The `[gateway]` table validated: exactly one kind, the reference
-/// gateway's policy checked (and a deadline rate left out taken from
+/// The `[gateway]` table validated: one kind (`command` or `url` when
+/// given, a `[gateway.reference]` beside it set aside with a note, as
+/// `--target` sets it aside; never both), the reference gateway's policy
+/// checked (and a deadline rate left out taken from
 /// `quota_tpm`, the provider's tokens per minute), the fields that go
 /// together together.
 fn gateway_spec(
@@ -483,7 +489,24 @@ fn gateway_spec(
     providers: &[&str],
 ) -> Result<GatewaySpec, ConfigError> {
     let mut notes = Vec::new();
-    let kind = match (g.reference, g.command, g.url) {
+    let set_aside = |key: &str| {
+        format!(
+            "[gateway.reference] is set aside: the gateway is [gateway] {key} (comment out `{key}` to rehearse the reference gateway)"
+        )
+    };
+    if g.command.is_some() && g.url.is_some() {
+        return Err(src.error(
+            "gateway.url",
+            "give `command` or `url`, not both: `command` is a program the harness starts, \
+             `url` a gateway already running",
+        ));
+    }
+    if g.reference.is_some() && (g.command.is_some() || g.url.is_some()) {
+        notes.push(set_aside(if g.url.is_some() { "url" } else { "command" }));
+    }
+    let elsewhere = g.command.is_some() || g.url.is_some();
+    let reference = g.reference.filter(|_| !elsewhere);
+    let kind = match (reference, g.command, g.url) {
         (Some(mut config), None, None) => {
             notes.extend(deadline_rate(&mut config, src, text, quota_tpm)?);
             check_reference(&config, src, text, providers)?;
@@ -520,12 +543,7 @@ fn gateway_spec(
             }
             GatewayKind::Url(u)
         }
-        _ => {
-            return Err(src.error(
-                "gateway",
-                "give exactly one of `reference`, `command` or `url`",
-            ))
-        }
+        _ => return Err(src.error("gateway", "give one of `reference`, `command` or `url`")),
     };
     let named = [
         ("queue_depth_metric", &g.queue_depth_metric),
@@ -541,10 +559,12 @@ fn gateway_spec(
     if g.metrics_period.is_zero() {
         return Err(src.error("gateway.metrics_period", "must be above 0"));
     }
-    if g.rss_metric.is_some() != g.metrics_url.is_some() {
+    // `metrics_url` alone is read too: its text saved as the load ends,
+    // a spawned gateway's memory still read from its processes.
+    if g.rss_metric.is_some() && g.metrics_url.is_none() {
         return Err(src.error(
             "gateway.rss_metric",
-            "`rss_metric` and `metrics_url` go together: the metric is scraped from that URL",
+            "the metric is scraped from `metrics_url`: give that too",
         ));
     }
     let gateway = GatewaySpec {
@@ -559,7 +579,8 @@ fn gateway_spec(
             period: g.metrics_period,
         },
         ready_path: g.ready_path,
-        ready_timeout: g.ready_timeout,
+        ready_timeout: g.ready_timeout.unwrap_or_else(default_ready_timeout),
+        ready_timeout_written: g.ready_timeout.is_some(),
         memory_limit: g.memory_limit.map(|b| b.as_u64()),
         restart: g.restart,
         restart_delay: g.restart_delay,
@@ -1112,13 +1133,38 @@ mod tests {
     }
 
     #[test]
-    fn gateway_needs_exactly_one_kind() {
+    fn gateway_is_one_kind_a_url_or_command_setting_the_reference_aside() {
+        // A `url` (as `--target`) sets the reference gateway aside, saying so.
         let text = MINIMAL.replace(
             "[gateway.reference]",
             "url = \"http://127.0.0.1:9\"\n[gateway.reference]",
         );
+        let s = parse(&text).unwrap();
+        assert_eq!(
+            s.gateway.kind,
+            GatewayKind::Url("http://127.0.0.1:9".into())
+        );
+        assert!(
+            s.gateway.notes[0].starts_with("[gateway.reference] is set aside"),
+            "{:?}",
+            s.gateway.notes
+        );
+        let text = MINIMAL.replace(
+            "[gateway.reference]",
+            "url = \"http://127.0.0.1:9\"\ncommand = [\"gw\", \"{listen}\"]\n[gateway.reference]",
+        );
         let err = parse(&text).unwrap_err().to_string();
-        assert!(err.contains("exactly one"), "{err}");
+        assert!(err.contains("`command` or `url`, not both"), "{err}");
+        assert!(err.contains("gateway.url"), "{err}");
+        let text = MINIMAL.replace(
+            "[gateway.reference]\nmode = \"bounded\"\nbounded = { concurrency = 8, queue = 11, wait_budget = \"2s\" }\n",
+            "",
+        );
+        let err = parse(&text).unwrap_err().to_string();
+        assert!(
+            err.contains("give one of `reference`, `command` or `url`"),
+            "{err}"
+        );
         let text = MINIMAL.replace("mode = \"bounded\"", "mode = \"fancy\"");
         let err = parse(&text).unwrap_err().to_string();
         assert!(

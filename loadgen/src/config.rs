@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use toml_located::{ConfigError, Source};
 use wire::{Api, Dialect, Dist, DistError, Dur, Scale};
 
+use crate::rate::{Rate, RateUnit};
 use crate::replay::{self, ReplayFormat, ReplayRow, TimestampUnit};
 use crate::request::head::{self, Auth, HeaderTemplate};
 use crate::schedule::{Arrivals, Phase, PhaseArrivals};
@@ -144,17 +145,6 @@ fn default_patience_header() -> String {
     "x-request-timeout-ms".into()
 }
 
-/// The unit of a phase's `rate`.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum RateUnit {
-    /// Arrivals per second.
-    #[default]
-    Second,
-    /// Arrivals per minute.
-    Minute,
-}
-
 /// One `[[load.phases]]` entry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -164,13 +154,15 @@ pub struct PhaseConfig {
     /// How long the phase lasts.
     #[serde(with = "humantime_serde")]
     pub duration: Duration,
-    /// Arrivals per `per` at the start of the phase.
-    pub rate: f64,
-    /// The unit of `rate` and `ramp_to`.
-    #[serde(default)]
-    pub per: RateUnit,
+    /// Arrivals at the start of the phase: per the unit it names
+    /// (`"2000/min"`), else per `per`.
+    pub rate: Rate,
+    /// The unit of a bare `rate` and `ramp_to` (none: per second, or the
+    /// unit they name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per: Option<RateUnit>,
     /// When set, the rate moves linearly from `rate` to this over the phase.
-    pub ramp_to: Option<f64>,
+    pub ramp_to: Option<Rate>,
     /// Evenly spaced or Poisson arrivals.
     #[serde(default)]
     pub arrivals: PhaseArrivals,
@@ -715,22 +707,30 @@ fn phases(configs: &[PhaseConfig], source: &Source<'_>) -> Result<Vec<Phase>, Co
         if p.duration.is_zero() {
             return Err(source.error(&at("duration"), "must be > 0"));
         }
-        let div = match p.per {
-            RateUnit::Second => 1.0,
-            RateUnit::Minute => 60.0,
-        };
-        if !(p.rate.is_finite() && p.rate >= 0.0) {
-            return Err(source.error(&at("rate"), "must be a number >= 0"));
+        let per = p.per.unwrap_or_default();
+        for (field, rate) in [("rate", Some(p.rate)), ("ramp_to", p.ramp_to)] {
+            let Some(rate) = rate else { continue };
+            if !(rate.value.is_finite() && rate.value >= 0.0) {
+                return Err(source.error(&at(field), "must be a number >= 0"));
+            }
+            // A unit written twice must be the one unit.
+            if let (Some(named), Some(written)) = (rate.unit, p.per) {
+                if named != written {
+                    return Err(source.error(
+                        &at("per"),
+                        format!(
+                            "`{field} = \"{rate}\"` names its unit, and `per` says another: leave `per` out"
+                        ),
+                    ));
+                }
+            }
         }
-        let to = p.ramp_to.unwrap_or(p.rate);
-        if !(to.is_finite() && to >= 0.0) {
-            return Err(source.error(&at("ramp_to"), "must be a number >= 0"));
-        }
+        let from_per_sec = p.rate.per_second(per);
         phases.push(Phase {
             name: p.name.clone().unwrap_or_else(|| format!("phase{i}")),
             duration: p.duration,
-            from_per_sec: p.rate / div,
-            to_per_sec: to / div,
+            from_per_sec,
+            to_per_sec: p.ramp_to.map_or(from_per_sec, |r| r.per_second(per)),
             arrivals: p.arrivals,
         });
     }
@@ -1261,6 +1261,48 @@ mod tests {
              request = {{ auth = \"api-key\", headers = {{ \"api-key\" = \"x\" }} }}\n"
         ));
         assert_eq!(e.field, "load.tenants[0].request.headers.api-key", "{e}");
+    }
+
+    #[test]
+    fn a_rate_may_name_its_unit_as_init_writes_it() {
+        let phase = |rate: &str, more: &str| {
+            format!("[load]\n[[load.phases]]\nduration = \"1m\"\nrate = {rate}\n{more}")
+        };
+        let per_s = |text: &str| {
+            let p = plan(text).unwrap();
+            let ph = p.phases()[0];
+            (ph.from_per_sec, ph.to_per_sec)
+        };
+        assert_eq!(per_s(&phase("\"120/min\"", "")), (2.0, 2.0));
+        assert_eq!(
+            per_s(&phase("\"3/s\"", "ramp_to = \"360/min\"\n")),
+            (3.0, 6.0)
+        );
+        assert_eq!(per_s(&phase("\"7200/h\"", "per = \"hour\"\n")), (2.0, 2.0));
+        // A bare number is per `per`, and per second without one.
+        assert_eq!(per_s(&phase("120", "per = \"minute\"\n")), (2.0, 2.0));
+        assert_eq!(per_s(&phase("2", "ramp_to = \"240/min\"\n")), (2.0, 4.0));
+        // A unit that is none: its file, line and field.
+        let e = config_err(&phase("\"2000/fortnight\"", ""));
+        assert_eq!(
+            (e.line, e.field.as_str()),
+            (4, "load.phases[0].rate"),
+            "{e}"
+        );
+        assert!(e.message.contains("`/fortnight` is not a unit"), "{e}");
+        assert!(e.to_string().starts_with("s.toml:4:"), "{e}");
+        let e = config_err(&phase("1", "ramp_to = \"9/day\"\n"));
+        assert_eq!(
+            (e.line, e.field.as_str()),
+            (5, "load.phases[0].ramp_to"),
+            "{e}"
+        );
+        // A unit named twice, two ways: at `per`.
+        let e = config_err(&phase("\"2000/min\"", "per = \"second\"\n"));
+        assert_eq!((e.line, e.field.as_str()), (5, "load.phases[0].per"), "{e}");
+        assert!(e.message.contains("leave `per` out"), "{e}");
+        let e = config_err(&phase("\"-5/min\"", ""));
+        assert_eq!(e.field, "load.phases[0].rate", "{e}");
     }
 
     #[test]

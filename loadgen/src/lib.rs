@@ -11,6 +11,8 @@
 //!   [`LoadPlan`]; errors name the file, line and field;
 //! - `schedule`: when people arrive (phases: constant, Poisson, ramps; or a
 //!   replayed log with speed-up and multiply), independent of when to stop;
+//! - `rate`: a rate as a person writes it (`2000/min`), in a scenario and
+//!   on `rehearse init`'s command line alike;
 //! - `replay`: reading CSV / JSONL traffic logs;
 //! - `request`: OpenAI and Anthropic bodies, with the `[rehearse:id=…]`
 //!   marker, and validating answers;
@@ -60,7 +62,7 @@
 //! assert_eq!(plan.expected_arrivals().round(), 100.0 + 1100.0);
 //!
 //! // A mistake is reported with its place and field.
-//! let bad = "[load]\n[[load.phases]]\nduration = \"30s\"\nrate = 200\nper = \"hour\"\n";
+//! let bad = "[load]\n[[load.phases]]\nduration = \"30s\"\nrate = 200\nper = \"fortnight\"\n";
 //! let err = LoadPlan::from_scenario_str(bad, "flash.toml", std::path::Path::new(".")).unwrap_err();
 //! assert!(err.to_string().starts_with("flash.toml:5:"), "{err}");
 //! # Ok::<(), loadgen::LoadError>(())
@@ -74,6 +76,7 @@ mod config;
 mod exposition;
 mod http1;
 mod progress;
+mod rate;
 mod replay;
 mod request;
 mod resolve;
@@ -88,10 +91,11 @@ mod tls;
 pub use closed::{closed_level, CallEnd, ClosedLevel, ClosedTally, SweepRequests};
 pub use config::{
     LoadConfig, LoadError, LoadPlan, LoadTenant, LoadTenantRequest, PhaseConfig, PlannedPhase,
-    RateUnit, ReplayConfig, RequestConfig, RetryConfig, RetryKind, RetryPolicy,
+    ReplayConfig, RequestConfig, RetryConfig, RetryKind, RetryPolicy,
 };
 pub use exposition::label_value;
 pub use progress::{Live, LiveHistogram};
+pub use rate::{Rate, RateUnit};
 pub use replay::{parse_replay_log, ReplayFormat, TimestampUnit};
 pub use resolve::{resolve, resolve_authority};
 pub use run::{

@@ -45,44 +45,57 @@ fn render_figures(out: &mut String, f: &Figures, p: &Plan, label: &str) {
             thousands(g.backlog_at_end),
         );
     }
-    match f.drain_minutes_unbounded {
-        Some(m) if f.peak_backlog >= 0.5 => {
-            let text = format!(
-                "The peak backlog of {} requests drains in {:.1} min at the rate that follows it, if the queue is unbounded.",
-                thousands(f.peak_backlog),
-                m
-            );
-            for line in crate::terminal::wrap(&text, crate::terminal::MAX_WIDTH, "  ", "  ") {
-                let _ = writeln!(out, "{line}");
-            }
-        }
-        Some(_) => {
-            let _ = writeln!(
-                out,
-                "  No backlog builds: offered load stays within capacity."
-            );
-        }
-        None => {
-            let _ = writeln!(
-                out,
-                "  The backlog of {} requests never drains: the load after it stays above capacity.",
-                thousands(f.peak_backlog)
-            );
+    // With a backlog, its lines are a gateway's that holds requests, and
+    // a pass-through gateway's are said beside them.
+    let holds = f.peak_backlog >= 0.5;
+    let at = if holds {
+        let _ = writeln!(
+            out,
+            "  For a gateway that holds requests (queues what the provider cannot take yet):"
+        );
+        "    "
+    } else {
+        "  "
+    };
+    let drain = match f.drain_minutes_unbounded {
+        Some(m) if holds => format!(
+            "The peak backlog of {} requests drains in {:.1} min at the rate that follows it, if the queue is unbounded.",
+            thousands(f.peak_backlog),
+            m
+        ),
+        Some(_) => "No backlog builds: offered load stays within capacity.".into(),
+        None => format!(
+            "The backlog of {} requests never drains: the load after it stays above capacity.",
+            thousands(f.peak_backlog)
+        ),
+    };
+    let patience = p.patience_s
+        / if label.starts_with("Rehearsal") {
+            p.time_scale
+        } else {
+            1.0
+        };
+    for text in [
+        drain,
+        format!(
+            "Answers arriving after their caller left (patience {}): {}",
+            exact_duration(patience),
+            thousands(f.late_answers)
+        ),
+        format!(
+            "Memory an unbounded gateway would hold at the peak: {} ({} bytes per request).",
+            bytes(f.unbounded_backlog_bytes),
+            thousands(p.prompt_bytes)
+        ),
+    ] {
+        let more = format!("{at}  ");
+        for line in crate::terminal::wrap(&text, crate::terminal::MAX_WIDTH, at, &more) {
+            let _ = writeln!(out, "{line}");
         }
     }
-    let _ = writeln!(
-        out,
-        "  Answers arriving after their caller left (patience {}): {}",
-        exact_duration(
-            p.patience_s
-                / if label.starts_with("Rehearsal") {
-                    p.time_scale
-                } else {
-                    1.0
-                }
-        ),
-        thousands(f.late_answers)
-    );
+    if holds {
+        render_passthrough(out, f);
+    }
     match (f.queue_bound_requests, f.queue_bound_tokens) {
         (Some(q), Some(t)) => {
             let _ = writeln!(
@@ -96,12 +109,47 @@ fn render_figures(out: &mut String, f: &Figures, p: &Plan, label: &str) {
             let _ = writeln!(out, "  Queue bound Q*: none (the provider has no limit).");
         }
     }
+}
+
+/// Beside the backlog a gateway that holds requests builds: what a
+/// pass-through gateway (each request sent on at once) gets instead, the
+/// provider's refusals relayed and nothing waiting; or, past a ceiling
+/// with a queue or a knee, the calls waiting at the provider it holds open.
+fn render_passthrough(out: &mut String, f: &Figures) {
+    let arrivals: f64 = f
+        .phases
+        .iter()
+        .map(|g| g.offered_per_min * g.duration_s / 60.0)
+        .sum();
+    let refused = if f.passthrough_refused >= 0.5 {
+        format!(
+            "the provider refuses {} of the {} arrivals at once ({:.0}%), relayed to the callers",
+            thousands(f.passthrough_refused),
+            thousands(arrivals),
+            100.0 * f.passthrough_refused / arrivals.max(1.0)
+        )
+    } else {
+        String::new()
+    };
+    let text = if f.passthrough_peak_waiting >= 0.5 {
+        format!(
+            "the provider queues what it cannot take: up to {} calls wait there, each held open by the gateway{}{refused}.",
+            thousands(f.passthrough_peak_waiting),
+            if refused.is_empty() { "" } else { "; " },
+        )
+    } else {
+        format!(
+            "nothing waits (no backlog, no drain, no memory but the calls in service){}{refused}.",
+            if refused.is_empty() { "" } else { ": " },
+        )
+    };
     let _ = writeln!(
         out,
-        "  Memory an unbounded gateway would hold at the peak: {} ({} bytes per request).",
-        bytes(f.unbounded_backlog_bytes),
-        thousands(p.prompt_bytes)
+        "  For a pass-through gateway (each request sent on at once, the provider's refusals relayed):"
     );
+    for line in crate::terminal::wrap(&text, crate::terminal::MAX_WIDTH, "    ", "      ") {
+        let _ = writeln!(out, "{line}");
+    }
 }
 
 /// The plan as a person reads it.
@@ -258,6 +306,59 @@ mod tests {
         assert!(
             text.lines()
                 .all(|l| crate::terminal::columns(l) <= crate::terminal::MAX_WIDTH),
+            "{text}"
+        );
+    }
+
+    /// The backlog, drain and memory lines say they are a holding
+    /// gateway's; beside them, a pass-through gateway's: the refusals
+    /// relayed and nothing waiting, or the calls waiting at a provider
+    /// that queues. Without a backlog, neither.
+    #[test]
+    fn the_backlog_is_said_to_be_a_holding_gateways_beside_a_pass_through() {
+        let segment = |offered: f64, backlog: f64| wire::Segment {
+            name: "peak".into(),
+            duration_s: 600.0,
+            offered_per_min: offered,
+            capacity_per_min: Some(400.0),
+            backlog_at_end: backlog,
+            ..wire::Segment::default()
+        };
+        let mut p = Plan {
+            scenario: "f".into(),
+            time_scale: 1.0,
+            quota_scale: 1.0,
+            ..Plan::default()
+        };
+        p.full.phases = vec![segment(1000.0, 6000.0)];
+        p.full.peak_backlog = 6000.0;
+        p.full.drain_minutes_unbounded = Some(30.0);
+        p.full.passthrough_refused = 6000.0;
+        let text = render(&p);
+        let holding = text.find("For a gateway that holds requests").expect(&text);
+        let backlog = text.find("The peak backlog of 6,000").expect(&text);
+        let memory = text.find("Memory an unbounded gateway").expect(&text);
+        let pass = text.find("For a pass-through gateway").expect(&text);
+        assert!(
+            holding < backlog && backlog < memory && memory < pass,
+            "{text}"
+        );
+        // A wrapped line read as one.
+        let flat = text.replace("\n      ", " ");
+        assert!(
+            flat.contains("nothing waits (no backlog, no drain, no memory but the calls in service): the provider refuses 6,000 of the 10,000 arrivals at once (60%)"),
+            "{text}"
+        );
+        p.full.passthrough_refused = 0.0;
+        p.full.passthrough_peak_waiting = 6000.0;
+        let text = render(&p);
+        assert!(text.contains("up to 6,000 calls wait there"), "{text}");
+        p.full.phases = vec![segment(300.0, 0.0)];
+        p.full.peak_backlog = 0.0;
+        let text = render(&p);
+        assert!(text.contains("No backlog builds"), "{text}");
+        assert!(
+            !text.contains("pass-through") && !text.contains("holds requests"),
             "{text}"
         );
     }

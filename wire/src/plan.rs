@@ -74,6 +74,16 @@ pub struct Figures {
     /// Requests whose answer would come later than the SLO's latency
     /// (`null` without an SLO).
     pub slo_misses: Option<f64>,
+    /// The backlog, drain and memory above are a gateway's that holds
+    /// requests; a pass-through gateway (each request sent on at once)
+    /// holds none of them: these are the arrivals the provider refuses at
+    /// once past what it takes (its quota, a ceiling that rejects), which
+    /// such a gateway relays.
+    pub passthrough_refused: f64,
+    /// The most requests that wait at the provider (a ceiling with a
+    /// queue, a knee), held by a pass-through gateway as open calls; 0
+    /// when the provider refuses what it cannot take.
+    pub passthrough_peak_waiting: f64,
 }
 
 /// What the plan suggests for the gateway's own knobs (full scale).
@@ -361,6 +371,8 @@ impl Figures {
             wasted_tokens: scale.depth(self.wasted_tokens),
             memory_full_after_s: self.memory_full_after_s.map(|s| scale.secs(s)),
             slo_misses: self.slo_misses.map(|m| scale.depth(m)),
+            passthrough_refused: scale.depth(self.passthrough_refused),
+            passthrough_peak_waiting: scale.depth(self.passthrough_peak_waiting),
         }
     }
 }
