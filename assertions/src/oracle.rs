@@ -127,6 +127,9 @@ impl Joined<'_> {
             .collect::<BTreeSet<u64>>();
         (t.honouring, t.honoured_admitted) = self.honoured_retries(expect);
         t.peak_rss = self.rss.iter().max_by_key(|r| r.rss_bytes).copied();
+        for r in self.rss {
+            t.memory.sample(*r, expect);
+        }
         t
     }
 

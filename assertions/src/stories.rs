@@ -107,6 +107,7 @@ pub(crate) fn expect(
         knee: Some(8.0),
         drain_baseline: None,
         memory_ceiling_bytes: Some(200 * MIB),
+        memory_settle: None,
         send_lag_bound_ms: 5.0,
         send_lag_p99_ms: 0.5,
     }
@@ -147,6 +148,7 @@ pub(crate) fn judged(
         knee: None,
         drain_baseline: None,
         memory_ceiling_bytes: None,
+        memory_settle: None,
         send_lag_bound_ms: 0.0,
         send_lag_p99_ms: 0.0,
     };
@@ -198,6 +200,7 @@ fn rss(attempts: &[ClientRecord], end_ms: u64) -> Vec<RssSample> {
             RssSample {
                 t_us: t,
                 rss_bytes: 50 * MIB + open * MIB,
+                rss_anon_bytes: None,
             }
         })
         .collect()
@@ -582,6 +585,7 @@ pub(crate) fn soak(people: u64, per_s: u64, late_dispatch_ms: u64, seed: u64) ->
         .map(|(i, t)| RssSample {
             t_us: t,
             rss_bytes: 50 * MIB + (i as u64 % 37) * MIB,
+            rss_anon_bytes: None,
         })
         .collect();
     let mut expect = expect(Some((10_000, 20_000)), people * 1000 / per_s, 2.0);
@@ -636,7 +640,7 @@ pub(crate) fn compressed(s: &Story, k: u64) -> Story {
         .iter()
         .map(|r| RssSample {
             t_us: t(r.t_us),
-            rss_bytes: r.rss_bytes,
+            ..*r
         })
         .collect();
     let e = &s.expect;
@@ -646,6 +650,7 @@ pub(crate) fn compressed(s: &Story, k: u64) -> Story {
         capacity_per_s: e.capacity_per_s * k as f64,
         patience_s: e.patience_s / k as f64,
         service_s: e.service_s / k as f64,
+        memory_settle: e.memory_settle.map(|(a, b)| (t(a), t(b))),
         ..e.clone()
     };
     Story {

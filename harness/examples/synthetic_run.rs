@@ -241,6 +241,7 @@ fn write_run(args: &Args) -> Result<Counts, Error> {
         knee: None,
         drain_baseline: plan.drain_baseline,
         memory_ceiling_bytes: scenario.gateway.memory_ceiling,
+        memory_settle: None,
         send_lag_bound_ms: rehearsal.load.send_lag_bound().as_secs_f64() * 1000.0,
         send_lag_p99_ms,
     };
@@ -287,6 +288,7 @@ fn write_rss(path: &Path, slow: (u64, u64), end_us: u64) -> Result<(), Error> {
         let sample = wire::RssSample {
             t_us: t,
             rss_bytes: 20_000_000 + (extra * 40e6) as u64 + sawtooth,
+            rss_anon_bytes: None,
         };
         serde_json::to_writer(&mut out, &sample)?;
         out.write_all(b"\n")?;

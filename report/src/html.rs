@@ -693,6 +693,7 @@ mod tests {
             knee: None,
             drain_baseline: None,
             memory_ceiling_bytes: Some(256 << 20),
+            memory_settle: None,
             send_lag_bound_ms: 5.0,
             send_lag_p99_ms: 1.0,
         };

@@ -127,7 +127,7 @@ use values::{Value, Values};
 ///     queue_bound: 240.0,
 ///     in_flight_at_provider: 10.0,
 ///     gateway_wait_s: 0.0, knee: None, drain_baseline: None,
-///     memory_ceiling_bytes: None,
+///     memory_ceiling_bytes: None, memory_settle: None,
 ///     send_lag_bound_ms: 10.0,
 ///     send_lag_p99_ms: 1.0,
 /// };
@@ -417,6 +417,7 @@ impl Progress {
 ///     start_us: 0, load_end_us: 1_000_000, overload: None, capacity_per_s: 10.0,
 ///     patience_s: 5.0, service_s: 0.1, queue_bound: 49.0, in_flight_at_provider: 1.0,
 ///     gateway_wait_s: 0.0, knee: None, drain_baseline: None, memory_ceiling_bytes: None,
+///     memory_settle: None,
 ///     send_lag_bound_ms: 10.0, send_lag_p99_ms: 1.0,
 /// };
 /// let mut judge = Judge::new(&expect, &Thresholds::default());
@@ -571,6 +572,7 @@ impl Judge {
         if tally.peak_rss.is_none_or(|p| s.rss_bytes >= p.rss_bytes) {
             tally.peak_rss = Some(s);
         }
+        tally.memory.sample(s, &self.expect);
     }
 
     /// Tells the judge the gateway died at `died_us` and served again from
