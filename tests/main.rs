@@ -20,6 +20,7 @@ mod flash;
 mod gateways;
 mod incidents;
 mod kubernetes;
+mod memory;
 mod metrics;
 mod multihost;
 mod provider_admin;

@@ -170,7 +170,7 @@ impl Retention {
     ) -> Retention {
         let Some((from, to)) = expect.memory_settle else {
             return Retention::Unmeasured(
-                "the run did not wait for the gateway's memory to settle after the load (it was stopped before its end, the check was off when it ran, or it was made before the wait existed)",
+                "the run did not wait for the gateway's memory to settle after the load (it was stopped before its end, the gateway was not running then, the check was off when it ran, or the run was made before the wait existed)",
             );
         };
         let Some((drained, _)) = m.drained else {

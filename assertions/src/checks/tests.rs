@@ -344,7 +344,7 @@ fn memory_ceiling_is_skipped_without_a_ceiling_or_samples() {
     assert_eq!(v.short, "peak 70 MiB (ceiling 100); retained not measured");
     assert_eq!(
         v.detail,
-        "peak memory 70 MiB stayed under the 100 MiB ceiling (70% of it); what the gateway keeps after the load was not measured: the run did not wait for the gateway's memory to settle after the load (it was stopped before its end, the check was off when it ran, or it was made before the wait existed)"
+        "peak memory 70 MiB stayed under the 100 MiB ceiling (70% of it); what the gateway keeps after the load was not measured: the run did not wait for the gateway's memory to settle after the load (it was stopped before its end, the gateway was not running then, the check was off when it ran, or the run was made before the wait existed)"
     );
     s.rss.clear();
     let j = run(&s, &five_seconds());
