@@ -24,6 +24,7 @@ mod frontdoor;
 mod gateways;
 mod incidents;
 mod kubernetes;
+mod memory;
 mod metrics;
 mod multihost;
 mod partial;

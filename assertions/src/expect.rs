@@ -95,11 +95,11 @@ impl Thresholds {
     /// The thresholds at a run's scale ([`wire::Scale`]): every duration
     /// of scenario time (`drain.within`, `served_latency.p99_ms`,
     /// `stream_intact.added_ms`, `cancel_on_hangup.within`,
-    /// `failover.within`) divided by the time scale. Shares, counts,
-    /// tolerances, `cooldown_honoured.margin` and `stream_intact.margin`
-    /// (the machine's own jitter, the same at every scale) are unchanged.
-    /// A time scale that is not a positive finite number leaves the
-    /// thresholds as they are.
+    /// `failover.within`, `memory_ceiling.settle`) divided by the time
+    /// scale. Shares, counts, tolerances, `cooldown_honoured.margin` and
+    /// `stream_intact.margin` (the machine's own jitter, the same at every
+    /// scale) are unchanged. A time scale that is not a positive finite
+    /// number leaves the thresholds as they are.
     ///
     /// ```
     /// use std::time::Duration;
@@ -121,6 +121,9 @@ impl Thresholds {
                     .unwrap_or(Duration::MAX);
             t.failover.within =
                 Duration::try_from_secs_f64(t.failover.within.as_secs_f64() / time_scale)
+                    .unwrap_or(Duration::MAX);
+            t.memory_ceiling.settle =
+                Duration::try_from_secs_f64(t.memory_ceiling.settle.as_secs_f64() / time_scale)
                     .unwrap_or(Duration::MAX);
         }
         t
@@ -200,17 +203,123 @@ impl Default for RetryAfterThreshold {
 }
 
 /// `memory_ceiling`: the ceiling itself comes from the scenario's
-/// `[gateway]` ([`Expectations::memory_ceiling_bytes`]).
+/// `[gateway]` ([`Expectations::memory_ceiling_bytes`]), and what the
+/// gateway keeps once the load is gone: its memory after the load, drained
+/// and idle for `settle`, at most `max_retained` above its idle baseline
+/// before the load (a leak passes a ceiling in a short rehearsal; it does
+/// not come back down).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MemoryCeilingThreshold {
-    /// Whether the check runs.
+    /// Whether the check runs (and the run waits `settle` after the load).
     pub enabled: bool,
+    /// How long the run waits after the load's end, the backlog drained,
+    /// for the gateway's memory to settle (scenario time), as a humantime
+    /// string (`"10s"`).
+    #[serde(with = "humantime_serde")]
+    pub settle: Duration,
+    /// The memory the gateway may keep above its idle baseline once
+    /// drained and idle, in bytes (written as a number of bytes or a size
+    /// like `"64 MiB"`); `None`: [`MemoryCeilingThreshold::DEFAULT_RETAINED`]
+    /// or a quarter of the peak's growth over the baseline, the larger.
+    #[serde(deserialize_with = "size::optional")]
+    pub max_retained: Option<u64>,
+}
+
+impl MemoryCeilingThreshold {
+    /// The least retained memory allowed when `max_retained` is not given:
+    /// an allocator keeps some of what a load made it take (free lists,
+    /// arenas, pools of connections), and 32 MiB is more than that and less
+    /// than a leak of a modest load.
+    pub const DEFAULT_RETAINED: u64 = 32 * 1024 * 1024;
+
+    /// The memory allowed to stay above the baseline when the peak grew
+    /// `growth` bytes over it: `max_retained`, else the larger of
+    /// [`Self::DEFAULT_RETAINED`] and a quarter of the growth (a gateway
+    /// that grew by a gigabyte may keep more in its allocator than one that
+    /// grew by a megabyte, and a quarter of it still kept is no release).
+    ///
+    /// ```
+    /// let mib = 1024 * 1024;
+    /// let t = assertions::MemoryCeilingThreshold::default();
+    /// assert_eq!(t.allowed_retained(10 * mib), 32 * mib);
+    /// assert_eq!(t.allowed_retained(400 * mib), 100 * mib);
+    /// let set = assertions::MemoryCeilingThreshold { max_retained: Some(mib), ..t };
+    /// assert_eq!(set.allowed_retained(400 * mib), mib);
+    /// ```
+    pub fn allowed_retained(&self, growth: u64) -> u64 {
+        self.max_retained
+            .unwrap_or_else(|| Self::DEFAULT_RETAINED.max(growth / 4))
+    }
 }
 
 impl Default for MemoryCeilingThreshold {
     fn default() -> Self {
-        MemoryCeilingThreshold { enabled: true }
+        MemoryCeilingThreshold {
+            enabled: true,
+            settle: Duration::from_secs(10),
+            max_retained: None,
+        }
+    }
+}
+
+/// A size in bytes as a threshold is written: a whole number of bytes, or a
+/// string with a unit (`"64 MiB"`, `"512KB"`); a negative, fractional or
+/// non-finite number is refused where it is written.
+mod size {
+    use serde::de::{self, Deserializer, Visitor};
+    use std::fmt;
+
+    const WANT: &str =
+        "a size of at least 0 bytes: a whole number of bytes, or a string like \"64 MiB\"";
+
+    pub(super) fn optional<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        d.deserialize_any(Bytes).map(Some)
+    }
+
+    struct Bytes;
+
+    impl Visitor<'_> for Bytes {
+        type Value = u64;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(WANT)
+        }
+
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<u64, E> {
+            Ok(v)
+        }
+
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<u64, E> {
+            u64::try_from(v).map_err(|_| E::custom(format!("{v} is negative: want {WANT}")))
+        }
+
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<u64, E> {
+            if !v.is_finite() {
+                return Err(E::custom(format!(
+                    "{v} is not a finite number: want {WANT}"
+                )));
+            }
+            if v < 0.0 {
+                return Err(E::custom(format!("{v} is negative: want {WANT}")));
+            }
+            if v.fract() != 0.0 || v > u64::MAX as f64 {
+                return Err(E::custom(format!(
+                    "{v} is not a whole number of bytes: want {WANT}"
+                )));
+            }
+            Ok(v as u64)
+        }
+
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<u64, E> {
+            let t = v.trim();
+            if t.starts_with('-') {
+                return Err(E::custom(format!("{v:?} is negative: want {WANT}")));
+            }
+            t.parse::<bytesize::ByteSize>()
+                .map(|b| b.as_u64())
+                .map_err(|_| E::custom(format!("{v:?} is not a size: want {WANT}")))
+        }
     }
 }
 
@@ -590,6 +699,39 @@ mod tests {
     }
 
     #[test]
+    fn max_retained_reads_bytes_or_a_size_and_refuses_the_rest() {
+        let read = |v: &str| {
+            toml::from_str::<MemoryCeilingThreshold>(&format!("max_retained = {v}"))
+                .map(|t| t.max_retained)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(read("\"64MiB\""), Ok(Some(64 << 20)));
+        assert_eq!(read("\"64 MiB\""), Ok(Some(64 << 20)));
+        assert_eq!(read("\"1.5 KiB\""), Ok(Some(1536)));
+        assert_eq!(read("1048576"), Ok(Some(1 << 20)));
+        assert_eq!(read("0"), Ok(Some(0)));
+        assert_eq!(read("2048.0"), Ok(Some(2048)));
+        for (bad, why) in [
+            ("-1", "-1 is negative"),
+            ("-1.5", "-1.5 is negative"),
+            ("\"-3 MiB\"", "\"-3 MiB\" is negative"),
+            ("nan", "NaN is not a finite number"),
+            ("inf", "inf is not a finite number"),
+            ("-inf", "-inf is not a finite number"),
+            ("1.5", "1.5 is not a whole number of bytes"),
+            ("\"lots\"", "\"lots\" is not a size"),
+            ("true", "a size of at least 0 bytes"),
+        ] {
+            let err = read(bad).unwrap_err();
+            assert!(err.contains(why), "{bad}: {err}");
+        }
+        let t = toml::from_str::<MemoryCeilingThreshold>("settle = \"2s\"").unwrap();
+        assert_eq!(t.settle, Duration::from_secs(2));
+        assert_eq!(t.max_retained, None);
+        assert!(toml::from_str::<MemoryCeilingThreshold>("settle = \"-2s\"").is_err());
+    }
+
+    #[test]
     fn the_template_reads_as_the_defaults() {
         let written: Thresholds = toml::from_str(Thresholds::TEMPLATE).unwrap();
         assert_eq!(written, Thresholds::default());
@@ -604,6 +746,9 @@ mod tests {
         assert_eq!(t.drain.within, Duration::from_secs(15));
         assert_eq!(t.served_latency.p99_ms, 2_500.0);
         assert_eq!(t.failover.within, Duration::from_millis(1250));
+        assert_eq!(t.memory_ceiling.settle, Duration::from_millis(2500));
+        // A size is not time.
+        assert_eq!(t.memory_ceiling.max_retained, None);
         // The machine's margin is not scenario time.
         assert_eq!(t.cooldown_honoured.margin, Duration::from_millis(10));
         assert_eq!(t.stream_intact.added_ms, 25.0);

@@ -119,7 +119,7 @@ impl Judgement {
     /// #     patience_s: 2.0, service_s: 1.0, queue_bound: 1.0,
     /// #     in_flight_at_provider: 1.0, gateway_wait_s: 0.0, knee: None, drain_baseline: None,
     /// #     after_trouble: None,
-    /// #     memory_ceiling_bytes: None,
+    /// #     memory_ceiling_bytes: None, memory_settle: None,
     /// #     send_lag_bound_ms: 1.0, send_lag_p99_ms: 0.0, stopped_us: None,
     /// # };
     /// let j = assertions::judge(&[], &[], &[], &expect, &Default::default());

@@ -179,6 +179,9 @@ impl Joined<'_> {
         (t.honouring, t.honoured_admitted) = self.honoured_retries(expect);
         t.peak_rss = self.rss.iter().max_by_key(|r| r.rss_bytes).copied();
         t.deliveries = self.deliveries();
+        for r in self.rss {
+            t.memory.sample(*r, expect);
+        }
         t
     }
 

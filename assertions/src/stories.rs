@@ -110,6 +110,7 @@ pub(crate) fn expect(
         drain_baseline: None,
         after_trouble: None,
         memory_ceiling_bytes: Some(200 * MIB),
+        memory_settle: None,
         send_lag_bound_ms: 5.0,
         send_lag_p99_ms: 0.5,
         stopped_us: None,
@@ -152,6 +153,7 @@ pub(crate) fn judged(
         drain_baseline: None,
         after_trouble: None,
         memory_ceiling_bytes: None,
+        memory_settle: None,
         send_lag_bound_ms: 0.0,
         send_lag_p99_ms: 0.0,
         stopped_us: None,
@@ -204,6 +206,7 @@ fn rss(attempts: &[ClientRecord], end_ms: u64) -> Vec<RssSample> {
             RssSample {
                 t_us: t,
                 rss_bytes: 50 * MIB + open * MIB,
+                rss_anon_bytes: None,
             }
         })
         .collect()
@@ -614,6 +617,7 @@ pub(crate) fn soak(people: u64, per_s: u64, late_dispatch_ms: u64, seed: u64) ->
         .map(|(i, t)| RssSample {
             t_us: t,
             rss_bytes: 50 * MIB + (i as u64 % 37) * MIB,
+            rss_anon_bytes: None,
         })
         .collect();
     let mut expect = expect(Some((10_000, 20_000)), people * 1000 / per_s, 2.0);
@@ -668,7 +672,7 @@ pub(crate) fn compressed(s: &Story, k: u64) -> Story {
         .iter()
         .map(|r| RssSample {
             t_us: t(r.t_us),
-            rss_bytes: r.rss_bytes,
+            ..*r
         })
         .collect();
     let e = &s.expect;
@@ -683,6 +687,7 @@ pub(crate) fn compressed(s: &Story, k: u64) -> Story {
             from_us: t(a.from_us),
             capacity_per_s: a.capacity_per_s.map(|c| c * k as f64),
         }),
+        memory_settle: e.memory_settle.map(|(a, b)| (t(a), t(b))),
         ..e.clone()
     };
     Story {

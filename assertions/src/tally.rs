@@ -7,9 +7,10 @@
 //! ([`retry_after_within`], as the sweep reaches it), what a relayed
 //! provider refusal's answer did with the provider's Retry-After
 //! ([`relayed_retry_after`], as each person is done), a call cut
-//! mid-stream or completed ([`cut_mid_stream`], [`completed`]), and a call
+//! mid-stream or completed ([`cut_mid_stream`], [`completed`]), a call
 //! in service when its caller gave up ([`after_hangup`], as it joins its
-//! caller).
+//! caller); and the gateway's memory over the run ([`MemoryArc`]: its
+//! idle baseline, its peak, and what it kept once drained and idle).
 //!
 //! [`Summary`]: crate::Summary
 
@@ -84,6 +85,8 @@ pub(crate) struct Tally {
     pub(crate) honoured_admitted: u64,
     /// The largest memory sample (the last of equal ones).
     pub(crate) peak_rss: Option<RssSample>,
+    /// The gateway's memory before, at the peak of and after the load.
+    pub(crate) memory: MemoryArc,
     /// Times the gateway was killed by its memory limit.
     pub(crate) oom_kills: u64,
     /// Streamed answers, and how each was delivered against how its
@@ -120,6 +123,7 @@ impl Tally {
             honouring: 0,
             honoured_admitted: 0,
             peak_rss: None,
+            memory: MemoryArc::default(),
             oom_kills: 0,
             deliveries: Deliveries::new(),
             recovery: Aftermath::default(),
@@ -379,6 +383,131 @@ pub(crate) const LOST: [(ClientOutcome, &str, &str); 4] = [
         "malformed answers",
     ),
 ];
+
+/// The gateway's memory over the run, kept as its samples go by (in any
+/// order), by each sample's [`RssSample::memory_bytes`] (the anonymous part
+/// where /proc gave it): the last [`MemoryArc::KEPT`] samples before the
+/// load's start (its idle baseline), the peak, and the samples of the last
+/// [`MemoryArc::DRAINED_US`] of the wait after the load
+/// ([`Expectations::memory_settle`]). It holds a few samples, whatever the
+/// run's length.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct MemoryArc {
+    /// The largest sample by its memory (the last of equal ones).
+    peak: Option<RssSample>,
+    /// The earliest sample of the run: the baseline when no sample came
+    /// before the load.
+    first: Option<RssSample>,
+    /// The latest samples before the load's start, `(t_us, bytes)`, at
+    /// most [`MemoryArc::KEPT`], in time order.
+    before: Vec<(u64, u64)>,
+    /// The memory of the samples in the last part of the wait after the
+    /// load.
+    drained: Vec<u64>,
+    /// Samples with the anonymous part, and without it.
+    anon: u64,
+    whole: u64,
+}
+
+/// The memory arc a run's samples drew, for `memory_ceiling`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct MemoryLevels {
+    /// The idle baseline: the median of the last samples before the load,
+    /// or the first sample when none came before it.
+    pub(crate) baseline: u64,
+    /// How many samples before the load it was taken from; 0: it is the
+    /// first sample, taken `first_after_us` after the load's start.
+    pub(crate) baseline_samples: usize,
+    pub(crate) first_after_us: u64,
+    /// The largest sample.
+    pub(crate) peak: RssSample,
+    pub(crate) peak_bytes: u64,
+    /// The memory once drained and idle: the median of the samples of the
+    /// wait's last part, and how many there were; `None` without any (the
+    /// run did not wait, or nothing was sampled then).
+    pub(crate) drained: Option<(u64, usize)>,
+    /// What was read: `RssAnon`, `RSS`, or both.
+    pub(crate) kind: &'static str,
+}
+
+impl MemoryArc {
+    /// The samples before the load its baseline is the median of: a
+    /// second's worth at the sampler's 100 ms, so that one sample caught in
+    /// a start-up allocation does not set it.
+    pub(crate) const KEPT: usize = 10;
+
+    /// The part of the wait after the load its drained figure is the
+    /// median of: its last second (all of it when shorter). Memory freed
+    /// after a load reaches the system late (an allocator trims its free
+    /// lists in its own time, idle connections close on their keep-alive
+    /// timers, a collector runs when it runs), so the wait's end says what
+    /// the gateway keeps; the median of about ten samples is the level it
+    /// holds there, not one sample caught in a passing allocation.
+    pub(crate) const DRAINED_US: u64 = 1_000_000;
+
+    /// Takes one sample into account.
+    pub(crate) fn sample(&mut self, s: RssSample, expect: &Expectations) {
+        let bytes = s.memory_bytes();
+        if s.rss_anon_bytes.is_some() {
+            self.anon += 1;
+        } else {
+            self.whole += 1;
+        }
+        if self.peak.is_none_or(|p| bytes >= p.memory_bytes()) {
+            self.peak = Some(s);
+        }
+        if self.first.is_none_or(|f| s.t_us < f.t_us) {
+            self.first = Some(s);
+        }
+        if s.t_us < expect.start_us {
+            let at = self.before.partition_point(|(t, _)| *t <= s.t_us);
+            self.before.insert(at, (s.t_us, bytes));
+            if self.before.len() > Self::KEPT {
+                self.before.remove(0);
+            }
+        }
+        if let Some((from, to)) = expect.memory_settle {
+            let last_part = from.max(to.saturating_sub(Self::DRAINED_US));
+            if (last_part..=to).contains(&s.t_us) {
+                self.drained.push(bytes);
+            }
+        }
+    }
+
+    /// The arc drawn, `None` without a sample.
+    pub(crate) fn arc(&self, expect: &Expectations) -> Option<MemoryLevels> {
+        let (peak, first) = (self.peak?, self.first?);
+        let (baseline, baseline_samples) = if self.before.is_empty() {
+            (first.memory_bytes(), 0)
+        } else {
+            let bytes: Vec<u64> = self.before.iter().map(|(_, b)| *b).collect();
+            (median(bytes), self.before.len())
+        };
+        let drained =
+            (!self.drained.is_empty()).then(|| (median(self.drained.clone()), self.drained.len()));
+        let kind = match (self.anon, self.whole) {
+            (_, 0) => "RssAnon",
+            (0, _) => "RSS",
+            _ => "RssAnon where read, else RSS",
+        };
+        Some(MemoryLevels {
+            baseline,
+            baseline_samples,
+            first_after_us: first.t_us.saturating_sub(expect.start_us),
+            peak,
+            peak_bytes: peak.memory_bytes(),
+            drained,
+            kind,
+        })
+    }
+}
+
+/// The median of `values` (not empty): the lower of the middle two of an
+/// even count, a level the gateway did show.
+fn median(mut values: Vec<u64>) -> u64 {
+    values.sort_unstable();
+    values[(values.len() - 1) / 2]
+}
 
 /// One retry, as [`honoured`] judges it: `None` if it says nothing about
 /// the Retry-After (a first attempt, before the overload's end, after no

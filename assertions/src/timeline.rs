@@ -1040,14 +1040,17 @@ mod tests {
             RssSample {
                 t_us: at(0),
                 rss_bytes: 10,
+                rss_anon_bytes: None,
             },
             RssSample {
                 t_us: at(900),
                 rss_bytes: 30,
+                rss_anon_bytes: None,
             },
             RssSample {
                 t_us: at(1_500),
                 rss_bytes: 20,
+                rss_anon_bytes: None,
             },
         ];
         let t = stories::timeline(&attempts, &calls, &rss);

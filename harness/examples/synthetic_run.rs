@@ -242,6 +242,7 @@ fn write_run(args: &Args) -> Result<Counts, Error> {
         drain_baseline: plan.drain_baseline,
         after_trouble: None,
         memory_ceiling_bytes: scenario.gateway.memory_ceiling,
+        memory_settle: None,
         send_lag_bound_ms: rehearsal.load.send_lag_bound().as_secs_f64() * 1000.0,
         send_lag_p99_ms,
         stopped_us: None,
@@ -289,6 +290,7 @@ fn write_rss(path: &Path, slow: (u64, u64), end_us: u64) -> Result<(), Error> {
         let sample = wire::RssSample {
             t_us: t,
             rss_bytes: 20_000_000 + (extra * 40e6) as u64 + sawtooth,
+            rss_anon_bytes: None,
         };
         serde_json::to_writer(&mut out, &sample)?;
         out.write_all(b"\n")?;

@@ -50,6 +50,8 @@ pub(crate) fn expectations_of(
             .gateway
             .memory_ceiling
             .map(|b| scenario.gateway.memory_at(b, rehearsal.scale)),
+        // Known once the run has waited after its load (`crate::run`).
+        memory_settle: None,
         send_lag_bound_ms: load_plan.send_lag_bound().as_secs_f64() * 1000.0,
         send_lag_p99_ms,
         stopped_us: None,

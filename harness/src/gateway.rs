@@ -118,6 +118,16 @@ impl Running {
         })
     }
 
+    /// Returns false if and only if the harness spawned the gateway and no
+    /// process of it runs now (it died, and is not restarted or not yet).
+    pub(crate) fn running(&self) -> bool {
+        self.supervised.as_ref().is_none_or(|sup| {
+            sup.state
+                .lock()
+                .map_or(true, |state| state.process.is_some())
+        })
+    }
+
     /// Stops watching the gateway, ends its process group (with a shorter
     /// grace when the run was interrupted), and returns what happened to it.
     pub(crate) async fn stop(self, interrupted: bool) -> Vec<GatewayEvent> {
@@ -206,9 +216,33 @@ fn reference_command(
     ];
     Ok(Command {
         argv,
-        env: Vec::new(),
+        env: vec![returns_idle_memory(r.scale.time)],
         name: format!("reference gateway ({})", config.mode),
     })
+}
+
+/// The reference gateway's allocator (jemalloc, the binary's) told to give
+/// back the memory it no longer uses, as a deployment of a long-running
+/// service configures it: a background thread purges pages unused for 5 s
+/// of scenario time (half `memory_ceiling`'s default `settle`, so that a
+/// gateway holding nothing is back near its baseline by the wait's last
+/// second), straight to the system (no lazily freed pages, which /proc
+/// still counts as resident). Without it jemalloc purges only when it is
+/// called, so a gateway idle after a load keeps its peak: 39.7 MiB of
+/// anonymous memory for the CI smoke scenario's 3.4 at rest, retained
+/// whole; with it, 8.6. `_RJEM_` is the prefix of the jemalloc the binary
+/// links (tikv-jemallocator's, its symbols prefixed).
+fn returns_idle_memory(time_scale: f64) -> (String, String) {
+    let scale = if time_scale.is_finite() && time_scale > 0.0 {
+        time_scale
+    } else {
+        1.0
+    };
+    let decay_ms = (5_000.0 / scale).round().max(1.0);
+    (
+        "_RJEM_MALLOC_CONF".to_string(),
+        format!("background_thread:true,dirty_decay_ms:{decay_ms},muzzy_decay_ms:0"),
+    )
 }
 
 /// Points the reference gateway's config at the run's providers: a lone
@@ -241,6 +275,21 @@ mod tests {
             weight: 1,
             priority: 0,
         }
+    }
+
+    #[test]
+    fn the_reference_gateways_allocator_purges_within_5_scenario_seconds() {
+        let (name, value) = returns_idle_memory(10.0);
+        assert_eq!(name, "_RJEM_MALLOC_CONF");
+        assert_eq!(
+            value,
+            "background_thread:true,dirty_decay_ms:500,muzzy_decay_ms:0"
+        );
+        assert!(returns_idle_memory(1.0).1.contains("dirty_decay_ms:5000,"));
+        assert!(returns_idle_memory(f64::NAN)
+            .1
+            .contains("dirty_decay_ms:5000,"));
+        assert!(returns_idle_memory(1e9).1.contains("dirty_decay_ms:1,"));
     }
 
     #[test]

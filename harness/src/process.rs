@@ -340,13 +340,28 @@ impl Drop for MemoryLimit {
     }
 }
 
-/// Sums the resident memory of all processes whose process group is `pgid`.
-pub fn group_rss(pgid: i32) -> u64 {
+/// The resident memory of a process group, summed over its processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GroupMemory {
+    /// The resident set, in bytes.
+    pub rss: u64,
+    /// Its anonymous part (`RssAnon` in /proc/PID/status), in bytes;
+    /// `None` when a process of the group did not give it (a kernel before
+    /// 4.5, or a process that ended between the two reads).
+    pub anon: Option<u64>,
+}
+
+/// Sums the resident memory of all processes whose process group is
+/// `pgid`, and its anonymous part.
+pub fn group_memory(pgid: i32) -> GroupMemory {
     let page = page_size();
     let Ok(dir) = std::fs::read_dir("/proc") else {
-        return 0;
+        return GroupMemory::default();
     };
-    let mut total = 0;
+    let mut total = GroupMemory {
+        rss: 0,
+        anon: Some(0),
+    };
     for entry in dir.flatten() {
         let name = entry.file_name();
         let Some(pid) = name
@@ -370,9 +385,21 @@ pub fn group_rss(pgid: i32) -> u64 {
             continue;
         }
         let rss_pages: u64 = fields.get(21).and_then(|v| v.parse().ok()).unwrap_or(0);
-        total += rss_pages * page;
+        total.rss += rss_pages * page;
+        let anon = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|status| rss_anon(&status));
+        total.anon = total.anon.zip(anon).map(|(sum, one)| sum + one);
     }
     total
+}
+
+/// The `RssAnon:` line of a /proc/PID/status text, in bytes (the kernel
+/// writes it in kB).
+fn rss_anon(status: &str) -> Option<u64> {
+    let line = status.lines().find_map(|l| l.strip_prefix("RssAnon:"))?;
+    let kb: u64 = line.trim().strip_suffix("kB")?.trim().parse().ok()?;
+    Some(kb * 1024)
 }
 
 fn page_size() -> u64 {
@@ -413,7 +440,16 @@ mod tests {
     }
 
     #[test]
-    fn group_rss_sees_a_spawned_group_and_stop_ends_it() {
+    fn rss_anon_is_read_from_a_status_text() {
+        let status =
+            "Name:\tgw\nVmRSS:\t    1700 kB\nRssAnon:\t     112 kB\nRssFile:\t    1588 kB\n";
+        assert_eq!(rss_anon(status), Some(112 * 1024));
+        assert_eq!(rss_anon("Name:\tgw\nVmRSS:\t 1700 kB\n"), None);
+        assert_eq!(rss_anon("RssAnon:\t lots\n"), None);
+    }
+
+    #[test]
+    fn group_memory_sees_a_spawned_group_and_stop_ends_it() {
         let dir = std::env::temp_dir().join(format!("rehearse-gp-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let log = dir.join("gw.log");
@@ -425,11 +461,16 @@ mod tests {
         let mut p =
             GatewayProcess::spawn(&argv, &[], &log, "127.0.0.1:1".parse().unwrap(), None).unwrap();
         std::thread::sleep(Duration::from_millis(100));
-        assert!(group_rss(p.pid() as i32) > 0);
+        let m = group_memory(p.pid() as i32);
+        assert!(m.rss > 0);
+        // This machine's /proc gives the anonymous part (Linux 4.5 on): a
+        // part of the resident set, some of it.
+        let anon = m.anon.expect("RssAnon in /proc/PID/status");
+        assert!(anon > 0 && anon < m.rss, "{m:?}");
         let pgid = p.pid() as i32;
         p.stop(Duration::from_millis(500));
         std::thread::sleep(Duration::from_millis(100));
-        assert_eq!(group_rss(pgid), 0, "the whole group is gone");
+        assert_eq!(group_memory(pgid).rss, 0, "the whole group is gone");
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! The gateway's resident memory, sampled every 100 ms: from its process
-//! group in /proc when the harness spawned it, else from a Prometheus metric.
+//! group in /proc when the harness spawned it (the resident set and its
+//! anonymous part, `RssAnon`), else from a Prometheus metric (the resident
+//! set alone).
 
 use std::io::Write as _;
 use std::sync::{Arc, Mutex};
@@ -19,14 +21,28 @@ use crate::supervise::SupState;
 pub(crate) struct RssSampler {
     stop: CancellationToken,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
+    /// How many samples have been written.
+    taken: tokio::sync::watch::Receiver<u64>,
 }
 
+/// How often the memory is sampled.
+pub(crate) const PERIOD: Duration = Duration::from_millis(100);
+
 impl RssSampler {
-    /// Starts sampling `source` every 100 ms into `file` (`rss.jsonl`).
+    /// Starts sampling `source` every [`PERIOD`] into `file` (`rss.jsonl`).
     pub(crate) fn start(source: RssSource, file: std::fs::File) -> RssSampler {
         let stop = CancellationToken::new();
-        let task = tokio::spawn(sample_rss(source, file, stop.clone()));
-        RssSampler { stop, task }
+        let (count, taken) = tokio::sync::watch::channel(0);
+        let task = tokio::spawn(sample_rss(source, file, stop.clone(), count));
+        RssSampler { stop, task, taken }
+    }
+
+    /// Waits until `n` samples have been written, at most `within`
+    /// (a source that gives nothing, or a sampler that stopped, is waited
+    /// for no longer). Returns how many there are.
+    pub(crate) async fn samples(&mut self, n: u64, within: Duration) -> u64 {
+        let _ = tokio::time::timeout(within, self.taken.wait_for(|taken| *taken >= n)).await;
+        *self.taken.borrow()
     }
 
     /// Stops sampling; the file is complete when this returns.
@@ -53,6 +69,7 @@ async fn sample_rss(
     source: RssSource,
     mut file: std::fs::File,
     stop: CancellationToken,
+    taken: tokio::sync::watch::Sender<u64>,
 ) -> std::io::Result<()> {
     let plain = loadgen::TlsOptions::default();
     let client = crate::resolve::client()
@@ -63,25 +80,25 @@ async fn sample_rss(
         })
         .build()
         .ok();
-    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    let mut tick = tokio::time::interval(PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         tokio::select! {
             _ = stop.cancelled() => break,
             _ = tick.tick() => {}
         }
-        let bytes = match &source {
+        let memory = match &source {
             RssSource::Group(state) => {
                 let pgid = state
                     .lock()
                     .ok()
                     .and_then(|s| s.process.as_ref().map(|p| p.pid() as i32));
                 match pgid {
-                    Some(pgid) => tokio::task::spawn_blocking(move || process::group_rss(pgid))
+                    Some(pgid) => tokio::task::spawn_blocking(move || process::group_memory(pgid))
                         .await
                         .ok(),
                     // Dead (and maybe restarting): nothing resident.
-                    None => Some(0),
+                    None => None,
                 }
             }
             RssSource::Metric { url, metric, .. } => match &client {
@@ -91,22 +108,27 @@ async fn sample_rss(
                         .await
                         .ok()
                         .and_then(|t| process::prometheus_value(&t, metric))
-                        .map(|v| v as u64),
+                        .map(|v| process::GroupMemory {
+                            rss: v as u64,
+                            anon: None,
+                        }),
                     Err(_) => None,
                 },
                 None => None,
             },
             RssSource::None => break,
         };
-        if let Some(b) = bytes.filter(|b| *b > 0) {
+        if let Some(m) = memory.filter(|m| m.rss > 0) {
             let sample = RssSample {
                 t_us: now_us(),
-                rss_bytes: b,
+                rss_bytes: m.rss,
+                rss_anon_bytes: m.anon,
             };
             let mut line = serde_json::to_vec(&sample).map_err(std::io::Error::other)?;
             line.push(b'\n');
             // Ten small lines a second: one write each, whole.
             file.write_all(&line)?;
+            taken.send_modify(|n| *n += 1);
         }
     }
     file.sync_all()

@@ -6,8 +6,12 @@
 //! 3. the fake providers start in this process (each of the scenario's
 //!    on its own port), or remote ones are readied;
 //! 4. the gateway starts (spawned and supervised, or one already serving);
-//! 5. its memory is sampled every 100 ms while the load generator drives it;
-//! 6. [`settle`]: the backlog gets the drain allowance to empty;
+//! 5. its memory is sampled every 100 ms (a few samples of it idle first,
+//!    `memory_ceiling`'s baseline) while the load generator drives it;
+//! 6. [`settle`]: the backlog gets the drain allowance to empty; then
+//!    [`memory_settle`]: with `memory_ceiling` on and the memory sampled,
+//!    the gateway idles for its `settle` while its memory is sampled, so
+//!    the check reads what it keeps once the load is gone;
 //! 7. the gateway's process group ends; both sides' records are collected;
 //! 8. `run.json`, then the checklist is judged from the directory alone,
 //!    exactly as `rehearse report DIR` does later.
@@ -145,7 +149,7 @@ pub async fn run(
         }
     };
     announce(&p, &gateway, opts.quiet, opts.max_spend_tokens);
-    let sampler = RssSampler::start(rss_source(&p.scenario, &gateway, &opts.tls), rss_file);
+    let (sampler, arc) = sample_memory(&p, &gateway, &opts.tls, rss_file).await;
     let gauges =
         crate::gateway_samples::GaugeSampler::for_scenario(&p.scenario, &opts.tls, &opts.out)?;
     let started_us = now_us();
@@ -177,6 +181,8 @@ pub async fn run(
         None => {}
     }
     settle(&provider, &p, partial, &mut notes).await;
+    let wait = arc && !partial;
+    let memory_settled = memory_settle(&p, &gateway, wait, opts.quiet, &cancel, &mut notes).await;
     let reference_started =
         p.target.is_none() && matches!(p.scenario.gateway.kind, GatewayKind::Reference(_));
     if let Some(url) = crate::gateway_metrics::metrics_url(
@@ -217,7 +223,7 @@ pub async fn run(
         gateway: gateway_name,
         time_scale: p.rehearsal.scale.time,
         quota_scale: p.rehearsal.scale.quota,
-        expectations: expectations(&p, start_us, load.as_ref(), stopped_us),
+        expectations: expectations(&p, start_us, load.as_ref(), stopped_us, memory_settled),
         partial,
         provider_url,
         target_url,
@@ -749,17 +755,97 @@ async fn settle(provider: &ProviderSide, p: &Prepared, partial: bool, notes: &mu
     }
 }
 
+/// The memory samples taken before the load is let go, for
+/// `memory_ceiling`'s idle baseline: three, 200 ms of waiting at the
+/// sampler's period, so that one sample caught in a late start-up
+/// allocation does not set the baseline alone.
+const BASELINE_SAMPLES: u64 = 3;
+
+/// Step 5's start: the sampler of the gateway's memory into `file`, and
+/// whether `memory_ceiling` reads the arc of it (the check on, and memory
+/// to read). Then the idle baseline is read from the samples before the
+/// load: a few of them are taken now (the gateway is ready), before the
+/// load is let go.
+async fn sample_memory(
+    p: &Prepared,
+    gateway: &Running,
+    tls: &loadgen::TlsOptions,
+    file: std::fs::File,
+) -> (RssSampler, bool) {
+    let source = rss_source(&p.scenario, gateway, tls);
+    let arc = p.rehearsal.thresholds.memory_ceiling.enabled && !matches!(source, RssSource::None);
+    let mut sampler = RssSampler::start(source, file);
+    if arc {
+        sampler
+            .samples(BASELINE_SAMPLES, Duration::from_secs(1))
+            .await;
+    }
+    (sampler, arc)
+}
+
+/// Step 6, for `memory_ceiling`: the load has ended and the backlog has
+/// drained; the gateway idles for the check's `settle` (at the run's
+/// scale; at least three sampling periods, so that what it keeps is read
+/// from several samples) while its memory is sampled, and says so. Returns
+/// the wait, `(from_us, to_us)`, on the run's clock; `None` when `wait` is
+/// false (the check off, no memory sampled, or the run interrupted), when
+/// it was interrupted, or when the gateway is not running (what it keeps
+/// is then not judged, and a note says why).
+async fn memory_settle(
+    p: &Prepared,
+    gateway: &Running,
+    wait: bool,
+    quiet: bool,
+    cancel: &CancellationToken,
+    notes: &mut Vec<String>,
+) -> Option<(u64, u64)> {
+    if !wait {
+        return None;
+    }
+    if !gateway.running() {
+        notes.push("the gateway was not running when the load had drained, so the harness did not wait for its memory to settle: what it keeps after the load was not measured".into());
+        return None;
+    }
+    let idle = p
+        .rehearsal
+        .thresholds
+        .memory_ceiling
+        .settle
+        .max(3 * crate::rss::PERIOD);
+    let written = p.scenario.checklist.memory_ceiling.settle;
+    tell(
+        quiet,
+        &format!(
+            "the load has ended and drained: the gateway idles {} s for its memory to settle (memory_ceiling's settle, {} of scenario time at time scale {})",
+            wire::number::num(idle.as_secs_f64(), 1),
+            humantime::format_duration(written),
+            wire::number::num(p.rehearsal.scale.time, 2)
+        ),
+    );
+    let from_us = now_us();
+    tokio::select! {
+        _ = tokio::time::sleep(idle) => Some((from_us, now_us())),
+        _ = cancel.cancelled() => {
+            notes.push("interrupted while the gateway's memory settled after the load: what it keeps was not measured".into());
+            None
+        }
+    }
+}
+
 /// What the checks compare against: the plan's figures at the run's scale,
 /// placed on the run's clock, with the stop of a run stopped before its
-/// end.
+/// end, and `memory_settle`, the wait after the load when the run made
+/// one.
 fn expectations(
     p: &Prepared,
     start_us: u64,
     load: Option<&LoadResult>,
     stopped_us: Option<u64>,
+    memory_settle: Option<(u64, u64)>,
 ) -> Expectations {
     Expectations {
         stopped_us,
+        memory_settle,
         ..crate::expectations::expectations_of(&p.scenario, &p.rehearsal, &p.plan, start_us, load)
     }
 }

@@ -1417,6 +1417,34 @@ mod tests {
     }
 
     #[test]
+    fn memory_ceilings_retained_memory_is_refused_where_it_is_written() {
+        let path = Path::new("m.toml");
+        let with = |v: &str| {
+            format!("{MINIMAL}[checklist.memory_ceiling]\nsettle = \"20s\"\nmax_retained = {v}\n")
+        };
+        let s = Scenario::from_str(&with("\"48MiB\""), "m.toml", path).unwrap();
+        assert_eq!(s.checklist.memory_ceiling.max_retained, Some(48 << 20));
+        assert_eq!(s.checklist.memory_ceiling.settle, Duration::from_secs(20));
+        let line = with("0").lines().count();
+        for (bad, why) in [
+            ("-1", "is negative"),
+            ("\"-8 MiB\"", "is negative"),
+            ("nan", "is not a finite number"),
+            ("inf", "is not a finite number"),
+        ] {
+            let err = Scenario::from_str(&with(bad), "m.toml", path)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.starts_with(&format!("m.toml:{line}:"))
+                    && err.contains("field `checklist.memory_ceiling.max_retained`")
+                    && err.contains(why),
+                "{bad}: {err}"
+            );
+        }
+    }
+
+    #[test]
     fn a_set_keeps_the_comments_and_lines_around_the_value_it_replaces() {
         let text = MINIMAL.replace(
             "mode = \"bounded\"",

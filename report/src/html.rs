@@ -707,6 +707,7 @@ mod tests {
             drain_baseline: None,
             after_trouble: None,
             memory_ceiling_bytes: Some(256 << 20),
+            memory_settle: None,
             send_lag_bound_ms: 5.0,
             send_lag_p99_ms: 1.0,
             stopped_us: None,

@@ -59,6 +59,14 @@ pub struct Expectations {
     pub after_trouble: Option<AfterTrouble>,
     /// The gateway's memory budget, if the scenario gives one.
     pub memory_ceiling_bytes: Option<u64>,
+    /// The wait after the load for the gateway's memory to settle
+    /// (`memory_ceiling`'s `settle`), `(from_us, to_us)`: from the load's
+    /// end with the backlog drained to the end of the wait, the memory
+    /// sampled throughout. `None` when the run did not wait (the check
+    /// off, the memory not sampled, a run stopped before its end, or a
+    /// run directory written before it).
+    #[serde(default)]
+    pub memory_settle: Option<(u64, u64)>,
     /// The load generator's allowed 99th-percentile send lag.
     pub send_lag_bound_ms: f64,
     /// The load generator's measured 99th-percentile send lag.

@@ -691,11 +691,56 @@ pub struct RssSample {
     pub t_us: u64,
     /// Resident set size in bytes.
     pub rss_bytes: u64,
+    /// Its anonymous part in bytes (`RssAnon` in /proc/PID/status, summed
+    /// over the process group): the heap and stacks, without the binary's
+    /// and libraries' file-backed pages, which come and go with the page
+    /// cache and can hide a leak's growth or fake one. Absent where /proc
+    /// does not give it (a metric's sample, an older kernel) and from
+    /// files written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss_anon_bytes: Option<u64>,
+}
+
+impl RssSample {
+    /// The memory the checks judge: the anonymous part when the sample has
+    /// it, else the whole resident set.
+    ///
+    /// ```
+    /// let old: wire::RssSample = serde_json::from_str(r#"{"t_us":1,"rss_bytes":300}"#).unwrap();
+    /// assert_eq!(old.memory_bytes(), 300);
+    /// let new = wire::RssSample { rss_anon_bytes: Some(120), ..old };
+    /// assert_eq!(new.memory_bytes(), 120);
+    /// ```
+    pub fn memory_bytes(&self) -> u64 {
+        self.rss_anon_bytes.unwrap_or(self.rss_bytes)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rss_samples_with_and_without_their_anonymous_part_load() {
+        // A line written before the anonymous part was sampled.
+        let old: RssSample = serde_json::from_str(r#"{"t_us":5,"rss_bytes":4096}"#).unwrap();
+        assert_eq!(old.rss_anon_bytes, None);
+        assert_eq!(old.memory_bytes(), 4096);
+        // Without it, a line is written as before.
+        assert_eq!(
+            serde_json::to_string(&old).unwrap(),
+            r#"{"t_us":5,"rss_bytes":4096}"#
+        );
+        let new = RssSample {
+            rss_anon_bytes: Some(1024),
+            ..old
+        };
+        let line = serde_json::to_string(&new).unwrap();
+        assert_eq!(line, r#"{"t_us":5,"rss_bytes":4096,"rss_anon_bytes":1024}"#);
+        let back: RssSample = serde_json::from_str(&line).unwrap();
+        assert_eq!(back, new);
+        assert_eq!(back.memory_bytes(), 1024);
+    }
 
     #[test]
     fn client_record_round_trips_as_json() {

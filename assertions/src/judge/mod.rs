@@ -140,7 +140,7 @@ use values::{Value, Values};
 ///     in_flight_at_provider: 10.0,
 ///     gateway_wait_s: 0.0, knee: None, drain_baseline: None,
 ///     after_trouble: None,
-///     memory_ceiling_bytes: None,
+///     memory_ceiling_bytes: None, memory_settle: None,
 ///     send_lag_bound_ms: 10.0,
 ///     send_lag_p99_ms: 1.0,
 ///     stopped_us: None,
@@ -450,7 +450,7 @@ impl Progress {
 ///     patience_s: 5.0, service_s: 0.1, queue_bound: 49.0, in_flight_at_provider: 1.0,
 ///     gateway_wait_s: 0.0, knee: None, drain_baseline: None,
 ///     after_trouble: None,
-///     memory_ceiling_bytes: None,
+///     memory_ceiling_bytes: None, memory_settle: None,
 ///     send_lag_bound_ms: 10.0, send_lag_p99_ms: 1.0, stopped_us: None,
 /// };
 /// let mut judge = Judge::new(&expect, &Thresholds::default());
@@ -628,6 +628,7 @@ impl Judge {
         if tally.peak_rss.is_none_or(|p| s.rss_bytes >= p.rss_bytes) {
             tally.peak_rss = Some(s);
         }
+        tally.memory.sample(s, &self.expect);
     }
 
     /// Tells the judge the gateway died at `died_us` and served again from
