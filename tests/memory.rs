@@ -164,7 +164,11 @@ fn waited_and_sampled(stderr: &str, run: &Path) {
         "{samples:?}"
     );
     let t = |s: &serde_json::Value| s["t_us"].as_u64().unwrap();
-    assert!(samples.iter().filter(|s| t(s) < start).count() >= 3);
+    // The idle baseline: the sample taken at once, before the load.
+    assert!(
+        samples.iter().any(|s| t(s) < start),
+        "no sample before the load"
+    );
     assert!(
         samples
             .iter()

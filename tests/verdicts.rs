@@ -438,10 +438,17 @@ fn a_gateway_whose_upstream_is_another_provider_is_invalid() {
             .contains("the gateway's upstream is not the fake provider"),
         "{h}"
     );
+    // The run stops early once the gateway has answered 20 requests the
+    // fake provider never saw: a check is skipped for want of the
+    // provider's side, or of the part of the run that never came.
     for id in ["shed_onset", "drain", "stale_dispatch", "goodput"] {
         let v = check(&rep, id);
         assert_eq!(v["status"], "skipped", "{id}: {v}");
-        assert!(v["detail"].as_str().unwrap().starts_with("no data"), "{v}");
+        let detail = v["detail"].as_str().unwrap();
+        assert!(
+            detail.starts_with("no data") || detail.contains("the run stopped"),
+            "{v}"
+        );
     }
     assert!(
         rep["counts"]["ok"].as_u64().unwrap() > 10,

@@ -73,7 +73,7 @@ pub enum RunError {
     },
     /// The directory to judge lacks a file it must have (`run.json`,
     /// `scenario.toml`), or it cannot be read.
-    #[error("{} is not a run directory: {}: {reason}; {}", dir.display(), dir.join(file).display(), crate::rundir::written_by(file))]
+    #[error("{} is not a run directory: {}: {reason}; {}", dir.display(), dir.join(file).display(), written_by(file))]
     NotARunDir {
         /// The directory.
         dir: PathBuf,
@@ -369,6 +369,30 @@ impl RunError {
             path: path.to_path_buf(),
             source,
         }
+    }
+}
+
+/// Which command writes a run directory's file `name`, and when, for a
+/// person who finds it missing (`rehearse report DIR`).
+pub(crate) fn written_by(name: &str) -> &'static str {
+    use wire::files;
+    match name {
+        files::RUN => {
+            "`rehearse run` writes it when its rehearsal ends (a run that stopped before its \
+             load started, a gateway that was not ready, leaves none: its error said why), \
+             `rehearse stage` for a rehearsal from several machines"
+        }
+        files::SCENARIO | files::PLAN => {
+            "`rehearse run` writes it first, `rehearse stage` for a rehearsal from several \
+             machines"
+        }
+        files::CLIENT_RECORDS => {
+            "`rehearse run`'s load generator writes it, `rehearse collect` for a staged run"
+        }
+        files::PROVIDER_RECORDS => {
+            "`rehearse run`'s fake provider writes it, `rehearse collect` for a staged run"
+        }
+        _ => "`rehearse run` writes it",
     }
 }
 

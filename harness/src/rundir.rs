@@ -241,30 +241,6 @@ pub fn default_run_dir(name: &str) -> std::path::PathBuf {
     std::path::PathBuf::from("runs").join(format!("{name}-{stamp}"))
 }
 
-/// Which command writes a run directory's file `name`, and when, for a
-/// person who finds it missing (`rehearse report DIR`).
-pub(crate) fn written_by(name: &str) -> &'static str {
-    use wire::files;
-    match name {
-        files::RUN => {
-            "`rehearse run` writes it when its rehearsal ends (a run that stopped before its \
-             load started, a gateway that was not ready, leaves none: its error said why), \
-             `rehearse stage` for a rehearsal from several machines"
-        }
-        files::SCENARIO | files::PLAN => {
-            "`rehearse run` writes it first, `rehearse stage` for a rehearsal from several \
-             machines"
-        }
-        files::CLIENT_RECORDS => {
-            "`rehearse run`'s load generator writes it, `rehearse collect` for a staged run"
-        }
-        files::PROVIDER_RECORDS => {
-            "`rehearse run`'s fake provider writes it, `rehearse collect` for a staged run"
-        }
-        _ => "`rehearse run` writes it",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
