@@ -1164,7 +1164,12 @@ max_tokens = { fixed = 5 }
     /// 256 kept, halved because the in-process fake provider takes its
     /// sockets from the same table: 72; with 144 the provider's 250 hung
     /// calls beside them ran the process out of files when the machine was
-    /// busy), so the descriptors never run out: the callers past
+    /// busy). The gateway is one that cancels its upstream call when its
+    /// caller hangs up (`timeout` mode, its timeout past the patience), so
+    /// the provider holds no more calls than the generator has callers: a
+    /// naive gateway keeps every hung call after its caller left (321 of
+    /// them in one CI run), a number no bound of the generator's limits.
+    /// So the descriptors never run out: the callers past
     /// that wait for a connection, a wait of the load generator's (their
     /// send lag: the run is invalid), every arrival is still recorded,
     /// nothing panics, and the notes say the bound was reached and why.
@@ -1174,7 +1179,12 @@ max_tokens = { fixed = 5 }
         // (a minute by default) after the load: not what is tested here.
         let (code, err, out) = squeezed(
             "fds-out",
-            &["provider.faults.hang=1.0", "checklist.drain.within=1s"],
+            &[
+                "provider.faults.hang=1.0",
+                "checklist.drain.within=1s",
+                "gateway.reference.mode=timeout",
+                "gateway.reference.upstream_timeout=10s",
+            ],
         );
         assert!(err.contains("up to 2056"), "{err}");
         assert_eq!(code, Some(3), "{err}");
