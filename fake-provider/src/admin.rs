@@ -769,7 +769,33 @@ fn metrics_text(shared: &Shared) -> String {
             &remaining,
         );
     }
+    first_byte_histogram(&mut t, provider.as_deref(), &run.counters.first_byte);
     t
+}
+
+/// `fake_provider_first_byte_seconds`: streamed calls' first byte, from
+/// the request read, as a classic histogram (`provider` labelled when the
+/// provider has a name).
+fn first_byte_histogram(t: &mut String, provider: Option<&str>, h: &crate::counters::FirstByte) {
+    use std::fmt::Write;
+    let name = "fake_provider_first_byte_seconds";
+    let (cumulative, sum) = h.cumulative();
+    let (lead, plain) = match provider {
+        Some(p) => (format!("{p},"), format!("{{{p}}}")),
+        None => (String::new(), String::new()),
+    };
+    let _ = writeln!(
+        t,
+        "# HELP {name} Streamed calls: from the request read to the answer's first byte (the first token).\n# TYPE {name} histogram"
+    );
+    let bounds = crate::counters::FIRST_BYTE_BOUNDS
+        .iter()
+        .map(|b| b.to_string());
+    for (le, n) in bounds.chain(["+Inf".to_string()]).zip(cumulative) {
+        let _ = writeln!(t, "{name}_bucket{{{lead}le=\"{le}\"}} {n}");
+    }
+    let count = cumulative[cumulative.len() - 1];
+    let _ = writeln!(t, "{name}_sum{plain} {sum}\n{name}_count{plain} {count}");
 }
 
 #[cfg(test)]

@@ -20,6 +20,48 @@ pub struct Counters {
     pub(crate) prompt_tokens: AtomicU64,
     pub(crate) completion_tokens: AtomicU64,
     by_outcome: [AtomicU64; ProviderOutcome::ALL.len()],
+    /// Streamed calls' time from the request read to the answer's first
+    /// byte (the first token): what a gateway's own first byte is compared
+    /// with, live (`fake_provider_first_byte_seconds`).
+    pub(crate) first_byte: FirstByte,
+}
+
+/// The upper bounds, in seconds, of [`FirstByte`]'s buckets.
+pub(crate) const FIRST_BYTE_BOUNDS: [f64; 14] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+];
+
+/// A fixed-bucket histogram counted with atomics when a call's record is
+/// finished (not per token): one bucket add and one sum add a streamed
+/// call.
+#[derive(Debug, Default)]
+pub(crate) struct FirstByte {
+    counts: [AtomicU64; FIRST_BYTE_BOUNDS.len() + 1],
+    sum_us: AtomicU64,
+}
+
+impl FirstByte {
+    fn observe_us(&self, us: u64) {
+        let secs = us as f64 / 1e6;
+        let i = FIRST_BYTE_BOUNDS
+            .iter()
+            .position(|&b| secs <= b)
+            .unwrap_or(FIRST_BYTE_BOUNDS.len());
+        self.counts[i].fetch_add(1, Ordering::Relaxed);
+        self.sum_us.fetch_add(us, Ordering::Relaxed);
+    }
+
+    /// The cumulative counts at each bound and past the last (`+Inf`),
+    /// and the sum in seconds.
+    pub(crate) fn cumulative(&self) -> ([u64; FIRST_BYTE_BOUNDS.len() + 1], f64) {
+        let mut out = [0; FIRST_BYTE_BOUNDS.len() + 1];
+        let mut total = 0;
+        for (o, c) in out.iter_mut().zip(&self.counts) {
+            total += c.load(Ordering::Relaxed);
+            *o = total;
+        }
+        (out, self.sum_us.load(Ordering::Relaxed) as f64 / 1e6)
+    }
 }
 
 impl Counters {
@@ -34,6 +76,10 @@ impl Counters {
         }
         self.completion_tokens
             .fetch_add(r.completion_tokens as u64, Ordering::Relaxed);
+        if let (true, Some(first)) = (r.stream, r.first_byte_us) {
+            self.first_byte
+                .observe_us(first.saturating_sub(r.received_us));
+        }
     }
 
     pub(crate) fn snapshot(&self, gauges: &Gauges, in_service: u32, phase: String) -> Stats {

@@ -1015,6 +1015,34 @@ mod admin {
         );
         assert!(metrics.contains("# TYPE fake_provider_in_service gauge"));
         assert!(metrics.contains("fake_provider_quota_remaining{limit=\"tokens\"}"));
+        // The first-byte histogram counts streamed calls only: none yet,
+        // then the one streamed below, in a bucket at or under +Inf.
+        assert!(
+            metrics.contains("fake_provider_first_byte_seconds_count 0"),
+            "{metrics}"
+        );
+        let mut body = chat("hi", 5);
+        body["stream"] = json!(true);
+        let streamed = client()
+            .post(format!("{}/v1/chat/completions", p.base_url()))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        streamed.text().await.unwrap();
+        let metrics = client()
+            .get(format!("{}/metrics", p.base_url()))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(
+            metrics.contains("fake_provider_first_byte_seconds_count 1")
+                && metrics.contains("fake_provider_first_byte_seconds_bucket{le=\"+Inf\"} 1"),
+            "{metrics}"
+        );
         p.shutdown().await;
     }
 }

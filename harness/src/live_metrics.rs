@@ -4,7 +4,8 @@
 //! theirs (hyper, HTTP/1.1). The load's side is
 //! [`loadgen::Live::exposition`]; beside it the calls in flight at an
 //! in-process fake provider and the backlog they leave (attempts inside
-//! the gateway, not at the provider), and, passed through as they are,
+//! the gateway, not at the provider), the gateway's memory as the run
+//! samples it (beside its idle baseline), and, passed through as they are,
 //! the fake provider's and the reference gateway's own `/metrics`, so one
 //! scrape target holds every series a dashboard overlays.
 //!
@@ -58,6 +59,9 @@ pub struct MetricsSource {
     pub provider_metrics: Option<String>,
     /// The reference gateway's `/metrics`, when the harness started it.
     pub gateway_metrics: Option<String>,
+    /// The gateway's memory as the run samples it (`rss.jsonl`), when
+    /// the run samples it.
+    pub gateway_memory: Option<Arc<crate::rss::MemoryNow>>,
 }
 
 impl MetricsSource {
@@ -102,6 +106,9 @@ impl MetricsSource {
                 (inside - in_flight).max(0.0)
             ));
         }
+        if let Some(m) = &self.gateway_memory {
+            out.push_str(&memory_series(m, &self.labels));
+        }
         for text in [provider, gateway].into_iter().flatten() {
             out.push_str(&text);
             if !text.ends_with('\n') {
@@ -110,6 +117,35 @@ impl MetricsSource {
         }
         out
     }
+}
+
+/// The gateway's memory as last sampled (nothing before the first
+/// sample): its resident set, the anonymous part of it, and the first
+/// sample (the idle baseline `memory_ceiling` measures from); retained
+/// memory is the resident set once the load has drained, less that.
+fn memory_series(m: &crate::rss::MemoryNow, labels: &str) -> String {
+    use std::sync::atomic::Ordering::Relaxed;
+    let baseline = m.baseline.load(Relaxed);
+    if baseline == 0 {
+        return String::new();
+    }
+    let (rss, anon) = (m.rss.load(Relaxed), m.anon.load(Relaxed));
+    let mut out = format!(
+        "# HELP rehearse_gateway_memory_bytes The gateway's memory, sampled every 100 ms (kind: rss, the resident set; anon, its anonymous part, where /proc gives it).\n\
+         # TYPE rehearse_gateway_memory_bytes gauge\n\
+         rehearse_gateway_memory_bytes{{{labels},kind=\"rss\"}} {rss}\n"
+    );
+    if anon > 0 {
+        out.push_str(&format!(
+            "rehearse_gateway_memory_bytes{{{labels},kind=\"anon\"}} {anon}\n"
+        ));
+    }
+    out.push_str(&format!(
+        "# HELP rehearse_gateway_memory_baseline_bytes The gateway's resident set before the load: memory_ceiling's idle baseline.\n\
+         # TYPE rehearse_gateway_memory_baseline_bytes gauge\n\
+         rehearse_gateway_memory_baseline_bytes{{{labels}}} {baseline}\n"
+    ));
+    out
 }
 
 /// The value of an unlabelled sample `name` in Prometheus text.
@@ -169,6 +205,7 @@ pub fn serve_load_metrics(
         time_scale: time_scale.or(file_scale).unwrap_or(1.0),
         provider_metrics: None,
         gateway_metrics: None,
+        gateway_memory: None,
     };
     serve_metrics(listen, source, stop)?;
     Ok(Some(live))
@@ -262,5 +299,27 @@ mod tests {
             ),
             Some(7.0)
         );
+    }
+
+    /// Nothing before the first sample; then the latest resident set, its
+    /// anonymous part and the first sample as the baseline, which later
+    /// samples do not move.
+    #[test]
+    fn the_gateway_memory_is_the_latest_sample_beside_the_first() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let m = crate::rss::MemoryNow::default();
+        assert_eq!(memory_series(&m, "run_id=\"r\""), "");
+        m.baseline.store(10 << 20, Relaxed);
+        m.rss.store(40 << 20, Relaxed);
+        m.anon.store(30 << 20, Relaxed);
+        let t = memory_series(&m, "run_id=\"r\"");
+        for want in [
+            "rehearse_gateway_memory_bytes{run_id=\"r\",kind=\"rss\"} 41943040\n",
+            "rehearse_gateway_memory_bytes{run_id=\"r\",kind=\"anon\"} 31457280\n",
+            "rehearse_gateway_memory_baseline_bytes{run_id=\"r\"} 10485760\n",
+            "# TYPE rehearse_gateway_memory_bytes gauge\n",
+        ] {
+            assert!(t.contains(want), "{want}\n{t}");
+        }
     }
 }

@@ -4,6 +4,7 @@
 //! set alone).
 
 use std::io::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -23,6 +24,33 @@ pub(crate) struct RssSampler {
     task: tokio::task::JoinHandle<std::io::Result<()>>,
     /// How many samples have been written.
     taken: tokio::sync::watch::Receiver<u64>,
+    /// The latest sample and the first, for the live series.
+    now: Arc<MemoryNow>,
+}
+
+/// The gateway's memory as last sampled, for `--metrics-listen`
+/// (`rehearse_gateway_memory_bytes`): the resident set, its anonymous
+/// part (0 where not sampled), and the first sample of the run, taken
+/// before the load: `memory_ceiling`'s idle baseline. All 0 until a
+/// sample has been taken.
+#[derive(Debug, Default)]
+pub struct MemoryNow {
+    /// Resident bytes, the latest sample.
+    pub rss: AtomicU64,
+    /// Anonymous resident bytes (`RssAnon`), the latest sample.
+    pub anon: AtomicU64,
+    /// Resident bytes of the first sample: the idle baseline.
+    pub baseline: AtomicU64,
+}
+
+impl MemoryNow {
+    pub(crate) fn store(&self, rss: u64, anon: Option<u64>) {
+        let _ = self
+            .baseline
+            .compare_exchange(0, rss, Ordering::Relaxed, Ordering::Relaxed);
+        self.rss.store(rss, Ordering::Relaxed);
+        self.anon.store(anon.unwrap_or(0), Ordering::Relaxed);
+    }
 }
 
 /// How often the memory is sampled.
@@ -33,8 +61,19 @@ impl RssSampler {
     pub(crate) fn start(source: RssSource, file: std::fs::File) -> RssSampler {
         let stop = CancellationToken::new();
         let (count, taken) = tokio::sync::watch::channel(0);
-        let task = tokio::spawn(sample_rss(source, file, stop.clone(), count));
-        RssSampler { stop, task, taken }
+        let now = Arc::new(MemoryNow::default());
+        let task = tokio::spawn(sample_rss(source, file, stop.clone(), (count, now.clone())));
+        RssSampler {
+            stop,
+            task,
+            taken,
+            now,
+        }
+    }
+
+    /// The latest sample, kept up to date while the sampler runs.
+    pub(crate) fn now(&self) -> Arc<MemoryNow> {
+        self.now.clone()
     }
 
     /// Waits until `n` samples have been written, at most `within`
@@ -69,7 +108,7 @@ async fn sample_rss(
     source: RssSource,
     mut file: std::fs::File,
     stop: CancellationToken,
-    taken: tokio::sync::watch::Sender<u64>,
+    (taken, now): (tokio::sync::watch::Sender<u64>, Arc<MemoryNow>),
 ) -> std::io::Result<()> {
     let plain = loadgen::TlsOptions::default();
     let client = crate::resolve::client()
@@ -128,8 +167,25 @@ async fn sample_rss(
             line.push(b'\n');
             // Ten small lines a second: one write each, whole.
             file.write_all(&line)?;
+            now.store(m.rss, m.anon);
             taken.send_modify(|n| *n += 1);
         }
     }
     file.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The first sample stays the baseline; the latest replaces the last.
+    #[test]
+    fn the_first_sample_is_kept_as_the_baseline() {
+        let m = MemoryNow::default();
+        m.store(100, Some(60));
+        m.store(300, None);
+        assert_eq!(m.baseline.load(Ordering::Relaxed), 100);
+        assert_eq!(m.rss.load(Ordering::Relaxed), 300);
+        assert_eq!(m.anon.load(Ordering::Relaxed), 0);
+    }
 }

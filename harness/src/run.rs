@@ -153,8 +153,8 @@ pub async fn run(
     let gauges =
         crate::gateway_samples::GaugeSampler::for_scenario(&p.scenario, &opts.tls, &opts.out)?;
     let started_us = now_us();
-    let (live, _stop_metrics) =
-        live_series(metrics_listener, &p, &run_id, &provider, &gateway.url)?;
+    let watched = (&provider, gateway.url.as_str(), sampler.now());
+    let (live, _stop_metrics) = live_series(metrics_listener, &p, &run_id, watched)?;
     let load_cancel = cancel.child_token();
     let stop_watch = watch_for_the_stop(&load_cancel);
     let ((load, mut notes), stopped) = drive_watched(
@@ -614,14 +614,14 @@ fn rss_source(s: &Scenario, gateway: &Running, tls: &loadgen::TlsOptions) -> Rss
 
 /// Serves the live series on `listener` (`--metrics-listen`), when one
 /// was bound, until the guard returned is dropped: the load generator's
-/// counters (returned, for it to count into), the in-process provider's
-/// and the reference gateway's own `/metrics` passed through.
+/// counters (returned, for it to count into), the gateway's memory as
+/// `sampler` reads it, the in-process provider's and the reference
+/// gateway's own `/metrics` passed through.
 fn live_series(
     listener: Option<std::net::TcpListener>,
     p: &Prepared,
     run_id: &str,
-    provider: &ProviderSide,
-    gateway_url: &str,
+    (provider, gateway_url, memory): (&ProviderSide, &str, Arc<crate::rss::MemoryNow>),
 ) -> Result<(Arc<loadgen::Live>, tokio_util::sync::DropGuard), RunError> {
     let live = Arc::new(loadgen::Live::default());
     let stop = CancellationToken::new();
@@ -641,6 +641,7 @@ fn live_series(
                 reference_started,
                 gateway_url,
             ),
+            gateway_memory: Some(memory),
         };
         crate::live_metrics::serve(listener, Arc::new(source), stop.clone())?;
     }

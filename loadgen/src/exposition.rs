@@ -1,7 +1,7 @@
 //! The live counters ([`Live`]) as Prometheus text, for a rehearsal
 //! watched while it runs (`--metrics-listen`): the load's side of a run
 //! (offered, sent, each outcome, in flight, latency, send lag, Retry-After
-//! given), beside the gateway's own dashboards. Counters are cumulative
+//! given, streams' first byte), beside the gateway's own dashboards. Counters are cumulative
 //! from the run's start; the histograms are classic ones (`_bucket{le}`),
 //! fixed buckets updated with atomics on the path that counts an attempt.
 
@@ -44,6 +44,10 @@ impl Live {
         if rec.outcome == ClientOutcome::Ok {
             let us = rec.done_us.saturating_sub(rec.intended_us);
             self.latency.observe_us(LATENCY, us);
+            if let (true, Some(first)) = (rec.stream, rec.first_byte_us) {
+                self.first_byte
+                    .observe_us(LATENCY, first.saturating_sub(rec.sent_us));
+            }
         }
         if let Some(ms) = rec.retry_after_ms {
             self.retry_after
@@ -147,27 +151,7 @@ impl Live {
                 o.as_str()
             );
         }
-        self.latency.render(
-            &mut out,
-            LATENCY,
-            "rehearse_latency_seconds",
-            labels,
-            "End-to-end latency of answered attempts, from the intended send.",
-        );
-        self.send_lag.render(
-            &mut out,
-            SEND_LAG,
-            "rehearse_send_lag_seconds",
-            labels,
-            "How late each attempt was sent.",
-        );
-        self.retry_after.render(
-            &mut out,
-            RETRY_AFTER,
-            "rehearse_retry_after_seconds",
-            labels,
-            "The Retry-After refusals carried.",
-        );
+        self.render_histograms(&mut out, labels);
         let phase = if start == 0 {
             "before the load".to_string()
         } else {
@@ -179,6 +163,37 @@ impl Live {
             label_value(&phase)
         );
         out
+    }
+    /// The histograms: latency, send lag, Retry-After, streams' first byte.
+    fn render_histograms(&self, out: &mut String, labels: &str) {
+        self.latency.render(
+            out,
+            LATENCY,
+            "rehearse_latency_seconds",
+            labels,
+            "End-to-end latency of answered attempts, from the intended send.",
+        );
+        self.send_lag.render(
+            out,
+            SEND_LAG,
+            "rehearse_send_lag_seconds",
+            labels,
+            "How late each attempt was sent.",
+        );
+        self.retry_after.render(
+            out,
+            RETRY_AFTER,
+            "rehearse_retry_after_seconds",
+            labels,
+            "The Retry-After refusals carried.",
+        );
+        self.first_byte.render(
+            out,
+            LATENCY,
+            "rehearse_first_byte_seconds",
+            labels,
+            "Answered streams: from the send to the first byte (the first token, as the caller sees it).",
+        );
     }
 }
 
@@ -255,6 +270,22 @@ mod tests {
         assert!(t.contains("phase=\"peak \\\"x\\\"\"} 1"), "{t}");
         let t = live.exposition(&plan, labels, 1.0, 1_000_000 + 9_000_000);
         assert!(t.contains("phase=\"after the load\"} 1"), "{t}");
+        // Streams only, from the send: an answered stream's first byte 40 ms
+        // after it was sent; the unstreamed answers above are not counted.
+        let streamed = ClientRecord {
+            stream: true,
+            first_byte_us: Some(40_100),
+            ..rec(ClientOutcome::Ok, 100, 300_000, None)
+        };
+        live.count_record(&streamed, 20_000);
+        let t = live.exposition(&plan, labels, 1.0, 0);
+        for want in [
+            "rehearse_first_byte_seconds_bucket{scenario=\"demo\",run_id=\"r1\",le=\"0.025\"} 0",
+            "rehearse_first_byte_seconds_bucket{scenario=\"demo\",run_id=\"r1\",le=\"0.05\"} 1",
+            "rehearse_first_byte_seconds_count{scenario=\"demo\",run_id=\"r1\"} 1",
+        ] {
+            assert!(t.contains(want), "{want}\n{t}");
+        }
         // Two late sends of 100: over 1%, the harness is behind.
         live.count_record(&rec(ClientOutcome::Ok, 90_000, 100_000, None), 20_000);
         assert!(live

@@ -40,6 +40,10 @@ pub struct Live {
     pub send_lag: LiveHistogram,
     /// The Retry-After refusals carried.
     pub retry_after: LiveHistogram,
+    /// Answered streams' first byte, from the send: beside the provider's
+    /// own first byte (`fake_provider_first_byte_seconds`), what the
+    /// gateway adds to the first token, live.
+    pub first_byte: LiveHistogram,
     /// Attempts sent later than the plan's send-lag bound.
     pub late_sends: AtomicU64,
     /// When the schedule starts, µs since the Unix epoch (0 until the run
