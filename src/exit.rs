@@ -21,7 +21,9 @@ impl From<assertions::Status> for Ended {
         match status {
             assertions::Status::Pass => Ended::Pass,
             assertions::Status::Fail => Ended::Fail,
-            assertions::Status::Invalid | assertions::Status::Skipped => Ended::Invalid,
+            assertions::Status::Invalid | assertions::Status::Skipped | assertions::Status::Off => {
+                Ended::Invalid
+            }
         }
     }
 }

@@ -117,7 +117,7 @@ impl External {
     pub(crate) fn stale_dispatch(&self, summary: &Summary, th: &StaleDispatchThreshold) -> Verdict {
         const ID: &str = crate::Check::StaleDispatch.id();
         if !th.enabled {
-            return Verdict::skipped(ID, "disabled", "disabled in [checklist]");
+            return Verdict::off(ID);
         }
         let drops: Vec<f64> = self.samples.iter().filter_map(|s| s.stale_drops).collect();
         let (Some(first), Some(last)) = (drops.first(), drops.last()) else {
@@ -175,7 +175,6 @@ impl External {
             .map(|mut v| {
                 let unjudged = v.status == Status::Skipped
                     && crate::Check::from_id(v.id).is_some_and(crate::Check::must_judge)
-                    && v.short != "disabled"
                     && !self.allow_unjudged.iter().any(|a| a == v.id);
                 if unjudged {
                     v.status = Status::Invalid;
@@ -229,7 +228,7 @@ mod tests {
         let v = || {
             vec![
                 Verdict::skipped("drain", "too few baseline seconds", "no baseline"),
-                Verdict::skipped("retry_after", "disabled", "disabled in [checklist]"),
+                Verdict::off("retry_after"),
                 Verdict::skipped("goodput", "no overload", "no overload"),
             ]
         };
@@ -240,7 +239,7 @@ mod tests {
             "{}",
             out[0].detail
         );
-        assert_eq!(out[1].status, Status::Skipped, "disabled is not unjudged");
+        assert_eq!(out[1].status, Status::Off, "off is not unjudged");
         assert_eq!(
             out[2].status,
             Status::Skipped,

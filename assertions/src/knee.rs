@@ -25,7 +25,7 @@ fn of_seconds(
     th: &ConcurrencyBelowKneeThreshold,
 ) -> Verdict {
     if !th.enabled {
-        return Verdict::skipped(ID, "disabled", "disabled in [checklist]");
+        return Verdict::off(ID);
     }
     let Some(knee) = knee else {
         return Verdict::skipped(

@@ -49,7 +49,7 @@ pub(crate) fn refusals_legible(ev: &Evidence, th: &RefusalsLegibleThreshold) -> 
 /// Judges refusal `lines` (every tenant's lines together).
 fn of_lines(lines: &[RefusalLine], th: &RefusalsLegibleThreshold) -> Verdict {
     if !th.enabled {
-        return Verdict::skipped(ID, "disabled", "disabled in [checklist]");
+        return Verdict::off(ID);
     }
     let mut pairs: BTreeMap<(u16, Option<&str>), BTreeMap<RefusalClass, u64>> = BTreeMap::new();
     for l in lines {

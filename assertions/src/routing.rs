@@ -379,7 +379,7 @@ impl Routing {
             return None;
         }
         if !th.enabled {
-            return Some(Verdict::skipped(ID, "disabled", crate::checks::DISABLED));
+            return Some(Verdict::off(ID));
         }
         if !self.any_announced() {
             return Some(Verdict::skipped(
@@ -496,7 +496,7 @@ impl Routing {
             return None;
         }
         if !th.enabled {
-            return Some(Verdict::skipped(ID, "disabled", crate::checks::DISABLED));
+            return Some(Verdict::off(ID));
         }
         let within_us = th.within.as_micros().min(u128::from(u64::MAX)) as u64;
         let judged: Vec<Span> = self

@@ -16,18 +16,23 @@ pub enum Status {
     Fail,
     /// The run cannot be judged: the harness did not keep its schedule.
     Invalid,
-    /// The check did not run (disabled, or nothing to judge).
+    /// The check did not run: nothing to judge, or data it needs missing.
     Skipped,
+    /// The check is turned off in the thresholds' `[checklist]`: neither a
+    /// pass nor a skip, so that a reader never takes it for either.
+    Off,
 }
 
 impl Status {
-    /// The name used in reports: `pass`, `fail`, `invalid` or `skipped`.
+    /// The name used in reports: `pass`, `fail`, `invalid`, `skipped` or
+    /// `off`.
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Pass => "pass",
             Status::Fail => "fail",
             Status::Invalid => "invalid",
             Status::Skipped => "skipped",
+            Status::Off => "off",
         }
     }
 }
@@ -126,7 +131,15 @@ impl Verdict {
     pub(crate) fn skipped(id: &'static str, short: &str, why: impl Into<String>) -> Verdict {
         Verdict::new(id, Status::Skipped, short, "", "", why)
     }
+
+    /// The verdict of a check turned off in the thresholds' `[checklist]`.
+    pub(crate) fn off(id: &'static str) -> Verdict {
+        Verdict::new(id, Status::Off, DISABLED, "", "", DISABLED)
+    }
 }
+
+/// The explanation of a check turned off.
+pub(crate) const DISABLED: &str = "turned off in [checklist]";
 
 /// A count with the noun that agrees with it: `plural(1, "answer was",
 /// "answers were")` → `"1 answer was"`.

@@ -177,7 +177,7 @@ pub(crate) fn exit_code(status: Status) -> u8 {
     match status {
         Status::Pass => 0,
         Status::Fail => 1,
-        Status::Invalid | Status::Skipped => 3,
+        Status::Invalid | Status::Skipped | Status::Off => 3,
     }
 }
 

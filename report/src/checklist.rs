@@ -99,7 +99,7 @@ pub fn junit(meta: &RunMeta, j: &Judgement) -> String {
             Status::Pass => TestCaseStatus::success(),
             Status::Fail => TestCaseStatus::non_success(NonSuccessKind::Failure),
             Status::Invalid => TestCaseStatus::non_success(NonSuccessKind::Error),
-            Status::Skipped => TestCaseStatus::skipped(),
+            Status::Skipped | Status::Off => TestCaseStatus::skipped(),
         };
         if v.status != Status::Pass {
             status.set_message(v.short.as_str());
@@ -356,6 +356,7 @@ fn colour(s: Status) -> &'static str {
         Status::Fail => "31",
         Status::Invalid => "35",
         Status::Skipped => "33",
+        Status::Off => "2",
     }
 }
 
@@ -366,6 +367,7 @@ fn emoji(s: Status) -> &'static str {
         Status::Fail => "❌",
         Status::Invalid => "⚠️",
         Status::Skipped => "⏭️",
+        Status::Off => "⏸️",
     }
 }
 

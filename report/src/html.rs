@@ -164,6 +164,7 @@ pub(crate) fn status_class(s: Status) -> &'static str {
         Status::Fail => "fail",
         Status::Invalid => "invalid",
         Status::Skipped => "skipped",
+        Status::Off => "off",
     }
 }
 
@@ -183,7 +184,7 @@ table{border-collapse:collapse;width:100%;font-size:.88em;margin:.4em 0}
 th,td{border:1px solid #ddd;padding:4px 6px;text-align:left;vertical-align:top}
 th{background:#f4f4f4}td.n{text-align:right;white-space:nowrap}
 .badge{display:inline-block;padding:1px 7px;border-radius:3px;font-weight:bold;font-size:.85em;color:#fff}
-.pass{background:#1a7f37}.fail{background:#c62828}.invalid{background:#8250df}.skipped{background:#888}
+.pass{background:#1a7f37}.fail{background:#c62828}.invalid{background:#8250df}.skipped{background:#888}.off{background:#bbb;color:#222}
 .notes{background:#fff8e1;border:1px solid #f0d58c;padding:6px 10px}
 .cols{display:flex;gap:20px;flex-wrap:wrap}.cols>div{flex:1 1 440px}
 figure.chart{margin:18px 0;border:1px solid #e4e4e4;padding:4px}
@@ -752,6 +753,46 @@ mod tests {
             body_reads: None,
             longest_gap_us: None,
         }
+    }
+
+    /// A check turned off in the thresholds reads OFF wherever the
+    /// checklist is shown (never PASS, never SKIPPED), and report.json's
+    /// status tells it from a skip.
+    #[test]
+    fn a_check_turned_off_says_off_everywhere() {
+        let m = meta("off", vec![]);
+        let attempts = vec![
+            attempt("a", 0.1, 200, ClientOutcome::Ok),
+            attempt("b", 0.5, 1, ClientOutcome::Shed),
+        ];
+        let mut t = Thresholds::default();
+        t.retry_after.enabled = false;
+        let j = judge(&attempts, &[], &[], &m.expectations, &t);
+        let v = j.verdict("retry_after").unwrap();
+        assert_eq!(v.status, Status::Off);
+        let list = crate::Checklist::new(&m, &j);
+        let text = list.text(&crate::terminal::Style::default());
+        let line = text.lines().find(|l| l.contains("retry_after")).unwrap();
+        assert!(line.trim_start().starts_with("OFF "), "{line}");
+        assert!(
+            !line.contains("PASS") && !line.contains("SKIPPED"),
+            "{line}"
+        );
+        let md = list.markdown();
+        let row = md.lines().find(|l| l.contains("retry_after")).unwrap();
+        assert!(row.contains("⏸️ OFF") && !row.contains("SKIPPED"), "{row}");
+        let mut h = String::new();
+        checklist(&mut h, &j);
+        let row = h.lines().find(|l| l.contains("check-retry_after")).unwrap();
+        assert!(row.contains("class=\"badge off\">OFF<"), "{row}");
+        let json = serde_json::to_value(crate::report_json(&m, &j)).unwrap();
+        let check = json["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == "retry_after")
+            .unwrap();
+        assert_eq!(check["status"], "off", "{check}");
     }
 
     #[test]

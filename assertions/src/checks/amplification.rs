@@ -589,7 +589,10 @@ mod tests {
         let mut t = Thresholds::default();
         t.retry_amplification.enabled = false;
         let j = judge(&s.attempts, &s.calls, &s.rss, &s.expect, &t);
-        assert_eq!(j.verdict("retry_amplification").unwrap().short, "disabled");
+        assert_eq!(
+            j.verdict("retry_amplification").unwrap().status,
+            Status::Off
+        );
     }
 
     fn second(t: u64, dispatched: u64, calls: u64) -> Second {

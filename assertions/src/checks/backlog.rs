@@ -11,7 +11,7 @@ use crate::timeline::{Baseline, DrainOutcome, FirstShed, BASELINE_SAMPLES, DRAIN
 use crate::verdict::{count, num, percent, plural, round, secs, Figure, Status, Verdict};
 use wire::HealthyWaiting;
 
-use super::{Evidence, DISABLED, NO_ATTEMPTS, US};
+use super::{Evidence, NO_ATTEMPTS, US};
 
 /// The least depth `shed_onset` allows at the first shed, whatever Q*: the
 /// requests on their way into the queue (Q* is 0 when no call can finish
@@ -417,7 +417,7 @@ pub(crate) fn drain(ev: &Evidence, th: &DrainThreshold) -> Verdict {
 fn drain_skipped_before(ev: &Evidence, th: &DrainThreshold) -> Option<Verdict> {
     const ID: &str = crate::Check::Drain.id();
     if !th.enabled {
-        return Some(Verdict::skipped(ID, "disabled", DISABLED));
+        return Some(Verdict::off(ID));
     }
     let unseen = ev.stop?.drain_unseen(th.within)?;
     Some(Verdict::skipped(

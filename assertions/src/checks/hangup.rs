@@ -307,7 +307,10 @@ mod tests {
         let mut off = Thresholds::default();
         off.cancel_on_hangup.enabled = false;
         let v = verdict(&run(&story(|_, _| {}), &off));
-        assert_eq!((v.status, v.short.as_str()), (Status::Skipped, "disabled"));
+        assert_eq!(
+            (v.status, v.short.as_str()),
+            (Status::Off, "turned off in [checklist]")
+        );
     }
 
     /// A caller who gave up while their call waited in the provider's

@@ -11,7 +11,7 @@ use crate::expect::{
 use crate::tally::LOST;
 use crate::verdict::{count, mib, num, percent, plural, secs, Figure, Status, Verdict};
 
-use super::{Evidence, DISABLED, NO_ATTEMPTS, US};
+use super::{Evidence, NO_ATTEMPTS, US};
 
 /// Bytes in a MiB, for figures written without their unit.
 const MIB: f64 = 1024.0 * 1024.0;
@@ -26,7 +26,7 @@ const MIB: f64 = 1024.0 * 1024.0;
 pub(crate) fn memory_ceiling(ev: &Evidence, th: &MemoryCeilingThreshold) -> Verdict {
     const ID: &str = crate::Check::MemoryCeiling.id();
     if !th.enabled {
-        return Verdict::skipped(ID, "disabled", DISABLED);
+        return Verdict::off(ID);
     }
     let ceiling = ev.expect.memory_ceiling_bytes;
     let levels = ev.tally.memory.arc(ev.expect);
@@ -472,7 +472,7 @@ pub(crate) fn harness_valid(
 ) -> Verdict {
     const ID: &str = crate::Check::HarnessValid.id();
     if !th.enabled {
-        return Verdict::skipped(ID, "disabled", DISABLED);
+        return Verdict::off(ID);
     }
     let predicted = format!(
         "send lag p99 at most {} ms",

@@ -45,7 +45,7 @@ impl Evidence<'_> {
     /// anything: turned off, or a run with no attempts to judge.
     fn skip_before(&self, id: &'static str, enabled: bool) -> Option<Verdict> {
         if !enabled {
-            return Some(Verdict::skipped(id, "disabled", DISABLED));
+            return Some(Verdict::off(id));
         }
         self.no_attempts()
             .then(|| Verdict::skipped(id, "no attempts", NO_ATTEMPTS))
@@ -60,7 +60,6 @@ impl Evidence<'_> {
     }
 }
 
-pub(crate) const DISABLED: &str = "disabled in [checklist]";
 const NO_ATTEMPTS: &str = "no data: the load generator recorded no attempts";
 
 mod amplification;

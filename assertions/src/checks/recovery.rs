@@ -655,6 +655,9 @@ mod tests {
         t.recovery.enabled = false;
         let j = judge(&s.attempts, &s.calls, &s.rss, &s.expect, &t);
         let v = j.verdict("recovery").unwrap();
-        assert_eq!((v.status, v.short.as_str()), (Status::Skipped, "disabled"));
+        assert_eq!(
+            (v.status, v.short.as_str()),
+            (Status::Off, "turned off in [checklist]")
+        );
     }
 }

@@ -441,7 +441,7 @@ mod tests {
         t.stream_intact.enabled = false;
         let s = through(relayed);
         let j = judge(&s.attempts, &s.calls, &s.rss, &s.expect, &t);
-        assert_eq!(j.verdict("stream_intact").unwrap().short, "disabled");
+        assert_eq!(j.verdict("stream_intact").unwrap().status, Status::Off);
     }
 
     #[test]

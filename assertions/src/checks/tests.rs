@@ -201,8 +201,12 @@ fn shed_onset_fails_late_notes_early_and_skips_without_overload() {
     let mut t = five_seconds();
     t.shed_onset.enabled = false;
     let j = run(&stories::naive(), &t);
-    assert_eq!(status(&j, "shed_onset"), Status::Skipped);
-    assert_eq!(detail(&j, "shed_onset"), "disabled in [checklist]");
+    assert_eq!(
+        status(&j, "shed_onset"),
+        Status::Off,
+        "off is neither pass nor skip"
+    );
+    assert_eq!(detail(&j, "shed_onset"), "turned off in [checklist]");
 }
 
 /// The bounded story with every gateway shed's Retry-After rewritten.
