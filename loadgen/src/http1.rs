@@ -92,6 +92,11 @@ pub(crate) enum HttpError {
     /// The peer did not speak HTTP/1.1.
     #[error("not HTTP/1.1: {0}")]
     Protocol(String),
+    /// The body passed the scenario's `max_answer_bytes` (or announced a
+    /// length past it): the connection is dropped rather than read on, so
+    /// a target that sends without end cannot grow the generator.
+    #[error("answer past {0} bytes")]
+    Oversized(u64),
 }
 
 /// One connection to the target: the socket, or a TLS session over it
@@ -615,29 +620,45 @@ impl Response<'_> {
     /// it arrives, and noting in `pace` each read that brought body bytes
     /// (one clock read for each, taken before its first piece is handed
     /// on). The connection goes back to the pool when the body was read in
-    /// full and the server keeps it alive.
+    /// full and the server keeps it alive. Past `cap` body bytes (or at
+    /// a head announcing more) the read stops with
+    /// [`HttpError::Oversized`] and the connection is dropped: no more than
+    /// `cap` bytes are ever handed on, however much the server sends.
     pub(crate) async fn read_body(
         mut self,
         pace: &mut BodyPace,
+        cap: u64,
         mut sink: impl FnMut(&[u8]),
     ) -> Result<(), HttpError> {
-        if self.framing == Framing::Empty {
-            self.framing = Framing::Done;
+        match self.framing {
+            Framing::Empty => self.framing = Framing::Done,
+            Framing::Length(n) if n > cap => return Err(HttpError::Oversized(cap)),
+            _ => {}
         }
+        let mut passed: u64 = 0;
         loop {
             // Everything decoded in one pass came in one read (the head's,
             // or the last `read_more`): a chunked read of many events is one.
             // (A block: nothing of it is kept across the read's await.)
             {
                 let mut at = None;
+                let mut over = false;
                 let decoded = self.decode(&mut |data: &[u8]| {
                     if at.is_none() {
                         at = Some(Instant::now());
                     }
-                    sink(data);
+                    passed = passed.saturating_add(data.len() as u64);
+                    if passed > cap {
+                        over = true;
+                    } else if !over {
+                        sink(data);
+                    }
                 });
                 if let Some(at) = at {
                     pace.data_read(at);
+                }
+                if over {
+                    return Err(HttpError::Oversized(cap));
                 }
                 decoded?;
             }
@@ -812,8 +833,10 @@ mod tests {
             .await?;
         let status = r.status;
         let mut out = Vec::new();
-        r.read_body(&mut BodyPace::default(), |b| out.extend_from_slice(b))
-            .await?;
+        r.read_body(&mut BodyPace::default(), u64::MAX, |b| {
+            out.extend_from_slice(b)
+        })
+        .await?;
         Ok((status, out))
     }
 
@@ -843,9 +866,11 @@ mod tests {
             }
         );
         let mut out = Vec::new();
-        r.read_body(&mut BodyPace::default(), |b| out.extend_from_slice(b))
-            .await
-            .unwrap();
+        r.read_body(&mut BodyPace::default(), u64::MAX, |b| {
+            out.extend_from_slice(b)
+        })
+        .await
+        .unwrap();
         assert_eq!(out, b"abcde");
         assert_eq!(body_of(&conn).await.unwrap(), (204, Vec::new()));
     }
@@ -918,7 +943,7 @@ mod tests {
             .unwrap();
         let mut pace = BodyPace::default();
         let mut out = Vec::new();
-        r.read_body(&mut pace, |b| out.extend_from_slice(b))
+        r.read_body(&mut pace, u64::MAX, |b| out.extend_from_slice(b))
             .await
             .unwrap();
         (out, pace)
@@ -1115,7 +1140,7 @@ mod tests {
                         .send(|| b"GET / HTTP/1.1\r\n\r\n".to_vec(), &mut wait)
                         .await;
                     let pace = &mut BodyPace::default();
-                    r.unwrap().read_body(pace, |_| {}).await.unwrap();
+                    r.unwrap().read_body(pace, u64::MAX, |_| {}).await.unwrap();
                     wait
                 })
             })
