@@ -825,6 +825,10 @@ mod tests {
     }
 
     async fn body_of(c: &Connector) -> Result<(u16, Vec<u8>), HttpError> {
+        capped_body_of(c, u64::MAX).await
+    }
+
+    async fn capped_body_of(c: &Connector, cap: u64) -> Result<(u16, Vec<u8>), HttpError> {
         let r = c
             .send(
                 || b"GET / HTTP/1.1\r\nhost: x\r\n\r\n".to_vec(),
@@ -833,11 +837,31 @@ mod tests {
             .await?;
         let status = r.status;
         let mut out = Vec::new();
-        r.read_body(&mut BodyPace::default(), u64::MAX, |b| {
-            out.extend_from_slice(b)
-        })
-        .await?;
+        r.read_body(&mut BodyPace::default(), cap, |b| out.extend_from_slice(b))
+            .await?;
         Ok((status, out))
+    }
+
+    #[tokio::test]
+    async fn an_answer_past_the_cap_is_oversized_and_never_handed_on_whole() {
+        // At the cap: read whole, and the connection kept.
+        let at = b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello".to_vec();
+        let chunked = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n3\r\ndef\r\n0\r\n\r\n".to_vec();
+        let addr = server(vec![at, chunked], 4).await;
+        let conn = Connector::new(addr, UNBOUNDED, true);
+        assert_eq!(
+            capped_body_of(&conn, 5).await.unwrap(),
+            (200, b"hello".to_vec())
+        );
+        // Chunked, past it in its second chunk: counted as it passes.
+        let e = capped_body_of(&conn, 5).await.unwrap_err();
+        assert!(matches!(e, HttpError::Oversized(5)), "{e:?}");
+        assert_eq!(conn.opened(), 1, "one connection for both");
+        // A head announcing more than the cap: refused before any body.
+        let huge = b"HTTP/1.1 200 OK\r\ncontent-length: 100000000000\r\n\r\nxx".to_vec();
+        let conn = Connector::new(server(vec![huge], 64).await, UNBOUNDED, true);
+        let e = capped_body_of(&conn, 1 << 20).await.unwrap_err();
+        assert!(matches!(e, HttpError::Oversized(_)), "{e:?}");
     }
 
     #[tokio::test]
