@@ -54,6 +54,12 @@ pub struct LoadConfig {
     /// 5 ms (at most 256, and no more than the cap) are opened before it
     /// starts, and wait idle for them.
     pub max_connections: Option<usize>,
+    /// The most body bytes read of one answer (a whole number of bytes or
+    /// a string like `"8 MiB"`); past it the connection is closed and the
+    /// attempt recorded `malformed` with reason `oversized`, so a target
+    /// that sends without end cannot grow the generator's memory.
+    #[serde(default = "default_max_answer_bytes")]
+    pub max_answer_bytes: bytesize::ByteSize,
     /// How long a person waits, over all their attempts, before hanging up.
     #[serde(default = "default_patience")]
     pub patience: Dist<Dur>,
@@ -450,6 +456,8 @@ pub struct LoadPlan {
     pub(crate) send_lag_bound: Duration,
     pub(crate) id_prefix: String,
     pub(crate) max_connections: Option<usize>,
+    /// The most body bytes read of one answer.
+    pub(crate) max_answer_bytes: u64,
     /// Durations drawn at run time (patience) are divided by this.
     pub(crate) time_scale: f64,
 }
@@ -660,6 +668,10 @@ fn validate(
     if cfg.max_connections == Some(0) {
         return Err(source.error("load.max_connections", "must be >= 1"));
     }
+    let max_answer_bytes = cfg.max_answer_bytes.as_u64();
+    if max_answer_bytes == 0 {
+        return Err(source.error("load.max_answer_bytes", "must be at least 1 byte"));
+    }
     let retry = retry_policy(&cfg.retry, source)?;
     check_id_prefix(&cfg.id_prefix, source)?;
     let tenants = tenants(cfg, &arrivals, source)?;
@@ -675,8 +687,20 @@ fn validate(
         send_lag_bound: cfg.send_lag_p99_max,
         id_prefix: cfg.id_prefix.clone(),
         max_connections: cfg.max_connections,
+        max_answer_bytes,
         time_scale: 1.0,
     })
+}
+
+/// `max_answer_bytes` unless the scenario says: 4 MiB, far past the
+/// largest answer the shipped scenarios ask for (200 tokens; a streamed
+/// token costs an event of a couple of hundred bytes, so 4 MiB holds some
+/// 20,000 streamed tokens), and small enough that a few hundred callers
+/// reading one at once stay within a machine's memory.
+pub const DEFAULT_MAX_ANSWER_BYTES: u64 = 4 << 20;
+
+fn default_max_answer_bytes() -> bytesize::ByteSize {
+    bytesize::ByteSize(DEFAULT_MAX_ANSWER_BYTES)
 }
 
 /// Where arrivals come from: phases or a replayed log, exactly one of them.
@@ -1261,6 +1285,26 @@ mod tests {
              request = {{ auth = \"api-key\", headers = {{ \"api-key\" = \"x\" }} }}\n"
         ));
         assert_eq!(e.field, "load.tenants[0].request.headers.api-key", "{e}");
+    }
+
+    #[test]
+    fn max_answer_bytes_is_a_size_of_at_least_a_byte() {
+        let text = |v: &str| format!("[load]\nmax_answer_bytes = {v}\n{PHASE}");
+        assert_eq!(
+            plan(&format!("[load]\n{PHASE}")).unwrap().max_answer_bytes,
+            4 << 20
+        );
+        assert_eq!(plan(&text("\"1 MiB\"")).unwrap().max_answer_bytes, 1 << 20);
+        assert_eq!(plan(&text("65536")).unwrap().max_answer_bytes, 65536);
+        for bad in ["0", "\"0 B\"", "\"lots\"", "-5", "\"12 parsecs\""] {
+            let e = config_err(&text(bad));
+            assert_eq!(
+                (e.line, e.field.as_str()),
+                (2, "load.max_answer_bytes"),
+                "{bad}: {e}"
+            );
+            assert!(e.to_string().starts_with("s.toml:"), "{e}");
+        }
     }
 
     #[test]

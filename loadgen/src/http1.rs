@@ -92,6 +92,11 @@ pub(crate) enum HttpError {
     /// The peer did not speak HTTP/1.1.
     #[error("not HTTP/1.1: {0}")]
     Protocol(String),
+    /// The body passed the scenario's `max_answer_bytes` (or announced a
+    /// length past it): the connection is dropped rather than read on, so
+    /// a target that sends without end cannot grow the generator.
+    #[error("answer past {0} bytes")]
+    Oversized(u64),
 }
 
 /// One connection to the target: the socket, or a TLS session over it
@@ -615,29 +620,45 @@ impl Response<'_> {
     /// it arrives, and noting in `pace` each read that brought body bytes
     /// (one clock read for each, taken before its first piece is handed
     /// on). The connection goes back to the pool when the body was read in
-    /// full and the server keeps it alive.
+    /// full and the server keeps it alive. Past `cap` body bytes (or at
+    /// a head announcing more) the read stops with
+    /// [`HttpError::Oversized`] and the connection is dropped: no more than
+    /// `cap` bytes are ever handed on, however much the server sends.
     pub(crate) async fn read_body(
         mut self,
         pace: &mut BodyPace,
+        cap: u64,
         mut sink: impl FnMut(&[u8]),
     ) -> Result<(), HttpError> {
-        if self.framing == Framing::Empty {
-            self.framing = Framing::Done;
+        match self.framing {
+            Framing::Empty => self.framing = Framing::Done,
+            Framing::Length(n) if n > cap => return Err(HttpError::Oversized(cap)),
+            _ => {}
         }
+        let mut passed: u64 = 0;
         loop {
             // Everything decoded in one pass came in one read (the head's,
             // or the last `read_more`): a chunked read of many events is one.
             // (A block: nothing of it is kept across the read's await.)
             {
                 let mut at = None;
+                let mut over = false;
                 let decoded = self.decode(&mut |data: &[u8]| {
                     if at.is_none() {
                         at = Some(Instant::now());
                     }
-                    sink(data);
+                    passed = passed.saturating_add(data.len() as u64);
+                    if passed > cap {
+                        over = true;
+                    } else if !over {
+                        sink(data);
+                    }
                 });
                 if let Some(at) = at {
                     pace.data_read(at);
+                }
+                if over {
+                    return Err(HttpError::Oversized(cap));
                 }
                 decoded?;
             }
@@ -804,6 +825,10 @@ mod tests {
     }
 
     async fn body_of(c: &Connector) -> Result<(u16, Vec<u8>), HttpError> {
+        capped_body_of(c, u64::MAX).await
+    }
+
+    async fn capped_body_of(c: &Connector, cap: u64) -> Result<(u16, Vec<u8>), HttpError> {
         let r = c
             .send(
                 || b"GET / HTTP/1.1\r\nhost: x\r\n\r\n".to_vec(),
@@ -812,9 +837,31 @@ mod tests {
             .await?;
         let status = r.status;
         let mut out = Vec::new();
-        r.read_body(&mut BodyPace::default(), |b| out.extend_from_slice(b))
+        r.read_body(&mut BodyPace::default(), cap, |b| out.extend_from_slice(b))
             .await?;
         Ok((status, out))
+    }
+
+    #[tokio::test]
+    async fn an_answer_past_the_cap_is_oversized_and_never_handed_on_whole() {
+        // At the cap: read whole, and the connection kept.
+        let at = b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello".to_vec();
+        let chunked = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n3\r\ndef\r\n0\r\n\r\n".to_vec();
+        let addr = server(vec![at, chunked], 4).await;
+        let conn = Connector::new(addr, UNBOUNDED, true);
+        assert_eq!(
+            capped_body_of(&conn, 5).await.unwrap(),
+            (200, b"hello".to_vec())
+        );
+        // Chunked, past it in its second chunk: counted as it passes.
+        let e = capped_body_of(&conn, 5).await.unwrap_err();
+        assert!(matches!(e, HttpError::Oversized(5)), "{e:?}");
+        assert_eq!(conn.opened(), 1, "one connection for both");
+        // A head announcing more than the cap: refused before any body.
+        let huge = b"HTTP/1.1 200 OK\r\ncontent-length: 100000000000\r\n\r\nxx".to_vec();
+        let conn = Connector::new(server(vec![huge], 64).await, UNBOUNDED, true);
+        let e = capped_body_of(&conn, 1 << 20).await.unwrap_err();
+        assert!(matches!(e, HttpError::Oversized(_)), "{e:?}");
     }
 
     #[tokio::test]
@@ -843,9 +890,11 @@ mod tests {
             }
         );
         let mut out = Vec::new();
-        r.read_body(&mut BodyPace::default(), |b| out.extend_from_slice(b))
-            .await
-            .unwrap();
+        r.read_body(&mut BodyPace::default(), u64::MAX, |b| {
+            out.extend_from_slice(b)
+        })
+        .await
+        .unwrap();
         assert_eq!(out, b"abcde");
         assert_eq!(body_of(&conn).await.unwrap(), (204, Vec::new()));
     }
@@ -918,7 +967,7 @@ mod tests {
             .unwrap();
         let mut pace = BodyPace::default();
         let mut out = Vec::new();
-        r.read_body(&mut pace, |b| out.extend_from_slice(b))
+        r.read_body(&mut pace, u64::MAX, |b| out.extend_from_slice(b))
             .await
             .unwrap();
         (out, pace)
@@ -1115,7 +1164,7 @@ mod tests {
                         .send(|| b"GET / HTTP/1.1\r\n\r\n".to_vec(), &mut wait)
                         .await;
                     let pace = &mut BodyPace::default();
-                    r.unwrap().read_body(pace, |_| {}).await.unwrap();
+                    r.unwrap().read_body(pace, u64::MAX, |_| {}).await.unwrap();
                     wait
                 })
             })

@@ -106,6 +106,6 @@ pub use shard::{parse_start_at, Shard, ShardError};
 pub use spend::SpendBudget;
 pub use stats::{
     was_not_sent, ConnectionBound, LoadPercentiles, LoadSecond, OutcomeSummary, RunReport, Spent,
-    NOT_SENT_AT_BOUND, NOT_SENT_LATE,
+    NOT_SENT_AT_BOUND, NOT_SENT_LATE, OVERSIZED,
 };
 pub use tls::{TlsError, TlsOptions, INSECURE_WARNING};

@@ -1008,9 +1008,19 @@ async fn attempt_once(
                 body: Vec::new(),
             }
         };
-        let read = resp.read_body(&mut seen.body, |data| sink.feed(data)).await;
+        let cap = shared.plan.max_answer_bytes;
+        let read = resp
+            .read_body(&mut seen.body, cap, |data| sink.feed(data))
+            .await;
         match read {
             Ok(()) => {}
+            Err(HttpError::Oversized(cap)) => {
+                // A kind of malformed answer: the reason says which, and
+                // the checklist counts it with every malformed one.
+                debug!(cap, "answer past max_answer_bytes");
+                let reason = Some(crate::OVERSIZED.to_owned());
+                return (ClientOutcome::Malformed, 0, reason);
+            }
             Err(HttpError::Protocol(e)) if success => {
                 debug!(cause = %e, "bad body framing");
                 return (ClientOutcome::Malformed, 0, None);

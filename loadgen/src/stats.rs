@@ -391,6 +391,11 @@ pub const NOT_SENT_AT_BOUND: &str =
 pub const NOT_SENT_LATE: &str =
     "not sent: the load generator came to it only after the person's patience had ended";
 
+/// The reason of an attempt's record (`malformed`) whose answer passed the
+/// scenario's `max_answer_bytes`: the generator closed the connection
+/// rather than read on. A kind of malformed answer, counted with them.
+pub const OVERSIZED: &str = "oversized";
+
 /// Returns true if and only if a record's `reason` says the load
 /// generator did not send the attempt ([`NOT_SENT_AT_BOUND`],
 /// [`NOT_SENT_LATE`]): its own limit, never the gateway's doing.

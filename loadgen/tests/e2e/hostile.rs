@@ -72,6 +72,11 @@ async fn read_request(stream: &mut TcpStream) -> bool {
 /// Runs `people` arrivals (10 a second, one attempt each unless `retry`
 /// says otherwise) against `addr` and returns the attempts' records.
 async fn drive(addr: SocketAddr, people: u32, retry: &str) -> Vec<ClientRecord> {
+    drive_at(addr, people, 10, retry).await
+}
+
+/// [`drive`] at `rate` arrivals a second.
+async fn drive_at(addr: SocketAddr, people: u32, rate: u32, retry: &str) -> Vec<ClientRecord> {
     let scenario = format!(
         r#"
 [load]
@@ -79,14 +84,14 @@ seed = 5
 patience = {{ fixed = "{}ms" }}
 [[load.phases]]
 duration = "{}ms"
-rate = 10
+rate = {rate}
 [load.request]
 stream = 0.0
 [load.retry]
 {retry}
 "#,
         PATIENCE.as_millis(),
-        people * 100,
+        people * 1000 / rate,
     );
     let plan = LoadPlan::from_scenario_str(&scenario, "hostile.toml", std::path::Path::new("."))
         .expect("a valid [load] table");
@@ -187,35 +192,98 @@ async fn a_content_length_longer_than_the_body_kept_open_times_out() {
     expect_all(addr, ClientOutcome::Timeout).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_endless_body_times_out_at_the_patience() {
-    for framing in ["", "transfer-encoding: chunked\r\n"] {
-        let chunked = !framing.is_empty();
-        let addr = hostile(move |mut s: TcpStream| async move {
-            let _ = s.write_all(ok_head(framing).as_bytes()).await;
-            let mut piece = vec![b' '; 64 * 1024];
-            piece[..12].copy_from_slice(b"{\"choices\":[");
-            // As fast as the client reads, until it hangs up.
-            loop {
-                let res = if chunked {
-                    let mut c = format!("{:x}\r\n", piece.len()).into_bytes();
-                    c.extend_from_slice(&piece);
-                    c.extend_from_slice(b"\r\n");
-                    s.write_all(&c).await
-                } else {
-                    s.write_all(&piece).await
-                };
-                if res.is_err() {
-                    break;
-                }
+/// The process's peak resident memory so far, in bytes (`VmHWM`): nextest
+/// runs each test in a process of its own, so it is this test's.
+fn peak_rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("a VmHWM line");
+    kb * 1024
+}
+
+/// A server that answers 200 and then sends body bytes as fast as the
+/// client reads, without end (chunked or not), until it hangs up.
+async fn endless(chunked: bool) -> SocketAddr {
+    let framing = if chunked {
+        "transfer-encoding: chunked\r\n"
+    } else {
+        ""
+    };
+    hostile(move |mut s: TcpStream| async move {
+        let _ = s.write_all(ok_head(framing).as_bytes()).await;
+        let mut piece = vec![b' '; 64 * 1024];
+        piece[..12].copy_from_slice(b"{\"choices\":[");
+        loop {
+            let res = if chunked {
+                let mut c = format!("{:x}\r\n", piece.len()).into_bytes();
+                c.extend_from_slice(&piece);
+                c.extend_from_slice(b"\r\n");
+                s.write_all(&c).await
+            } else {
+                s.write_all(&piece).await
+            };
+            if res.is_err() {
+                break;
             }
-        })
-        .await;
-        for r in expect_all(addr, ClientOutcome::Timeout).await {
-            assert_eq!(r.status, Some(200), "{framing:?}");
-            assert!(r.first_byte_us.is_some(), "{r:?}");
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endless_or_huge_answer_is_oversized_and_memory_stays_bounded() {
+    // A normal run first: its peak is the yardstick.
+    let normal = hostile(|mut s: TcpStream| async move {
+        let head = ok_head(&format!("content-length: {}\r\n", ANSWER.len()));
+        let _ = s.write_all(format!("{head}{ANSWER}").as_bytes()).await;
+    })
+    .await;
+    for r in drive_at(normal, 40, 40, "policy = \"none\"").await {
+        assert_eq!(r.outcome, ClientOutcome::Ok, "{r:?}");
+    }
+    let yardstick = peak_rss();
+
+    // 100 GB announced: refused at the head, nothing of it read.
+    let huge = hostile(|mut s: TcpStream| async move {
+        let head = ok_head("content-length: 100000000000\r\n");
+        let _ = s.write_all(head.as_bytes()).await;
+        let _ = s.write_all(&[b' '; 64 * 1024]).await;
+        // Kept open: only the generator's cap ends the attempt.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    })
+    .await;
+    let mut servers = vec![("100 GB content-length", huge)];
+    servers.push(("endless chunked", endless(true).await));
+    servers.push(("endless close-delimited", endless(false).await));
+    for (what, addr) in servers {
+        let records = drive_at(addr, 40, 40, "policy = \"none\"").await;
+        assert_eq!(records.len(), 40, "{what}");
+        for r in &records {
+            assert_eq!(r.outcome, ClientOutcome::Malformed, "{what}: {r:?}");
+            assert_eq!(
+                r.reason.as_deref(),
+                Some(loadgen::OVERSIZED),
+                "{what}: {r:?}"
+            );
+            assert_eq!(r.status, Some(200), "{what}: {r:?}");
         }
     }
+    // Each attempt keeps at most the 4 MiB cap, and only while it reads: a
+    // few at once. Without the cap each kept 16 MiB until its patience,
+    // some 40 at once at this rate: hundreds of MiB.
+    let grew = peak_rss().saturating_sub(yardstick);
+    assert!(
+        grew < 48 << 20,
+        "the peak RSS grew {} MiB past a normal run's",
+        grew >> 20
+    );
+    eprintln!(
+        "peak RSS past a normal run's: {:.1} MiB",
+        grew as f64 / 1048576.0
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
