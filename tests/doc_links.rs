@@ -340,7 +340,11 @@ fn merge(base: &mut toml::Table, over: toml::Table) {
 fn bad_scenarios(file: &str, text: &str) -> (Vec<String>, usize) {
     let (mut bad, mut loaded) = (Vec::new(), 0);
     for block in split_fences(text).0 {
-        let origin = format!("{file}:{}", block.line);
+        let mut origin = format!("{file}:{}", block.line);
+        if block.info.contains("fragment") {
+            // The loader's line numbers are then the merged text's.
+            origin.push_str(", merged into its base");
+        }
         match scenario_text(&block.info, &block.text) {
             None => {}
             Some(Err(e)) => bad.push(format!("{origin}: not TOML: {e}")),
@@ -483,5 +487,9 @@ fn the_scenario_check_refuses_a_bad_block_and_ignores_unmarked_ones() {
     let (bad, loaded) = bad_scenarios("README.md", text);
     assert_eq!(loaded, 1, "{bad:?}");
     assert_eq!(bad.len(), 1, "{bad:?}");
-    assert!(bad[0].starts_with("README.md:2: "), "{bad:?}");
+    assert!(
+        bad[0].starts_with("README.md:2, merged into its base: "),
+        "{bad:?}"
+    );
+    assert!(bad[0].contains("gateway.reference.mode"), "{bad:?}");
 }
