@@ -1,24 +1,26 @@
-//! The words a person reads held to the code: README's two check tables
-//! (ids, order, which way a figure is worse, its default tolerance) and
-//! `rehearse run --help` name the checks of `assertions::Check`, the one
-//! table of checks, so a check added there and not here fails.
+//! The words a person reads held to the code: the check tables of
+//! README.md (the checklist at a glance), docs/checklist.md (each rule)
+//! and docs/compare.md (which way a figure is worse, its default
+//! tolerance), and `rehearse run --help`, name the checks of
+//! `assertions::Check`, the one table of checks, so a check added there
+//! and not here fails. (tests/doc_links.rs checks the docs' links,
+//! command lines and scenario blocks.)
 
 use crate::common;
 
 use assertions::{Check, Worse};
 
-fn readme() -> String {
-    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap()
+/// The text of `file`, a path from the repository's root.
+fn doc(file: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// The rows of the README table whose header line is `header`: each row's
-/// cells, trimmed, the first one without its backquotes.
+/// The rows of the table whose header line is `header` in `text`: each
+/// row's cells, trimmed, the first one without its backquotes.
 fn table(text: &str, header: &str) -> Vec<Vec<String>> {
     let mut lines = text.lines().skip_while(|l| l.trim() != header);
-    assert!(
-        lines.next().is_some(),
-        "README has no table headed {header}"
-    );
+    assert!(lines.next().is_some(), "no table headed {header}");
     lines
         .skip(1) // the |---| line
         .take_while(|l| l.starts_with('|'))
@@ -32,27 +34,29 @@ fn table(text: &str, header: &str) -> Vec<Vec<String>> {
 }
 
 #[test]
-fn the_readme_checklist_names_every_check_in_order() {
-    let rows = table(&readme(), "| id | passes when |");
-    let ids: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();
+fn the_checklist_tables_name_every_check_in_order() {
     let want: Vec<&str> = Check::ALL.iter().map(|c| c.id()).collect();
-    assert_eq!(
-        ids, want,
-        "README's checklist table against assertions::Check::ALL"
-    );
+    for file in ["README.md", "docs/checklist.md"] {
+        let rows = table(&doc(file), "| id | passes when |");
+        let ids: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();
+        assert_eq!(
+            ids, want,
+            "{file}'s checklist table against assertions::Check::ALL"
+        );
+    }
 }
 
 #[test]
-fn the_readme_tolerances_are_the_checks_own() {
+fn the_documented_tolerances_are_the_checks_own() {
     let rows = table(
-        &readme(),
+        &doc("docs/compare.md"),
         "| check | figure | unit | worse | default tolerance |",
     );
     let ids: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();
     let want: Vec<&str> = Check::ALL.iter().map(|c| c.id()).collect();
     assert_eq!(
         ids, want,
-        "README's tolerance table against assertions::Check::ALL"
+        "docs/compare.md's tolerance table against assertions::Check::ALL"
     );
     for (row, c) in rows.iter().zip(Check::ALL) {
         let worse = match c.worse() {
@@ -70,7 +74,7 @@ fn the_readme_tolerances_are_the_checks_own() {
                 let pct = format!("{}%", wire::number::num(t.share * 100.0, 0));
                 assert!(
                     said.starts_with(&pct),
-                    "{c}: README says {said}, the code {pct}"
+                    "{c}: docs/compare.md says {said}, the code {pct}"
                 );
                 assert_eq!(said.contains("at least"), t.at_least > 0.0, "{c}: {said}");
             }

@@ -16,6 +16,7 @@ mod checklist;
 mod cli;
 mod compare;
 mod deploy;
+mod doc_links;
 mod docs;
 mod external;
 mod failover;
