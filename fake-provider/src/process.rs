@@ -29,7 +29,7 @@ it, the provider stops writing records, counts each one dropped (records_dropped
 
 Admin token (never in argv): --admin-token-file, else REHEARSE_ADMIN_TOKEN, else the
 config's admin_token. With one, every admin call needs Authorization: Bearer TOKEN (401);
-without, loopback callers only (403). POST /_fake/reset starts a run: README, \"The fake
+without, loopback callers only (403). POST /_fake/reset starts a run: docs/fake-provider-admin.md, \"The fake
 provider's admin API\". Tests only: REHEARSE_TEST_CLOCK_OFFSET_MS=N shifts its clock.";
 
 /// The environment variable holding the admin token.
