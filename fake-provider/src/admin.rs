@@ -593,6 +593,7 @@ impl Shared {
             c.overrides = None;
             c.generation += 1;
         }
+        self.down.changed.notify_one();
         {
             let mut book = lock(&self.book);
             book.lease_until_us = lease.map(|d| now_us + d.as_micros() as u64);

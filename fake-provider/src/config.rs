@@ -240,6 +240,38 @@ pub struct Phase {
     pub quota: Option<QuotaPatch>,
     /// Fault-rate changes.
     pub faults: Option<FaultsPatch>,
+    /// What `GET /health` answers during the phase (a worker's health
+    /// check failing before it goes away, or while it warms up).
+    pub health: Option<Health>,
+    /// The provider goes away for the phase, as a worker whose process
+    /// dies or stops does: calls in flight when the phase begins are cut
+    /// (connection reset), and so are held calls when a `hang` phase ends
+    /// (the worker restarted).
+    pub down: Option<Down>,
+}
+
+/// How the provider is down during a `[[timeline]]` phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Down {
+    /// The listener is closed: every connection is refused until the
+    /// phase ends, then the provider listens again on the same port.
+    Refuse,
+    /// Connections are accepted and requests read, but nothing is
+    /// answered (calls, `/health`, `/v1/models`; the admin API still
+    /// answers): each call is recorded `hang` when its caller gives up
+    /// or the phase ends.
+    Hang,
+}
+
+/// What the provider's `/health` says, as an inference worker's would.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Health {
+    /// 200: routers keep sending calls.
+    Ok,
+    /// 503: routers' health checks mark the worker down.
+    Failing,
 }
 
 impl Phase {
@@ -950,6 +982,36 @@ concurrency = { ceiling = 4 }
             let err = ProviderConfig::from_toml(text, "p.toml").unwrap_err();
             assert_eq!((err.line, err.field.as_str()), (line, field), "{err}");
         }
+    }
+
+    #[test]
+    fn a_phase_takes_the_provider_down_and_a_bad_mode_is_located() {
+        let text = "[[timeline]]\nname = \"gone\"\nfrom = \"1s\"\ndown = \"refuse\"\n[[timeline]]\nname = \"stuck\"\nfrom = \"2s\"\ndown = \"hang\"\n";
+        let c = ProviderConfig::from_toml(text, "p.toml").unwrap();
+        assert_eq!(c.timeline[0].down, Some(Down::Refuse));
+        assert_eq!(c.timeline[1].down, Some(Down::Hang));
+        let text = "[[timeline]]\nname = \"gone\"\nfrom = \"1s\"\ndown = \"crash\"\n";
+        let err = ProviderConfig::from_toml(text, "p.toml").unwrap_err();
+        assert_eq!(
+            (err.line, err.field.as_str()),
+            (4, "timeline[0].down"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_phase_marks_health_failing_and_a_bad_value_is_located() {
+        let text = "[[timeline]]\nname = \"sick\"\nfrom = \"1s\"\nhealth = \"failing\"\n";
+        let c = ProviderConfig::from_toml(text, "p.toml").unwrap();
+        assert_eq!(c.timeline[0].health, Some(Health::Failing));
+        let text = "[[timeline]]\nname = \"sick\"\nfrom = \"1s\"\nhealth = \"poorly\"\n";
+        let err = ProviderConfig::from_toml(text, "p.toml").unwrap_err();
+        assert_eq!(
+            (err.line, err.field.as_str()),
+            (4, "timeline[0].health"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("p.toml"), "{err}");
     }
 
     #[test]

@@ -29,6 +29,8 @@
 //!   counts, quota) and the lease ([`ResetRequest`], [`RunInfo`]);
 //! - `admin`: the admin API (`/_fake/...`), who may call it, and metrics;
 //! - `server`: HTTP serving and one call's life;
+//! - `down`: the timeline's `down` phases (connections refused, or held
+//!   unanswered; the calls in flight cut);
 //! - `shared`: the state both of those read (the run, the phase pinned,
 //!   the overrides, the lease book) and their HTTP helpers;
 //! - `process`: what a provider process reads besides its flags (its
@@ -62,6 +64,7 @@ pub mod config;
 mod counters;
 pub mod curve;
 mod dialect;
+mod down;
 mod head_timer;
 mod json;
 mod listen;

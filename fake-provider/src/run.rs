@@ -99,6 +99,18 @@ impl Run {
         }
         mask
     }
+
+    /// The first instant after `now` at which a phase of the timeline
+    /// begins or ends; `None` when none does.
+    pub(crate) fn next_change(&self, now: Instant) -> Option<Instant> {
+        self.config
+            .timeline
+            .iter()
+            .flat_map(|p| std::iter::once(p.from.0).chain(p.until.map(|u| u.0)))
+            .map(|d| self.timeline_start + d)
+            .filter(|at| *at > now)
+            .min()
+    }
 }
 
 /// What the admin API keeps between resets.

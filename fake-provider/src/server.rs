@@ -30,7 +30,7 @@ use wire::{
 };
 
 use crate::ceiling::{Admission, Ceiling, Permit};
-use crate::config::{Effective, Overflow, Overrides, ProviderConfig};
+use crate::config::{Down, Effective, Overflow, Overrides, ProviderConfig};
 use crate::counters::{Gauges, Stats};
 use crate::dialect::{Answer, BadRequest, Finish, ProviderDialect, Request as CallRequest};
 use crate::head_timer::HeadTimer;
@@ -149,6 +149,7 @@ impl FakeProvider {
             ceiling: Ceiling::default(),
             records,
             gauges: Gauges::default(),
+            down: crate::down::DownState::default(),
             control: RwLock::new(Control {
                 pinned: None,
                 overrides: None,
@@ -160,7 +161,8 @@ impl FakeProvider {
             resetting: tokio::sync::Mutex::new(()),
             shutdown: shutdown.clone(),
         });
-        let task = tokio::spawn(accept_loop(listener, shared.clone()));
+        tokio::spawn(crate::down::follow(shared.clone()));
+        let task = tokio::spawn(accept_loop(listener, addr, shared.clone()));
         Ok(ProviderHandle {
             shared,
             addr,
@@ -263,13 +265,40 @@ impl Drop for ProviderHandle {
     }
 }
 
-async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+async fn accept_loop(listener: TcpListener, addr: SocketAddr, shared: Arc<Shared>) {
+    let mut listener = Some(listener);
+    let mut down = shared.down.subscribe();
     let mut conns = tokio::task::JoinSet::new();
     loop {
+        // A `refuse` phase closes the listener; its end opens it again on
+        // the same port (SO_REUSEADDR: the cut connections' TIME_WAIT
+        // does not hold the port).
+        let refusing = *down.borrow_and_update() == Some(Down::Refuse);
+        if refusing {
+            listener = None;
+        } else if listener.is_none() {
+            match crate::listen(addr).await {
+                Ok(l) => listener = Some(l),
+                Err(err) => {
+                    warn!(%addr, cause = %err, "cannot listen again after a down phase; retrying");
+                    tokio::select! {
+                        _ = shared.shutdown.cancelled() => break,
+                        _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+                    }
+                    continue;
+                }
+            }
+        }
         tokio::select! {
             _ = shared.shutdown.cancelled() => break,
-            accepted = listener.accept() => match accepted {
+            _ = down.changed() => {}
+            accepted = accept_on(listener.as_ref()) => match accepted {
                 Ok((stream, peer)) => {
+                    if shared.down.refusing() {
+                        // Taken in the instant before the listener closed.
+                        reset_now(&stream);
+                        continue;
+                    }
                     let _ = stream.set_nodelay(true);
                     conns.spawn(serve_connection(stream, peer, shared.clone()));
                 }
@@ -298,8 +327,27 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
+/// The next connection on `listener`; never, without one.
+async fn accept_on(
+    listener: Option<&TcpListener>,
+) -> io::Result<(tokio::net::TcpStream, SocketAddr)> {
+    match listener {
+        Some(l) => l.accept().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// SO_LINGER 0 on `socket`: closing it then sends a reset.
+fn reset_now(socket: &impl AsRawFd) {
+    // SAFETY: the descriptor belongs to a socket the caller holds open for
+    // the length of this call; only an option is set on it.
+    let borrowed = unsafe { BorrowedFd::borrow_raw(socket.as_raw_fd()) };
+    let _ = socket2::SockRef::from(&borrowed).set_linger(Some(Duration::ZERO));
+}
+
 async fn serve_connection(stream: tokio::net::TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
     let fd = stream.as_raw_fd();
+    let cut = shared.down.connection_token();
     let svc_shared = shared.clone();
     let service = hyper::service::service_fn(move |req| {
         let shared = svc_shared.clone();
@@ -322,6 +370,16 @@ async fn serve_connection(stream: tokio::net::TcpStream, peer: SocketAddr, share
             conn.as_mut().graceful_shutdown();
             let _ = tokio::time::timeout(Duration::from_secs(1), conn).await;
         }
+        _ = cut.cancelled() => {
+            // A down phase began (or a hang ended): the peer sees a
+            // reset, and the calls in the connection record themselves as
+            // it drops.
+            // SAFETY: `fd` is this connection's socket, which `conn` owns
+            // and keeps open until it drops at the end of this function;
+            // only an option is set on it.
+            let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+            let _ = socket2::SockRef::from(&borrowed).set_linger(Some(Duration::ZERO));
+        }
     }
 }
 
@@ -338,6 +396,7 @@ enum Route {
     Call(Api),
     Azure,
     Models,
+    Health,
     Admin,
     MethodNotAllowed,
     NotFound,
@@ -355,6 +414,7 @@ fn route_of(method: &Method, path: &str) -> Route {
         (&Method::POST, Some(api)) => Route::Call(api),
         (&Method::POST, None) if crate::api::azure_route(path).is_some() => Route::Azure,
         (&Method::GET, None) if path == "/v1/models" => Route::Models,
+        (&Method::GET | &Method::HEAD, None) if path == "/health" => Route::Health,
         _ if path.starts_with("/_fake/") || path == "/metrics" => Route::Admin,
         (_, Some(_)) => Route::MethodNotAllowed,
         _ if path == "/v1/models" => Route::MethodNotAllowed,
@@ -371,7 +431,10 @@ async fn route(
     match route_of(req.method(), req.uri().path()) {
         Route::Call(api) => call(shared, req, api, None, fd).await,
         Route::Azure => azure(shared, req, fd).await,
+        // A hung worker answers nothing: the hang's end cuts these.
+        Route::Models | Route::Health if shared.down.hanging() => Ok(held(&shared).await),
         Route::Models => Ok(models(&shared, req.headers())),
+        Route::Health => Ok(health(&shared)),
         Route::Admin => Ok(crate::admin::admin(shared, req, peer).await),
         Route::MethodNotAllowed => Ok(simple_error(
             Dialect::OpenAi,
@@ -384,6 +447,30 @@ async fn route(
             &format!("no route for {}", req.uri().path()),
         )),
     }
+}
+
+/// `GET /health` as vLLM answers it (200, empty body) so routers'
+/// health checks pass; 503 while a timeline phase says
+/// `health = "failing"`. `HEAD` gets the same status.
+fn health(shared: &Shared) -> Response<Body> {
+    let status = if shared.healthy() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    // hyper sends no body for HEAD: one answer serves both methods.
+    let mut r = Response::new(full(Bytes::new()));
+    *r.status_mut() = status;
+    r
+}
+
+/// A request held unanswered in a `hang` phase: the phase's end cuts its
+/// connection; shutdown answers it 503.
+async fn held(shared: &Shared) -> Response<Body> {
+    shared.shutdown.cancelled().await;
+    let mut r = Response::new(full(Bytes::new()));
+    *r.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+    r
 }
 
 /// An Azure OpenAI call: its `api-version` required, its deployment one
@@ -475,6 +562,10 @@ struct CallGuard {
     permit: Option<Permit>,
     queued: bool,
     done: bool,
+    /// The provider's cuts ([`crate::down`]) when the call arrived: one
+    /// since, and the call did not end by itself, means a down phase cut
+    /// it.
+    cut_epoch: u64,
 }
 
 impl CallGuard {
@@ -493,7 +584,14 @@ impl Drop for CallGuard {
         // A call that ended by itself has its times already.
         if !self.done || self.record.finished_us.is_none() {
             let now = self.shared.clock.now_us();
-            if !self.done {
+            if !self.done && self.shared.down.epoch() != self.cut_epoch {
+                // The provider went down under it: cut, not hung up (a
+                // call already hanging stays `hang`).
+                if self.record.outcome != ProviderOutcome::Hang {
+                    self.record.outcome = ProviderOutcome::Reset;
+                }
+                self.record.status = 0;
+            } else if !self.done {
                 self.record.hung_up_us = Some(now);
             }
             self.record.finished_us.get_or_insert(now);
@@ -767,7 +865,13 @@ async fn call(
     let default_max_tokens = run.config.default_max_tokens;
     let (mut g, eff) = CallGuard::open(&shared, run, api, &req_headers, &body);
     drop(req_headers);
-    let (mut parsed, inputs) = match g.parse(&body) {
+    let parsed = g.parse(&body);
+    if shared.down.hanging() {
+        // A hung worker reads the request and answers nothing.
+        drop((parsed, body));
+        return Ok(g.hang().await);
+    }
+    let (mut parsed, inputs) = match parsed {
         Continue(p) => p,
         Break(refused) => return Ok(refused),
     };
@@ -851,6 +955,7 @@ impl CallGuard {
             permit: None,
             queued: false,
             done: false,
+            cut_epoch: shared.down.epoch(),
         };
         (g, eff)
     }
@@ -1294,6 +1399,9 @@ mod tests {
             ),
             (Method::GET, "/openai/deployments/d/chat/completions", "404"),
             (Method::GET, "/v1/models", "models"),
+            (Method::GET, "/health", "health"),
+            (Method::HEAD, "/health", "health"),
+            (Method::POST, "/health", "404"),
             (Method::POST, "/v1/models", "405"),
             (Method::GET, "/v1/chat/completions", "405"),
             (Method::DELETE, "/v1/embeddings", "405"),
@@ -1309,6 +1417,7 @@ mod tests {
                 Route::Call(api) => format!("call {}", api.as_str()),
                 Route::Azure => "azure".into(),
                 Route::Models => "models".into(),
+                Route::Health => "health".into(),
                 Route::Admin => "admin".into(),
                 Route::MethodNotAllowed => "405".into(),
                 Route::NotFound => "404".into(),

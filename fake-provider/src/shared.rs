@@ -66,6 +66,8 @@ pub(crate) struct Shared {
     pub(crate) ceiling: Ceiling,
     pub(crate) records: RecordFile,
     pub(crate) gauges: Gauges,
+    /// Whether a timeline phase has taken the provider down.
+    pub(crate) down: crate::down::DownState,
     pub(crate) control: RwLock<Control>,
     pub(crate) cache: Mutex<Option<Cached>>,
     /// The lease and the config uploaded for the next run.
@@ -94,6 +96,32 @@ impl Shared {
     /// The settings in force now and the label of the active phases.
     pub(crate) fn effective(&self) -> (Arc<Effective>, Arc<str>) {
         self.effective_at(Instant::now())
+    }
+
+    /// The current run, the mask of the timeline phases in force at `at`
+    /// (bit i: phase i; the pinned one alone when a phase is pinned), and
+    /// whether one is pinned.
+    pub(crate) fn phases_at(&self, at: Instant) -> (Arc<Run>, u64, bool) {
+        let (pinned, run) = {
+            let c = self.control.read().unwrap_or_else(|e| e.into_inner());
+            (c.pinned, c.run.clone())
+        };
+        let mask = match pinned {
+            Some(i) => 1u64 << i,
+            None => run.phase_mask(at),
+        };
+        (run, mask, pinned.is_some())
+    }
+
+    /// Whether `/health` says healthy now: no phase in force marks the
+    /// provider `health = "failing"`.
+    pub(crate) fn healthy(&self) -> bool {
+        let (run, mask, _) = self.phases_at(Instant::now());
+        !run.config
+            .timeline
+            .iter()
+            .enumerate()
+            .any(|(i, p)| mask & (1 << i) != 0 && p.health == Some(crate::config::Health::Failing))
     }
 
     /// The settings in force at `at` (an instant the caller has read
@@ -165,6 +193,8 @@ impl Shared {
         };
         c.pinned = idx;
         c.generation += 1;
+        drop(c);
+        self.down.changed.notify_one();
         Ok(())
     }
 
@@ -172,6 +202,8 @@ impl Shared {
         let mut c = self.control.write().unwrap_or_else(|e| e.into_inner());
         c.overrides = o;
         c.generation += 1;
+        drop(c);
+        self.down.changed.notify_one();
     }
 
     pub(crate) fn stats(&self) -> Stats {

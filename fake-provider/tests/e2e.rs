@@ -880,6 +880,195 @@ mod timeline {
         p.shutdown().await;
     }
 
+    /// `/health` answers as a vLLM worker's: 200 (GET and HEAD), then 503
+    /// while a phase says `health = "failing"`, then 200 again.
+    #[tokio::test]
+    async fn health_fails_during_a_failing_phase_only() {
+        let p = start(
+            "[[timeline]]\nname = \"sick\"\nfrom = \"300ms\"\nuntil = \"900ms\"\nhealth = \"failing\"\n",
+        )
+        .await;
+        let url = format!("{}/health", p.base_url());
+        let before = client().get(&url).send().await.unwrap();
+        let head = client().head(&url).send().await.unwrap();
+        assert_eq!(
+            (before.status().as_u16(), head.status().as_u16()),
+            (200, 200)
+        );
+        tokio::time::sleep_until((p.started() + Duration::from_millis(500)).into()).await;
+        let during = client().get(&url).send().await.unwrap().status();
+        let head = client().head(&url).send().await.unwrap().status();
+        assert_eq!((during.as_u16(), head.as_u16()), (503, 503));
+        // Calls are still served: the health check is what fails.
+        let call = post(&p, "/v1/chat/completions", &chat("hi", 5)).await;
+        assert_eq!(call.status(), 200);
+        tokio::time::sleep_until((p.started() + Duration::from_millis(1000)).into()).await;
+        assert_eq!(client().get(&url).send().await.unwrap().status(), 200);
+        p.shutdown().await;
+    }
+
+    /// A call sent with `x-request-id: id`, through a client of its own
+    /// (no pooled connection a cut left dead), that gives up after `wait`.
+    async fn call_with_id(
+        p: &ProviderHandle,
+        id: &str,
+        wait: Duration,
+    ) -> Result<reqwest::Response, reqwest::Error> {
+        reqwest::Client::builder()
+            .timeout(wait)
+            .build()
+            .unwrap()
+            .post(format!("{}/v1/chat/completions", p.base_url()))
+            .header("x-request-id", id)
+            .json(&chat("hi", 5))
+            .send()
+            .await
+    }
+
+    /// `down = "refuse"`: the call in flight when the phase begins is cut
+    /// (the caller sees the connection end; the record says `reset`, not a
+    /// hang-up), connections are refused during it, and the provider
+    /// listens again on the same port when it ends.
+    #[tokio::test]
+    async fn a_refuse_phase_cuts_the_calls_refuses_connections_and_comes_back() {
+        let p = start(
+            "[[timeline]]\nname = \"slow\"\nfrom = \"0s\"\nuntil = \"400ms\"\nlatency = { ttft = { fixed = \"5s\" } }\n\
+             [[timeline]]\nname = \"gone\"\nfrom = \"400ms\"\nuntil = \"1s\"\ndown = \"refuse\"\n",
+        )
+        .await;
+        let started = p.started();
+        let in_flight = call_with_id(&p, "cut-1", Duration::from_secs(10)).await;
+        assert!(in_flight.is_err(), "the call was answered: {in_flight:?}");
+        let cut_after = started.elapsed();
+        assert!(
+            cut_after < Duration::from_secs(3),
+            "cut only after {cut_after:?}"
+        );
+        tokio::time::sleep_until((started + Duration::from_millis(600)).into()).await;
+        let refused = tokio::net::TcpStream::connect(p.addr()).await;
+        assert_eq!(
+            refused.map(|_| ()).map_err(|e| e.kind()),
+            Err(std::io::ErrorKind::ConnectionRefused)
+        );
+        tokio::time::sleep_until((started + Duration::from_millis(1200)).into()).await;
+        let back = call_with_id(&p, "after-1", Duration::from_secs(10))
+            .await
+            .unwrap();
+        assert_eq!(back.status(), 200);
+        let cut = record_of(&p, "cut-1").await;
+        assert_eq!((cut.outcome, cut.status), (ProviderOutcome::Reset, 0));
+        assert_eq!(cut.hung_up_us, None, "recorded as a hang-up: {cut:?}");
+        assert_eq!(cut.phase, "slow");
+        p.shutdown().await;
+    }
+
+    /// `down = "hang"`: the call in flight is cut when it begins; during
+    /// it calls, /health and /v1/models are read and never answered (a
+    /// caller that gives up is recorded `hang` and hung up; one still
+    /// waiting is cut at the end, `hang` without a hang-up), the admin API
+    /// still answers, and after it everything is served again.
+    #[tokio::test]
+    async fn a_hang_phase_holds_every_call_until_it_ends_and_then_serves() {
+        let p = start(
+            "[[timeline]]\nname = \"slow\"\nfrom = \"0s\"\nuntil = \"300ms\"\nlatency = { ttft = { fixed = \"5s\" } }\n\
+             [[timeline]]\nname = \"stuck\"\nfrom = \"300ms\"\nuntil = \"1200ms\"\ndown = \"hang\"\n",
+        )
+        .await;
+        let started = p.started();
+        assert!(call_with_id(&p, "cut-2", Duration::from_secs(10))
+            .await
+            .is_err());
+        tokio::time::sleep_until((started + Duration::from_millis(400)).into()).await;
+        let quick = reqwest::Client::builder()
+            .timeout(Duration::from_millis(200))
+            .build()
+            .unwrap();
+        let health = quick.get(format!("{}/health", p.base_url())).send().await;
+        assert!(health.unwrap_err().is_timeout());
+        let stats = client()
+            .get(format!("{}/_fake/stats", p.base_url()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(stats.status(), 200, "the admin API hangs too");
+        let (gave_up, waited) = tokio::join!(
+            call_with_id(&p, "gave-up", Duration::from_millis(200)),
+            call_with_id(&p, "waited", Duration::from_secs(10)),
+        );
+        assert!(gave_up.unwrap_err().is_timeout());
+        let waited = waited.unwrap_err();
+        assert!(!waited.is_timeout(), "{waited}");
+        assert!(started.elapsed() >= Duration::from_millis(1150));
+        tokio::time::sleep_until((started + Duration::from_millis(1300)).into()).await;
+        assert_eq!(
+            call_with_id(&p, "after-2", Duration::from_secs(10))
+                .await
+                .unwrap()
+                .status(),
+            200
+        );
+        let health = client()
+            .get(format!("{}/health", p.base_url()))
+            .send()
+            .await;
+        assert_eq!(health.unwrap().status(), 200);
+        let cut = record_of(&p, "cut-2").await;
+        assert_eq!(
+            (cut.outcome, cut.hung_up_us),
+            (ProviderOutcome::Reset, None)
+        );
+        let gave_up = record_of(&p, "gave-up").await;
+        assert_eq!(gave_up.outcome, ProviderOutcome::Hang);
+        assert!(gave_up.hung_up_us.is_some(), "{gave_up:?}");
+        assert_eq!(gave_up.phase, "stuck");
+        let waited = record_of(&p, "waited").await;
+        assert_eq!(
+            (waited.outcome, waited.hung_up_us),
+            (ProviderOutcome::Hang, None)
+        );
+        p.shutdown().await;
+    }
+
+    /// Pinning a down phase through the admin API takes the provider down
+    /// at once (not at the phase's time), and unpinning brings it back.
+    #[tokio::test]
+    async fn pinning_a_refuse_phase_closes_the_port_until_unpinned() {
+        let p = start("[[timeline]]\nname = \"gone\"\nfrom = \"1h\"\ndown = \"refuse\"\n").await;
+        assert_eq!(
+            call_with_id(&p, "a", Duration::from_secs(10))
+                .await
+                .unwrap()
+                .status(),
+            200
+        );
+        p.set_phase(Some("gone")).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while tokio::net::TcpStream::connect(p.addr()).await.is_ok() {
+            assert!(
+                Instant::now() < deadline,
+                "still listening when pinned down"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        p.set_phase(None).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while tokio::net::TcpStream::connect(p.addr()).await.is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "not listening again when unpinned"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            call_with_id(&p, "b", Duration::from_secs(10))
+                .await
+                .unwrap()
+                .status(),
+            200
+        );
+        p.shutdown().await;
+    }
+
     #[tokio::test]
     async fn admin_api_pins_a_phase_and_sets_overrides() {
         let p = start("[[timeline]]\nname = \"down\"\nfrom = \"1h\"\nfaults = { errors = { \"500\" = 1.0 } }\n").await;
