@@ -770,33 +770,100 @@ fn metrics_text(shared: &Shared) -> String {
             &remaining,
         );
     }
-    first_byte_histogram(&mut t, provider.as_deref(), &run.counters.first_byte);
+    let name = "fake_provider_first_byte_seconds";
+    help(
+        &mut t,
+        name,
+        "histogram",
+        "Streamed calls: from the request read to the answer's first byte (the first token).",
+    );
+    histogram(
+        &mut t,
+        name,
+        provider.as_deref().unwrap_or(""),
+        &run.counters.first_byte,
+    );
+    vllm_series(&mut t, provider.as_deref(), &run.counters);
     t
 }
 
-/// `fake_provider_first_byte_seconds`: streamed calls' first byte, from
-/// the request read, as a classic histogram (`provider` labelled when the
-/// provider has a name).
-fn first_byte_histogram(t: &mut String, provider: Option<&str>, h: &crate::counters::FirstByte) {
+/// One classic histogram's samples: `labels` (none, or `a="x",b="y"`) on
+/// each, `le` beside them on the buckets.
+fn histogram(t: &mut String, name: &str, labels: &str, h: &crate::counters::Buckets) {
     use std::fmt::Write;
-    let name = "fake_provider_first_byte_seconds";
     let (cumulative, sum) = h.cumulative();
-    let (lead, plain) = match provider {
-        Some(p) => (format!("{p},"), format!("{{{p}}}")),
-        None => (String::new(), String::new()),
+    let (lead, plain) = match labels {
+        "" => (String::new(), String::new()),
+        l => (format!("{l},"), format!("{{{l}}}")),
     };
-    let _ = writeln!(
-        t,
-        "# HELP {name} Streamed calls: from the request read to the answer's first byte (the first token).\n# TYPE {name} histogram"
-    );
-    let bounds = crate::counters::FIRST_BYTE_BOUNDS
-        .iter()
-        .map(|b| b.to_string());
-    for (le, n) in bounds.chain(["+Inf".to_string()]).zip(cumulative) {
+    let bounds = h.bounds().iter().map(|b| b.to_string());
+    for (le, n) in bounds.chain(["+Inf".to_string()]).zip(&cumulative) {
         let _ = writeln!(t, "{name}_bucket{{{lead}le=\"{le}\"}} {n}");
     }
-    let count = cumulative[cumulative.len() - 1];
+    let count = cumulative.last().copied().unwrap_or(0);
     let _ = writeln!(t, "{name}_sum{plain} {sum}\n{name}_count{plain} {count}");
+}
+
+fn help(t: &mut String, name: &str, kind: &str, help: &str) {
+    use std::fmt::Write;
+    let _ = writeln!(t, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+/// vLLM's series, under vLLM's names and labels (`model_name`), so that
+/// a router reads the provider as it reads a vLLM worker: per model of the
+/// run's config (and `other`), the calls running and waiting now, streamed
+/// calls' time to first token and answered calls' time from arrival to
+/// the end (`provider` labelled too when the provider has a name).
+fn vllm_series(t: &mut String, provider: Option<&str>, counters: &crate::counters::Counters) {
+    use std::fmt::Write;
+    let labels = |model: &str| match provider {
+        Some(p) => format!("{p},model_name=\"{model}\""),
+        None => format!("model_name=\"{model}\""),
+    };
+    use std::sync::atomic::Ordering::Relaxed;
+    let gauges = [
+        (
+            "vllm:num_requests_running",
+            "Calls in service now (past the concurrency ceiling).",
+            false,
+        ),
+        (
+            "vllm:num_requests_waiting",
+            "Calls waiting in the provider's queue now.",
+            true,
+        ),
+    ];
+    for (name, text, waiting) in gauges {
+        help(t, name, "gauge", text);
+        for (model, series) in counters.model_series() {
+            let n = if waiting {
+                &series.waiting
+            } else {
+                &series.running
+            };
+            let _ = writeln!(t, "{name}{{{}}} {}", labels(model), n.load(Relaxed));
+        }
+    }
+    let name = "vllm:time_to_first_token_seconds";
+    help(
+        t,
+        name,
+        "histogram",
+        "Streamed calls: from the request read to the first token.",
+    );
+    for (model, series) in counters.model_series() {
+        histogram(t, name, &labels(model), &series.ttft);
+    }
+    let name = "vllm:e2e_request_latency_seconds";
+    help(
+        t,
+        name,
+        "histogram",
+        "Answered calls: from the request read to the answer's end.",
+    );
+    for (model, series) in counters.model_series() {
+        histogram(t, name, &labels(model), &series.e2e);
+    }
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use wire::{ProviderOutcome, ProviderRecord};
 
 /// One run's counts: a reset starts the next run's at zero, while calls of
 /// the run before still count in theirs.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Counters {
     pub(crate) received: AtomicU64,
     pub(crate) hung_up: AtomicU64,
@@ -23,49 +23,139 @@ pub struct Counters {
     /// Streamed calls' time from the request read to the answer's first
     /// byte (the first token): what a gateway's own first byte is compared
     /// with, live (`fake_provider_first_byte_seconds`).
-    pub(crate) first_byte: FirstByte,
+    pub(crate) first_byte: Buckets,
+    /// The run's models (its config's), whose vLLM series are kept one a
+    /// model, in this order; calls naming another model are kept under
+    /// [`OTHER_MODEL`], last.
+    pub(crate) models: Vec<String>,
+    pub(crate) by_model: Box<[ModelSeries]>,
 }
 
-/// The upper bounds, in seconds, of [`FirstByte`]'s buckets.
-pub(crate) const FIRST_BYTE_BOUNDS: [f64; 14] = [
+/// The upper bounds, in seconds, of `fake_provider_first_byte_seconds`.
+pub(crate) const FIRST_BYTE_BOUNDS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
 ];
 
+/// vLLM's bounds for `vllm:time_to_first_token_seconds`.
+pub(crate) const VLLM_TTFT_BOUNDS: &[f64] = &[
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+];
+
+/// vLLM's bounds for `vllm:e2e_request_latency_seconds`.
+pub(crate) const VLLM_E2E_BOUNDS: &[f64] = &[
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
+    480.0, 960.0, 1920.0, 7680.0,
+];
+
 /// A fixed-bucket histogram counted with atomics when a call's record is
-/// finished (not per token): one bucket add and one sum add a streamed
-/// call.
-#[derive(Debug, Default)]
-pub(crate) struct FirstByte {
-    counts: [AtomicU64; FIRST_BYTE_BOUNDS.len() + 1],
+/// finished (not per token): one bucket add and one sum add a call.
+#[derive(Debug)]
+pub(crate) struct Buckets {
+    bounds: &'static [f64],
+    /// One a bound, and one past the last (`+Inf`).
+    counts: Box<[AtomicU64]>,
     sum_us: AtomicU64,
 }
 
-impl FirstByte {
+impl Buckets {
+    pub(crate) fn new(bounds: &'static [f64]) -> Self {
+        Buckets {
+            bounds,
+            counts: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
+            sum_us: AtomicU64::new(0),
+        }
+    }
+
     fn observe_us(&self, us: u64) {
         let secs = us as f64 / 1e6;
-        let i = FIRST_BYTE_BOUNDS
+        let i = self
+            .bounds
             .iter()
             .position(|&b| secs <= b)
-            .unwrap_or(FIRST_BYTE_BOUNDS.len());
+            .unwrap_or(self.bounds.len());
         self.counts[i].fetch_add(1, Ordering::Relaxed);
         self.sum_us.fetch_add(us, Ordering::Relaxed);
     }
 
+    /// The bounds.
+    pub(crate) fn bounds(&self) -> &'static [f64] {
+        self.bounds
+    }
+
     /// The cumulative counts at each bound and past the last (`+Inf`),
     /// and the sum in seconds.
-    pub(crate) fn cumulative(&self) -> ([u64; FIRST_BYTE_BOUNDS.len() + 1], f64) {
-        let mut out = [0; FIRST_BYTE_BOUNDS.len() + 1];
+    pub(crate) fn cumulative(&self) -> (Vec<u64>, f64) {
         let mut total = 0;
-        for (o, c) in out.iter_mut().zip(&self.counts) {
-            total += c.load(Ordering::Relaxed);
-            *o = total;
-        }
+        let out = self
+            .counts
+            .iter()
+            .map(|c| {
+                total += c.load(Ordering::Relaxed);
+                total
+            })
+            .collect();
         (out, self.sum_us.load(Ordering::Relaxed) as f64 / 1e6)
     }
 }
 
+/// What vLLM says of one model on its /metrics, for routers that read a
+/// worker as they read vLLM: its calls running (in service) and waiting
+/// (in the provider's queue) now, its streamed calls' time to first
+/// token, and its answered calls' time from arrival to the last token.
+#[derive(Debug)]
+pub(crate) struct ModelSeries {
+    pub(crate) running: AtomicU64,
+    pub(crate) waiting: AtomicU64,
+    pub(crate) ttft: Buckets,
+    pub(crate) e2e: Buckets,
+}
+
+impl Default for ModelSeries {
+    fn default() -> Self {
+        ModelSeries {
+            running: AtomicU64::new(0),
+            waiting: AtomicU64::new(0),
+            ttft: Buckets::new(VLLM_TTFT_BOUNDS),
+            e2e: Buckets::new(VLLM_E2E_BOUNDS),
+        }
+    }
+}
+
+/// The label of the series of calls naming a model the config does not
+/// list.
+pub(crate) const OTHER_MODEL: &str = "other";
+
 impl Counters {
-    pub(crate) fn finished(&self, r: &ProviderRecord) {
+    /// A run's counts, for a config listing `models`.
+    pub(crate) fn new(models: &[String]) -> Self {
+        Counters {
+            received: AtomicU64::new(0),
+            hung_up: AtomicU64::new(0),
+            prompt_tokens: AtomicU64::new(0),
+            completion_tokens: AtomicU64::new(0),
+            by_outcome: Default::default(),
+            first_byte: Buckets::new(FIRST_BYTE_BOUNDS),
+            models: models.to_vec(),
+            by_model: (0..=models.len()).map(|_| ModelSeries::default()).collect(),
+        }
+    }
+
+    /// The index in `by_model` of `model`'s series.
+    pub(crate) fn model_slot(&self, model: &str) -> usize {
+        self.models
+            .iter()
+            .position(|m| m == model)
+            .unwrap_or(self.models.len())
+    }
+
+    /// Each model's name (the last [`OTHER_MODEL`]) and series.
+    pub(crate) fn model_series(&self) -> impl Iterator<Item = (&str, &ModelSeries)> {
+        let names = self.models.iter().map(String::as_str).chain([OTHER_MODEL]);
+        names.zip(self.by_model.iter())
+    }
+
+    pub(crate) fn finished(&self, r: &ProviderRecord, slot: usize) {
         self.by_outcome[r.outcome.index()].fetch_add(1, Ordering::Relaxed);
         if r.hung_up_us.is_some() {
             self.hung_up.fetch_add(1, Ordering::Relaxed);
@@ -76,9 +166,14 @@ impl Counters {
         }
         self.completion_tokens
             .fetch_add(r.completion_tokens as u64, Ordering::Relaxed);
+        let model = &self.by_model[slot.min(self.by_model.len() - 1)];
         if let (true, Some(first)) = (r.stream, r.first_byte_us) {
-            self.first_byte
-                .observe_us(first.saturating_sub(r.received_us));
+            let us = first.saturating_sub(r.received_us);
+            self.first_byte.observe_us(us);
+            model.ttft.observe_us(us);
+        }
+        if let (ProviderOutcome::Ok, None, Some(end)) = (r.outcome, r.hung_up_us, r.finished_us) {
+            model.e2e.observe_us(end.saturating_sub(r.received_us));
         }
     }
 

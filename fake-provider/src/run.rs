@@ -72,6 +72,7 @@ impl Run {
         // Each bucket holds the config's window of its refill: one minute,
         // or one scenario minute of a time-scaled config.
         let quota = QuotaBuckets::with_window(config.quota.window);
+        let counters = Counters::new(&config.models);
         Run {
             id,
             number,
@@ -81,7 +82,7 @@ impl Run {
             timeline_start_us: clock.us_at(timeline_start),
             reset_at_us: clock.now_us(),
             seq: AtomicU64::new(0),
-            counters: Counters::default(),
+            counters,
             quota: Mutex::new(quota),
         }
     }

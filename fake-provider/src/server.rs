@@ -566,9 +566,17 @@ struct CallGuard {
     /// since, and the call did not end by itself, means a down phase cut
     /// it.
     cut_epoch: u64,
+    /// The index of its model's vLLM series in its run's counters
+    /// ([`usize::MAX`] until admission looks it up).
+    model_slot: usize,
 }
 
 impl CallGuard {
+    /// Its model's vLLM series (once admission has looked it up).
+    fn model(&self) -> &crate::counters::ModelSeries {
+        &self.run.counters.by_model[self.model_slot]
+    }
+
     fn finish(&mut self, outcome: ProviderOutcome, status: u16) {
         self.record.outcome = outcome;
         self.record.status = status;
@@ -580,6 +588,7 @@ impl Drop for CallGuard {
     fn drop(&mut self) {
         if self.queued {
             self.shared.gauges.queued.fetch_sub(1, Ordering::Relaxed);
+            self.model().waiting.fetch_sub(1, Ordering::Relaxed);
         }
         // A call that ended by itself has its times already.
         if !self.done || self.record.finished_us.is_none() {
@@ -610,8 +619,14 @@ impl Drop for CallGuard {
                 q.cancel(self.record.reserved_tokens, secs);
             }
         }
-        drop(self.permit.take());
-        self.run.counters.finished(&self.record);
+        if self.permit.take().is_some() {
+            self.model().running.fetch_sub(1, Ordering::Relaxed);
+        }
+        let slot = match self.model_slot {
+            usize::MAX => self.run.counters.model_slot(&self.record.model),
+            slot => slot,
+        };
+        self.run.counters.finished(&self.record, slot);
         let name = self.run.config.name.as_deref();
         // The run's id is the record file's to write (no copy a call).
         self.shared
@@ -956,6 +971,7 @@ impl CallGuard {
             queued: false,
             done: false,
             cut_epoch: shared.down.epoch(),
+            model_slot: usize::MAX,
         };
         (g, eff)
     }
@@ -1040,14 +1056,17 @@ impl CallGuard {
     async fn admit(&mut self, eff: &Effective, snap: Option<&QuotaSnapshot>) -> Step<Instant> {
         let c = &eff.concurrency;
         let queue = c.overflow == Overflow::Queue;
+        self.model_slot = self.run.counters.model_slot(&self.record.model);
         let permit = match self.shared.ceiling.admit(c.ceiling, queue, c.queue_limit) {
             Admission::Now(p) => p,
             Admission::Queued(rx) => {
                 self.queued = true;
                 self.shared.gauges.queued.fetch_add(1, Ordering::Relaxed);
+                self.model().waiting.fetch_add(1, Ordering::Relaxed);
                 let got = rx.await;
                 self.queued = false;
                 self.shared.gauges.queued.fetch_sub(1, Ordering::Relaxed);
+                self.model().waiting.fetch_sub(1, Ordering::Relaxed);
                 match got {
                     Ok(p) => p,
                     // The ceiling (and its queue) went away: shutdown.
@@ -1064,6 +1083,7 @@ impl CallGuard {
             Admission::Rejected => return Break(self.overloaded(snap.copied())),
         };
         self.permit = Some(permit);
+        self.model().running.fetch_add(1, Ordering::Relaxed);
         let admitted = Instant::now();
         self.record.admitted_us = Some(self.shared.clock.us_at(admitted));
         Continue(admitted)

@@ -1234,6 +1234,65 @@ mod admin {
         );
         p.shutdown().await;
     }
+
+    /// vLLM's series, per model: a call in service and one queued behind a
+    /// ceiling of 1 show as running and waiting under their model's name;
+    /// once answered, the streamed one is in the time-to-first-token
+    /// histogram and both in the end-to-end one, each under its model.
+    #[tokio::test]
+    async fn vllm_series_count_each_model_s_calls_running_waiting_and_answered() {
+        let p = start(
+            "[concurrency]\nceiling = 1\noverflow = \"queue\"\n[latency]\nttft = { fixed = \"600ms\" }\n",
+        )
+        .await;
+        let scrape = || async {
+            client()
+                .get(format!("{}/metrics", p.base_url()))
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap()
+        };
+        let mut streamed = messages("hi", 5);
+        streamed["stream"] = json!(true);
+        let first = post(&p, "/v1/messages", &streamed);
+        let second = async {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            post(&p, "/v1/chat/completions", &chat("hi", 5)).await
+        };
+        let during = async {
+            tokio::time::sleep(Duration::from_millis(350)).await;
+            scrape().await
+        };
+        let (first, second, during) = tokio::join!(first, second, during);
+        for line in [
+            "vllm:num_requests_running{model_name=\"claude-3-5-haiku-latest\"} 1",
+            "vllm:num_requests_waiting{model_name=\"gpt-4o-mini\"} 1",
+            "vllm:num_requests_running{model_name=\"gpt-4o-mini\"} 0",
+            "# TYPE vllm:time_to_first_token_seconds histogram",
+        ] {
+            assert!(during.contains(line), "no `{line}` in\n{during}");
+        }
+        first.text().await.unwrap();
+        second.text().await.unwrap();
+        let after = scrape().await;
+        for line in [
+            "vllm:num_requests_running{model_name=\"claude-3-5-haiku-latest\"} 0",
+            "vllm:num_requests_waiting{model_name=\"gpt-4o-mini\"} 0",
+            "vllm:time_to_first_token_seconds_count{model_name=\"claude-3-5-haiku-latest\"} 1",
+            "vllm:time_to_first_token_seconds_bucket{model_name=\"claude-3-5-haiku-latest\",le=\"0.5\"} 0",
+            "vllm:time_to_first_token_seconds_bucket{model_name=\"claude-3-5-haiku-latest\",le=\"0.75\"} 1",
+            "vllm:time_to_first_token_seconds_count{model_name=\"gpt-4o-mini\"} 0",
+            "vllm:e2e_request_latency_seconds_count{model_name=\"gpt-4o-mini\"} 1",
+            "vllm:e2e_request_latency_seconds_count{model_name=\"claude-3-5-haiku-latest\"} 1",
+            "vllm:e2e_request_latency_seconds_count{model_name=\"other\"} 0",
+        ] {
+            assert!(after.contains(line), "no `{line}` in\n{after}");
+        }
+        p.shutdown().await;
+    }
 }
 
 mod sdk {
