@@ -8,8 +8,11 @@
 //! announced and fails `cooldown_honoured` (and `failover`: every request
 //! goes to the troubled primary first); weighted routing without health
 //! keeps its share of the calls on the troubled primary and fails
-//! `failover`. Each run is the scenario's nine minutes: 18 s at thirty
-//! times, 27 s at twenty.
+//! `failover`. The same scenario with the primary's slow phase made a down
+//! phase: one that refuses connections is failed over like a slow one, and
+//! one that hangs, behind a gateway without cooldowns, fails `failover`.
+//! Each run is the scenario's nine minutes: 18 s at thirty times, 27 s at
+//! twenty.
 
 use crate::common;
 
@@ -66,14 +69,31 @@ impl Rehearsal {
 /// upstream timeout) instead of 5 ms: a late send moves a request by that
 /// much, which no check here turns on.
 fn failover(tag: &str, time_scale: u32, sets: &[&str]) -> Rehearsal {
-    let _one = one_at_a_time();
     let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/failover.toml");
+    failover_of(&scenario, tag, time_scale, sets)
+}
+
+/// scenarios/failover.toml with the primary's slow phase (1m to 3m) made a
+/// down phase of `mode` instead, written to a scratch file.
+fn failover_down(mode: &str) -> PathBuf {
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/failover.toml");
+    let text = std::fs::read_to_string(shipped).unwrap();
+    let slow = "latency = { multiplier = 7.0 }\n";
+    assert!(text.contains(slow), "failover.toml's slow phase changed");
+    let path = scratch("failover", &format!("down-{mode}")).join("failover-down.toml");
+    std::fs::write(&path, text.replace(slow, &format!("down = \"{mode}\"\n"))).unwrap();
+    path
+}
+
+/// [`failover`] of the scenario at `scenario`.
+fn failover_of(scenario: &Path, tag: &str, time_scale: u32, sets: &[&str]) -> Rehearsal {
+    let _one = one_at_a_time();
     let run = on_schedule(|attempt| {
         let dir = scratch("failover", &format!("{tag}-{attempt}"));
         let out_dir = dir.join("run");
         let mut cmd = rehearse();
         cmd.arg("run")
-            .arg(&scenario)
+            .arg(scenario)
             .args([
                 "--time-scale",
                 &time_scale.to_string(),
@@ -262,4 +282,59 @@ fn weighted_without_health_keeps_calls_on_the_troubled_primary() {
     let short = run.check("failover")["short"].as_str().unwrap();
     assert!(short.starts_with("primary kept "), "{short}");
     assert_eq!(run.code, Some(1), "{}", run.stdout);
+}
+
+/// A primary that goes away (its listener closed from 1m to 3m: every
+/// connection refused, then listening again) is trouble like a slow one:
+/// the plan names it down with no capacity, the gateway sends its calls to
+/// the secondary, `failover` passes, and none of the calls is lost; the
+/// primary has calls again once it is back.
+#[test]
+fn a_primary_that_refuses_connections_is_failed_over_like_a_slow_one() {
+    let scenario = failover_down("refuse");
+    let run = failover_of(&scenario, "down-refuse", 30, &[]);
+    assert_eq!(run.status("failover"), "pass", "{}", run.stdout);
+    assert_eq!(run.status("no_silent_loss"), "pass", "{}", run.stdout);
+    let plan = std::fs::read_to_string(run.dir.join("plan.json")).unwrap();
+    assert!(plan.contains("down: refuses connections"), "{plan}");
+    let seconds = calls_per_second(&run.dir);
+    let primary = |from: u64, to: u64| {
+        seconds
+            .iter()
+            .filter(|(t, _, _)| (from..to).contains(t))
+            .map(|(_, p, _)| p)
+            .sum::<u64>()
+    };
+    // No call reaches a provider that is not listening (a second of room
+    // at each end for the cut and the reopening).
+    assert_eq!(primary(61, 179), 0, "{}", run.stdout);
+    assert!(
+        primary(0, 60) > 10 && primary(300, 360) > 10,
+        "{}",
+        run.stdout
+    );
+}
+
+/// A primary that hangs (accepts, answers nothing) behind a gateway that
+/// never cools an upstream down: every request tries it first and waits
+/// out the upstream timeout, so the primary keeps a large share of the
+/// calls in its trouble (`failover` fails) and the provider records them
+/// as hangs.
+#[test]
+fn a_hanging_primary_without_cooldowns_fails_failover() {
+    let scenario = failover_down("hang");
+    let run = failover_of(
+        &scenario,
+        "down-hang",
+        30,
+        &["gateway.reference.cooldowns=false"],
+    );
+    assert_eq!(run.status("failover"), "fail", "{}", run.stdout);
+    assert!(run.figure("failover") > 0.3, "{}", run.stdout);
+    let hangs = std::fs::read_to_string(run.dir.join("provider.jsonl"))
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("\"provider\":\"primary\"") && l.contains("\"outcome\":\"hang\""))
+        .count();
+    assert!(hangs > 10, "{hangs} hangs recorded\n{}", run.stdout);
 }

@@ -304,6 +304,22 @@ fn prometheus_scrapes_a_rehearsal_and_reads_its_series_back() {
         (0.09..0.5).contains(&sums.1) && sums.0 >= sums.1 * 0.9,
         "{sums:?}"
     );
+    // The provider's series under vLLM's names (a router reads it as it
+    // reads a vLLM worker), per model: every streamed call in the
+    // time-to-first-token histogram, the answered ones end to end.
+    let vllm_ttft = streams("vllm:time_to_first_token_seconds_count");
+    assert!(
+        vllm_ttft >= client_streams && vllm_ttft <= provider_streams * 1.05 + 1.0,
+        "{vllm_ttft} against {client_streams} and {provider_streams}"
+    );
+    assert!(streams("vllm:e2e_request_latency_seconds_count") > vllm_ttft);
+    let running = query(prom_port, "max_over_time(vllm:num_requests_running[5m])");
+    assert!(
+        running
+            .iter()
+            .any(|r| r["metric"]["model_name"] == "gpt-4o-mini"),
+        "{running:?}"
+    );
     let memory = query(
         prom_port,
         "max_over_time(rehearse_gateway_memory_bytes{scenario=\"metrics-live\",kind=\"rss\"}[5m])",

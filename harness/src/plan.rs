@@ -86,8 +86,11 @@ struct Provider {
     quota_per_s: Option<f64>,
     ceiling_per_s: Option<f64>,
     /// The share of its calls its faults refuse or fail (errors, resets,
-    /// hangs), 0 to 1.
+    /// hangs), 0 to 1; 1 while a phase takes it down.
     failing: f64,
+    /// A phase has taken it down (`down = "refuse"` or `"hang"`): it
+    /// serves nothing.
+    down: Option<fake_provider::config::Down>,
     /// What it takes per second by itself, whatever the gateway (its
     /// quota, its ceiling, its knee; no gateway's pool): what a
     /// pass-through gateway gets.
@@ -219,9 +222,17 @@ fn provider_of(
             .join("+")
     });
     let f = &eff.faults;
-    let failing = (f.errors.values().sum::<f64>() + f.reset + f.hang).clamp(0.0, 1.0);
+    let mut failing = (f.errors.values().sum::<f64>() + f.reset + f.hang).clamp(0.0, 1.0);
+    let down = active.iter().find_map(|p| p.down);
+    let (capacity_per_s, own_per_s) = if down.is_some() {
+        failing = 1.0;
+        (Some(0.0), Some(0.0))
+    } else {
+        (capacity_per_s, own_per_s)
+    };
     Provider {
         capacity_per_s,
+        down,
         service_s,
         phase,
         ceiling: eff.concurrency.ceiling,
@@ -724,6 +735,13 @@ fn provider_phases(
 /// its quota or ceiling serves falls to half or less: of its base's, or,
 /// when its base has no limit, of the `offered` load (per second) then.
 fn trouble(base: &Provider, at: &Provider, offered: f64) -> Option<String> {
+    match at.down {
+        Some(fake_provider::config::Down::Refuse) => {
+            return Some("down: refuses connections".into())
+        }
+        Some(fake_provider::config::Down::Hang) => return Some("down: answers nothing".into()),
+        None => {}
+    }
     if at.failing >= 0.5 {
         return Some(format!("fails {:.0}% of its calls", at.failing * 100.0));
     }
@@ -891,6 +909,45 @@ max_tokens = { fixed = 400 }
         // One provider: none of it.
         let one = plan(&scenario(FLASH));
         assert!(one.providers.is_empty() && one.troubles.is_empty());
+    }
+
+    /// A provider a phase takes down serves nothing then: its capacity is
+    /// zero, the phase is trouble named for its mode, `recovery` is judged
+    /// after it, and with a second provider the plan counts only that one.
+    #[test]
+    fn a_down_phase_is_trouble_with_no_capacity() {
+        for (mode, why) in [
+            ("refuse", "refuses connections"),
+            ("hang", "answers nothing"),
+        ] {
+            let one = FLASH.replace(
+                "[provider.quota]",
+                &format!("[[provider.timeline]]\nname = \"restart\"\nfrom = \"10m\"\nuntil = \"12m\"\ndown = \"{mode}\"\n[provider.quota]"),
+            );
+            let s = scenario(&one);
+            let p = plan(&s);
+            let seg = p
+                .full
+                .phases
+                .iter()
+                .find(|g| (g.start_s - 600.0).abs() < 1e-9)
+                .unwrap_or_else(|| panic!("no segment at 10m: {:?}", p.full.phases));
+            assert_eq!(seg.capacity_per_min, Some(0.0), "{seg:?}");
+            // With no overload (20/min), `recovery` is judged from the
+            // restart's end: 12 minutes at time scale 10.
+            let calm = scenario(&one.replace("rate = 2000", "rate = 20"));
+            let (end, _) = after_trouble(&calm, &plan(&calm)).unwrap();
+            assert!((end - 72.0).abs() < 1e-9, "{end}");
+            let two = one
+                .replace("[provider]", "[[providers]]\nname = \"a\"")
+                .replace("[provider.", "[providers.")
+                .replace("[[provider.", "[[providers.")
+                + "[[providers]]\nname = \"b\"\ncompletion_tokens = { fixed = 200 }\n[providers.quota]\ntokens_per_minute = 250000\n";
+            let p = plan(&scenario(&two));
+            assert_eq!(p.troubles.len(), 1, "{:?}", p.troubles);
+            assert!(p.troubles[0].why.contains(why), "{}", p.troubles[0].why);
+            assert!((p.troubles[0].others_per_min.unwrap() - 250_000.0 / 1200.0).abs() < 1e-6);
+        }
     }
 
     /// A provider with no limit of its own that a timeline phase puts on
