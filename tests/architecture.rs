@@ -789,3 +789,70 @@ fn every_test_file_is_a_module_of_the_one_test_binary() {
         "tests/main.rs does not list these files of tests/ (add `mod NAME;`): {missing:?}"
     );
 }
+
+/// The modules a room file declares (`mod NAME;`, public or not; unit
+/// tests, inline or in `tests.rs`, are not a room).
+fn declared_modules(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let l = l
+                .strip_prefix("pub(crate) ")
+                .or_else(|| l.strip_prefix("pub "))
+                .unwrap_or(l);
+            let name = l.strip_prefix("mod ")?.strip_suffix(';')?.trim();
+            (name != "tests").then(|| name.to_string())
+        })
+        .collect()
+}
+
+/// Each crate's root and each folder's `mod.rs` (or the file beside a
+/// folder, `run.rs` for `run/`) says in its `//!` docs what every module it
+/// declares holds: a newcomer reads the room list, not the tree. A module
+/// is named when its name appears in backticks in those docs (`name`,
+/// `name::Item` or `name.rs`).
+#[test]
+fn every_room_file_names_every_module_it_declares() {
+    let mut missing = Vec::new();
+    for (name, dir) in crates() {
+        let src = dir.join("src");
+        for path in rust_files(&src) {
+            let file = path.file_name().unwrap().to_string_lossy().to_string();
+            let beside_a_folder = path.with_extension("").is_dir();
+            let is_room = file == "lib.rs" || file == "mod.rs" || beside_a_folder;
+            if !is_room || path.starts_with(src.join("bin")) || dir == root() && file == "main.rs" {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let docs: String = text
+                .lines()
+                .filter_map(|l| l.trim_start().strip_prefix("//!"))
+                .collect::<Vec<_>>()
+                .join("\n");
+            for m in declared_modules(&text) {
+                let named = [format!("`{m}`"), format!("`{m}::"), format!("`{m}.rs`")];
+                if !named.iter().any(|n| docs.contains(n.as_str())) {
+                    let rel = path
+                        .strip_prefix(root())
+                        .unwrap_or(&path)
+                        .display()
+                        .to_string();
+                    missing.push(format!("{name}: {rel} does not name `{m}`"));
+                }
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "rooms not named:\n{}",
+        missing.join("\n")
+    );
+}
+
+/// The detector on a small text: a declared module named in the docs
+/// passes, one that is not is found, a test module is not a room.
+#[test]
+fn declared_modules_are_read_from_the_text() {
+    let text = "//! - `a`: the first;\nmod a;\npub mod b;\npub(crate) mod c;\n#[cfg(test)]\nmod tests {\n}\n";
+    assert_eq!(declared_modules(text), ["a", "b", "c"]);
+}

@@ -1,7 +1,7 @@
 //! A provider that goes away and comes back, as an inference worker whose
 //! process dies or stops does: the timeline's `down` phases.
 //!
-//! One task ([`follow`]) follows the timeline (and the admin API's pins and
+//! One task (the server's `follow_down`) follows the timeline (and the admin API's pins and
 //! resets, which wake it) and says whether the provider is down now. When a
 //! down phase begins, every open connection is cut (SO_LINGER 0: the peer
 //! sees a reset) and the calls in them are recorded as the provider ended
@@ -13,14 +13,12 @@
 //! restarted).
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::Mutex;
 
 use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Down;
-use crate::shared::{lock, Shared};
 
 const UP: u8 = 0;
 const REFUSE: u8 = 1;
@@ -73,7 +71,7 @@ impl DownState {
 
     /// What a connection accepted now waits on to be cut.
     pub(crate) fn connection_token(&self) -> CancellationToken {
-        lock(&self.cut).clone()
+        self.cut.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Follows whether the provider is down (the accept loop's view).
@@ -81,7 +79,7 @@ impl DownState {
         self.tx.subscribe()
     }
 
-    fn set(&self, down: Option<Down>) {
+    pub(crate) fn set(&self, down: Option<Down>) {
         let code = match down {
             None => UP,
             Some(Down::Refuse) => REFUSE,
@@ -92,9 +90,9 @@ impl DownState {
     }
 
     /// Cuts every connection open now.
-    fn cut_all(&self) {
+    pub(crate) fn cut_all(&self) {
         self.epoch.fetch_add(1, Ordering::AcqRel);
-        let old = std::mem::take(&mut *lock(&self.cut));
+        let old = std::mem::take(&mut *self.cut.lock().unwrap_or_else(|e| e.into_inner()));
         old.cancel();
     }
 }
@@ -108,40 +106,6 @@ pub(crate) fn down_of(timeline: &[crate::config::Phase], mask: u64) -> Option<Do
         .filter(|(i, _)| mask & (1 << i) != 0)
         .filter_map(|(_, p)| p.down);
     modes.reduce(|a, b| if a == Down::Refuse { a } else { b })
-}
-
-/// Follows the timeline until the provider shuts down: publishes whether
-/// it is down, and cuts every connection when a down phase begins and
-/// when a `hang` phase ends.
-pub(crate) async fn follow(shared: Arc<Shared>) {
-    let mut current: Option<Down> = None;
-    loop {
-        // Registered before reading, so a change made meanwhile is seen.
-        let changed = shared.down.changed.notified();
-        let now = Instant::now();
-        let (run, mask, pinned) = shared.phases_at(now);
-        let down = down_of(&run.config.timeline, mask);
-        if down != current {
-            // Said first, so that a connection accepted meanwhile is
-            // refused and a call arriving meanwhile hangs.
-            shared.down.set(down);
-            if down.is_some() || current == Some(Down::Hang) {
-                shared.down.cut_all();
-            }
-            current = down;
-        }
-        let next = if pinned { None } else { run.next_change(now) };
-        tokio::select! {
-            _ = shared.shutdown.cancelled() => break,
-            _ = changed => {}
-            _ = async {
-                match next {
-                    Some(at) => tokio::time::sleep_until(at.into()).await,
-                    None => std::future::pending().await,
-                }
-            } => {}
-        }
-    }
 }
 
 #[cfg(test)]

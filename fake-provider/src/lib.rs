@@ -36,7 +36,12 @@
 //! - `process`: what a provider process reads besides its flags (its
 //!   config from a file or a scenario, the admin token by precedence, the
 //!   test-only clock offset), its default records file and its banner;
-//! - `timer`: the sub-millisecond timer behind the scripted delays.
+//! - `timer`: the sub-millisecond timer behind the scripted delays;
+//! - `head_timer`: the timer hyper is given for a connection's header
+//!   read timeout;
+//! - `json`: the JSON writer of the hot answers (strings escaped as
+//!   serde_json escapes them);
+//! - `listen`: a listening socket with a deep accept queue ([`listen`]).
 //!
 //! What it shares with the other parts of a rehearsal (the record, the
 //! clock, the request-id marker, the token estimate, Retry-After, header

@@ -33,6 +33,9 @@
 //! rotated copies together: the oldest run's file is deleted first, and
 //! once the current run's file alone would pass the cap, every later
 //! record is dropped and counted.
+//!
+//! Its room `line` writes a record's line by hand, field by field, in the
+//! bytes serde_json would write.
 
 use std::cell::RefCell;
 use std::fs::{self, File, OpenOptions};

@@ -161,7 +161,7 @@ impl FakeProvider {
             resetting: tokio::sync::Mutex::new(()),
             shutdown: shutdown.clone(),
         });
-        tokio::spawn(crate::down::follow(shared.clone()));
+        tokio::spawn(follow_down(shared.clone()));
         let task = tokio::spawn(accept_loop(listener, addr, shared.clone()));
         Ok(ProviderHandle {
             shared,
@@ -262,6 +262,40 @@ impl Drop for ProviderHandle {
     fn drop(&mut self) {
         self.shared.shutdown.cancel();
         self.shared.records.remove_if_temporary();
+    }
+}
+
+/// Follows the timeline until the provider shuts down: publishes whether
+/// it is down, and cuts every connection when a down phase begins and
+/// when a `hang` phase ends.
+async fn follow_down(shared: Arc<Shared>) {
+    let mut current: Option<Down> = None;
+    loop {
+        // Registered before reading, so a change made meanwhile is seen.
+        let changed = shared.down.changed.notified();
+        let now = Instant::now();
+        let (run, mask, pinned) = shared.phases_at(now);
+        let down = crate::down::down_of(&run.config.timeline, mask);
+        if down != current {
+            // Said first, so that a connection accepted meanwhile is
+            // refused and a call arriving meanwhile hangs.
+            shared.down.set(down);
+            if down.is_some() || current == Some(Down::Hang) {
+                shared.down.cut_all();
+            }
+            current = down;
+        }
+        let next = if pinned { None } else { run.next_change(now) };
+        tokio::select! {
+            _ = shared.shutdown.cancelled() => break,
+            _ = changed => {}
+            _ = async {
+                match next {
+                    Some(at) => tokio::time::sleep_until(at.into()).await,
+                    None => std::future::pending().await,
+                }
+            } => {}
+        }
     }
 }
 

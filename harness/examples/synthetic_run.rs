@@ -227,7 +227,7 @@ fn write_run(args: &Args) -> Result<Counts, Error> {
     let rehearsal = scenario.rehearsal();
     let at = |s: f64| START_US + (s * 1e6) as u64;
     let o = plan.overload.as_ref();
-    // As the harness derives them from the plan (harness/src/run.rs).
+    // As the harness derives them from the plan (harness/src/run/mod.rs).
     let expectations = wire::Expectations {
         start_us: START_US,
         load_end_us: at(rehearsal.load.schedule_length().as_secs_f64()),

@@ -34,7 +34,7 @@ use report::{Calibration, CalibrationLevel};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::RunError;
-use crate::https::Trusting as _;
+use crate::http::tls::Trusting as _;
 
 /// Growth below this from one level to the next counts toward the plateau.
 const PLATEAU_GROWTH: f64 = 0.10;
@@ -189,7 +189,7 @@ pub async fn calibrate(
     let requests = Arc::new(SweepRequests::new(request_plan(opts)?));
     requests.headers(0).map_err(RunError::SweepHeaders)?;
     let base = check_target(opts)?;
-    let client = crate::resolve::client()
+    let client = crate::http::resolve::client()
         .timeout(opts.limits.request_timeout)
         .pool_max_idle_per_host(usize::MAX)
         .trusting(&opts.tls)

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use report::ReportError;
 
-use crate::fds::OpenFilesError;
-use crate::process::SpawnError;
-use crate::remote::RemoteError;
+use crate::gateway::process::SpawnError;
+use crate::provider::remote::RemoteError;
+use crate::run::fds::OpenFilesError;
 use crate::scenario::ScenarioError;
 
 /// Why a run could not be made or finished.

@@ -7,37 +7,25 @@
 //! [`run()`] makes one rehearsal in named steps and judges it;
 //! [`judge_dir`] judges a saved run directory again (`rehearse report`).
 //!
-//! The rooms:
+//! The rooms, a folder for each job (each folder's `mod.rs` names its own):
 //! - `scenario`: the scenario file, its `--set` edits and validation (read
-//!   and parsed once; a run directory's saved scenario once when judged);
-//! - `checklist`: the `[checklist]` values held to their ranges (a share
-//!   from 0 to 1, a ratio of at least 1), by each field's name;
-//! - `plan`: capacity, backlog, drain, late answers and Q*, by phase;
-//! - `healthy`: the waiting a healthy system holds after the overload
-//!   (Erlang C), `drain`'s baseline when a run has none of its own;
-//! - `run`: the steps of a run;
-//! - `gateway`: the gateway under test during a run (spawned or reached);
-//! - `provider_side`: the run's fake providers (in this process, remote,
-//!   or none), started, asked and ended together;
-//! - `provider_urls`: their base URLs by name, as a gateway is told them
-//!   (placeholders, environment, the reference gateway's upstreams);
-//! - `process`: a gateway as a child process group, its memory limit and
-//!   its resident memory from /proc;
-//! - `supervise`: a spawned gateway watched, its deaths noted, restarted;
-//! - `rss`: sampling the gateway's memory;
-//! - `fds`: predicting and securing the open files a run needs;
-//! - `rundir`: the run directory's files, written whole or read by line;
-//! - `init`: scenarios to start from (the built-in one, `rehearse init`'s);
-//! - `template`: reading a config's template (its fields, defaults and
-//!   what they mean, kept beside each config's type), which `init` writes;
-//! - `judge`: a run directory judged from its files alone;
-//! - `live_metrics`: the live series at `GET /metrics` (`--metrics-listen`);
-//! - `variants`: a scenario's `[[variants]]` (and `--each`), each
-//!   validated whole;
-//! - `compare`: one run per variant, and the comparison of their reports;
-//! - `baseline`: run directories compared as they are;
-//! - `regression`: a comparison's figures held to its first run's
-//!   (`--fail-on-regression`), and its files written;
+//!   and parsed once; a run directory's saved scenario once when judged),
+//!   its `[checklist]` values, its variants, the templates and `init`;
+//! - `plan`: capacity, backlog, drain, late answers and Q*, by phase; the
+//!   gateway's knobs sized from them, a healthy system's waiting, and the
+//!   expectations the checks compare against;
+//! - `gateway`: the gateway under test during a run (spawned or reached),
+//!   as a process, supervised, its memory, gauges and metrics;
+//! - `provider`: where the run's fake providers are (in this process,
+//!   remote, or none), their URLs, a remote one's admin API;
+//! - `run`: the steps of a run, the run directory, its open files, its
+//!   live series, judging a run directory, load from several machines;
+//! - `compare`: one run per variant, run directories compared as they
+//!   are, and a comparison's regression gate;
+//! - `http`: the harness's own HTTP clients (trust and name resolution as
+//!   the load generator's);
+//! - `calibrate`: `rehearse calibrate`, where a target's latency curve
+//!   bends;
 //! - `error`: [`RunError`], a variant for each thing that failed with its
 //!   cause, and its [`RunErrorKind`] (bad input, or a run that could not
 //!   be made), which the binary maps to an exit code.
@@ -45,65 +33,44 @@
 // No function over 120 lines outside tests (the threshold is in clippy.toml).
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
-mod baseline;
 mod calibrate;
-mod checklist;
-mod clock;
 mod compare;
 mod error;
-mod expectations;
-mod fds;
 mod gateway;
-mod gateway_metrics;
-mod gateway_samples;
-mod healthy;
-mod https;
-mod init;
-mod judge;
-mod live_metrics;
-mod multi;
+mod http;
 mod plan;
-mod process;
-mod provider_side;
-mod provider_urls;
-mod regression;
-pub mod remote;
-mod resolve;
-mod rss;
+mod provider;
 mod run;
-mod rundir;
 mod scenario;
-mod sizing;
-mod supervise;
-mod template;
-mod variants;
 
-pub use baseline::{compare_runs, CompareInputs};
+pub use provider::remote;
+
 pub use calibrate::{calibrate, knee_of, sweep_levels, CalibrateOptions, SweepEnd, SweepLimits};
+pub use compare::baseline::{compare_runs, CompareInputs};
+pub use compare::regression::{Compared, RegressionGate};
 pub use compare::{compare, CompareOptions, Lineup, COMPARE_AFTER_HELP};
 pub use error::{RunError, RunErrorKind};
-pub use fds::{
+pub use gateway::metrics::{histogram_quantile, provider_latency_note};
+pub use gateway::process::kill_live_group;
+pub use loadgen::Rate;
+pub use plan::plan;
+pub use provider::urls::ProviderUrls;
+pub use provider::{ProviderAt, ProviderChoice};
+pub use run::fds::{
     check_fds, expected_fds, is_out_of_files, out_of_files_note, predicted_fds, FdCheck,
     OpenFilesError,
 };
-pub use gateway_metrics::{histogram_quantile, provider_latency_note};
-pub use init::{scenario_keys, write_init, InitOptions, BUILTIN_SCENARIO};
-pub use judge::{judge_dir, Judged};
-pub use live_metrics::{serve_load_metrics, serve_metrics, MetricsSource};
-pub use loadgen::Rate;
-pub use multi::{collect, stage, write_shard_offset, StageOptions, SHARD_OFFSET};
-pub use plan::plan;
-pub use process::kill_live_group;
-pub use provider_side::{ProviderAt, ProviderChoice};
-pub use provider_urls::ProviderUrls;
-pub use regression::{Compared, RegressionGate};
+pub use run::judge::{judge_dir, Judged};
+pub use run::live_metrics::{serve_load_metrics, serve_metrics, MetricsSource};
+pub use run::multi::{collect, stage, write_shard_offset, StageOptions, SHARD_OFFSET};
+pub use run::rundir::default_run_dir;
 pub use run::{run, RunOptions};
-pub use rundir::default_run_dir;
+pub use scenario::init::{scenario_keys, write_init, InitOptions, BUILTIN_SCENARIO};
+pub use scenario::variants::Variant;
 pub use scenario::{
     apply_sets, load_in_file, GatewayGauges, GatewayKind, GatewaySpec, LoadShape, Meta, Scenario,
     ScenarioError, Slo,
 };
-pub use variants::Variant;
 pub use wire::Scale;
 
 /// A scenario at rehearsal scale: each part's typed config as the run

@@ -34,7 +34,14 @@
 //! - `progress`: live counters and the progress bar;
 //! - `exposition`: the live counters as Prometheus text (`--metrics-listen`);
 //! - `closed`: the closed-loop model (N workers back to back) that
-//!   `rehearse calibrate` sweeps, on the caller's HTTP client.
+//!   `rehearse calibrate` sweeps, on the caller's HTTP client;
+//! - `resolve`: host names to addresses from `/etc/hosts` and
+//!   `/etc/resolv.conf`, without the C library's name service switch (the
+//!   static binary has none);
+//! - `shard`: load from several processes or machines, shard `I/N` playing
+//!   its share of the one seeded schedule;
+//! - `spend`: a budget of tokens for a real provider account, each request
+//!   counted at what it may cost before it is sent.
 //!
 //! ```
 //! use loadgen::LoadPlan;

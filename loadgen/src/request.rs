@@ -1,5 +1,9 @@
 //! Request bodies for each dialect, and reading answers back: whether a 2xx
 //! body is valid for the dialect, and how many completion tokens it carried.
+//!
+//! Its rooms: `head`, a request's head (the API key, the path, the
+//! scenario's headers and their placeholders); `json`, the one question
+//! asked of a whole 2xx answer, through serde_json.
 
 use std::sync::{Arc, OnceLock};
 

@@ -8,6 +8,11 @@
 //! answer. Each person task makes its attempts within its patience, hangs up
 //! (drops the connection) when patience runs out, and sends one record per
 //! attempt to the writer.
+//!
+//! Its rooms: `alarm`, the timerfd the dispatcher sleeps on; `bound`, the
+//! generator's own bound on its open connections; `writer`, the record
+//! writer's thread and the run's aggregates; `line`, a record as a line of
+//! `client.jsonl`, written field by field.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -128,7 +128,8 @@
 //! - `fault`: the mistakes it can be given on purpose ([`Fault`]:
 //!   `--fault KIND`, `fault = "KIND"`), each to show a check failing;
 //!   never for a real rehearsal; `proxy::fault` is what each does in the
-//!   proxy's path.
+//!   proxy's path;
+//! - `error`: the errors this library returns.
 //!
 //! The request-id marker, the token estimate, the Retry-After rounding and
 //! the header names are the ones every part of a rehearsal uses, from the

@@ -2,6 +2,9 @@
 //! the tenant's entitlement and admission (or be refused, by the refusal
 //! table's row that fired), call the upstream within its timeout, stream
 //! its answer back.
+//!
+//! Its room `fault` is what each of [`crate::fault`]'s faults does in this
+//! path, one hook each.
 
 use std::convert::Infallible;
 use std::future::Future as _;

@@ -17,7 +17,9 @@
 //!   the terminal and written as `summary.md`, and the overall [`verdict`];
 //! - `terminal`: text laid out for a terminal ([`Style`]: its width, colour
 //!   or not), in display columns (a wide character counts as two);
-//! - `plan_text`: `rehearse plan` as a person reads it;
+//! - `plan_text`: `rehearse plan` as a person reads it, and `plan_sizing`
+//!   its second half (overload from latency and memory, the gateway's
+//!   knobs, what the event costs);
 //! - `html`: `report.html`, one self-contained page, and its chart PNGs;
 //! - `compare`: a comparison (`compare.json`) as the terminal table,
 //!   `compare.html` and its `summary.md`;

@@ -11,6 +11,20 @@
 //! the data needed to show it holds is missing from a run that should have
 //! it, it fails, because a check that passes on a broken gateway is worse
 //! than none.
+//!
+//! The rooms, by what the checks look at:
+//! - `backlog`: the gateway's queue (`shed_onset`, `stale_share`,
+//!   `stale_dispatch`, `drain`, `goodput`, `served_latency`);
+//! - `refusals`: `retry_after`, whether a refusal's wait is true;
+//! - `integrity`: what a run must not lose, hide or outgrow
+//!   (`memory_ceiling`, `no_silent_loss`, `no_silent_truncation`,
+//!   `harness_valid`);
+//! - `recovery`: the answered share after the last trouble;
+//! - `amplification`: `retry_amplification`, provider calls per attempt;
+//! - `hangup`: `cancel_on_hangup`, the calls left running for callers who
+//!   left;
+//! - `stream`: `stream_intact`, the first token's delay and the stream's
+//!   pieces.
 
 use crate::covered::Stop;
 use crate::expect::Expectations;

@@ -11,7 +11,7 @@ use report::{Comparison, Tolerance};
 use toml_located::ConfigError;
 
 use crate::error::RunError;
-use crate::rundir::write_atomic;
+use crate::run::rundir::write_atomic;
 use crate::scenario::ScenarioError;
 
 /// A comparison made: what `compare.json` holds, where it and the page

@@ -172,8 +172,8 @@ fn now_us() -> u64 {
 
 /// The admin API's client.
 fn client(tls: &loadgen::TlsOptions) -> reqwest::Client {
-    use crate::https::Trusting as _;
-    crate::resolve::client()
+    use crate::http::tls::Trusting as _;
+    crate::http::resolve::client()
         .timeout(Duration::from_secs(30))
         .trusting(tls)
         .build()

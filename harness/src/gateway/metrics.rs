@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use wire::files;
 
-use crate::https::Trusting as _;
+use crate::http::tls::Trusting as _;
 
 /// Where the gateway's `/metrics` is: the scenario's `metrics_url`, else
 /// the reference gateway's own when the harness started it.
@@ -28,7 +28,7 @@ pub(crate) fn metrics_url(
 /// Reads `url` once and writes the text to `gateway-metrics.txt` in `dir`;
 /// says why in a note when it cannot.
 pub(crate) async fn save(url: &str, tls: &loadgen::TlsOptions, dir: &Path) -> Option<String> {
-    let client = match crate::resolve::client()
+    let client = match crate::http::resolve::client()
         .timeout(Duration::from_secs(5))
         .trusting(tls)
         .build()

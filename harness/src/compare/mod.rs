@@ -7,6 +7,13 @@
 //! names) before the first run starts, in [`Lineup::prepare`]. The first
 //! signal stops the run under way (a partial report) and skips the rest;
 //! `compare.json` is written for what ran.
+//!
+//! The rooms beside this one:
+//! - `baseline`: run directories already made, compared as they are;
+//! - `regression`: a comparison's figures held to its first run's, and its files written.
+
+pub(crate) mod baseline;
+pub(crate) mod regression;
 
 use std::path::{Path, PathBuf};
 
@@ -15,11 +22,11 @@ use report::{ComparedRun, Comparison};
 use tokio_util::sync::CancellationToken;
 use toml_located::ConfigError;
 
+use crate::compare::regression::Compared;
 use crate::error::RunError;
-use crate::regression::Compared;
 use crate::run::{run, RunOptions};
+use crate::scenario::variants::{dir_names, Variant, HOW_TO_ADD_VARIANTS};
 use crate::scenario::{Scenario, ScenarioError};
-use crate::variants::{dir_names, Variant, HOW_TO_ADD_VARIANTS};
 
 /// What `rehearse compare --help` says after the flags: the exit codes.
 pub const COMPARE_AFTER_HELP: &str = "--set applies after each variant's own overrides. Exit \
@@ -146,7 +153,7 @@ pub struct CompareOptions {
     /// Say nothing on stderr while the runs go on (`--quiet`).
     pub quiet: bool,
     /// How the variants' figures are held to the first variant's.
-    pub gate: crate::regression::RegressionGate,
+    pub gate: crate::compare::regression::RegressionGate,
 }
 
 impl CompareOptions {
@@ -260,7 +267,7 @@ pub async fn compare(
         status,
     );
     comparison.exit_code = exit_code(status);
-    crate::regression::write_comparison(&opts.out, comparison, status)
+    crate::compare::regression::write_comparison(&opts.out, comparison, status)
 }
 
 /// A run's row from its `report.json` (columns and checks) and verdict;

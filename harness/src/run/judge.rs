@@ -10,7 +10,7 @@ use wire::{ClientOutcome, ClientRecord, GatewayEvent, ProviderRecord, RssSample,
 use wire::{files, Scale};
 
 use crate::error::RunError;
-use crate::rundir::{write_atomic, Records};
+use crate::run::rundir::{write_atomic, Records};
 use crate::scenario::SavedScenario;
 
 /// A run judged: its verdict, and what to tell a person about it.
@@ -79,7 +79,10 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Ju
         judge.gateway_died(died, back);
     }
     for e in &meta.gateway_events {
-        if e.kind == "died" && e.detail.contains(crate::supervise::KILLED_BY_LIMIT) {
+        if e.kind == "died"
+            && e.detail
+                .contains(crate::gateway::supervise::KILLED_BY_LIMIT)
+        {
             judge.gateway_oom_killed();
         }
     }
@@ -102,12 +105,12 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Ju
             .reason
             .as_deref()
             .filter(|_| a.outcome == ClientOutcome::ConnectError);
-        out_of_files += u64::from(reason.is_some_and(crate::fds::is_out_of_files));
+        out_of_files += u64::from(reason.is_some_and(crate::run::fds::is_out_of_files));
         not_sent += u64::from(reason.is_some_and(loadgen::was_not_sent));
     });
     feed(&mut judge, counted, &mut provider);
     meta.untrusted
-        .extend(crate::fds::out_of_files_note(out_of_files));
+        .extend(crate::run::fds::out_of_files_note(out_of_files));
     meta.untrusted.extend(not_sent_note(not_sent));
     for (name, health) in [
         (files::CLIENT_RECORDS, client.health()),
@@ -226,7 +229,7 @@ fn not_sent_note(n: u64) -> Option<String> {
 fn gateway_view_note(dir: &Path, j: &assertions::Judgement, time_scale: f64) -> Option<String> {
     let text = std::fs::read_to_string(dir.join(files::GATEWAY_METRICS)).ok()?;
     let provider_p50_ms = j.summary.latency_ms.provider.p50?;
-    crate::gateway_metrics::provider_latency_note(&text, provider_p50_ms, time_scale)
+    crate::gateway::metrics::provider_latency_note(&text, provider_p50_ms, time_scale)
 }
 
 /// The gateway's deaths in `run.json`'s events: when it died, and when the

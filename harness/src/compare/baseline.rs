@@ -14,10 +14,10 @@ use std::path::{Path, PathBuf};
 use assertions::Status;
 use report::{ComparedRun, Comparison};
 
+use crate::compare::regression::{write_comparison, Compared, RegressionGate};
 use crate::compare::{exit_code, flag_error, read_row};
 use crate::error::RunError;
-use crate::judge::judge_dir;
-use crate::regression::{write_comparison, Compared, RegressionGate};
+use crate::run::judge::judge_dir;
 use crate::scenario::ScenarioError;
 
 /// What `rehearse compare` was given: one scenario (its variants are run),

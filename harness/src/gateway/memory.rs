@@ -11,10 +11,10 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use wire::RssSample;
 
-use crate::clock::now_us;
-use crate::https::Trusting as _;
-use crate::process;
-use crate::supervise::SupState;
+use crate::gateway::process;
+use crate::gateway::supervise::SupState;
+use crate::http::tls::Trusting as _;
+use crate::run::clock::now_us;
 
 /// The sampler while it runs. Each sample is appended to `rss.jsonl` as a
 /// whole line when it is taken, so nothing is held and a killed run leaves
@@ -111,7 +111,7 @@ async fn sample_rss(
     (taken, now): (tokio::sync::watch::Sender<u64>, Arc<MemoryNow>),
 ) -> std::io::Result<()> {
     let plain = loadgen::TlsOptions::default();
-    let client = crate::resolve::client()
+    let client = crate::http::resolve::client()
         .timeout(Duration::from_millis(500))
         .trusting(match &source {
             RssSource::Metric { tls, .. } => tls,

@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use wire::{ClientRecord, GatewayEvent};
 
-use crate::clock::now_us;
-use crate::https::Trusting as _;
-use crate::process::{GatewayProcess, MemoryLimit, SpawnError};
+use crate::gateway::process::{GatewayProcess, MemoryLimit, SpawnError};
+use crate::http::tls::Trusting as _;
+use crate::run::clock::now_us;
 
 /// How to start (and restart) the gateway.
 pub(crate) struct Launch {
@@ -190,11 +190,11 @@ pub(crate) async fn wait_ready(
     tls: &loadgen::TlsOptions,
 ) -> bool {
     let deadline = Instant::now() + within;
-    let client = crate::resolve::client()
+    let client = crate::http::resolve::client()
         .timeout(Duration::from_millis(500))
         .trusting(tls)
         .build();
-    let authority = crate::https::host_port(base).unwrap_or_default();
+    let authority = crate::http::tls::host_port(base).unwrap_or_default();
     while Instant::now() < deadline {
         let up = match (path, &client) {
             (Some(p), Ok(c)) => c

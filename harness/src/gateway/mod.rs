@@ -1,6 +1,19 @@
 //! The gateway under test during a run: the built-in reference gateway or a
 //! command, spawned and supervised, or a URL already serving; started, and
 //! ended at the end.
+//!
+//! The rooms beside this one:
+//! - `process`: the gateway as a child process group, its memory limit and its resident memory from /proc;
+//! - `supervise`: a spawned gateway watched, its deaths noted, restarted;
+//! - `memory`: its resident memory sampled every 100 ms while the run goes (`rss.jsonl`);
+//! - `gauges`: its own gauges named in the scenario, sampled while the load runs (`gateway-samples.jsonl`);
+//! - `metrics`: its `/metrics` read once as the load ends (`gateway-metrics.txt`), and what its histograms say.
+
+pub(crate) mod gauges;
+pub(crate) mod memory;
+pub(crate) mod metrics;
+pub(crate) mod process;
+pub(crate) mod supervise;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -9,13 +22,13 @@ use std::time::Duration;
 
 use wire::{files, GatewayEvent};
 
-use crate::clock::now_us;
 use crate::error::RunError;
-use crate::process::{self, MemoryLimit};
-use crate::provider_urls::ProviderUrls;
-use crate::rundir::write_atomic;
+use crate::gateway::process::MemoryLimit;
+use crate::gateway::supervise::{wait_ready, Launch, Supervised};
+use crate::provider::urls::ProviderUrls;
+use crate::run::clock::now_us;
+use crate::run::rundir::write_atomic;
 use crate::scenario::{GatewayKind, Scenario};
-use crate::supervise::{wait_ready, Launch, Supervised};
 use crate::Rehearsal;
 
 /// The gateway of a run, ready for load.
@@ -148,7 +161,7 @@ impl Running {
 /// fails otherwise (a name not resolved yet, a timeout: those are waited
 /// for).
 async fn refused(url: &str) -> Option<std::io::Error> {
-    let authority = crate::https::host_port(url)?;
+    let authority = crate::http::tls::host_port(url)?;
     let addrs = loadgen::resolve_authority(&authority).await.ok()?;
     let connect = tokio::net::TcpStream::connect(&addrs[..]);
     match tokio::time::timeout(Duration::from_secs(2), connect).await {

@@ -61,7 +61,7 @@ pub struct MetricsSource {
     pub gateway_metrics: Option<String>,
     /// The gateway's memory as the run samples it (`rss.jsonl`), when
     /// the run samples it.
-    pub gateway_memory: Option<Arc<crate::rss::MemoryNow>>,
+    pub gateway_memory: Option<Arc<crate::gateway::memory::MemoryNow>>,
 }
 
 impl MetricsSource {
@@ -80,7 +80,7 @@ impl MetricsSource {
             &self.plan,
             &self.labels,
             self.time_scale,
-            crate::clock::now_us(),
+            crate::run::clock::now_us(),
         );
         let fetch = |url: Option<String>| async move {
             let r = client.get(url?).send().await.ok()?;
@@ -123,7 +123,7 @@ impl MetricsSource {
 /// sample): its resident set, the anonymous part of it, and the first
 /// sample (the idle baseline `memory_ceiling` measures from); retained
 /// memory is the resident set once the load has drained, less that.
-fn memory_series(m: &crate::rss::MemoryNow, labels: &str) -> String {
+fn memory_series(m: &crate::gateway::memory::MemoryNow, labels: &str) -> String {
     use std::sync::atomic::Ordering::Relaxed;
     let baseline = m.baseline.load(Relaxed);
     if baseline == 0 {
@@ -223,7 +223,7 @@ pub(crate) fn serve(
             listen: local.map_or(String::new(), |a| a.to_string()),
             source,
         })?;
-    let client = crate::resolve::client()
+    let client = crate::http::resolve::client()
         .timeout(Duration::from_millis(500))
         .build()
         .map_err(RunError::HttpClient)?;
@@ -307,7 +307,7 @@ mod tests {
     #[test]
     fn the_gateway_memory_is_the_latest_sample_beside_the_first() {
         use std::sync::atomic::Ordering::Relaxed;
-        let m = crate::rss::MemoryNow::default();
+        let m = crate::gateway::memory::MemoryNow::default();
         assert_eq!(memory_series(&m, "run_id=\"r\""), "");
         m.baseline.store(10 << 20, Relaxed);
         m.rss.store(40 << 20, Relaxed);

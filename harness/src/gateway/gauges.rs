@@ -11,9 +11,9 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use wire::{files, GatewaySample};
 
-use crate::clock::now_us;
-use crate::https::Trusting as _;
-use crate::process::prometheus_value;
+use crate::gateway::process::prometheus_value;
+use crate::http::tls::Trusting as _;
+use crate::run::clock::now_us;
 use crate::scenario::GatewayGauges;
 
 /// A sampler running until stopped.
@@ -67,7 +67,7 @@ impl GaugeSampler {
             return Ok(None);
         }
         let file = std::fs::File::create(dir.join(files::GATEWAY_SAMPLES))?;
-        let client = crate::resolve::client()
+        let client = crate::http::resolve::client()
             .timeout(gauges.period.min(Duration::from_secs(2)))
             .trusting(tls)
             .build()

@@ -1,6 +1,13 @@
 //! Where the run's fake provider is (`rehearse run --provider`): started
 //! in this process (the default), or already serving at a URL and driven
-//! through its admin API ([`crate::remote`]).
+//! through its admin API ([`crate::provider::remote`]).
+//!
+//! The rooms beside this one:
+//! - `urls`: the providers' base URLs by name, as a gateway under test is told them;
+//! - `remote`: a provider the harness did not start, driven through its admin API.
+
+pub mod remote;
+pub(crate) mod urls;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -9,8 +16,8 @@ use fake_provider::{FakeProvider, ProviderConfig, ProviderHandle};
 use wire::files;
 
 use crate::error::RunError;
-use crate::provider_urls::ProviderUrls;
-use crate::remote::{ClockOffset, RemoteProvider, Reset};
+use crate::provider::remote::{ClockOffset, RemoteProvider, Reset};
+use crate::provider::urls::ProviderUrls;
 
 /// `--provider`: where the fake providers are.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -486,7 +493,7 @@ impl ProviderSide {
 /// The parts merged into `out/provider.jsonl` in end order, then removed.
 fn merge_parts(parts: &[PathBuf], out: &Path, notes: &mut Vec<String>) {
     let into = out.join(files::PROVIDER_RECORDS);
-    match crate::rundir::merge_by_end(parts, &into) {
+    match crate::run::rundir::merge_by_end(parts, &into) {
         Ok(_) => {
             for p in parts {
                 let _ = std::fs::remove_file(p);

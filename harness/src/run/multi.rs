@@ -24,9 +24,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use wire::{files, ClientRecord, RunMeta};
 
 use crate::error::RunError;
-use crate::expectations::LoadResult;
-use crate::remote::{ClockOffset, RemoteProvider, Reset};
-use crate::rundir::write_atomic;
+use crate::plan::expectations::LoadResult;
+use crate::provider::remote::{ClockOffset, RemoteProvider, Reset};
+use crate::run::rundir::write_atomic;
 
 /// A shard's clock against the provider's, written by `rehearse load
 /// --provider URL` into its folder.
@@ -86,7 +86,7 @@ pub async fn stage(s: &crate::Scenario, opts: &StageOptions) -> Result<(), RunEr
         .collect();
     let urls = named_urls(&opts.provider, &names)?;
     std::fs::create_dir_all(&opts.out).map_err(RunError::create_dir(&opts.out))?;
-    let run_id = crate::remote::run_id_of(&opts.out);
+    let run_id = crate::provider::remote::run_id_of(&opts.out);
     let lease = rehearsal.load.schedule_length() + Duration::from_secs(600);
     let mut first = None;
     let mut others = Vec::new();
@@ -121,8 +121,13 @@ pub async fn stage(s: &crate::Scenario, opts: &StageOptions) -> Result<(), RunEr
     write_atomic(&opts.out.join(files::SCENARIO), scenario.text.as_bytes())?;
     let plan_json = serde_json::to_string_pretty(&plan).unwrap_or_default();
     write_atomic(&opts.out.join(files::PLAN), plan_json.as_bytes())?;
-    let mut expect =
-        crate::expectations::expectations_of(&scenario, &rehearsal, &plan, start_provider_us, None);
+    let mut expect = crate::plan::expectations::expectations_of(
+        &scenario,
+        &rehearsal,
+        &plan,
+        start_provider_us,
+        None,
+    );
     // No shard has run yet: the largest lag JSON holds (infinity is not a
     // JSON number), so a run judged before `collect` is invalid.
     expect.send_lag_p99_ms = f64::MAX;
@@ -364,7 +369,7 @@ async fn fetch_providers(
         parts.push(part);
     }
     let into = dir.join(files::PROVIDER_RECORDS);
-    crate::rundir::merge_by_end(&parts, &into).map_err(RunError::write(&into))?;
+    crate::run::rundir::merge_by_end(&parts, &into).map_err(RunError::write(&into))?;
     for p in &parts {
         let _ = std::fs::remove_file(p);
     }

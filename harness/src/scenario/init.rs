@@ -22,13 +22,13 @@ use loadgen::{Rate, RateUnit};
 use wire::{Dialect, Scale};
 
 use crate::error::RunError;
+use crate::scenario::template::{Block, Template};
 use crate::scenario::{apply_sets, Scenario, ScenarioError};
-use crate::template::{Block, Template};
 
 /// The scenario rehearsed when none is named: the CI smoke rehearsal
 /// (`scenarios/ci-smoke.toml`), shipped in the binary so that a fresh
 /// checkout runs it from anywhere.
-pub const BUILTIN_SCENARIO: &str = include_str!("../../scenarios/ci-smoke.toml");
+pub const BUILTIN_SCENARIO: &str = include_str!("../../../scenarios/ci-smoke.toml");
 
 impl Scenario {
     /// Reads and validates the scenario at `path` with `sets` applied, or
@@ -862,7 +862,7 @@ pub fn write_init(path: &Path, opts: &InitOptions, force: bool) -> Result<Scenar
     // name and folder): a flag's value the scenario refuses (a bad URL)
     // leaves no file behind.
     let scenario = Scenario::from_str(&text, &path.display().to_string(), path)?;
-    crate::rundir::write_atomic(path, text.as_bytes())?;
+    crate::run::rundir::write_atomic(path, text.as_bytes())?;
     Ok(scenario)
 }
 
@@ -1092,7 +1092,7 @@ mod tests {
 
     #[test]
     fn every_template_holds_to_its_type() {
-        use crate::template::tests::check;
+        use crate::scenario::template::tests::check;
         check::<fake_provider::ProviderConfig>(
             "provider",
             fake_provider::ProviderConfig::TEMPLATE,

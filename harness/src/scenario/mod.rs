@@ -10,12 +10,23 @@
 //! `loadgen::LoadConfig::TEMPLATE` below `[load]` and
 //! `assertions::Thresholds::TEMPLATE` below `[checklist]`. `rehearse init`
 //! writes them all. `[[variants]]` are `rehearse compare`'s
-//! (`crate::variants`), ignored here.
+//! (`crate::scenario::variants`), ignored here.
 //!
+//!
+//! The rooms beside this one:
+//! - `checklist`: the `[checklist]` values held to their ranges, by each field's name;
+//! - `variants`: a scenario's `[[variants]]` (and `--each`), each validated whole;
+//! - `template`: a config's template (its fields, defaults and what they mean), which `init` writes;
+//! - `init`: scenarios to start from: the built-in one, and `rehearse init`'s.
 #![doc = concat!("```toml\n", include_str!("scenario.toml"), "```")]
 //!
 //! `--set dotted.key=value` edits the document before it is read, so an
 //! override is validated, and located, like the rest of the file.
+
+pub(crate) mod checklist;
+pub(crate) mod init;
+pub(crate) mod template;
+pub(crate) mod variants;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -220,7 +231,7 @@ struct ScenarioRaw {
     load: loadgen::LoadConfig,
     #[serde(default)]
     checklist: assertions::Thresholds,
-    /// `[[variants]]`: `rehearse compare`'s (see `crate::variants`), read
+    /// `[[variants]]`: `rehearse compare`'s (see `crate::scenario::variants`), read
     /// there; a run of the file as written ignores them.
     #[serde(default, rename = "variants")]
     _variants: Option<serde::de::IgnoredAny>,
@@ -401,7 +412,7 @@ impl Scenario {
         if let Some(Err((field, why))) = meta.slo.as_ref().map(Slo::check) {
             return Err(src.error(&format!("scenario.slo.{field}"), why).into());
         }
-        crate::checklist::out_of_range(&raw.checklist)
+        crate::scenario::checklist::out_of_range(&raw.checklist)
             .map_err(|(field, why)| src.error(&format!("checklist.{field}"), why))?;
         let providers = providers_of(raw.provider, raw.providers, &src, text, meta.seed)?;
         let names: Vec<&str> = providers
@@ -524,7 +535,7 @@ fn gateway_spec(
             }
             for (i, arg) in c.iter().enumerate() {
                 if let Some(name) =
-                    crate::provider_urls::placeholder_names(arg).find(|n| !providers.contains(n))
+                    crate::provider::urls::placeholder_names(arg).find(|n| !providers.contains(n))
                 {
                     return Err(src.error(
                         &format!("gateway.command[{i}]"),
@@ -703,7 +714,7 @@ impl SavedScenario {
                 .collect(),
             None => vec![wire::DEFAULT_PROVIDER],
         };
-        crate::checklist::out_of_range(&saved.checklist)
+        crate::scenario::checklist::out_of_range(&saved.checklist)
             .map_err(|(field, why)| src.error(&format!("checklist.{field}"), why))?;
         gateway_spec(saved.gateway, &src, text, quota_tpm, &names)?;
         let description = saved

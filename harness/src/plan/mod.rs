@@ -20,10 +20,19 @@
 //! The time line is cut into segments wherever the load's phases or the
 //! provider's timeline change, and each is integrated in steps of at most
 //! one second (ramps change λ within a segment).
+//!
+//! The rooms beside this one:
+//! - `sizing`: the plan's arithmetic turned into the gateway's knobs and the event's cost;
+//! - `healthy`: the waiting a healthy system holds after the overload (Erlang C);
+//! - `expectations`: what the checks compare against: the plan's figures at the run's scale, on the run's clock.
+
+pub(crate) mod expectations;
+pub(crate) mod healthy;
+pub(crate) mod sizing;
 
 use wire::{Figures, Overload, Plan, Scale, Segment};
 
-use crate::healthy::{healthy_waiting, After};
+use crate::plan::healthy::{healthy_waiting, After};
 use crate::scenario::Scenario;
 
 /// A load phase as rates per second.
@@ -527,10 +536,10 @@ pub fn plan(s: &Scenario) -> Plan {
     // Overloaded: more arrivals than capacity, or calls slower than the
     // callers' patience (none can finish in time), or more calls in flight
     // than the gateway's memory holds. The tightest sets Q*.
-    let memory = crate::sizing::memory_requests(s, req.bytes);
+    let memory = crate::plan::sizing::memory_requests(s, req.bytes);
     let overloaded: Vec<&Segment> = segments
         .iter()
-        .filter(|g| crate::sizing::overloaded(g, req.patience_s, memory))
+        .filter(|g| crate::plan::sizing::overloaded(g, req.patience_s, memory))
         .collect();
     let tight = overloaded.iter().copied().min_by(|x, y| {
         x.capacity_per_min
@@ -558,10 +567,10 @@ pub fn plan(s: &Scenario) -> Plan {
     let (providers, troubles) = several_providers(s, &phases, &req);
     let full = Figures {
         drain_minutes_unbounded: drain_minutes(&segments),
-        refused_share: crate::sizing::refused_share(&overloaded, req.patience_s),
-        late_share: crate::sizing::share(fluid.late, &segments),
+        refused_share: crate::plan::sizing::refused_share(&overloaded, req.patience_s),
+        late_share: crate::plan::sizing::share(fluid.late, &segments),
         wasted_tokens: fluid.late * req.tokens,
-        memory_full_after_s: crate::sizing::memory_full_after(&segments, memory),
+        memory_full_after_s: crate::plan::sizing::memory_full_after(&segments, memory),
         slo_misses: s.meta.slo.as_ref().map(|_| fluid.slo_misses),
         late_answers: fluid.late,
         queue_bound_requests,
@@ -579,9 +588,9 @@ pub fn plan(s: &Scenario) -> Plan {
         prompt_bytes: req.bytes,
         quota_scale: scale.quota,
         time_scale: scale.time,
-        knobs: crate::sizing::knobs(s, &full.phases, req.patience_s),
-        error_budget: crate::sizing::error_budget(s, &full.phases, fluid.slo_misses),
-        spend: crate::sizing::spend(s, &full.scaled(scale).phases, req.sent_tokens),
+        knobs: crate::plan::sizing::knobs(s, &full.phases, req.patience_s),
+        error_budget: crate::plan::sizing::error_budget(s, &full.phases, fluid.slo_misses),
+        spend: crate::plan::sizing::spend(s, &full.scaled(scale).phases, req.sent_tokens),
         rehearsal: full.scaled(scale),
         full,
         overload,
@@ -1140,7 +1149,7 @@ max_tokens = { fixed = 10 }
                 assert_eq!(servers, 6);
                 assert!((arrivals_per_s - 40.0).abs() < 1e-9, "{arrivals_per_s}");
                 assert!((service_s - 0.1).abs() < 1e-9, "{service_s}");
-                let lq = crate::healthy::erlang_c_waiting(6, 4.0).unwrap();
+                let lq = crate::plan::healthy::erlang_c_waiting(6, 4.0).unwrap();
                 assert!(
                     (waiting - lq).abs() < 1e-9 && (0.56..0.58).contains(&lq),
                     "{lq}"

@@ -15,29 +15,44 @@
 //! 7. the gateway's process group ends; both sides' records are collected;
 //! 8. `run.json`, then the checklist is judged from the directory alone,
 //!    exactly as `rehearse report DIR` does later.
+//!
+//! The rooms beside this one:
+//! - `rundir`: the run directory's files, written whole or read by line;
+//! - `fds`: predicting and securing the open files a run needs;
+//! - `clock`: wall-clock microseconds, as the records' times are written;
+//! - `live_metrics`: the live series at `GET /metrics` (`--metrics-listen`);
+//! - `judge`: a run directory judged from its files alone (`rehearse report` too);
+//! - `multi`: a rehearsal whose load comes from several processes or machines (`stage`, `collect`).
+
+pub(crate) mod clock;
+pub(crate) mod fds;
+pub(crate) mod judge;
+pub(crate) mod live_metrics;
+pub(crate) mod multi;
+pub(crate) mod rundir;
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::expectations::LoadResult;
-use crate::provider_side::{ProviderChoice, ProviderListen, ProviderSide, TARGET_PROVIDER_LISTEN};
-use crate::provider_urls::ProviderUrls;
+use crate::plan::expectations::LoadResult;
+use crate::provider::urls::ProviderUrls;
+use crate::provider::{ProviderChoice, ProviderListen, ProviderSide, TARGET_PROVIDER_LISTEN};
 use tokio_util::sync::CancellationToken;
 use wire::{ClientRecord, Expectations, GatewayEvent, Plan, RunMeta};
 
 use wire::files;
 
-use crate::clock::now_us;
 use crate::error::RunError;
-use crate::fds::{check_fds, expected_fds, predicted_fds, FdCheck};
+use crate::gateway::memory::{RssSampler, RssSource};
+use crate::gateway::supervise::{event_note, Inside};
 use crate::gateway::Running;
-use crate::judge::{judge_dir, Judged};
-use crate::rss::{RssSampler, RssSource};
-use crate::rundir::{write_atomic, Records};
+use crate::run::clock::now_us;
+use crate::run::fds::{check_fds, expected_fds, predicted_fds, FdCheck};
+use crate::run::judge::{judge_dir, Judged};
+use crate::run::rundir::{write_atomic, Records};
 use crate::scenario::{GatewayKind, Scenario};
-use crate::supervise::{event_note, Inside};
 use crate::{plan, Rehearsal};
 
 /// What the run needs beyond the scenario.
@@ -120,7 +135,7 @@ pub async fn run(
     let metrics_listener = opts
         .metrics_listen
         .as_deref()
-        .map(crate::live_metrics::bind)
+        .map(crate::run::live_metrics::bind)
         .transpose()?;
     write_inputs(&p, opts)?;
     let rss_path = opts.out.join(files::RSS_RECORDS);
@@ -128,7 +143,7 @@ pub async fn run(
     // The in-process provider writes each call's record into the run
     // directory as the call ends: nothing is collected at the end, nothing
     // is held. A remote one is readied (config, reset) and read at the end.
-    let run_id = crate::remote::run_id_of(&opts.out);
+    let run_id = crate::provider::remote::run_id_of(&opts.out);
     let provider = start_providers(&p, opts, &run_id).await?;
     let urls = provider.urls();
     let provider_url = urls.first().to_string();
@@ -151,7 +166,7 @@ pub async fn run(
     announce(&p, &gateway, opts.quiet, opts.max_spend_tokens);
     let (sampler, arc) = sample_memory(&p, &gateway, &opts.tls, rss_file).await;
     let gauges =
-        crate::gateway_samples::GaugeSampler::for_scenario(&p.scenario, &opts.tls, &opts.out)?;
+        crate::gateway::gauges::GaugeSampler::for_scenario(&p.scenario, &opts.tls, &opts.out)?;
     let started_us = now_us();
     let watched = (&provider, gateway.url.as_str(), sampler.now());
     let (live, _stop_metrics) = live_series(metrics_listener, &p, &run_id, watched)?;
@@ -185,17 +200,17 @@ pub async fn run(
     let memory_settled = memory_settle(&p, &gateway, wait, opts.quiet, &cancel, &mut notes).await;
     let reference_started =
         p.target.is_none() && matches!(p.scenario.gateway.kind, GatewayKind::Reference(_));
-    if let Some(url) = crate::gateway_metrics::metrics_url(
+    if let Some(url) = crate::gateway::metrics::metrics_url(
         p.scenario.gateway.metrics_url.as_deref(),
         reference_started,
         &gateway.url,
     ) {
-        notes.extend(crate::gateway_metrics::save(&url, &opts.tls, &opts.out).await);
+        notes.extend(crate::gateway::metrics::save(&url, &opts.tls, &opts.out).await);
     }
     if let Err(e) = sampler.stop().await {
         notes.push(format!("the gateway's memory samples are incomplete: {e}"));
     }
-    crate::gateway_samples::GaugeSampler::stop_noting(gauges, &p.scenario, &mut notes).await;
+    crate::gateway::gauges::GaugeSampler::stop_noting(gauges, &p.scenario, &mut notes).await;
     let (target_url, gateway_name) = (gateway.url.clone(), gateway.name.clone());
     let events = gateway.stop(partial).await;
     // Hung-up calls are recorded when their connections close.
@@ -621,29 +636,29 @@ fn live_series(
     listener: Option<std::net::TcpListener>,
     p: &Prepared,
     run_id: &str,
-    (provider, gateway_url, memory): (&ProviderSide, &str, Arc<crate::rss::MemoryNow>),
+    (provider, gateway_url, memory): (&ProviderSide, &str, Arc<crate::gateway::memory::MemoryNow>),
 ) -> Result<(Arc<loadgen::Live>, tokio_util::sync::DropGuard), RunError> {
     let live = Arc::new(loadgen::Live::default());
     let stop = CancellationToken::new();
     if let Some(listener) = listener {
         let reference_started =
             p.target.is_none() && matches!(p.scenario.gateway.kind, GatewayKind::Reference(_));
-        let source = crate::live_metrics::MetricsSource {
+        let source = crate::run::live_metrics::MetricsSource {
             live: live.clone(),
             plan: p.rehearsal.load.clone(),
-            labels: crate::live_metrics::MetricsSource::labels(&p.scenario.meta.name, run_id),
+            labels: crate::run::live_metrics::MetricsSource::labels(&p.scenario.meta.name, run_id),
             time_scale: p.rehearsal.scale.time,
             provider_metrics: provider
                 .is_local()
                 .then(|| format!("{}/metrics", provider.base_url())),
-            gateway_metrics: crate::gateway_metrics::metrics_url(
+            gateway_metrics: crate::gateway::metrics::metrics_url(
                 p.scenario.gateway.metrics_url.as_deref(),
                 reference_started,
                 gateway_url,
             ),
             gateway_memory: Some(memory),
         };
-        crate::live_metrics::serve(listener, Arc::new(source), stop.clone())?;
+        crate::run::live_metrics::serve(listener, Arc::new(source), stop.clone())?;
     }
     Ok((live, stop.drop_guard()))
 }
@@ -666,7 +681,7 @@ async fn drive(
         }
     };
     if opts.shards > 1 {
-        let shards = crate::multi::LocalShards {
+        let shards = crate::run::multi::LocalShards {
             count: opts.shards,
             target: target_url,
             time_scale: p.rehearsal.scale.time,
@@ -687,7 +702,7 @@ async fn drive(
                 opts.shards
             ));
         }
-        return match crate::multi::run_local_shards(&opts.out, &shards, cancel).await {
+        return match crate::run::multi::run_local_shards(&opts.out, &shards, cancel).await {
             Ok(r) => (Some(r), notes),
             Err(e) => {
                 notes.push(format!("the load generator stopped: {e}"));
@@ -815,7 +830,7 @@ async fn memory_settle(
         .thresholds
         .memory_ceiling
         .settle
-        .max(3 * crate::rss::PERIOD);
+        .max(3 * crate::gateway::memory::PERIOD);
     let written = p.scenario.checklist.memory_ceiling.settle;
     tell(
         quiet,
@@ -850,7 +865,13 @@ fn expectations(
     Expectations {
         stopped_us,
         memory_settle,
-        ..crate::expectations::expectations_of(&p.scenario, &p.rehearsal, &p.plan, start_us, load)
+        ..crate::plan::expectations::expectations_of(
+            &p.scenario,
+            &p.rehearsal,
+            &p.plan,
+            start_us,
+            load,
+        )
     }
 }
 
