@@ -13,6 +13,8 @@
 //! - `checklist`: the `[checklist]` values held to their ranges (a share
 //!   from 0 to 1, a ratio of at least 1), by each field's name;
 //! - `plan`: capacity, backlog, drain, late answers and Q*, by phase;
+//!   its `clients`: the callers' connection model and the connections the
+//!   target sees at the peak;
 //! - `healthy`: the waiting a healthy system holds after the overload
 //!   (Erlang C), `drain`'s baseline when a run has none of its own;
 //! - `run`: the steps of a run;
@@ -48,6 +50,7 @@
 mod baseline;
 mod calibrate;
 mod checklist;
+mod clients;
 mod clock;
 mod compare;
 mod error;

@@ -571,6 +571,7 @@ pub fn plan(s: &Scenario) -> Plan {
         knobs: crate::sizing::knobs(s, &full.phases, req.patience_s),
         error_budget: crate::sizing::error_budget(s, &full.phases, fluid.slo_misses),
         spend: crate::sizing::spend(s, &full.scaled(scale).phases, req.sent_tokens),
+        clients: crate::clients::clients(&s.load_plan, scale, &full.scaled(scale), req.patience_s),
         rehearsal: full.scaled(scale),
         full,
         overload,
