@@ -606,19 +606,6 @@ impl LoadPlan {
         self.clients
     }
 
-    /// The load generator's bound on open connections in the per-caller
-    /// model, at its highest over the run: the peak's rate times the
-    /// callers' mean patience (the longest a caller holds a connection,
-    /// however slow the target), with room for bursts; for one process of
-    /// `shards`. With a pool, the pool.
-    pub fn connection_bound(&self, shards: u32) -> usize {
-        crate::run::bound_steps(self, shards)
-            .iter()
-            .map(|s| s.limit)
-            .max()
-            .unwrap_or(0)
-    }
-
     /// The same plan at rehearsal scale, by the one rule of
     /// [`wire::Scale`]: phase durations, patience, retry waits and a
     /// replay's jitter ÷ time; rates × time ÷ quota; a replay's speed-up ×

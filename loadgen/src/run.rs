@@ -828,12 +828,6 @@ fn in_the_client(
     (waited, ClientOutcome::ConnectError, Some(reason))
 }
 
-/// The limit on open connections through a run of `plan` by one of
-/// `shards` processes, the open files left out (see `bound`).
-pub(crate) fn bound_steps(plan: &LoadPlan, shards: u32) -> Vec<bound::Step> {
-    bound::steps(plan, shards, None)
-}
-
 /// What the run's bound on open connections met: the summary's figures,
 /// and notes when it was met (and when attempts came up too late to be
 /// sent).

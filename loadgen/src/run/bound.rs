@@ -179,6 +179,22 @@ pub(crate) fn steps(plan: &LoadPlan, shards: u32, open_files: Option<Files>) -> 
     steps
 }
 
+impl LoadPlan {
+    /// The most connections the run opens at once (the open files left
+    /// out), for one process of `shards`: in the per-caller model the load
+    /// generator's bound at its highest, the peak's rate times the
+    /// callers' mean patience (the longest a caller holds a connection,
+    /// however slow the target) with room for bursts; with a pool, the
+    /// pool; the scenario's `max_connections` when lower.
+    pub fn connection_bound(&self, shards: u32) -> usize {
+        steps(self, shards, None)
+            .iter()
+            .map(|s| s.limit)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
 /// The open files the connections may take from: a process's limit, and
 /// whether the fake provider shares it.
 #[derive(Debug, Clone, Copy, PartialEq)]
