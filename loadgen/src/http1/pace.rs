@@ -52,13 +52,28 @@ impl Pace {
 
     /// Takes a connect if one is left now; else says when the next is.
     pub(crate) fn take(&self) -> Result<(), Instant> {
-        let now = self.base.elapsed().as_nanos() as u64;
+        self.take_at(self.now_ns())
+            .map_err(|at| self.base + Duration::from_nanos(at))
+    }
+
+    /// Whether a connect is left now, taking none.
+    pub(crate) fn ready(&self) -> Result<(), Instant> {
+        self.ready_at(self.now_ns())
+            .map_err(|at| self.base + Duration::from_nanos(at))
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.base.elapsed().as_nanos() as u64
+    }
+
+    /// [`Pace::take`] at `now` (nanoseconds after `base`); the error is
+    /// when the next connect is left, on the same clock.
+    fn take_at(&self, now: u64) -> Result<(), u64> {
         let mut due = self.due_ns.load(Ordering::Relaxed);
         loop {
             let next = due.max(now);
             if next - now > self.tolerance_ns {
-                let at = next - self.tolerance_ns;
-                return Err(self.base + Duration::from_nanos(at));
+                return Err(next - self.tolerance_ns);
             }
             match self.due_ns.compare_exchange_weak(
                 due,
@@ -72,12 +87,11 @@ impl Pace {
         }
     }
 
-    /// Whether a connect is left now, taking none.
-    pub(crate) fn ready(&self) -> Result<(), Instant> {
-        let now = self.base.elapsed().as_nanos() as u64;
+    /// [`Pace::ready`] at `now`.
+    fn ready_at(&self, now: u64) -> Result<(), u64> {
         let next = self.due_ns.load(Ordering::Relaxed).max(now);
         match next - now > self.tolerance_ns {
-            true => Err(self.base + Duration::from_nanos(next - self.tolerance_ns)),
+            true => Err(next - self.tolerance_ns),
             false => Ok(()),
         }
     }
@@ -92,34 +106,41 @@ impl Pace {
 mod tests {
     use super::*;
 
+    const MS: u64 = 1_000_000;
+
     #[test]
     fn a_burst_of_the_buckets_room_then_one_per_interval() {
         // 1,000 a second: 20 at once (20 ms of it), then one a millisecond.
         let pace = Pace::new(1_000.0);
-        let began = Instant::now();
-        let taken = (0..100).take_while(|_| pace.take().is_ok()).count();
+        let t0 = 5 * MS;
+        let taken = (0..100).take_while(|_| pace.take_at(t0).is_ok()).count();
         assert_eq!(taken, 20);
-        let at = pace.take().unwrap_err();
-        assert_eq!(pace.ready(), Err(at), "ready says the same, takes none");
-        let ahead = at.saturating_duration_since(began);
+        assert_eq!(pace.take_at(t0), Err(t0 + MS));
+        assert_eq!(pace.ready_at(t0), Err(t0 + MS), "the same, none taken");
+        assert_eq!(pace.take_at(t0 + MS), Ok(()));
+        assert!(pace.take_at(t0 + MS).is_err(), "one more, not a burst");
+        // Idle for a while: the bucket fills to its room, no more.
+        let later = t0 + 1_000 * MS;
+        let taken = (0..100).take_while(|_| pace.take_at(later).is_ok()).count();
+        assert_eq!(taken, 20);
+        // On the real clock, the next is due within the millisecond.
+        let fresh = Pace::new(1_000.0);
+        while fresh.take().is_ok() {}
+        let ahead = fresh
+            .take()
+            .unwrap_err()
+            .saturating_duration_since(Instant::now());
         assert!(ahead <= Duration::from_millis(2), "{ahead:?}");
-        std::thread::sleep(at.saturating_duration_since(Instant::now()));
-        assert_eq!(pace.take(), Ok(()));
-        assert!(pace.take().is_err(), "one more, not a burst");
     }
 
     #[test]
     fn a_slow_rate_takes_one_at_a_time() {
         // 10 a second: the bucket holds one (100 ms is more than 20 ms).
         let pace = Pace::new(10.0);
-        assert_eq!(pace.take(), Ok(()));
-        let at = pace.take().unwrap_err();
-        let ahead = at.saturating_duration_since(Instant::now());
-        assert!(
-            ahead > Duration::from_millis(80) && ahead <= Duration::from_millis(100),
-            "{ahead:?}"
-        );
-        assert!(pace.ready().is_err());
+        assert_eq!(pace.take_at(MS), Ok(()));
+        assert_eq!(pace.take_at(MS), Err(101 * MS));
+        assert_eq!(pace.ready_at(50 * MS), Err(101 * MS));
+        assert_eq!(pace.take_at(101 * MS), Ok(()));
     }
 
     #[test]
