@@ -33,6 +33,7 @@ pub(crate) fn attempt(
         attempt: n,
         intended_us: at(sent_ms),
         sent_us: at(sent_ms),
+        client_wait_us: 0,
         first_byte_us: None,
         done_us: at(done_ms),
         status: match outcome {

@@ -527,6 +527,7 @@ impl Generator {
             attempt,
             intended_us: intended,
             sent_us: sent,
+            client_wait_us: 0,
             first_byte_us: None,
             done_us: give_up,
             status: None,

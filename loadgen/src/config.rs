@@ -83,6 +83,52 @@ pub struct LoadConfig {
     /// The tenants sharing the arrivals; none: one tenant, `request`'s key.
     #[serde(default)]
     pub tenants: Vec<LoadTenant>,
+    /// How the callers hold their connections to the target.
+    #[serde(default)]
+    pub clients: ClientsConfig,
+}
+
+/// The `[load.clients]` table: the callers as a population, by how they
+/// hold connections to the target.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientsConfig {
+    /// `"per caller"` (the default): a caller with no idle connection to
+    /// take opens one, up to the load generator's bound (what the callers
+    /// can hold); `"pool"`: the callers share `pool` keep-alive
+    /// connections, as app servers in front of a gateway do.
+    pub connections: Option<ConnectionsModel>,
+    /// The connections of the callers' pool (`connections = "pool"`, which
+    /// giving it implies): an attempt that finds them all busy waits in
+    /// the client for one, the wait counted in its latency and recorded
+    /// as its `client_wait_us`.
+    pub pool: Option<i64>,
+    /// New connections per second at most (a number, or `"N/s"`, `"N/min"`,
+    /// `"N/h"`); an attempt that would open one past it waits in the
+    /// client as at a busy pool. None: no limit.
+    pub connect_rate: Option<Rate>,
+}
+
+/// How the callers hold connections ([`ClientsConfig::connections`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ConnectionsModel {
+    /// A connection per caller waiting, opened when none is idle.
+    #[serde(rename = "per caller")]
+    PerCaller,
+    /// A fixed pool shared by every caller.
+    #[serde(rename = "pool")]
+    Pool,
+}
+
+/// The callers' connections as validated ([`LoadPlan::clients`]), at the
+/// plan's scale.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Clients {
+    /// The pool's connections; `None`: a connection per caller waiting,
+    /// up to the load generator's bound.
+    pub pool: Option<usize>,
+    /// New connections per second at most; `None`: no limit.
+    pub connect_rate_per_s: Option<f64>,
 }
 
 impl LoadConfig {
@@ -456,6 +502,8 @@ pub struct LoadPlan {
     pub(crate) send_lag_bound: Duration,
     pub(crate) id_prefix: String,
     pub(crate) max_connections: Option<usize>,
+    /// How the callers hold connections (`[load.clients]`).
+    pub(crate) clients: Clients,
     /// The most body bytes read of one answer.
     pub(crate) max_answer_bytes: u64,
     /// Durations drawn at run time (patience) are divided by this.
@@ -553,6 +601,11 @@ impl LoadPlan {
         self.send_lag_bound
     }
 
+    /// How the callers hold their connections (`[load.clients]`).
+    pub fn clients(&self) -> Clients {
+        self.clients
+    }
+
     /// The same plan at rehearsal scale, by the one rule of
     /// [`wire::Scale`]: phase durations, patience, retry waits and a
     /// replay's jitter ÷ time; rates × time ÷ quota; a replay's speed-up ×
@@ -596,6 +649,11 @@ impl LoadPlan {
             }
         }
         self.time_scale *= scale.time;
+        // A pool is a count of connections held at once (Little's law:
+        // ÷ quota); connections per second a rate.
+        let c = &mut self.clients;
+        c.pool = c.pool.map(|n| scale.count_usize(n));
+        c.connect_rate_per_s = c.connect_rate_per_s.map(|r| scale.rate(r));
         let r = &mut self.retry;
         r.cap = scale.duration(r.cap);
         r.backoff_initial = scale.duration(r.backoff_initial);
@@ -668,6 +726,7 @@ fn validate(
     if cfg.max_connections == Some(0) {
         return Err(source.error("load.max_connections", "must be >= 1"));
     }
+    let clients = clients(cfg, source)?;
     let max_answer_bytes = cfg.max_answer_bytes.as_u64();
     if max_answer_bytes == 0 {
         return Err(source.error("load.max_answer_bytes", "must be at least 1 byte"));
@@ -687,8 +746,56 @@ fn validate(
         send_lag_bound: cfg.send_lag_p99_max,
         id_prefix: cfg.id_prefix.clone(),
         max_connections: cfg.max_connections,
+        clients,
         max_answer_bytes,
         time_scale: 1.0,
+    })
+}
+
+/// `[load.clients]`: the model the fields give, each checked in place.
+fn clients(cfg: &LoadConfig, source: &Source<'_>) -> Result<Clients, ConfigError> {
+    let c = &cfg.clients;
+    let pool = match (c.connections, c.pool) {
+        (Some(ConnectionsModel::PerCaller), Some(_)) => {
+            return Err(source.error(
+                "load.clients.pool",
+                "a pool is for `connections = \"pool\"`: leave out one or the other",
+            ))
+        }
+        (Some(ConnectionsModel::Pool), None) => {
+            return Err(source.error(
+                "load.clients.connections",
+                "`connections = \"pool\"` needs `pool = N`, the connections the callers share",
+            ))
+        }
+        (_, Some(n)) if n < 1 => {
+            return Err(source.error(
+                "load.clients.pool",
+                format!("{n}: a pool holds at least 1 connection"),
+            ))
+        }
+        (_, Some(n)) => Some(usize::try_from(n).unwrap_or(usize::MAX)),
+        (_, None) => None,
+    };
+    if pool.is_some() && cfg.max_connections.is_some() {
+        return Err(source.error(
+            "load.max_connections",
+            "with `[load.clients] pool`, the pool is the cap: leave max_connections out",
+        ));
+    }
+    let connect_rate_per_s = match c.connect_rate {
+        None => None,
+        Some(r) if r.value.is_finite() && r.value > 0.0 => Some(r.per_second(RateUnit::Second)),
+        Some(r) => {
+            return Err(source.error(
+                "load.clients.connect_rate",
+                format!("`{r}`: new connections per second must be a number above 0"),
+            ))
+        }
+    };
+    Ok(Clients {
+        pool,
+        connect_rate_per_s,
     })
 }
 
@@ -1305,6 +1412,83 @@ mod tests {
             );
             assert!(e.to_string().starts_with("s.toml:"), "{e}");
         }
+    }
+
+    #[test]
+    fn clients_are_per_caller_unless_a_pool_is_given() {
+        let text = |v: &str| format!("[load]\n{PHASE}[load.clients]\n{v}\n");
+        let clients = |v: &str| plan(&text(v)).unwrap().clients();
+        let per_caller = Clients {
+            pool: None,
+            connect_rate_per_s: None,
+        };
+        assert_eq!(
+            plan(&format!("[load]\n{PHASE}")).unwrap().clients(),
+            per_caller
+        );
+        assert_eq!(clients("connections = \"per caller\""), per_caller);
+        assert_eq!(clients("pool = 50").pool, Some(50));
+        assert_eq!(clients("connections = \"pool\"\npool = 8").pool, Some(8));
+        let paced = clients("connect_rate = \"600/min\"");
+        assert_eq!((paced.pool, paced.connect_rate_per_s), (None, Some(10.0)));
+        assert_eq!(clients("connect_rate = 25").connect_rate_per_s, Some(25.0));
+        // Scaled as counts and rates are: the pool ÷ quota, the rate
+        // × time ÷ quota.
+        let scaled = plan(&text("pool = 50\nconnect_rate = 100"))
+            .unwrap()
+            .scaled(Scale {
+                time: 10.0,
+                quota: 5.0,
+            })
+            .clients();
+        assert_eq!(scaled.pool, Some(10));
+        assert_eq!(scaled.connect_rate_per_s, Some(200.0));
+    }
+
+    #[test]
+    fn bad_clients_are_refused_at_their_field() {
+        let text = |v: &str| format!("[load]\n{PHASE}[load.clients]\n{v}\n");
+        for (bad, field, says) in [
+            ("pool = 0", "load.clients.pool", "at least 1"),
+            ("pool = -3", "load.clients.pool", "at least 1"),
+            ("connect_rate = -5", "load.clients.connect_rate", "above 0"),
+            ("connect_rate = 0", "load.clients.connect_rate", "above 0"),
+            (
+                "connect_rate = \"-5/s\"",
+                "load.clients.connect_rate",
+                "N/s",
+            ),
+            (
+                "connections = \"pool\"",
+                "load.clients.connections",
+                "pool = N",
+            ),
+            (
+                "connections = \"per caller\"\npool = 4",
+                "load.clients.pool",
+                "leave out",
+            ),
+            (
+                "connections = \"shared\"",
+                "load.clients.connections",
+                "per caller",
+            ),
+            ("poll = 4", "load.clients.poll", "unknown field"),
+        ] {
+            let e = config_err(&text(bad));
+            assert_eq!(e.field, field, "{bad}: {e}");
+            assert!(e.to_string().contains(says), "{bad}: {e}");
+            assert!(e.to_string().starts_with("s.toml:"), "{e}");
+            assert!(e.line >= 5, "{bad}: at its line: {e}");
+        }
+        let e = config_err(&format!(
+            "[load]\nmax_connections = 9\n{PHASE}[load.clients]\npool = 4\n"
+        ));
+        assert_eq!(
+            (e.line, e.field.as_str()),
+            (2, "load.max_connections"),
+            "{e}"
+        );
     }
 
     #[test]

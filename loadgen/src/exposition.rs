@@ -230,6 +230,7 @@ mod tests {
             attempt: 1,
             intended_us: 0,
             sent_us,
+            client_wait_us: 0,
             first_byte_us: None,
             done_us,
             status: None,

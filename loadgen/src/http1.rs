@@ -15,6 +15,11 @@
 //! it, and the session kept while the connection is reused. A plain
 //! connection is the bare socket, read on readiness as before; the enum
 //! costs a branch per read, not an allocation.
+//!
+//! Its rooms: `slots`, the idle connections and the callers' places (a
+//! pool of N shared, or one a caller up to the generator's bound); `pace`,
+//! the bucket that holds new connections to `[load.clients]
+//! connect_rate`.
 
 use std::io;
 use std::net::SocketAddr;
@@ -28,8 +33,10 @@ use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
+mod pace;
 mod slots;
 
+use pace::Pace;
 pub(crate) use slots::BoundWait;
 use slots::{Slot, Slots, Timed};
 
@@ -199,6 +206,8 @@ pub(crate) struct Connector {
     idle: Mutex<Vec<(Conn, Slot, Instant)>>,
     /// One place per open connection, at most the limit in force.
     slots: Arc<Slots>,
+    /// The callers' new connections per second at most, if limited.
+    pace: Option<Pace>,
     /// Connections opened (connects that succeeded), pre-opened included.
     opened: AtomicU64,
 }
@@ -214,6 +223,7 @@ impl Connector {
             tls: None,
             idle: Mutex::new(Vec::new()),
             slots: Slots::new(limit, own),
+            pace: None,
             opened: AtomicU64::new(0),
         }
     }
@@ -237,6 +247,19 @@ impl Connector {
     /// the load generator's own bound.
     pub(crate) fn set_limit(&self, limit: usize, own: bool) {
         self.slots.set_limit(limit, own);
+    }
+
+    /// The same, opening at most `per_s` new connections a second.
+    pub(crate) fn with_connect_rate(mut self, per_s: Option<f64>) -> Self {
+        self.pace = per_s.filter(|r| *r > 0.0).map(Pace::new);
+        self
+    }
+
+    /// Whether the limit in force is the load generator's own bound (not
+    /// the callers' pool or the scenario's cap), and whether new
+    /// connections are paced: what a wait in the client met.
+    pub(crate) fn limits(&self) -> (bool, bool) {
+        (self.slots.is_own(), self.pace.is_some())
     }
 
     /// The same, every connection a TLS session with `tls`.
@@ -271,18 +294,34 @@ impl Connector {
         self.slots.wake_one();
     }
 
-    /// An idle connection, else a new one; at the limit, waits for either
-    /// (timed in `wait` when the limit is the load generator's own).
+    /// An idle connection, else a new one; at the limit (or past the
+    /// connect rate), waits in the client for either, timed in `wait`.
     /// Returns whether the connection was reused.
     async fn checkout(&self, wait: &mut BoundWait) -> Result<(Conn, Slot, bool), HttpError> {
         if let Some((stream, slot)) = self.take_idle() {
             return Ok((stream, slot, true));
         }
         if let Some(slot) = self.slots.take() {
-            return Ok((self.connect().await?, slot, false));
+            match self.pace.as_ref().map(Pace::take) {
+                None | Some(Ok(())) => return Ok((self.connect().await?, slot, false)),
+                Some(Err(_)) => slot.give_back(),
+            }
         }
-        let timed = Timed::start(&self.slots, wait);
+        let timed = Timed::start(wait);
         let _waiting = self.slots.wait();
+        let got = match &self.pace {
+            None => self.wait_for_a_place().await,
+            Some(pace) => self.wait_for_a_connect(pace).await,
+        };
+        timed.got();
+        match got {
+            (Some(stream), slot) => Ok((stream, slot, true)),
+            (None, slot) => Ok((self.connect().await?, slot, false)),
+        }
+    }
+
+    /// In the wait line: an idle connection, or a place for a new one.
+    async fn wait_for_a_place(&self) -> (Option<Conn>, Slot) {
         loop {
             // Registered before looking, so a place freed in between is
             // not missed.
@@ -290,25 +329,75 @@ impl Connector {
             tokio::pin!(freed);
             freed.as_mut().enable();
             if let Some((stream, slot)) = self.take_idle() {
-                timed.got();
-                return Ok((stream, slot, true));
+                return (Some(stream), slot);
             }
             if let Some(slot) = self.slots.take() {
-                timed.got();
-                return Ok((self.connect().await?, slot, false));
+                return (None, slot);
             }
             freed.await;
         }
     }
 
-    /// Opens up to `n` connections (as many as the limit allows) and
-    /// leaves them idle in the pool; one that fails ends the warming,
-    /// silently (the run finds out for itself).
+    /// In the wait line under a connect rate: an idle connection, or a
+    /// place and a connect. One waiter at a time has the turn to wait for
+    /// the connect (and a place); the others wait for an idle connection
+    /// or the turn.
+    async fn wait_for_a_connect(&self, pace: &Pace) -> (Option<Conn>, Slot) {
+        let mut turn = None;
+        loop {
+            let freed = self.slots.freed().notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            let placed = self.slots.placed().notified();
+            tokio::pin!(placed);
+            placed.as_mut().enable();
+            if let Some((stream, slot)) = self.take_idle() {
+                return (Some(stream), slot);
+            }
+            if turn.is_none() {
+                turn = pace.turn().try_acquire().ok();
+            }
+            if turn.is_none() {
+                tokio::select! {
+                    () = freed => {}
+                    t = pace.turn().acquire() => turn = t.ok(),
+                }
+                continue;
+            }
+            if let Err(at) = pace.ready() {
+                tokio::select! {
+                    () = freed => {}
+                    () = tokio::time::sleep_until(at.into()) => {}
+                }
+                continue;
+            }
+            let Some(slot) = self.slots.take() else {
+                tokio::select! {
+                    () = freed => {}
+                    () = placed => {}
+                }
+                continue;
+            };
+            match pace.take() {
+                Ok(()) => return (None, slot),
+                // Taken by a request that found it at once.
+                Err(_) => slot.give_back(),
+            }
+        }
+    }
+
+    /// Opens up to `n` connections (as many as the limit and the connect
+    /// rate allow now) and leaves them idle in the pool; one that fails
+    /// ends the warming, silently (the run finds out for itself).
     pub(crate) async fn prewarm(&self, n: usize) {
         for _ in 0..n {
             let Some(slot) = self.slots.take() else {
                 return;
             };
+            if self.pace.as_ref().is_some_and(|p| p.take().is_err()) {
+                slot.give_back();
+                return;
+            }
             match self.connect().await {
                 Ok(stream) => self.put_idle(stream, slot),
                 Err(_) => return,
@@ -1124,20 +1213,66 @@ mod tests {
         assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 5);
     }
 
+    /// Sends a request on `conn`, reads its answer whole, and gives back
+    /// how long it waited in the client for its connection.
+    async fn waited_for(conn: Arc<Connector>) -> BoundWait {
+        let mut wait = BoundWait::default();
+        let r = conn
+            .send(|| b"GET / HTTP/1.1\r\n\r\n".to_vec(), &mut wait)
+            .await;
+        let pace = &mut BodyPace::default();
+        r.unwrap().read_body(pace, u64::MAX, |_| {}).await.unwrap();
+        wait
+    }
+
     #[tokio::test]
     async fn a_cap_makes_requests_share_connections() {
         let (addr, accepted) = counting_server(Duration::from_millis(5)).await;
+        // The callers' pool of 2 (not the load generator's own bound).
         let conn = Arc::new(Connector::new(addr, 2, false));
         let tasks: Vec<_> = (0..10)
-            .map(|_| {
-                let c = conn.clone();
-                tokio::spawn(async move { body_of(&c).await.unwrap().1 })
-            })
+            .map(|_| tokio::spawn(waited_for(conn.clone())))
             .collect();
+        let mut waited = 0;
         for t in tasks {
-            assert_eq!(t.await.unwrap(), b"ok");
+            let wait = t.await.unwrap();
+            assert!(!wait.never_got());
+            waited += usize::from(wait.waited_us().is_some());
         }
         assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
+        // A wait at a pool is timed as at the bound: the client's wait.
+        assert_eq!(waited, 8, "two went at once, eight waited in the client");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn past_the_connect_rate_requests_wait_for_an_idle_connection_or_a_connect() {
+        let (addr, accepted) = counting_server(Duration::from_millis(30)).await;
+        // 20 new connections a second: one at a time, 50 ms apart.
+        let conn = Arc::new(Connector::new(addr, UNBOUNDED, true).with_connect_rate(Some(20.0)));
+        let began = Instant::now();
+        let tasks: Vec<_> = (0..12)
+            .map(|_| tokio::spawn(waited_for(conn.clone())))
+            .collect();
+        let mut waited = 0;
+        for t in tasks {
+            waited += usize::from(t.await.unwrap().waited_us().is_some());
+        }
+        let elapsed = began.elapsed().as_secs_f64();
+        let opened = conn.opened();
+        assert!(
+            opened as f64 <= 2.0 + elapsed * 20.0,
+            "{opened} connections in {elapsed} s"
+        );
+        assert!((1..12).contains(&opened), "{opened}");
+        assert_eq!(
+            accepted.load(std::sync::atomic::Ordering::SeqCst) as u64,
+            opened
+        );
+        assert!(waited >= 12 - opened as usize, "{waited} waited");
+        // Warming takes only what the rate has left: nothing now.
+        let before = conn.opened();
+        conn.prewarm(5).await;
+        assert!(conn.opened() <= before + 1, "{}", conn.opened());
     }
 
     #[tokio::test]
@@ -1156,18 +1291,7 @@ mod tests {
         let (addr, accepted) = counting_server(Duration::from_millis(20)).await;
         let conn = Arc::new(Connector::new(addr, 2, true));
         let tasks: Vec<_> = (0..6)
-            .map(|_| {
-                let c = conn.clone();
-                tokio::spawn(async move {
-                    let mut wait = BoundWait::default();
-                    let r = c
-                        .send(|| b"GET / HTTP/1.1\r\n\r\n".to_vec(), &mut wait)
-                        .await;
-                    let pace = &mut BodyPace::default();
-                    r.unwrap().read_body(pace, u64::MAX, |_| {}).await.unwrap();
-                    wait
-                })
-            })
+            .map(|_| tokio::spawn(waited_for(conn.clone())))
             .collect();
         let mut waited = 0;
         for t in tasks {

@@ -20,14 +20,16 @@
 //!   [`wire::parse_retry_after`]) and the retry budget;
 //! - `http1`: a lean HTTP/1.1 client with a keep-alive pool, over TCP
 //!   or TLS; its `slots`: the places for open connections under a limit
-//!   that changes with the phase;
+//!   that changes with the phase; its `pace`: the callers' new
+//!   connections per second at most (`connect_rate`);
 //! - `tls`: rustls for `https://` targets ([`TlsOptions`]: the public
 //!   roots, a CA file, or `--insecure`);
 //! - `run`: the dispatcher, the person tasks (patience, hang-up, retries)
 //!   and the record writer, one [`wire::ClientRecord`] per attempt streamed
 //!   to `client.jsonl`; entry point [`run()`]; its `bound`: the load
-//!   generator's own bound on open connections, what its callers can hold
-//!   ([`ConnectionBound`], [`NOT_SENT_AT_BOUND`]);
+//!   generator's own bound on open connections, what its callers can hold,
+//!   or their pool (`[load.clients]`: [`Clients`], [`ConnectionBound`],
+//!   [`NOT_SENT_AT_BOUND`], [`NOT_SENT_IN_CLIENT`]);
 //! - `stats`: HDR histograms by outcome, the per-second counts
 //!   ([`LoadSecond`], `load-seconds.csv`), the [`RunReport`] and its
 //!   summary table;
@@ -97,8 +99,9 @@ mod tls;
 
 pub use closed::{closed_level, CallEnd, ClosedLevel, ClosedTally, SweepRequests};
 pub use config::{
-    LoadConfig, LoadError, LoadPlan, LoadTenant, LoadTenantRequest, PhaseConfig, PlannedPhase,
-    ReplayConfig, RequestConfig, RetryConfig, RetryKind, RetryPolicy,
+    Clients, ClientsConfig, ConnectionsModel, LoadConfig, LoadError, LoadPlan, LoadTenant,
+    LoadTenantRequest, PhaseConfig, PlannedPhase, ReplayConfig, RequestConfig, RetryConfig,
+    RetryKind, RetryPolicy,
 };
 pub use exposition::label_value;
 pub use progress::{Live, LiveHistogram};
@@ -113,6 +116,6 @@ pub use shard::{parse_start_at, Shard, ShardError};
 pub use spend::SpendBudget;
 pub use stats::{
     was_not_sent, ConnectionBound, LoadPercentiles, LoadSecond, OutcomeSummary, RunReport, Spent,
-    NOT_SENT_AT_BOUND, NOT_SENT_LATE, OVERSIZED,
+    NOT_SENT_AT_BOUND, NOT_SENT_IN_CLIENT, NOT_SENT_LATE, OVERSIZED,
 };
 pub use tls::{TlsError, TlsOptions, INSECURE_WARNING};

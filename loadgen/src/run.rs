@@ -366,8 +366,9 @@ struct Shared {
     spend: Option<crate::SpendBudget>,
     /// The limit on open connections, phase by phase.
     bounds: Vec<bound::Step>,
-    /// Attempts that waited at the load generator's own bound, and those
-    /// of them that got no connection within their patience.
+    /// Attempts that waited in the client for a connection (at the bound,
+    /// a busy pool, the connect rate), and those of them that got no
+    /// connection within their patience.
     bound_waits: AtomicU64,
     not_sent: AtomicU64,
     /// Attempts not sent because the load generator came to them only
@@ -439,7 +440,9 @@ pub async fn run(
     let heads = heads(&plan, target, &options.provider_urls)?;
 
     let bounds = bound::steps(&plan, options.shard.count, bound::open_files(options));
-    let connector = Connector::new(addr, bounds[0].limit, bounds[0].own()).with_tls(tls);
+    let connector = Connector::new(addr, bounds[0].limit, bounds[0].own())
+        .with_connect_rate(plan.clients.connect_rate_per_s)
+        .with_tls(tls);
     connector.prewarm(prewarm_count(&plan, options.shard)).await;
 
     let clock = Clock::new();
@@ -792,36 +795,42 @@ struct Seen {
     wait: BoundWait,
 }
 
-/// An attempt that waited at the load generator's own bound for its
-/// connection was sent when it got one, not when it began: its sent time
-/// says so, so the wait is counted as send lag (the load generator's)
-/// and never as time in the gateway's queue. One that got none within its
-/// patience was never sent: a connect error, its reason
-/// [`crate::NOT_SENT_AT_BOUND`], its sent time its end. Gives the sent
-/// instant, the outcome and the reason.
-fn at_the_bound(
+/// The wait in the client for a connection of an attempt handed on at
+/// `began` (its sent time: the load generator's lateness ends there), and
+/// what it makes of the attempt. One that got a connection waited
+/// `client_wait_us`: in its latency, not in its send lag nor in the
+/// gateway's queue. One that got none within its patience was never
+/// sent: a connect error, its reason [`crate::NOT_SENT_AT_BOUND`] (the
+/// load generator's own bound) or [`crate::NOT_SENT_IN_CLIENT`] (the
+/// callers' pool or connect rate), its wait all the time to its end.
+/// Gives the wait, the outcome and the reason.
+fn in_the_client(
     shared: &Shared,
     wait: BoundWait,
     (began, done): (Instant, Instant),
     outcome: ClientOutcome,
     reason: Option<String>,
-) -> (Instant, ClientOutcome, Option<String>) {
+) -> (u64, ClientOutcome, Option<String>) {
     if let Some(us) = wait.waited_us() {
         shared.bound_waits.fetch_add(1, Ordering::Relaxed);
-        return (began + Duration::from_micros(us), outcome, reason);
+        return (us, outcome, reason);
     }
     if !wait.never_got() {
-        return (began, outcome, reason);
+        return (0, outcome, reason);
     }
     shared.bound_waits.fetch_add(1, Ordering::Relaxed);
+    let waited = done.saturating_duration_since(began).as_micros() as u64;
     if outcome != ClientOutcome::Timeout {
         // Stopped (cancelled) while waiting: not sent either.
-        return (done, outcome, reason);
+        return (waited, outcome, reason);
     }
     shared.not_sent.fetch_add(1, Ordering::Relaxed);
     let limit = shared.connector.limit();
-    let reason = format!("{}: {limit} open", crate::NOT_SENT_AT_BOUND);
-    (done, ClientOutcome::ConnectError, Some(reason))
+    let reason = match shared.connector.limits() {
+        (true, false) => format!("{}: {limit} open", crate::NOT_SENT_AT_BOUND),
+        _ => format!("{}: {limit} open", crate::NOT_SENT_IN_CLIENT),
+    };
+    (waited, ClientOutcome::ConnectError, Some(reason))
 }
 
 /// What the run's bound on open connections met: the summary's figures,
@@ -830,19 +839,26 @@ fn at_the_bound(
 fn bound_met(shared: &Shared) -> (crate::ConnectionBound, Vec<String>) {
     let waited = shared.bound_waits.load(Ordering::Relaxed);
     let not_sent = shared.not_sent.load(Ordering::Relaxed);
+    let clients = shared.plan.clients;
     let figures = crate::ConnectionBound {
         largest: shared.bounds.iter().map(|s| s.limit).max().unwrap_or(0) as u64,
         most_open: shared.connector.most_open() as u64,
         waited,
         not_sent,
+        model: if clients.pool.is_some() {
+            "pool"
+        } else {
+            "per caller"
+        },
+        connect_rate_per_s: clients.connect_rate_per_s,
     };
-    let mut said: Vec<String> = shared
-        .bounds
-        .iter()
-        .filter(|s| s.own())
-        .map(bound::Step::said)
-        .collect();
+    let mut said: Vec<String> = shared.bounds.iter().map(bound::Step::said).collect();
     said.dedup();
+    if let Some(r) = clients.connect_rate_per_s {
+        said.push(format!(
+            "at most {r} new connections a second (connect_rate)"
+        ));
+    }
     let late = shared.not_sent_late.load(Ordering::Relaxed);
     let late_note = (late > 0).then(|| {
         format!(
@@ -853,15 +869,18 @@ fn bound_met(shared: &Shared) -> (crate::ConnectionBound, Vec<String>) {
             crate::NOT_SENT_LATE,
         )
     });
+    let whose = match shared.bounds.iter().any(bound::Step::own) {
+        true => "the load generator's own bound on open connections was reached",
+        false => "the callers' own limits on connections were reached",
+    };
     let note = (waited > 0).then(|| {
         format!(
-            "the load generator's own bound on open connections was reached: {} attempts waited \
-             for a connection (the wait is in their send lag, not in the gateway's queue: each \
-             was sent when it got one), {} got none within their patience and were not sent \
-             (connect_error, reason \"{}\"); the bound: {}; at most {} were open at once",
+            "{whose}: {} attempts waited in the client for a connection (client_wait_us in \
+             their records: in their latency, not in their send lag nor in the gateway's \
+             queue), {} got none within their patience and were not sent (connect_error, \
+             reason \"not sent: ...\"); the limits: {}; at most {} were open at once",
             wire::number::count(waited),
             wire::number::count(not_sent),
-            crate::NOT_SENT_AT_BOUND,
             said.join("; "),
             wire::number::count(figures.most_open),
         )
@@ -1094,12 +1113,16 @@ fn attempt_record(
     seen: &Seen,
     (outcome, tokens, reason): (ClientOutcome, u64, Option<String>),
 ) -> ClientRecord {
-    let (sent, outcome, reason) = match late {
+    let (sent, client_wait_us, outcome, reason) = match late {
         true => {
             shared.not_sent_late.fetch_add(1, Ordering::Relaxed);
-            (done, outcome, reason)
+            (done, 0, outcome, reason)
         }
-        false => at_the_bound(shared, seen.wait, (sent, done), outcome, reason),
+        false => {
+            let (waited, outcome, reason) =
+                in_the_client(shared, seen.wait, (sent, done), outcome, reason);
+            (sent, waited, outcome, reason)
+        }
     };
     let clock = shared.clock;
     let streamed_body = drawn.stream && seen.body.reads() > 0;
@@ -1108,6 +1131,7 @@ fn attempt_record(
         attempt,
         intended_us: clock.us_at(intended),
         sent_us: clock.us_at(sent),
+        client_wait_us,
         first_byte_us: seen.body.first().map(|t| clock.us_at(t)),
         done_us: clock.us_at(done),
         status: seen.status,

@@ -364,18 +364,25 @@ pub struct RunReport {
 /// The load generator's bound on its open connections (`summary.json`'s
 /// `connection_bound`): per phase, rate × mean patience with headroom (or
 /// the open files, or the scenario's `max_connections`, when lower).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
 pub struct ConnectionBound {
     /// The largest limit of any phase.
     pub largest: u64,
     /// The most connections open at once.
     pub most_open: u64,
-    /// Attempts that waited at the load generator's own bound for a
-    /// connection (sent when they got one: the wait is send lag).
+    /// Attempts that waited in the client for a connection: at the bound,
+    /// at a busy pool or for the connect rate (each wait in the record's
+    /// `client_wait_us` and in its latency, not in its send lag).
     pub waited: u64,
     /// Of those, the attempts that got none within their patience and
-    /// were not sent (`connect_error`, reason [`crate::NOT_SENT_AT_BOUND`]).
+    /// were not sent (`connect_error`, reason [`crate::NOT_SENT_AT_BOUND`]
+    /// or [`crate::NOT_SENT_IN_CLIENT`]).
     pub not_sent: u64,
+    /// How the callers held connections: `per caller` or `pool`.
+    pub model: &'static str,
+    /// The callers' new connections per second at most, if limited.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connect_rate_per_s: Option<f64>,
 }
 
 /// The reason of an attempt's record (`connect_error`) that got no
@@ -384,6 +391,14 @@ pub struct ConnectionBound {
 /// load generator's (see the run's notes), not the gateway's doing.
 pub const NOT_SENT_AT_BOUND: &str =
     "not sent: no connection within the patience, the load generator's bound on open connections was reached";
+
+/// The reason of an attempt's record (`connect_error`) that got no
+/// connection within its patience because the callers' own limits held
+/// it in the client: every connection of their pool busy, or their new
+/// connections per second spent. Never sent: the callers' doing, not the
+/// gateway's.
+pub const NOT_SENT_IN_CLIENT: &str =
+    "not sent: no connection within the patience, the callers' pool was busy or their connect rate spent";
 
 /// The reason of an attempt's record (`connect_error`) that the load
 /// generator came to only after its person's patience had ended (it fell
@@ -546,6 +561,7 @@ mod tests {
             attempt,
             intended_us: intended,
             sent_us: intended + 100,
+            client_wait_us: 0,
             first_byte_us: Some(intended + 500),
             done_us: done,
             status: Some(200),

@@ -734,6 +734,7 @@ mod tests {
             attempt: 1,
             intended_us: at,
             sent_us: at,
+            client_wait_us: 0,
             first_byte_us: None,
             done_us: at + took_ms * 1000,
             status: Some(if outcome == ClientOutcome::Ok {

@@ -174,8 +174,58 @@ pub fn render(p: &Plan) -> String {
         render_figures(&mut out, &p.rehearsal, p, &label);
     }
     render_providers(&mut out, p);
+    render_clients(&mut out, p);
     crate::plan_sizing::render(&mut out, p);
     fit(&out)
+}
+
+/// The callers' connection model (`[load.clients]`) and what the target
+/// sees of it at the peak, at rehearsal scale; nothing for a plan written
+/// before it.
+fn render_clients(out: &mut String, p: &Plan) {
+    let c = &p.clients;
+    if c.model.is_empty() {
+        return;
+    }
+    let callers = format!(
+        "at the peak about {} callers wait for an answer at once",
+        thousands(c.peak_callers)
+    );
+    let mut text = if c.model == "pool" {
+        let past = c.peak_callers - c.limit as f64;
+        let wait = if past >= 0.5 {
+            format!(
+                "the target sees the {} connections, and about {} callers wait in the client for one (their client_wait_us, in their latency)",
+                thousands(c.limit as f64),
+                thousands(past)
+            )
+        } else {
+            format!(
+                "the target sees about {} of the connections",
+                thousands(c.peak_connections)
+            )
+        };
+        format!(
+            "pool: the callers share {} keep-alive connections; {callers}: {wait}.",
+            thousands(c.limit as f64)
+        )
+    } else {
+        format!(
+            "per caller: one with no idle connection opens one, up to {} open (the peak's rate × the callers' mean patience, with room); {callers}: the target sees about {} connections.",
+            thousands(c.limit as f64),
+            thousands(c.peak_connections)
+        )
+    };
+    if let Some(r) = c.connect_rate_per_s {
+        text.push_str(&format!(
+            " At most {} new connections a second: past it a caller waits in the client.",
+            thousands(r)
+        ));
+    }
+    let _ = writeln!(out, "\nClients (rehearsal scale)");
+    for line in crate::terminal::wrap(&text, crate::terminal::MAX_WIDTH, "  ", "    ") {
+        let _ = writeln!(out, "{line}");
+    }
 }
 
 /// With several providers: each one's timeline (its quota, its ceiling,
@@ -256,6 +306,43 @@ fn fit(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_clients_model_is_said_with_what_the_target_sees_at_the_peak() {
+        let mut p = Plan {
+            scenario: "f".into(),
+            ..Plan::default()
+        };
+        assert!(!render(&p).contains("Clients"), "a plan from before");
+        p.clients = wire::ClientsPlan {
+            model: "per caller".into(),
+            limit: 1_506,
+            connect_rate_per_s: None,
+            peak_callers: 50.0,
+            peak_connections: 50.0,
+        };
+        let text = render(&p);
+        assert!(text.contains("per caller"), "{text}");
+        assert!(text.contains("up to 1,506 open"), "{text}");
+        assert!(text.contains("sees about 50 connections"), "{text}");
+        p.clients = wire::ClientsPlan {
+            model: "pool".into(),
+            limit: 20,
+            connect_rate_per_s: Some(5.0),
+            peak_callers: 50.0,
+            peak_connections: 20.0,
+        };
+        let text = render(&p);
+        assert!(text.contains("share 20 keep-alive connections"), "{text}");
+        assert!(
+            text.contains("about 30 callers wait in the client"),
+            "{text}"
+        );
+        assert!(
+            text.contains("At most 5 new connections a second"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn several_providers_are_listed_phase_by_phase_with_their_troubles() {

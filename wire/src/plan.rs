@@ -272,6 +272,33 @@ pub struct Plan {
     /// gateway can serve while it is down), full scale.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub troubles: Vec<Trouble>,
+    /// How the callers hold connections (`[load.clients]`) and what the
+    /// target sees of them at the peak, at rehearsal scale; absent from
+    /// plans written before it.
+    pub clients: ClientsPlan,
+}
+
+/// The callers as a population (`[load.clients]`), at rehearsal scale:
+/// the model the run uses and what it implies for the target.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ClientsPlan {
+    /// `per caller` (a connection per caller waiting, opened when none is
+    /// idle) or `pool` (the callers share `pool` connections).
+    pub model: String,
+    /// The most connections open at once: the pool, or the load
+    /// generator's bound in the per-caller model (the peak's rate × the
+    /// callers' mean patience, with room for bursts).
+    pub limit: u64,
+    /// New connections a second at most (`connect_rate`), if limited.
+    pub connect_rate_per_s: Option<f64>,
+    /// Callers waiting for an answer at once at the peak, by the fluid
+    /// model (calls in flight plus the backlog of a gateway that never
+    /// sheds, at most the arrivals of one patience).
+    pub peak_callers: f64,
+    /// The connections the target sees at the peak: the peak's callers, at
+    /// most `limit`.
+    pub peak_connections: f64,
 }
 
 /// One provider of several, phase by phase (full scale).

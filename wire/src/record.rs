@@ -410,8 +410,20 @@ pub struct ClientRecord {
     pub attempt: u32,
     /// When the attempt was due (the schedule, or the retry's due time).
     pub intended_us: u64,
-    /// When it was handed to the connection.
+    /// When the load generator handed it on: to a connection, or to the
+    /// client's wait line for one (see `client_wait_us`). From
+    /// `intended_us` to here is the load generator's own lateness, its
+    /// send lag, whatever the target does.
     pub sent_us: u64,
+    /// How long it waited in the client for a connection after `sent_us`:
+    /// all of the callers' pool busy (`[load.clients] pool`), the new
+    /// connections per second spent (`connect_rate`), or the load
+    /// generator's bound on open connections reached. Part of its latency
+    /// (from `intended_us`), not of the target's queue: the request reached
+    /// the target no sooner than `sent_us + client_wait_us`. 0, and not
+    /// written, when it waited for none (and in older run directories).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub client_wait_us: u64,
     /// When the first byte of the response body arrived (the first event of
     /// a stream), if one did.
     pub first_byte_us: Option<u64>,
@@ -471,7 +483,17 @@ pub struct ClientRecord {
     pub longest_gap_us: Option<u64>,
 }
 
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
 impl ClientRecord {
+    /// When the request left the client for the target: its send time
+    /// plus its wait for a connection ([`ClientRecord::client_wait_us`]).
+    pub fn on_the_wire_us(&self) -> u64 {
+        self.sent_us.saturating_add(self.client_wait_us)
+    }
+
     /// End-to-end latency of the attempt, from its intended send time.
     pub fn latency_us(&self) -> u64 {
         self.done_us.saturating_sub(self.intended_us)
@@ -749,6 +771,7 @@ mod tests {
             attempt: 2,
             intended_us: 10,
             sent_us: 12,
+            client_wait_us: 0,
             first_byte_us: None,
             done_us: 100,
             status: Some(429),
@@ -772,10 +795,27 @@ mod tests {
             line.contains("\"retry_after_ms\":1500,\"retry_after_header\":\"retry_after_ms\""),
             "{line}"
         );
+        assert!(!line.contains("client_wait_us"), "{line}");
         let back: ClientRecord = serde_json::from_str(&line).unwrap();
         assert_eq!(back, r);
         assert_eq!(back.latency_us(), 90);
         assert_eq!(back.send_lag_us(), 2);
+        assert_eq!(back.on_the_wire_us(), 12);
+        // A wait in the client for a connection: written, read back, in
+        // the latency and not in the send lag.
+        let waited = ClientRecord {
+            client_wait_us: 30,
+            ..r.clone()
+        };
+        let line = serde_json::to_string(&waited).unwrap();
+        assert!(
+            line.contains("\"sent_us\":12,\"client_wait_us\":30,"),
+            "{line}"
+        );
+        let back: ClientRecord = serde_json::from_str(&line).unwrap();
+        assert_eq!(back, waited);
+        assert_eq!((back.send_lag_us(), back.latency_us()), (2, 90));
+        assert_eq!(back.on_the_wire_us(), 42);
         assert_eq!(back.retry_after_granularity_ms(), 1);
     }
 

@@ -460,7 +460,8 @@ impl Progress {
 /// };
 /// let mut judge = Judge::new(&expect, &Thresholds::default());
 /// judge.attempt(ClientRecord {
-///     id: "r1".into(), attempt: 1, intended_us: 0, sent_us: 0, first_byte_us: None,
+///     id: "r1".into(), attempt: 1, intended_us: 0, sent_us: 0, client_wait_us: 0,
+///     first_byte_us: None,
 ///     done_us: 200_000, status: Some(200), outcome: ClientOutcome::Ok,
 ///     retry_after_ms: None, retry_after_header: None, tokens: 5, stream: false, last: true,
 ///     patience_ms: 5_000, reason: None, tenant: None, body_reads: None,

@@ -22,10 +22,13 @@
 //! one second (ramps change λ within a segment).
 //!
 //! The rooms beside this one:
+//! - `clients`: the callers' connection model and the connections the
+//!   target sees at the peak;
 //! - `sizing`: the plan's arithmetic turned into the gateway's knobs and the event's cost;
 //! - `healthy`: the waiting a healthy system holds after the overload (Erlang C);
 //! - `expectations`: what the checks compare against: the plan's figures at the run's scale, on the run's clock.
 
+pub(crate) mod clients;
 pub(crate) mod expectations;
 pub(crate) mod healthy;
 pub(crate) mod sizing;
@@ -591,6 +594,12 @@ pub fn plan(s: &Scenario) -> Plan {
         knobs: crate::plan::sizing::knobs(s, &full.phases, req.patience_s),
         error_budget: crate::plan::sizing::error_budget(s, &full.phases, fluid.slo_misses),
         spend: crate::plan::sizing::spend(s, &full.scaled(scale).phases, req.sent_tokens),
+        clients: crate::plan::clients::clients(
+            &s.load_plan,
+            scale,
+            &full.scaled(scale),
+            req.patience_s,
+        ),
         rehearsal: full.scaled(scale),
         full,
         overload,

@@ -912,6 +912,7 @@ pub fn scenario_keys() -> Vec<String> {
         ("load.request", fields::<loadgen::RequestConfig>()),
         ("load.retry", fields::<loadgen::RetryConfig>()),
         ("load.tenants", fields::<loadgen::LoadTenant>()),
+        ("load.clients", fields::<loadgen::ClientsConfig>()),
         ("checklist", fields::<assertions::Thresholds>()),
     ];
     let mut keys = Vec::new();

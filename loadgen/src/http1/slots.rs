@@ -35,17 +35,37 @@ pub(crate) struct Slots {
     /// Signalled (one waiter) when a place is freed or a connection goes
     /// back idle; all waiters when the limit rises.
     freed: Notify,
+    /// Signalled when a place is freed or the limit rises: for the one
+    /// request whose turn it is to open a connection under a connect rate
+    /// (see `pace`), which needs a place where the others need an idle
+    /// connection.
+    placed: Notify,
 }
 
 /// One open connection's place, freed when it is dropped (with the
-/// connection).
+/// connection). `None` only once given back ([`Slot::give_back`]); the
+/// option costs no room (an `Arc` is never null).
 #[derive(Debug)]
-pub(crate) struct Slot(Arc<Slots>);
+pub(crate) struct Slot(Option<Arc<Slots>>);
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.open.fetch_sub(1, Ordering::SeqCst);
-        self.0.wake_one();
+        if let Some(slots) = self.0.take() {
+            slots.open.fetch_sub(1, Ordering::SeqCst);
+            slots.wake_one();
+            slots.placed.notify_one();
+        }
+    }
+}
+
+impl Slot {
+    /// Gives the place back without waking anyone: it was taken only to be
+    /// given back at once (the connect rate allowed no connection), and a
+    /// waiter woken for it would find the same.
+    pub(crate) fn give_back(mut self) {
+        if let Some(slots) = self.0.take() {
+            slots.open.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 }
 
@@ -67,6 +87,7 @@ impl Slots {
             most: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
             freed: Notify::new(),
+            placed: Notify::new(),
         })
     }
 
@@ -86,7 +107,7 @@ impl Slots {
             ) {
                 Ok(_) => {
                     self.most.fetch_max(open + 1, Ordering::Relaxed);
-                    return Some(Slot(self.clone()));
+                    return Some(Slot(Some(self.clone())));
                 }
                 Err(now) => open = now,
             }
@@ -101,6 +122,7 @@ impl Slots {
         self.own.store(own, Ordering::Relaxed);
         if limit > before {
             self.freed.notify_waiters();
+            self.placed.notify_one();
         }
     }
 
@@ -135,6 +157,12 @@ impl Slots {
         &self.freed
     }
 
+    /// See the field: a place freed, for the request whose turn it is to
+    /// open a connection under a connect rate.
+    pub(crate) fn placed(&self) -> &Notify {
+        &self.placed
+    }
+
     /// Wakes one waiting request, if any waits (a place was freed, or a
     /// connection went back idle). No waiter: nothing is done, so an
     /// answer read costs no wake-up.
@@ -145,10 +173,10 @@ impl Slots {
     }
 }
 
-/// How long a request waited at the load generator's own bound for its
-/// connection; written by the request and read by its person after it
-/// ends, even when it ended (a hang-up) while waiting. Four bytes, kept in
-/// a person's state.
+/// How long a request waited in the client for its connection (at the
+/// bound, at a busy pool, for the connect rate); written by the request
+/// and read by its person after it ends, even when it ended (a hang-up)
+/// while waiting. Four bytes, kept in a person's state.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct BoundWait(u32);
 
@@ -179,19 +207,16 @@ impl BoundWait {
     }
 }
 
-/// A wait at the bound being timed: started on creation if the limit is
-/// the load generator's own, stopped by [`Timed::got`].
+/// A wait in the client being timed: started on creation, stopped by
+/// [`Timed::got`].
 pub(crate) struct Timed<'w> {
-    wait: Option<&'w mut BoundWait>,
+    wait: &'w mut BoundWait,
     since: Instant,
 }
 
 impl<'w> Timed<'w> {
-    pub(crate) fn start(slots: &Slots, wait: &'w mut BoundWait) -> Timed<'w> {
-        let wait = slots.is_own().then(|| {
-            wait.start();
-            wait
-        });
+    pub(crate) fn start(wait: &'w mut BoundWait) -> Timed<'w> {
+        wait.start();
         Timed {
             wait,
             since: Instant::now(),
@@ -199,9 +224,7 @@ impl<'w> Timed<'w> {
     }
 
     pub(crate) fn got(self) {
-        if let Some(w) = self.wait {
-            w.got(self.since);
-        }
+        self.wait.got(self.since);
     }
 }
 
@@ -234,22 +257,31 @@ mod tests {
 
     #[test]
     fn a_wait_is_told_apart_from_none_and_from_one_that_never_ended() {
-        let own = Slots::new(1, true);
         let mut wait = BoundWait::default();
         assert_eq!((wait.never_got(), wait.waited_us()), (false, None));
         // Started, and ended (a hang-up) before it got a connection.
-        let _ = Timed::start(&own, &mut wait);
+        let _ = Timed::start(&mut wait);
         assert!(wait.never_got(), "dropped while waiting");
         let mut wait = BoundWait::default();
-        Timed::start(&own, &mut wait).got();
+        Timed::start(&mut wait).got();
         assert!(!wait.never_got());
         assert!(wait.waited_us().is_some());
-        // At the scenario's max_connections the wait is not the load
-        // generator's: nothing is recorded.
-        let theirs = Slots::new(1, false);
-        let mut wait = BoundWait::default();
-        let _ = Timed::start(&theirs, &mut wait);
-        assert_eq!(wait, BoundWait::default());
+    }
+
+    #[test]
+    fn a_place_given_back_wakes_nobody_and_is_free_again() {
+        let slots = Slots::new(1, false);
+        let _waiting = slots.wait();
+        slots.take().unwrap().give_back();
+        assert_eq!(slots.open.load(Ordering::SeqCst), 0);
+        let held = slots.take().expect("free again");
+        // Given back: no wake-up stored for a waiter (a dropped one stores
+        // one, and the waiter would find the place).
+        let woken = slots.freed().notified();
+        tokio::pin!(woken);
+        assert!(!woken.as_mut().enable(), "no wake-up was stored");
+        drop(held);
+        assert!(woken.as_mut().enable(), "a dropped place wakes one");
     }
 
     #[tokio::test]

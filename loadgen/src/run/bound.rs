@@ -13,8 +13,11 @@
 //! first, most likely), and the waits it caused are the load generator's,
 //! counted so (see [`crate::http1::BoundWait`] and the run's notes).
 //!
-//! The scenario's `max_connections`, when lower, is the limit instead:
-//! its callers' pool, whose waits are theirs.
+//! The scenario's `max_connections`, when lower, is the limit instead;
+//! and with `[load.clients] pool = N` the callers share N connections
+//! whatever the phase: their pool. A wait at either is the callers' own.
+//! Every wait for a connection, whoever's limit it met, is recorded as
+//! the attempt's `client_wait_us`: in its latency, never in its send lag.
 
 use std::time::Duration;
 
@@ -51,6 +54,8 @@ pub(crate) enum Why {
     OpenFiles { limit: u64, shared: bool },
     /// The scenario's `max_connections`.
     Scenario,
+    /// The callers' pool (`[load.clients] pool`).
+    Pool,
 }
 
 /// From `from_us` (after the schedule's start) on, at most `limit` open
@@ -65,7 +70,7 @@ pub(crate) struct Step {
 impl Step {
     /// Whether the limit is the load generator's own (not the scenario's).
     pub(crate) fn own(&self) -> bool {
-        self.why != Why::Scenario
+        !matches!(self.why, Why::Scenario | Why::Pool)
     }
 
     /// What the limit is, for a note.
@@ -87,6 +92,7 @@ impl Step {
                 },
             ),
             Why::Scenario => format!("max_connections = {}", self.limit),
+            Why::Pool => format!("the callers' pool of {} connections", self.limit),
         }
     }
 }
@@ -153,6 +159,12 @@ pub(crate) fn steps(plan: &LoadPlan, shards: u32, open_files: Option<Files>) -> 
         steps.push(callers(0.0));
     }
     for step in &mut steps {
+        if let Some(n) = plan.clients.pool {
+            // Their pool, whatever the phase's rate: shared by the shards
+            // as the schedule is.
+            let n = (n as f64 * share).ceil().max(1.0) as usize;
+            (step.limit, step.why) = (n, Why::Pool);
+        }
         if let Some(Files { limit, shared }) = open_files {
             let spare = limit.saturating_sub(KEPT_FILES) / if shared { 2 } else { 1 };
             let spare = spare.max(1) as usize;
@@ -165,6 +177,22 @@ pub(crate) fn steps(plan: &LoadPlan, shards: u32, open_files: Option<Files>) -> 
         }
     }
     steps
+}
+
+impl LoadPlan {
+    /// The most connections the run opens at once (the open files left
+    /// out), for one process of `shards`: in the per-caller model the load
+    /// generator's bound at its highest, the peak's rate times the
+    /// callers' mean patience (the longest a caller holds a connection,
+    /// however slow the target) with room for bursts; with a pool, the
+    /// pool; the scenario's `max_connections` when lower.
+    pub fn connection_bound(&self, shards: u32) -> usize {
+        steps(self, shards, None)
+            .iter()
+            .map(|s| s.limit)
+            .max()
+            .unwrap_or(0)
+    }
 }
 
 /// The open files the connections may take from: a process's limit, and
@@ -292,6 +320,27 @@ mod tests {
             "patience = { fixed = \"2s\" }\nmax_connections = 100000\n[[load.phases]]\nduration = \"1s\"\nrate = 1000\n",
         );
         assert_eq!(steps(&p, 1, None)[0].limit, 2_756);
+    }
+
+    #[test]
+    fn a_pool_is_the_limit_in_every_phase_and_the_open_files_still_bound_it() {
+        let p = plan(
+            "patience = { fixed = \"2s\" }\n[load.clients]\npool = 40\n\
+             [[load.phases]]\nduration = \"1s\"\nrate = 1000\n\
+             [[load.phases]]\nduration = \"1s\"\nrate = 1\n",
+        );
+        let steps = steps(&p, 1, None);
+        assert!(steps.iter().all(|s| (s.limit, s.why) == (40, Why::Pool)));
+        assert!(!steps[0].own(), "the callers' limit, not the generator's");
+        assert_eq!(steps[0].said(), "the callers' pool of 40 connections");
+        // Two shards share it.
+        assert_eq!(super::steps(&p, 2, None)[0].limit, 20);
+        let files = Some(Files {
+            limit: 256 + 10,
+            shared: false,
+        });
+        let s = super::steps(&p, 1, files)[0];
+        assert_eq!((s.limit, s.own()), (10, true));
     }
 
     #[test]

@@ -25,6 +25,10 @@ pub(crate) fn push_record(out: &mut Vec<u8>, r: &ClientRecord) {
     push_u64(out, r.intended_us);
     out.extend_from_slice(b",\"sent_us\":");
     push_u64(out, r.sent_us);
+    if r.client_wait_us != 0 {
+        out.extend_from_slice(b",\"client_wait_us\":");
+        push_u64(out, r.client_wait_us);
+    }
     out.extend_from_slice(b",\"first_byte_us\":");
     push_opt(out, r.first_byte_us);
     out.extend_from_slice(b",\"done_us\":");
@@ -100,6 +104,7 @@ mod tests {
             attempt: 1,
             intended_us: 1_796_133_204_234_182,
             sent_us: 1_796_133_204_630_865,
+            client_wait_us: 0,
             first_byte_us: Some(1_796_133_204_787_291),
             done_us: 1_796_133_204_845_646,
             status: Some(200),
@@ -135,6 +140,7 @@ mod tests {
                 tenant: (i % 3 == 1).then(|| format!("tenant {i}")),
                 body_reads: (i % 3 == 0).then_some(i as u32 * 7),
                 longest_gap_us: (i % 3 == 0).then_some(i as u64 * 20_011),
+                client_wait_us: (i % 4) as u64 * 1_234,
                 ..base.clone()
             });
         }
@@ -142,6 +148,7 @@ mod tests {
             records.push(ClientRecord {
                 intended_us: v,
                 sent_us: v,
+                client_wait_us: v,
                 done_us: v,
                 tokens: v,
                 patience_ms: v,

@@ -155,6 +155,7 @@ mod tests {
             attempt: 1,
             intended_us: i,
             sent_us: i,
+            client_wait_us: 0,
             first_byte_us: None,
             done_us: i + 10,
             status: Some(200),

@@ -1,9 +1,12 @@
 //! A slow target (the fake provider serving half the offered rate): its
 //! backlog grows and callers time out, while the load generator keeps its
 //! connections within what the callers can hold; past its own bound (here
-//! the open files it is given) requests wait for a connection, and the
-//! wait is the load generator's: counted as send lag, never as time in
-//! the target, those never sent recorded so, and the run says it.
+//! the open files it is given) requests wait in the client for a
+//! connection: the wait is recorded as their `client_wait_us`, never as
+//! send lag nor as time in the target, those never sent recorded so, and
+//! the run says it. With a pool smaller than the concurrency the target
+//! needs, the callers' wait shows in the client, and the target's queue
+//! stays empty.
 
 use std::path::Path;
 
@@ -99,7 +102,8 @@ async fn at_its_own_bound_requests_wait_the_wait_is_the_load_generators_and_it_i
         "{bound:?}"
     );
     // Those never sent are the load generator's, said in their reason,
-    // and were never in the target: sent when they ended.
+    // and were never in the target: they waited in the client to the end,
+    // handed on when due.
     let not_sent: Vec<_> = r
         .client
         .iter()
@@ -112,21 +116,27 @@ async fn at_its_own_bound_requests_wait_the_wait_is_the_load_generators_and_it_i
     assert_eq!(not_sent.len() as u64, bound.not_sent);
     for c in &not_sent {
         assert_eq!(c.outcome, ClientOutcome::ConnectError);
-        assert_eq!(c.sent_us, c.done_us, "{c:?}");
+        let waited = c.done_us - c.sent_us;
+        assert!(c.client_wait_us.abs_diff(waited) <= 2, "{c:?}");
+        assert!(c.send_lag_us() < 20_000, "{c:?}");
         assert!(
             !r.provider.iter().any(|p| p.id == c.id),
             "{} reached the target",
             c.id
         );
     }
-    // Those that waited were sent when they got a connection: the wait
-    // is in their send lag.
-    let late = r
+    // Those that waited got a connection after it: the wait is in their
+    // latency as client_wait_us, not in their send lag.
+    let waited: Vec<_> = r
         .client
         .iter()
-        .filter(|c| c.reason.is_none() && c.sent_us > c.intended_us + 20_000)
-        .count();
-    assert!(late > 0, "no attempt was sent after a wait");
+        .filter(|c| c.reason.is_none() && c.client_wait_us > 20_000)
+        .collect();
+    assert!(!waited.is_empty(), "no attempt was sent after a wait");
+    for c in &waited {
+        assert!(c.latency_us() >= c.client_wait_us, "{c:?}");
+    }
+    assert!(r.report.valid, "the waits are not the generator's lateness");
     assert!(
         r.client.iter().all(|c| !c
             .reason
@@ -187,4 +197,64 @@ rate = 40
         "{:?}",
         r.report.notes
     );
+}
+
+/// 20 ms a call and no ceiling: at 300 a second the callers need 6
+/// connections at once.
+const QUICK: &str = "[latency]\nttft = { fixed = \"20ms\" }\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_smaller_than_the_target_needs_shows_as_the_clients_wait_not_the_targets_queue() {
+    // 300 a second for 1 s over a pool of 4: it carries about 200 a
+    // second, so a line of callers grows in the client and drains after.
+    let scenario = r#"
+[load]
+seed = 5
+send_lag_p99_max = "10s"
+patience = { fixed = "5s" }
+[[load.phases]]
+duration = "1s"
+rate = 300
+[load.request]
+max_tokens = { fixed = 4 }
+[load.clients]
+pool = 4
+"#;
+    let r = rehearse(scenario, QUICK).await;
+    let bound = r.report.connection_bound;
+    assert_eq!((bound.model, bound.largest), ("pool", 4), "{bound:?}");
+    assert!(bound.most_open <= 4, "{bound:?}");
+    assert_eq!(
+        r.report.outcome(ClientOutcome::Ok).first_attempts,
+        300,
+        "the pool serves everyone in time"
+    );
+    // The target never holds more than the pool, and serves each call in
+    // about its 20 ms: no queue there.
+    let most = most_calls_at_once(&r.provider);
+    assert!(most <= 4, "the provider had {most} calls at once");
+    for p in &r.provider {
+        let took = p.finished_us.unwrap_or(u64::MAX) - p.received_us;
+        assert!(took < 250_000, "{p:?}");
+    }
+    // The callers' wait shows in the client: most waited, the longest a
+    // good part of the backlog's drain, each in its latency.
+    let waited: Vec<&ClientRecord> = r.client.iter().filter(|c| c.client_wait_us > 0).collect();
+    assert!(waited.len() > 150, "{} waited", waited.len());
+    let longest = waited.iter().map(|c| c.client_wait_us).max().unwrap();
+    assert!(longest > 100_000, "the longest wait {longest} us");
+    for c in &r.client {
+        assert!(c.latency_us() >= c.client_wait_us, "{c:?}");
+    }
+    // Not in the send lag: the generator was on time.
+    let lag = r.report.send_lag.p99_us;
+    assert!(
+        lag < longest / 4,
+        "send lag p99 {lag} us, wait {longest} us"
+    );
+    assert_eq!(bound.waited, waited.len() as u64);
+    assert_eq!(bound.not_sent, 0);
+    let note = r.report.notes.join("\n");
+    assert!(note.contains("callers' own limits"), "{note}");
+    assert!(note.contains("pool of 4"), "{note}");
 }
