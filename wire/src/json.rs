@@ -3,6 +3,8 @@
 //! provider's answers and the load generator's request bodies. Strings are
 //! quoted and escaped exactly as serde_json writes them, numbers by itoa;
 //! each record's writer is held to serde_json's bytes by its own test.
+//! Each function is `#[inline]`: the release build inlines across crates
+//! only what says so, and these sit in the callers' innermost loops.
 //!
 //! serde_json escapes `"` and `\`, writes `\b \t \n \f \r` for those
 //! control characters and `\u00XX` (lowercase hex) for the others below
@@ -10,6 +12,7 @@
 //! is. So does this; the runs between escapes are copied at once.
 
 /// Appends `s` as a JSON string: quoted, escaped as serde_json escapes it.
+#[inline]
 pub fn push_str(out: &mut Vec<u8>, s: &str) {
     let bytes = s.as_bytes();
     out.reserve(bytes.len() + 2);
@@ -55,6 +58,7 @@ const fn needs_escape(b: u8) -> bool {
 /// Whether any of the eight bytes of `w` needs an escape: one below 0x20,
 /// a quote or a backslash (the bit tricks' "has a byte less than n" and
 /// "has a zero byte", exact as to whether there is one).
+#[inline]
 fn word_needs_escape(w: u64) -> bool {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = ONES * 0x80;
@@ -67,6 +71,7 @@ fn word_needs_escape(w: u64) -> bool {
 
 /// The escape of one byte that needs one (a quote, a backslash, a control
 /// character).
+#[inline]
 fn push_escape(out: &mut Vec<u8>, b: u8) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     match b {
@@ -89,11 +94,13 @@ fn push_escape(out: &mut Vec<u8>, b: u8) {
 }
 
 /// Appends `v` in decimal.
+#[inline]
 pub fn push_u64(out: &mut Vec<u8>, v: u64) {
     out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
 }
 
 /// Appends `v` in decimal, or `null`.
+#[inline]
 pub fn push_opt(out: &mut Vec<u8>, v: Option<u64>) {
     match v {
         Some(v) => push_u64(out, v),
@@ -102,6 +109,7 @@ pub fn push_opt(out: &mut Vec<u8>, v: Option<u64>) {
 }
 
 /// The length of `s` as [`push_str`] writes it, quotes included.
+#[inline]
 pub fn str_len(s: &str) -> usize {
     2 + s
         .bytes()
@@ -114,6 +122,7 @@ pub fn str_len(s: &str) -> usize {
 }
 
 /// The number of decimal digits of `v`.
+#[inline]
 pub fn u64_len(v: u64) -> usize {
     itoa::Buffer::new().format(v).len()
 }
