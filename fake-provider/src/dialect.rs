@@ -9,7 +9,7 @@ use bytes::Bytes;
 use serde_json::{json, Value};
 use wire::Dialect;
 
-use crate::json;
+use wire::json;
 
 /// What the provider needs from a request.
 #[derive(Debug, Clone, PartialEq)]
@@ -864,7 +864,7 @@ mod tests {
 
     #[test]
     fn hand_written_bodies_are_serde_jsons_bytes() {
-        let strings = crate::json::tests::awkward_strings();
+        let strings = test_support::strings::awkward_strings();
         let mut n = 0;
         for (k, id) in strings.iter().enumerate() {
             // Each id with a model of the list further on, so that every

@@ -24,7 +24,7 @@
 //! - `records`: the record file: each serving thread's lane of lines,
 //!   the writer thread that takes them on a period, rotation and cap,
 //!   and reading it back from a position ([`RecordsWritten`]); its
-//!   `line` writes a record's line by hand (serde_json's bytes);
+//!   `line` writes a record's line by hand (`wire::json`, serde_json's bytes);
 //! - `run`: a run (what a reset starts anew: config, timeline start,
 //!   counts, quota) and the lease ([`ResetRequest`], [`RunInfo`]);
 //! - `admin`: the admin API (`/_fake/...`), who may call it, and metrics;
@@ -39,8 +39,6 @@
 //! - `timer`: the sub-millisecond timer behind the scripted delays;
 //! - `head_timer`: the timer hyper is given for a connection's header
 //!   read timeout;
-//! - `json`: the JSON writer of the hot answers (strings escaped as
-//!   serde_json escapes them);
 //! - `listen`: a listening socket with a deep accept queue ([`listen`]).
 //!
 //! What it shares with the other parts of a rehearsal (the record, the
@@ -71,7 +69,6 @@ pub mod curve;
 mod dialect;
 mod down;
 mod head_timer;
-mod json;
 mod listen;
 pub mod process;
 mod records;

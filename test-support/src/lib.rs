@@ -4,6 +4,8 @@
 //! The rooms:
 //! - `hostile`: hostile clients from raw sockets (connect, send some
 //!   bytes, then idle, drip or flood) and what the server did about it;
+//! - `strings`: strings with every kind of character a JSON writer
+//!   treats apart;
 //! - `suite`: the hostile-client suite every server that takes chat
 //!   requests is put through;
 //! - `tls`: TLS in front of a plain server on loopback, with a private CA
@@ -13,5 +15,6 @@
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 pub mod hostile;
+pub mod strings;
 pub mod suite;
 pub mod tls;

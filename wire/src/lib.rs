@@ -24,6 +24,8 @@
 //!   [`marker_id`], [`is_request_id`]) and a call's id, header first
 //!   ([`request_id`]);
 //! - [`headers`]: every header name the parts read or write;
+//! - [`json`]: the one JSON writer of the hot paths (the records' lines,
+//!   answers and request bodies), byte for byte serde_json's;
 //! - `retry_after`: [`retry_after_values`], [`parse_retry_after`] and
 //!   [`read_retry_after`] (with the [`RetryAfterHeader`] it read);
 //! - `go_duration`: Go's duration text ([`go_duration`],
@@ -67,6 +69,7 @@ mod fd_table;
 pub mod files;
 mod go_duration;
 pub mod headers;
+pub mod json;
 pub mod number;
 mod plan;
 mod quota;

@@ -1,6 +1,6 @@
 //! A record as a line of `provider.jsonl`: the fields in the order
 //! `wire::ProviderRecord` declares them, written one by one; each string
-//! quoted and escaped as serde_json does it (`crate::json`), each number
+//! quoted and escaped as serde_json does it (`wire::json`), each number
 //! by itoa.
 //!
 //! Why not `serde_json::to_writer(record)`: its derived serializer cost
@@ -14,7 +14,7 @@
 
 use wire::ProviderRecord;
 
-use crate::json::{push_str, push_u64};
+use wire::json::{push_opt, push_str, push_u64};
 
 /// Appends `r` as one JSON object and a newline, exactly as
 /// `serde_json::to_writer` then `\n` would, its `provider` being
@@ -92,13 +92,6 @@ pub(super) fn push_record(
         push_str(out, name);
     }
     out.extend_from_slice(b"}\n");
-}
-
-fn push_opt(out: &mut Vec<u8>, v: Option<u64>) {
-    match v {
-        Some(v) => push_u64(out, v),
-        None => out.extend_from_slice(b"null"),
-    }
 }
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
-//! JSON on the load generator's path, through serde_json and itoa: the
-//! one question asked of a whole (not streamed) 2xx answer (is it a valid
-//! answer of its dialect, and how many completion tokens does its usage
-//! say?), and strings and numbers written into request bodies and
-//! `client.jsonl`.
+//! JSON on the load generator's path: the one question asked of a whole
+//! (not streamed) 2xx answer (is it a valid answer of its dialect, and how
+//! many completion tokens does its usage say?), read through serde_json;
+//! strings and numbers are written into request bodies and `client.jsonl`
+//! by `wire::json`.
 //!
 //! The answer is read by typed structs that borrow from the body and keep
 //! nothing they do not need: `choices` and `content` are checked as
@@ -136,38 +136,8 @@ impl<'de, T: Deserialize<'de>, const MIN: usize> Deserialize<'de> for Array<T, M
     }
 }
 
-/// Appends `v` in decimal.
-pub(crate) fn push_u64(out: &mut Vec<u8>, v: u64) {
-    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
-}
-
-/// Appends `s` as a JSON string, quoted and escaped by serde_json.
-pub(crate) fn push_str(out: &mut Vec<u8>, s: &str) {
-    // Writing into a Vec cannot fail, and a str always serializes.
-    let _ = serde_json::to_writer(&mut *out, s);
-}
-
-/// The number of decimal digits of `v`.
-pub(crate) fn u64_len(v: u64) -> usize {
-    itoa::Buffer::new().format(v).len()
-}
-
-/// The length of `s` as [`push_str`] writes it, quotes included.
-pub(crate) fn str_len(s: &str) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0 += b.len();
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut n = Count(0);
-    let _ = serde_json::to_writer(&mut n, s);
-    n.0
-}
+// The writer of request bodies and record lines is the one in `wire`.
+pub(crate) use wire::json::{push_str, push_u64, str_len, u64_len};
 
 #[cfg(test)]
 mod tests {
@@ -175,23 +145,6 @@ mod tests {
 
     const OPENAI: &str = r#"{"id":"chatcmpl-rh0","object":"chat.completion","created":1796133226,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"sun cat map red oak sky tea ink fox bay elm owl jar fig ivy pen ","refusal":null},"logprobs":null,"finish_reason":"length"}],"usage":{"prompt_tokens":9,"completion_tokens":16,"total_tokens":25},"system_fingerprint":"fp_rehearse"}"#;
     const ANTHROPIC: &str = r#"{"id":"msg_1","type":"message","role":"assistant","model":"claude","content":[{"type":"text","text":"caf\u00e9 \ud83d\ude00 \"q\" é"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":4}}"#;
-
-    #[test]
-    fn strings_and_numbers_are_written_as_serde_json_writes_them() {
-        let awkward: String = (0u8..0x80).map(char::from).collect::<String>() + "\"\\é😀";
-        for s in ["", "gpt-4o", "m\"odel", awkward.as_str()] {
-            let mut out = Vec::new();
-            push_str(&mut out, s);
-            assert_eq!(out, serde_json::to_vec(s).unwrap());
-            assert_eq!(str_len(s), out.len());
-        }
-        for v in [0, 1, 9, 10, 99, 100, 101, 999, 1000, 123_456_789, u64::MAX] {
-            let mut out = Vec::new();
-            push_u64(&mut out, v);
-            assert_eq!(out, v.to_string().as_bytes());
-            assert_eq!(u64_len(v), out.len());
-        }
-    }
 
     #[test]
     fn answers_are_valid_by_their_dialect_s_fields() {

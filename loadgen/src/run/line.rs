@@ -1,6 +1,7 @@
 //! A record as a line of `client.jsonl`: the fields in the order
 //! `wire::ClientRecord` declares them, written one by one; each string
-//! quoted and escaped by serde_json, each number by itoa.
+//! quoted and escaped as serde_json does it, each number by itoa
+//! (`wire::json`, the provider's records' writer too).
 //!
 //! Why not `serde_json::to_writer(record)`: its derived serializer cost
 //! about 3,600 instructions a record (callgrind; a tenth of the load
@@ -12,7 +13,7 @@
 
 use wire::ClientRecord;
 
-use crate::request::json::{push_str, push_u64};
+use wire::json::{push_opt, push_str, push_u64};
 
 /// Appends `r` as one JSON object and a newline, exactly as
 /// `serde_json::to_writer` then `\n` would.
@@ -77,13 +78,6 @@ pub(crate) fn push_record(out: &mut Vec<u8>, r: &ClientRecord) {
         push_u64(out, gap);
     }
     out.extend_from_slice(b"}\n");
-}
-
-fn push_opt(out: &mut Vec<u8>, v: Option<u64>) {
-    match v {
-        Some(v) => push_u64(out, v),
-        None => out.extend_from_slice(b"null"),
-    }
 }
 
 #[cfg(test)]

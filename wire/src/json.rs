@@ -1,5 +1,10 @@
-//! A small JSON writer for the hot answers: strings quoted and escaped
-//! exactly as serde_json writes them, numbers by itoa.
+//! The one JSON writer of the hot paths: the records' lines (the fake
+//! provider's `provider.jsonl`, the load generator's `client.jsonl`), the
+//! provider's answers and the load generator's request bodies. Strings are
+//! quoted and escaped exactly as serde_json writes them, numbers by itoa;
+//! each record's writer is held to serde_json's bytes by its own test.
+//! Each function is `#[inline]`: the release build inlines across crates
+//! only what says so, and these sit in the callers' innermost loops.
 //!
 //! serde_json escapes `"` and `\`, writes `\b \t \n \f \r` for those
 //! control characters and `\u00XX` (lowercase hex) for the others below
@@ -7,7 +12,8 @@
 //! is. So does this; the runs between escapes are copied at once.
 
 /// Appends `s` as a JSON string: quoted, escaped as serde_json escapes it.
-pub(crate) fn push_str(out: &mut Vec<u8>, s: &str) {
+#[inline]
+pub fn push_str(out: &mut Vec<u8>, s: &str) {
     let bytes = s.as_bytes();
     out.reserve(bytes.len() + 2);
     out.push(b'"');
@@ -52,6 +58,7 @@ const fn needs_escape(b: u8) -> bool {
 /// Whether any of the eight bytes of `w` needs an escape: one below 0x20,
 /// a quote or a backslash (the bit tricks' "has a byte less than n" and
 /// "has a zero byte", exact as to whether there is one).
+#[inline]
 fn word_needs_escape(w: u64) -> bool {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = ONES * 0x80;
@@ -64,6 +71,7 @@ fn word_needs_escape(w: u64) -> bool {
 
 /// The escape of one byte that needs one (a quote, a backslash, a control
 /// character).
+#[inline]
 fn push_escape(out: &mut Vec<u8>, b: u8) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     match b {
@@ -86,52 +94,43 @@ fn push_escape(out: &mut Vec<u8>, b: u8) {
 }
 
 /// Appends `v` in decimal.
-pub(crate) fn push_u64(out: &mut Vec<u8>, v: u64) {
+#[inline]
+pub fn push_u64(out: &mut Vec<u8>, v: u64) {
     out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
 }
 
-#[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-
-    /// Strings with every kind of character serde_json treats apart.
-    pub(crate) fn awkward_strings() -> Vec<String> {
-        let mut v: Vec<String> = [
-            "",
-            "plain",
-            "\"",
-            "\\",
-            "a\"b\\c",
-            "\"\"\\\\",
-            "tab\there\nnew\rret\u{8}bs\u{c}ff",
-            "\u{0}\u{1}\u{1f}\u{7f}",
-            "héllo wörld",
-            "日本語のモデル",
-            "emoji 🦀 and \u{2028}\u{2029}",
-            "</script>",
-            "ends with a quote\"",
-            "\\\"\\n",
-        ]
-        .into_iter()
-        .map(String::from)
-        .collect();
-        // Every character below 0x80, one by one and all together.
-        let all: String = (0u8..0x80).map(char::from).collect();
-        v.extend((0u8..0x80).map(|b| char::from(b).to_string()));
-        v.push(all);
-        // One character to escape (or not) at every place of strings
-        // around the eight-byte words' lengths.
-        for len in 1..=25 {
-            for at in 0..len {
-                for c in ['"', '\\', '\n', '\u{1}', '\u{1f}', ' ', '\u{7f}', 'é', '🦀'] {
-                    let mut s: String = "abcdefghijklmnopqrstuvwxy"[..len - 1].into();
-                    s.insert(at, c);
-                    v.push(s);
-                }
-            }
-        }
-        v
+/// Appends `v` in decimal, or `null`.
+#[inline]
+pub fn push_opt(out: &mut Vec<u8>, v: Option<u64>) {
+    match v {
+        Some(v) => push_u64(out, v),
+        None => out.extend_from_slice(b"null"),
     }
+}
+
+/// The length of `s` as [`push_str`] writes it, quotes included.
+#[inline]
+pub fn str_len(s: &str) -> usize {
+    2 + s
+        .bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | 0x08 | b'\t' | b'\n' | 0x0c | b'\r' => 2,
+            b if needs_escape(b) => 6,
+            _ => 1,
+        })
+        .sum::<usize>()
+}
+
+/// The number of decimal digits of `v`.
+#[inline]
+pub fn u64_len(v: u64) -> usize {
+    itoa::Buffer::new().format(v).len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use test_support::strings::awkward_strings;
 
     #[test]
     fn strings_are_escaped_as_serde_json_escapes_them() {
@@ -160,6 +159,24 @@ pub(crate) mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn lengths_are_what_is_written() {
+        for s in awkward_strings() {
+            let mut out = Vec::new();
+            push_str(&mut out, &s);
+            assert_eq!(str_len(&s), out.len(), "{s:?}");
+        }
+        for v in [0, 7, 10, 999, 1000, u64::MAX] {
+            let mut out = Vec::new();
+            push_u64(&mut out, v);
+            assert_eq!(u64_len(v), out.len());
+        }
+        let mut out = Vec::new();
+        push_opt(&mut out, None);
+        push_opt(&mut out, Some(42));
+        assert_eq!(out, b"null42");
     }
 
     #[test]
