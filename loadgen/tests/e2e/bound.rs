@@ -253,6 +253,8 @@ pool = 4
         "send lag p99 {lag} us, wait {longest} us"
     );
     assert_eq!(bound.waited, waited.len() as u64);
+    assert_eq!(r.report.client_wait.count, waited.len() as u64);
+    assert!(r.report.client_wait.max_us >= longest * 99 / 100);
     assert_eq!(bound.not_sent, 0);
     let note = r.report.notes.join("\n");
     assert!(note.contains("callers' own limits"), "{note}");
