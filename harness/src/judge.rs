@@ -95,20 +95,29 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Ju
     // Connects that failed for want of a descriptor, and attempts the
     // load generator never sent for want of a connection under its own
     // bound, are this machine's limit, not the gateway's doing: they make
-    // the run invalid.
-    let (mut out_of_files, mut not_sent) = (0u64, 0u64);
+    // the run invalid. Those the callers' own pool or connect rate held
+    // past their patience are the scenario's callers': said, not invalid.
+    let (mut out_of_files, mut not_sent, mut held) = (0u64, 0u64, 0u64);
     let counted = client.by_ref().inspect(|a| {
         let reason = a
             .reason
             .as_deref()
             .filter(|_| a.outcome == ClientOutcome::ConnectError);
         out_of_files += u64::from(reason.is_some_and(crate::fds::is_out_of_files));
-        not_sent += u64::from(reason.is_some_and(loadgen::was_not_sent));
+        let in_client = reason.is_some_and(|r| r.starts_with(loadgen::NOT_SENT_IN_CLIENT));
+        not_sent += u64::from(!in_client && reason.is_some_and(loadgen::was_not_sent));
+        held += u64::from(in_client);
     });
     feed(&mut judge, counted, &mut provider);
     meta.untrusted
         .extend(crate::fds::out_of_files_note(out_of_files));
     meta.untrusted.extend(not_sent_note(not_sent));
+    meta.notes.extend((held > 0).then(|| {
+        format!(
+            "{} attempts got no connection within their patience from the callers' own pool or connect rate ([load.clients]) and were never sent: the scenario's callers, not the gateway (no loss of its)",
+            wire::number::count(held)
+        )
+    }));
     for (name, health) in [
         (files::CLIENT_RECORDS, client.health()),
         (files::PROVIDER_RECORDS, provider.health()),

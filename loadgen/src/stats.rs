@@ -433,7 +433,7 @@ pub const OVERSIZED: &str = "oversized";
 /// assert!(!loadgen::was_not_sent("connect: connection refused"));
 /// ```
 pub fn was_not_sent(reason: &str) -> bool {
-    reason.starts_with("not sent: ")
+    reason.starts_with(wire::NOT_SENT_PREFIX)
 }
 
 /// What the spending guard let through (`summary.json`'s `spend`).

@@ -802,7 +802,9 @@ impl Judge {
         if !joins {
             f.ended(&mut self.rows, a.done_us, a.tenant.as_deref(), a.outcome);
         }
-        if let Some(k) = Tally::lost_kind(a.outcome) {
+        // One the load generator never sent never reached the gateway: no
+        // loss of its (the run's notes say why it was not sent).
+        if let Some(k) = Tally::lost_kind(a.outcome).filter(|_| !a.was_not_sent()) {
             f.tally.lost[k] += 1;
         }
         if f.deaths.lost(a) {
