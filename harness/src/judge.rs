@@ -112,6 +112,7 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Ju
     meta.untrusted
         .extend(crate::fds::out_of_files_note(out_of_files));
     meta.untrusted.extend(not_sent_note(not_sent));
+    meta.untrusted.extend(own_bound_note(dir));
     meta.notes.extend((held > 0).then(|| {
         format!(
             "{} attempts got no connection within their patience from the callers' own pool or connect rate ([load.clients]) and were never sent: the scenario's callers, not the gateway (no loss of its)",
@@ -227,6 +228,26 @@ fn not_sent_note(n: u64) -> Option<String> {
     (n > 0).then(|| {
         format!(
             "the load generator did not send {} attempts (its bound on open connections reached, or it came to them only after their patience had ended; each record's reason says which): a limit of the harness rather than the gateway's doing, so the run is invalid (summary.json's notes say more)",
+            wire::number::count(n)
+        )
+    })
+}
+
+/// The note that makes a run invalid when attempts waited at the load
+/// generator's own bound on open connections (summary.json's
+/// `connection_bound.waited_at_own_bound`): it could not open the
+/// connections its callers would have (the open files gave out, most
+/// likely), so the gateway did not see the load the scenario says. Their
+/// waits are in their latency as `client_wait_us`, not in the send lag,
+/// so the send lag alone no longer says so. `None` when none waited, or
+/// for a run directory without the figure.
+fn own_bound_note(dir: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(dir.join(files::LOAD_SUMMARY)).ok()?;
+    let summary: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let n = summary["connection_bound"]["waited_at_own_bound"].as_u64()?;
+    (n > 0).then(|| {
+        format!(
+            "{} attempts waited for a connection at the load generator's own bound on open connections: it could not open the connections its callers would have, a limit of the harness's machine rather than the gateway's doing, so the run is invalid (summary.json's notes say which limit)",
             wire::number::count(n)
         )
     })

@@ -247,6 +247,7 @@ impl Stats {
             retry_send_lag: LoadPercentiles::of(&self.retry_send_lag),
             client_wait: LoadPercentiles::of(&self.client_wait),
             send_lag_bound_us: send_lag_bound.as_micros() as u64,
+            // Until the bound's figures are known (`run`), the send lag.
             valid: Duration::from_micros(lag_p99) <= send_lag_bound,
             records_backlog_max: self.records_backlog_max,
             connections_opened: 0,
@@ -391,6 +392,12 @@ pub struct ConnectionBound {
     /// were not sent (`connect_error`, reason [`crate::NOT_SENT_AT_BOUND`]
     /// or [`crate::NOT_SENT_IN_CLIENT`]).
     pub not_sent: u64,
+    /// Of those that waited, the attempts that waited at the load
+    /// generator's own bound (what its callers can hold, or the open files
+    /// it has), not at the callers' pool, cap or connect rate: the run
+    /// could not open the connections its callers would have, a limit of
+    /// the machine's, and is invalid.
+    pub waited_at_own_bound: u64,
     /// How the callers held connections: `per caller` or `pool`.
     pub model: &'static str,
     /// The callers' new connections per second at most, if limited.
@@ -533,7 +540,11 @@ impl RunReport {
             secs,
             ms(self.send_lag.p99_us),
             ms(self.send_lag_bound_us),
-            if self.valid { "run valid" } else { "RUN INVALID: the generator could not keep its schedule" }
+            match (self.valid, self.connection_bound.waited_at_own_bound) {
+                (true, _) => "run valid",
+                (false, 0) => "RUN INVALID: the generator could not keep its schedule",
+                (false, _) => "RUN INVALID: the generator's own bound on open connections was reached",
+            }
         );
         for note in &self.notes {
             let _ = writeln!(out, "note: {note}");
