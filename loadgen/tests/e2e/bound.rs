@@ -271,3 +271,48 @@ pool = 4
     assert!(note.contains("callers' own limits"), "{note}");
     assert!(note.contains("pool of 4"), "{note}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_connect_rate_callers_wait_in_the_client_for_a_connection() {
+    // 200 a second for 1 s against 20 ms calls (4 connections at once
+    // would do), opening at most 10 connections a second: the first
+    // arrivals wait for the few opened, none is lost, the run is valid.
+    let scenario = r#"
+[load]
+seed = 9
+send_lag_p99_max = "10s"
+patience = { fixed = "5s" }
+[[load.phases]]
+duration = "1s"
+rate = 200
+[load.request]
+max_tokens = { fixed = 4 }
+[load.clients]
+connect_rate = 10
+"#;
+    let r = rehearse(scenario, QUICK).await;
+    let bound = r.report.connection_bound;
+    assert_eq!(
+        (bound.model, bound.connect_rate_per_s),
+        ("per caller", Some(10.0))
+    );
+    assert_eq!(r.report.outcome(ClientOutcome::Ok).first_attempts, 200);
+    let secs = r.report.elapsed_ms as f64 / 1000.0;
+    let most = 2.0 + 10.0 * (secs + 0.1);
+    assert!(
+        (r.report.connections_opened as f64) <= most,
+        "{} connections opened in {secs} s",
+        r.report.connections_opened
+    );
+    assert!(r.report.client_wait.count > 0, "{:?}", r.report.client_wait);
+    assert_eq!((bound.not_sent, bound.waited_at_own_bound), (0, 0));
+    assert!(r.report.valid);
+    assert!(
+        r.report
+            .notes
+            .join("\n")
+            .contains("at most 10 new connections a second"),
+        "{:?}",
+        r.report.notes
+    );
+}
