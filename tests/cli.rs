@@ -1868,7 +1868,7 @@ rate = 4
         assert!(records.len() >= 15, "{} records", records.len());
         for r in &records {
             assert_eq!(r.status, Some(500), "{r:?}\n{gateway_toml}");
-            let held = r.done_us - r.sent_us;
+            let held = r.done_us - r.on_the_wire_us();
             assert!(
                 (190_000..900_000).contains(&held),
                 "held 1 s ÷ 5, not 1 s: {r:?}\n{gateway_toml}"

@@ -242,8 +242,9 @@ fn four_policies_against_a_slow_upstream_in_one_compare() {
     // would take all of it. (5 ms held on a quiet machine; four
     // rehearsals at once on a debug build took up to tens of ms.)
     let slow = slow_window(&dir, &limit);
-    let fast_enough =
-        |a: &&ClientRecord| !valid(&limit) || ((a.done_us - a.sent_us) as f64) < timeout_us / 10.0;
+    let fast_enough = |a: &&ClientRecord| {
+        !valid(&limit) || ((a.done_us - a.on_the_wire_us()) as f64) < timeout_us / 10.0
+    };
     let refused = slow
         .iter()
         .filter(|a| a.outcome == ClientOutcome::Shed)

@@ -123,7 +123,7 @@ impl Joined<'_> {
         t.people = self.people;
         t.served = self.served_us.len() as u64;
         for a in self.attempts {
-            if let Some(k) = Tally::lost_kind(a.outcome) {
+            if let Some(k) = Tally::lost_kind(a.outcome).filter(|_| !a.was_not_sent()) {
                 t.lost[k] += 1;
             }
         }

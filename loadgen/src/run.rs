@@ -371,6 +371,8 @@ struct Shared {
     /// connection within their patience.
     bound_waits: AtomicU64,
     not_sent: AtomicU64,
+    /// Of the waits, those at the load generator's own bound.
+    own_bound_waits: AtomicU64,
     /// Attempts not sent because the load generator came to them only
     /// after their person's patience had ended.
     not_sent_late: AtomicU64,
@@ -492,6 +494,7 @@ pub async fn run(
         bounds,
         bound_waits: AtomicU64::new(0),
         not_sent: AtomicU64::new(0),
+        own_bound_waits: AtomicU64::new(0),
         not_sent_late: AtomicU64::new(0),
     });
 
@@ -532,6 +535,8 @@ pub async fn run(
     let mut report = stats.into_report(elapsed, plan.send_lag_bound);
     report.spend = spend;
     report.connections_opened = connections_opened;
+    // Waits at its own bound: it could not open what the callers would.
+    report.valid &= connection_bound.waited_at_own_bound == 0;
     report.connection_bound = connection_bound;
     report.notes.extend(bound_notes);
     write_summary(&report, &options.out_dir)?;
@@ -811,14 +816,17 @@ fn in_the_client(
     outcome: ClientOutcome,
     reason: Option<String>,
 ) -> (u64, ClientOutcome, Option<String>) {
-    if let Some(us) = wait.waited_us() {
-        shared.bound_waits.fetch_add(1, Ordering::Relaxed);
-        return (us, outcome, reason);
-    }
-    if !wait.never_got() {
+    if !wait.never_got() && wait.waited_us().is_none() {
         return (0, outcome, reason);
     }
     shared.bound_waits.fetch_add(1, Ordering::Relaxed);
+    let at_own_bound = shared.connector.limits() == (true, false);
+    if at_own_bound {
+        shared.own_bound_waits.fetch_add(1, Ordering::Relaxed);
+    }
+    if let Some(us) = wait.waited_us() {
+        return (us, outcome, reason);
+    }
     let waited = done.saturating_duration_since(began).as_micros() as u64;
     if outcome != ClientOutcome::Timeout {
         // Stopped (cancelled) while waiting: not sent either.
@@ -826,9 +834,9 @@ fn in_the_client(
     }
     shared.not_sent.fetch_add(1, Ordering::Relaxed);
     let limit = shared.connector.limit();
-    let reason = match shared.connector.limits() {
-        (true, false) => format!("{}: {limit} open", crate::NOT_SENT_AT_BOUND),
-        _ => format!("{}: {limit} open", crate::NOT_SENT_IN_CLIENT),
+    let reason = match at_own_bound {
+        true => format!("{}: {limit} open", crate::NOT_SENT_AT_BOUND),
+        false => format!("{}: {limit} open", crate::NOT_SENT_IN_CLIENT),
     };
     (waited, ClientOutcome::ConnectError, Some(reason))
 }
@@ -845,6 +853,7 @@ fn bound_met(shared: &Shared) -> (crate::ConnectionBound, Vec<String>) {
         most_open: shared.connector.most_open() as u64,
         waited,
         not_sent,
+        waited_at_own_bound: shared.own_bound_waits.load(Ordering::Relaxed),
         model: if clients.pool.is_some() {
             "pool"
         } else {
@@ -869,9 +878,14 @@ fn bound_met(shared: &Shared) -> (crate::ConnectionBound, Vec<String>) {
             crate::NOT_SENT_LATE,
         )
     });
-    let whose = match shared.bounds.iter().any(bound::Step::own) {
-        true => "the load generator's own bound on open connections was reached",
-        false => "the callers' own limits on connections were reached",
+    let whose = match figures.waited_at_own_bound {
+        0 => "the callers' own limits on connections were reached".to_owned(),
+        n => format!(
+            "the load generator's own bound on open connections was reached ({} attempts waited \
+             at it: it could not open the connections its callers would have, so the run is \
+             invalid)",
+            wire::number::count(n)
+        ),
     };
     let note = (waited > 0).then(|| {
         format!(

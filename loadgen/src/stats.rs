@@ -56,6 +56,8 @@ pub(crate) struct Stats {
     ttft: Vec<Histogram<u64>>,
     send_lag: Histogram<u64>,
     retry_send_lag: Histogram<u64>,
+    /// Waits in the client for a connection, of the attempts that waited.
+    client_wait: Histogram<u64>,
     person_ok: Histogram<u64>,
     first: [u64; ClientOutcome::ALL.len()],
     retry: [u64; ClientOutcome::ALL.len()],
@@ -82,6 +84,7 @@ impl Stats {
             ttft: ClientOutcome::ALL.iter().map(|_| histogram()).collect(),
             send_lag: histogram(),
             retry_send_lag: histogram(),
+            client_wait: histogram(),
             person_ok: histogram(),
             first: [0; ClientOutcome::ALL.len()],
             retry: [0; ClientOutcome::ALL.len()],
@@ -112,6 +115,9 @@ impl Stats {
             record(&mut self.send_lag, r.send_lag_us());
         } else {
             record(&mut self.retry_send_lag, r.send_lag_us());
+        }
+        if r.client_wait_us > 0 {
+            record(&mut self.client_wait, r.client_wait_us);
         }
         if r.stream {
             if let Some(fb) = r.first_byte_us {
@@ -203,6 +209,7 @@ impl Stats {
         named.push(("person.ok".into(), &self.person_ok));
         named.push(("send_lag".into(), &self.send_lag));
         named.push(("send_lag.retry".into(), &self.retry_send_lag));
+        named.push(("client_wait".into(), &self.client_wait));
         for (name, h) in named {
             log.write_histogram(h, Duration::ZERO, elapsed, Tag::new(&name))
                 .map_err(|e| std::io::Error::other(format!("{e:?}")))?;
@@ -238,7 +245,9 @@ impl Stats {
             person_ok: LoadPercentiles::of(&self.person_ok),
             send_lag: LoadPercentiles::of(&self.send_lag),
             retry_send_lag: LoadPercentiles::of(&self.retry_send_lag),
+            client_wait: LoadPercentiles::of(&self.client_wait),
             send_lag_bound_us: send_lag_bound.as_micros() as u64,
+            // Until the bound's figures are known (`run`), the send lag.
             valid: Duration::from_micros(lag_p99) <= send_lag_bound,
             records_backlog_max: self.records_backlog_max,
             connections_opened: 0,
@@ -330,6 +339,11 @@ pub struct RunReport {
     /// The same for retries, whose due times the clients set themselves
     /// (tokio's millisecond timer wakes them, so expect about a millisecond).
     pub retry_send_lag: LoadPercentiles,
+    /// The attempts that waited in the client for a connection (a busy
+    /// pool, the connect rate, the bound), first attempts and retries, and
+    /// how long: in their latency, not in their send lag (each record's
+    /// `client_wait_us`).
+    pub client_wait: LoadPercentiles,
     /// The bound on the send lag's p99.
     pub send_lag_bound_us: u64,
     /// True if and only if the send lag's p99 stayed within its bound.
@@ -378,6 +392,12 @@ pub struct ConnectionBound {
     /// were not sent (`connect_error`, reason [`crate::NOT_SENT_AT_BOUND`]
     /// or [`crate::NOT_SENT_IN_CLIENT`]).
     pub not_sent: u64,
+    /// Of those that waited, the attempts that waited at the load
+    /// generator's own bound (what its callers can hold, or the open files
+    /// it has), not at the callers' pool, cap or connect rate: the run
+    /// could not open the connections its callers would have, a limit of
+    /// the machine's, and is invalid.
+    pub waited_at_own_bound: u64,
     /// How the callers held connections: `per caller` or `pool`.
     pub model: &'static str,
     /// The callers' new connections per second at most, if limited.
@@ -420,7 +440,7 @@ pub const OVERSIZED: &str = "oversized";
 /// assert!(!loadgen::was_not_sent("connect: connection refused"));
 /// ```
 pub fn was_not_sent(reason: &str) -> bool {
-    reason.starts_with("not sent: ")
+    reason.starts_with(wire::NOT_SENT_PREFIX)
 }
 
 /// What the spending guard let through (`summary.json`'s `spend`).
@@ -502,6 +522,14 @@ impl RunReport {
                 &self.retry_send_lag,
             );
         }
+        if self.client_wait.count > 0 {
+            row(
+                "client wait",
+                self.client_wait.count.to_string(),
+                "-".into(),
+                &self.client_wait,
+            );
+        }
         let secs = self.elapsed_ms as f64 / 1000.0;
         let _ = writeln!(
             out,
@@ -512,7 +540,11 @@ impl RunReport {
             secs,
             ms(self.send_lag.p99_us),
             ms(self.send_lag_bound_us),
-            if self.valid { "run valid" } else { "RUN INVALID: the generator could not keep its schedule" }
+            match (self.valid, self.connection_bound.waited_at_own_bound) {
+                (true, _) => "run valid",
+                (false, 0) => "RUN INVALID: the generator could not keep its schedule",
+                (false, _) => "RUN INVALID: the generator's own bound on open connections was reached",
+            }
         );
         for note in &self.notes {
             let _ = writeln!(out, "note: {note}");
@@ -593,15 +625,12 @@ mod tests {
             ClientOutcome::Ok,
             true,
         ));
-        // Person b: served in 10 ms; person c times out at 1.5 s.
-        s.add(&rec(
-            "b",
-            1,
-            t0 + 10_000,
-            t0 + 20_000,
-            ClientOutcome::Ok,
-            true,
-        ));
+        // Person b: served in 10 ms, 4 ms of it waiting in the client for
+        // a connection; person c times out at 1.5 s.
+        s.add(&ClientRecord {
+            client_wait_us: 4_000,
+            ..rec("b", 1, t0 + 10_000, t0 + 20_000, ClientOutcome::Ok, true)
+        });
         s.add(&rec(
             "c",
             1,
@@ -621,6 +650,11 @@ mod tests {
         let max = r.person_ok.max_us;
         assert!((2_495_000..=2_505_000).contains(&max), "{max}");
         assert!(r.valid);
+        // The one wait in the client: counted apart, and in the table.
+        assert_eq!(r.client_wait.count, 1);
+        let wait = r.client_wait.max_us;
+        assert!((3_995..=4_005).contains(&wait), "{wait}");
+        assert!(r.table().contains("client wait"), "{}", r.table());
         assert_eq!(r.send_lag.p99_us, 100);
         let outstanding: Vec<i64> = r.timeline.iter().map(|s| s.outstanding).collect();
         assert_eq!(outstanding, vec![2, 1, 0]);
@@ -696,8 +730,10 @@ mod tests {
                 _ => None,
             })
             .collect();
-        // latency and ttft_stream per outcome, person.ok, and two send lags.
-        assert_eq!(tags.len(), 2 * ClientOutcome::ALL.len() + 3, "{tags:?}");
+        // latency and ttft_stream per outcome, person.ok, two send lags and
+        // the client's waits.
+        assert_eq!(tags.len(), 2 * ClientOutcome::ALL.len() + 4, "{tags:?}");
+        assert!(tags.contains(&"client_wait".to_string()));
         assert!(tags.contains(&"latency.ok".to_string()));
     }
 

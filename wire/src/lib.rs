@@ -97,6 +97,7 @@ pub use quota::{
 pub use record::{
     is_provider_name, ClientOutcome, ClientRecord, GatewaySample, Join, ProviderEnd,
     ProviderOutcome, ProviderRecord, RefusalClass, RssSample, AT_ONCE_US, DEFAULT_PROVIDER,
+    NOT_SENT_PREFIX,
 };
 pub use request_id::{
     is_request_id, marker, marker_id, request_id, Marker, MARKER_CLOSE, MARKER_OPEN, MAX_ID_LEN,

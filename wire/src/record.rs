@@ -483,6 +483,10 @@ pub struct ClientRecord {
     pub longest_gap_us: Option<u64>,
 }
 
+/// How the reason of an attempt the load generator never sent begins
+/// ([`ClientRecord::was_not_sent`]).
+pub const NOT_SENT_PREFIX: &str = "not sent: ";
+
 fn is_zero(v: &u64) -> bool {
     *v == 0
 }
@@ -492,6 +496,19 @@ impl ClientRecord {
     /// plus its wait for a connection ([`ClientRecord::client_wait_us`]).
     pub fn on_the_wire_us(&self) -> u64 {
         self.sent_us.saturating_add(self.client_wait_us)
+    }
+
+    /// Whether the load generator never sent the attempt: a
+    /// `connect_error` whose reason begins `not sent: ` (no connection
+    /// within the patience at its own bound or the callers' pool, or come
+    /// to only after the patience had ended). The gateway never saw it, so
+    /// it is no loss of the gateway's.
+    pub fn was_not_sent(&self) -> bool {
+        self.outcome == ClientOutcome::ConnectError
+            && self
+                .reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with(NOT_SENT_PREFIX))
     }
 
     /// End-to-end latency of the attempt, from its intended send time.
@@ -816,6 +833,18 @@ mod tests {
         assert_eq!(back, waited);
         assert_eq!((back.send_lag_us(), back.latency_us()), (2, 90));
         assert_eq!(back.on_the_wire_us(), 42);
+        assert!(!back.was_not_sent());
+        let not_sent = ClientRecord {
+            outcome: ClientOutcome::ConnectError,
+            reason: Some(format!("{NOT_SENT_PREFIX}no connection")),
+            ..r.clone()
+        };
+        assert!(not_sent.was_not_sent());
+        let refused = ClientRecord {
+            reason: Some("connect: connection refused".into()),
+            ..not_sent
+        };
+        assert!(!refused.was_not_sent());
         assert_eq!(back.retry_after_granularity_ms(), 1);
     }
 

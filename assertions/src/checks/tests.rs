@@ -1824,3 +1824,24 @@ fn memory_ceiling_says_where_its_baseline_and_drained_figures_come_from() {
     assert_eq!(v.status, Status::Pass, "{v:?}");
     assert!(v.observed.contains("drained 45 MiB"), "{}", v.observed);
 }
+
+/// An attempt the load generator never sent (no connection from the
+/// callers' pool within the patience, its reason `not sent: ...`) never
+/// reached the gateway: no loss of its. A refused connect is one.
+#[test]
+fn an_attempt_never_sent_is_no_loss_of_the_gateways() {
+    let connect_error = |id: &str, reason: &str| ClientRecord {
+        reason: Some(reason.to_owned()),
+        ..stories::attempt(id, 1, 0, 900, ClientOutcome::ConnectError, None)
+    };
+    let ok = stories::attempt("a", 1, 0, 100, ClientOutcome::Ok, None);
+    let not_sent = connect_error(
+        "b",
+        "not sent: no connection within the patience, the callers' pool was busy",
+    );
+    let j = stories::judged(&[ok.clone(), not_sent], &[], &[], 1.0);
+    assert_eq!(status(&j, "no_silent_loss"), Status::Pass);
+    let refused = connect_error("b", "connect: connection refused");
+    let j = stories::judged(&[ok, refused], &[], &[], 1.0);
+    assert_eq!(status(&j, "no_silent_loss"), Status::Fail);
+}

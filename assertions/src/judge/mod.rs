@@ -893,6 +893,22 @@ mod tests {
         assert_eq!(jl.pass.settled_before_dispatch, 0);
     }
 
+    /// A wait in the client for a connection is the callers': an attempt
+    /// handed on at its intended time that waited for a connection is
+    /// judged as one sent when it got it (as records from before
+    /// `client_wait_us` said), never as time in the gateway's queue.
+    #[test]
+    fn a_wait_in_the_client_is_judged_from_when_the_request_left_it() {
+        let sent_late = stories::soak(2_000, 100, 1_500, 3);
+        let mut waited = stories::soak(2_000, 100, 1_500, 3);
+        for a in &mut waited.attempts {
+            let wait = a.sent_us - a.intended_us;
+            (a.sent_us, a.client_wait_us) = (a.intended_us, wait);
+        }
+        assert!(waited.attempts.iter().any(|a| a.client_wait_us > 0));
+        assert_eq!(stream(&waited).0, stream(&sent_late).0);
+    }
+
     /// Refusals by kind: a reason decides; without one the join does (the
     /// provider saw it: after dispatch; answered at once: at admission;
     /// later: at dequeue). Counted apart for the run, per second and per

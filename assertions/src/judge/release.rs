@@ -17,6 +17,16 @@ use crate::timeline::record;
 impl Judge {
     /// Feeds the attempt that is `seq`th in its file.
     pub(super) fn feed_attempt(&mut self, a: ClientRecord, seq: u64) {
+        // Judged from when it left the client for the gateway: a wait in
+        // the client for a connection (a busy pool, the connect rate) is
+        // the callers', in the latency from the intended send but never in
+        // the gateway's queue or depth. (What a record from before
+        // `client_wait_us` said as its sent time.)
+        let a = ClientRecord {
+            sent_us: a.on_the_wire_us(),
+            client_wait_us: 0,
+            ..a
+        };
         self.progress.attempts_fed += 1;
         self.count_attempt(&a);
         self.window.saw_attempt(&a);
@@ -136,7 +146,9 @@ impl Judge {
         if !joins {
             f.ended(&mut self.rows, a.done_us, a.tenant.as_deref(), a.outcome);
         }
-        if let Some(k) = Tally::lost_kind(a.outcome) {
+        // One the load generator never sent never reached the gateway: no
+        // loss of its (the run's notes say why it was not sent).
+        if let Some(k) = Tally::lost_kind(a.outcome).filter(|_| !a.was_not_sent()) {
             f.tally.lost[k] += 1;
         }
         if f.deaths.lost(a) {

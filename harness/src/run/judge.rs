@@ -98,20 +98,30 @@ pub fn judge_dir(dir: &Path, sets: &[String], junit: Option<&Path>) -> Result<Ju
     // Connects that failed for want of a descriptor, and attempts the
     // load generator never sent for want of a connection under its own
     // bound, are this machine's limit, not the gateway's doing: they make
-    // the run invalid.
-    let (mut out_of_files, mut not_sent) = (0u64, 0u64);
+    // the run invalid. Those the callers' own pool or connect rate held
+    // past their patience are the scenario's callers': said, not invalid.
+    let (mut out_of_files, mut not_sent, mut held) = (0u64, 0u64, 0u64);
     let counted = client.by_ref().inspect(|a| {
         let reason = a
             .reason
             .as_deref()
             .filter(|_| a.outcome == ClientOutcome::ConnectError);
         out_of_files += u64::from(reason.is_some_and(crate::run::fds::is_out_of_files));
-        not_sent += u64::from(reason.is_some_and(loadgen::was_not_sent));
+        let in_client = reason.is_some_and(|r| r.starts_with(loadgen::NOT_SENT_IN_CLIENT));
+        not_sent += u64::from(!in_client && reason.is_some_and(loadgen::was_not_sent));
+        held += u64::from(in_client);
     });
     feed(&mut judge, counted, &mut provider);
     meta.untrusted
         .extend(crate::run::fds::out_of_files_note(out_of_files));
     meta.untrusted.extend(not_sent_note(not_sent));
+    meta.untrusted.extend(own_bound_note(dir));
+    meta.notes.extend((held > 0).then(|| {
+        format!(
+            "{} attempts got no connection within their patience from the callers' own pool or connect rate ([load.clients]) and were never sent: the scenario's callers, not the gateway (no loss of its)",
+            wire::number::count(held)
+        )
+    }));
     for (name, health) in [
         (files::CLIENT_RECORDS, client.health()),
         (files::PROVIDER_RECORDS, provider.health()),
@@ -221,6 +231,26 @@ fn not_sent_note(n: u64) -> Option<String> {
     (n > 0).then(|| {
         format!(
             "the load generator did not send {} attempts (its bound on open connections reached, or it came to them only after their patience had ended; each record's reason says which): a limit of the harness rather than the gateway's doing, so the run is invalid (summary.json's notes say more)",
+            wire::number::count(n)
+        )
+    })
+}
+
+/// The note that makes a run invalid when attempts waited at the load
+/// generator's own bound on open connections (summary.json's
+/// `connection_bound.waited_at_own_bound`): it could not open the
+/// connections its callers would have (the open files gave out, most
+/// likely), so the gateway did not see the load the scenario says. Their
+/// waits are in their latency as `client_wait_us`, not in the send lag,
+/// so the send lag alone no longer says so. `None` when none waited, or
+/// for a run directory without the figure.
+fn own_bound_note(dir: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(dir.join(files::LOAD_SUMMARY)).ok()?;
+    let summary: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let n = summary["connection_bound"]["waited_at_own_bound"].as_u64()?;
+    (n > 0).then(|| {
+        format!(
+            "{} attempts waited for a connection at the load generator's own bound on open connections: it could not open the connections its callers would have, a limit of the harness's machine rather than the gateway's doing, so the run is invalid (summary.json's notes say which limit)",
             wire::number::count(n)
         )
     })

@@ -118,7 +118,6 @@ async fn at_its_own_bound_requests_wait_the_wait_is_the_load_generators_and_it_i
         assert_eq!(c.outcome, ClientOutcome::ConnectError);
         let waited = c.done_us - c.sent_us;
         assert!(c.client_wait_us.abs_diff(waited) <= 2, "{c:?}");
-        assert!(c.send_lag_us() < 20_000, "{c:?}");
         assert!(
             !r.provider.iter().any(|p| p.id == c.id),
             "{} reached the target",
@@ -136,7 +135,15 @@ async fn at_its_own_bound_requests_wait_the_wait_is_the_load_generators_and_it_i
     for c in &waited {
         assert!(c.latency_us() >= c.client_wait_us, "{c:?}");
     }
-    assert!(r.report.valid, "the waits are not the generator's lateness");
+    // Not its lateness (the send lag stays small), but its own limit: the
+    // run could not open what its callers would have, and is invalid.
+    let (lag, wait) = (&r.report.send_lag, &r.report.client_wait);
+    assert!(
+        lag.p99_us < wait.p50_us,
+        "send lag {lag:?}, client wait {wait:?}"
+    );
+    assert_eq!(bound.waited_at_own_bound, bound.waited);
+    assert!(!r.report.valid);
     assert!(
         r.client.iter().all(|c| !c
             .reason
@@ -253,8 +260,59 @@ pool = 4
         "send lag p99 {lag} us, wait {longest} us"
     );
     assert_eq!(bound.waited, waited.len() as u64);
-    assert_eq!(bound.not_sent, 0);
+    assert_eq!(r.report.client_wait.count, waited.len() as u64);
+    assert!(r.report.client_wait.max_us >= longest * 99 / 100);
+    assert_eq!((bound.not_sent, bound.waited_at_own_bound), (0, 0));
+    assert!(
+        r.report.valid,
+        "the callers' pool is theirs, not the generator's limit"
+    );
     let note = r.report.notes.join("\n");
     assert!(note.contains("callers' own limits"), "{note}");
     assert!(note.contains("pool of 4"), "{note}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_connect_rate_callers_wait_in_the_client_for_a_connection() {
+    // 200 a second for 1 s against 20 ms calls (4 connections at once
+    // would do), opening at most 10 connections a second: the first
+    // arrivals wait for the few opened, none is lost, the run is valid.
+    let scenario = r#"
+[load]
+seed = 9
+send_lag_p99_max = "10s"
+patience = { fixed = "5s" }
+[[load.phases]]
+duration = "1s"
+rate = 200
+[load.request]
+max_tokens = { fixed = 4 }
+[load.clients]
+connect_rate = 10
+"#;
+    let r = rehearse(scenario, QUICK).await;
+    let bound = r.report.connection_bound;
+    assert_eq!(
+        (bound.model, bound.connect_rate_per_s),
+        ("per caller", Some(10.0))
+    );
+    assert_eq!(r.report.outcome(ClientOutcome::Ok).first_attempts, 200);
+    let secs = r.report.elapsed_ms as f64 / 1000.0;
+    let most = 2.0 + 10.0 * (secs + 0.1);
+    assert!(
+        (r.report.connections_opened as f64) <= most,
+        "{} connections opened in {secs} s",
+        r.report.connections_opened
+    );
+    assert!(r.report.client_wait.count > 0, "{:?}", r.report.client_wait);
+    assert_eq!((bound.not_sent, bound.waited_at_own_bound), (0, 0));
+    assert!(r.report.valid);
+    assert!(
+        r.report
+            .notes
+            .join("\n")
+            .contains("at most 10 new connections a second"),
+        "{:?}",
+        r.report.notes
+    );
 }
