@@ -33,6 +33,7 @@ mod provider_admin;
 mod providers;
 mod recovery;
 mod refusals;
+mod routers;
 mod staging;
 mod stream_intact;
 mod terminal;

@@ -87,6 +87,23 @@ impl Run {
         }
     }
 
+    /// This run with its timeline starting at `at` instead: the same id,
+    /// number, config and arrival numbers (its records go on in the same
+    /// file, no `seq` twice), its counts and quota buckets anew.
+    pub(crate) fn restarted_at(&self, clock: &Clock, at: Instant) -> Run {
+        let mut run = Run::new(
+            self.id.clone(),
+            self.number,
+            self.config.clone(),
+            self.config_version,
+            clock,
+            at,
+        );
+        run.seq = AtomicU64::new(self.seq.load(std::sync::atomic::Ordering::Relaxed));
+        run.reset_at_us = self.reset_at_us;
+        run
+    }
+
     /// The timeline phases active at `now`, as a mask (bit i: phase i).
     pub(crate) fn phase_mask(&self, now: Instant) -> u64 {
         let Some(t) = now.checked_duration_since(self.timeline_start) else {

@@ -235,6 +235,16 @@ impl ProviderHandle {
         self.shared.set_phase(name)
     }
 
+    /// Starts the current run's timeline (`t = 0` of its phases) now,
+    /// keeping its id, its config, its record file and its arrival
+    /// numbers; its counts and quota buckets start afresh. A harness calls
+    /// it as its load starts: the timeline then runs from the load's
+    /// start, however long the gateway took to become ready, as a remote
+    /// provider's does from the reset's `start_at_unix_ms`.
+    pub fn start_timeline_now(&self) {
+        self.shared.restart_timeline(Instant::now());
+    }
+
     /// Sets overrides on top of the timeline (`None` clears them).
     pub fn set_overrides(&self, overrides: Option<Overrides>) {
         self.shared.set_overrides(overrides)

@@ -198,6 +198,16 @@ impl Shared {
         Ok(())
     }
 
+    /// Starts the current run's timeline at `at` (see
+    /// [`crate::ProviderHandle::start_timeline_now`]).
+    pub(crate) fn restart_timeline(&self, at: Instant) {
+        let mut c = self.control.write().unwrap_or_else(|e| e.into_inner());
+        c.run = Arc::new(c.run.restarted_at(&self.clock, at));
+        c.generation += 1;
+        drop(c);
+        self.down.changed.notify_one();
+    }
+
     pub(crate) fn set_overrides(&self, o: Option<Overrides>) {
         let mut c = self.control.write().unwrap_or_else(|e| e.into_inner());
         c.overrides = o;

@@ -1069,6 +1069,44 @@ mod timeline {
         p.shutdown().await;
     }
 
+    /// `start_timeline_now` moves `t = 0` of the phases to now: a phase
+    /// from 300 ms that the provider's own start would already have begun
+    /// is not in force until 300 ms after the restart, and the run keeps
+    /// its id and its arrival numbers.
+    #[tokio::test]
+    async fn the_timeline_starts_again_when_a_harness_says_so() {
+        let p = start("[[timeline]]\nname = \"late\"\nfrom = \"300ms\"\nfaults = { errors = { \"503\" = 1.0 } }\n").await;
+        let id = p.run_info().run_id;
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert_eq!(
+            post(&p, "/v1/chat/completions", &chat("a", 2))
+                .await
+                .status(),
+            503
+        );
+        p.start_timeline_now();
+        let restarted = Instant::now();
+        assert_eq!(
+            post(&p, "/v1/chat/completions", &chat("b", 2))
+                .await
+                .status(),
+            200
+        );
+        assert!(p.started() >= restarted - Duration::from_millis(50));
+        tokio::time::sleep_until((restarted + Duration::from_millis(350)).into()).await;
+        assert_eq!(
+            post(&p, "/v1/chat/completions", &chat("c", 2))
+                .await
+                .status(),
+            503
+        );
+        assert_eq!(p.run_info().run_id, id);
+        p.sync_records().await;
+        let seqs: Vec<u64> = p.records().iter().map(|r| r.seq).collect();
+        assert_eq!(seqs, [0, 1, 2], "arrival numbers go on");
+        p.shutdown().await;
+    }
+
     #[tokio::test]
     async fn admin_api_pins_a_phase_and_sets_overrides() {
         let p = start("[[timeline]]\nname = \"down\"\nfrom = \"1h\"\nfaults = { errors = { \"500\" = 1.0 } }\n").await;

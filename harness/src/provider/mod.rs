@@ -416,6 +416,16 @@ impl ProviderSide {
         }
     }
 
+    /// Starts the in-process providers' timelines now (the load's start);
+    /// a remote provider's starts at the `start_at` its reset agreed.
+    pub(crate) fn start_timelines_now(&self) {
+        if let ProviderSide::Local(hs) = self {
+            for (_, h) in hs {
+                h.start_timeline_now();
+            }
+        }
+    }
+
     /// The calls the in-process providers have received, together, this
     /// run; `None` for providers not in this process (not watched).
     pub(crate) fn received(&self) -> Option<u64> {

@@ -172,6 +172,11 @@ pub async fn run(
     let (live, _stop_metrics) = live_series(metrics_listener, &p, &run_id, watched)?;
     let load_cancel = cancel.child_token();
     let stop_watch = watch_for_the_stop(&load_cancel);
+    // The in-process providers' timelines run from the load's start, not
+    // from theirs: a gateway that takes seconds to become ready (a router
+    // checking its workers' health first) would otherwise meet every
+    // phase that much early.
+    provider.start_timelines_now();
     let ((load, mut notes), stopped) = drive_watched(
         &p,
         (&gateway.url, &provider),
@@ -773,11 +778,10 @@ async fn settle(provider: &ProviderSide, p: &Prepared, partial: bool, notes: &mu
 
 /// The memory samples taken before the load is let go, for
 /// `memory_ceiling`'s idle baseline: one, which the sampler takes at once.
-/// Waiting for more would start the load later against the in-process
-/// provider's timeline, which runs from the provider's start: three
-/// samples (200 ms) at `--time-scale 5` moved the pool demo's slowdown a
-/// second of scenario time earlier and its bounded gateway served 88 of
-/// 400 instead of 120.
+/// (Before the in-process providers' timelines were started with the load,
+/// waiting for more moved their phases: three samples (200 ms) at
+/// `--time-scale 5` moved the pool demo's slowdown a second of scenario
+/// time earlier.)
 const BASELINE_SAMPLES: u64 = 1;
 
 /// Step 5's start: the sampler of the gateway's memory into `file`, and
