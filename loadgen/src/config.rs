@@ -22,7 +22,7 @@ use toml_located::{ConfigError, Source};
 use wire::{Api, Dialect, Dist, DistError, Dur, Scale};
 
 use crate::rate::{Rate, RateUnit};
-use crate::replay::{self, ReplayFormat, ReplayRow, TimestampUnit};
+use crate::replay::{self, FailedRows, Layout, ReplayColumns, ReplayFormat, TimestampUnit};
 use crate::request::head::{self, Auth, HeaderTemplate};
 use crate::schedule::{Arrivals, Phase, PhaseArrivals};
 
@@ -180,14 +180,19 @@ pub struct PhaseConfig {
 pub struct ReplayConfig {
     /// The log file, relative to the scenario file.
     pub file: PathBuf,
-    /// CSV or JSONL; by default from the file's extension.
+    /// `csv` or `jsonl` (by default from the file's extension), or a
+    /// public trace's format: `mooncake`, `burstgpt`, `azure`, `bailian`.
     pub format: Option<ReplayFormat>,
-    /// The timestamp column.
-    #[serde(default = "default_timestamp")]
-    pub timestamp: String,
-    /// The unit of numeric timestamps.
+    /// The timestamp column of a `csv` or `jsonl` log (none: `timestamp`).
+    pub timestamp: Option<String>,
+    /// The unit of a `csv` or `jsonl` log's numeric timestamps (none: s).
+    pub unit: Option<TimestampUnit>,
+    /// A `csv` or `jsonl` log's columns, where not named as ours.
+    pub columns: Option<ReplayColumns>,
+    /// A trace's failed requests (BurstGPT's 0 response tokens): `keep`
+    /// them as requests, or `drop` them.
     #[serde(default)]
-    pub unit: TimestampUnit,
+    pub failed: FailedRows,
     /// Log time divided by this is run time.
     #[serde(default = "one")]
     pub speedup: f64,
@@ -199,9 +204,6 @@ pub struct ReplayConfig {
     pub jitter: Duration,
 }
 
-fn default_timestamp() -> String {
-    "timestamp".into()
-}
 fn one() -> f64 {
     1.0
 }
@@ -791,13 +793,15 @@ fn replay_arrivals(
             format!("cannot read {}: {e}", path.display()),
         )
     })?;
-    let rows: Vec<ReplayRow> = replay::parse(
-        &text,
-        &path.display().to_string(),
+    let layout = Layout::new(
         format,
-        &r.timestamp,
+        r.timestamp.as_deref(),
         r.unit,
-    )?;
+        r.columns.as_ref(),
+        r.failed,
+    )
+    .map_err(|e| source.error(&format!("load.replay.{}", e.field), e.message))?;
+    let rows = replay::parse(&text, &path.display().to_string(), &layout)?.rows;
     Ok(Arrivals::Replay {
         rows: rows.into(),
         speedup: r.speedup,
