@@ -1113,6 +1113,47 @@ mod tests {
         }
     }
 
+    /// The samples shipped in `scenarios/traces/`, each read as its
+    /// format, and a setting a trace's format has its own of refused at
+    /// its field.
+    #[test]
+    fn the_sample_traces_read_as_their_formats() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+        let replay = |file: &str, format: &str, more: &str| {
+            let text = format!(
+                "[load]\n[load.replay]\nfile = \"traces/{file}\"\nformat = \"{format}\"\n{more}"
+            );
+            LoadPlan::from_scenario_str(&text, "s.toml", &dir)
+        };
+        for (file, format, rows) in [
+            ("mooncake.jsonl", "mooncake", 336.0),
+            ("burstgpt.csv", "burstgpt", 479.0),
+            ("azure.csv", "azure", 385.0),
+            ("bailian.jsonl", "bailian", 382.0),
+        ] {
+            let plan = replay(file, format, "").unwrap();
+            assert_eq!(plan.expected_arrivals(), rows, "{file}");
+            // Each spans about five or ten minutes, as made.
+            let span = plan.schedule_length().as_secs();
+            assert!((250..=600).contains(&span), "{file}: {span} s");
+        }
+        let dropped = replay("burstgpt.csv", "burstgpt", "failed = \"drop\"\n").unwrap();
+        // 34 of its rows are failed requests (0 response tokens).
+        assert_eq!(dropped.expected_arrivals(), 445.0);
+        match replay("mooncake.jsonl", "mooncake", "unit = \"s\"\n") {
+            Err(LoadError::Config(e)) => assert_eq!(e.field, "load.replay.unit", "{e}"),
+            other => panic!("expected a config error, got {other:?}"),
+        }
+        // The Azure sample's datetimes as a plain CSV with its columns mapped.
+        let mapped = replay(
+            "azure.csv",
+            "csv",
+            "columns = { timestamp = \"TIMESTAMP\", prompt_tokens = \"ContextTokens\" }\n",
+        )
+        .unwrap();
+        assert_eq!(mapped.expected_arrivals(), 385.0);
+    }
+
     #[test]
     fn minimal_phases_with_other_tables_ignored() {
         let p = plan(
