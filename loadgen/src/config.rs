@@ -14,6 +14,7 @@
 #![doc = concat!("```toml\n", include_str!("config.toml"), "```")]
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::HeaderName;
@@ -22,7 +23,9 @@ use toml_located::{ConfigError, Source};
 use wire::{Api, Dialect, Dist, DistError, Dur, Scale};
 
 use crate::rate::{Rate, RateUnit};
-use crate::replay::{self, FailedRows, Layout, ReplayColumns, ReplayFormat, TimestampUnit};
+use crate::replay::{
+    self, FailedRows, Layout, ReplayColumns, ReplayFormat, ReplayRead, TimestampUnit,
+};
 use crate::request::head::{self, Auth, HeaderTemplate};
 use crate::schedule::{Arrivals, Phase, PhaseArrivals};
 
@@ -462,6 +465,9 @@ pub struct LoadPlan {
     pub(crate) max_answer_bytes: u64,
     /// Durations drawn at run time (patience) are divided by this.
     pub(crate) time_scale: f64,
+    /// What a replayed log held, as read (log time, the scenario's own
+    /// `speedup` and `multiply`).
+    pub(crate) replay_read: Option<Arc<ReplayRead>>,
 }
 
 impl LoadPlan {
@@ -538,6 +544,12 @@ impl LoadPlan {
     /// The API requests are sent to.
     pub fn api(&self) -> Api {
         self.request.api
+    }
+
+    /// What a replayed log held as read, in log time with the scenario's
+    /// own `speedup` and `multiply` (none without a replay).
+    pub fn replay_read(&self) -> Option<&ReplayRead> {
+        self.replay_read.as_deref()
     }
 
     /// The total length of the arrival schedule.
@@ -660,7 +672,7 @@ fn validate(
     source: &Source<'_>,
     base_dir: &Path,
 ) -> Result<LoadPlan, ConfigError> {
-    let arrivals = arrivals(cfg, source, base_dir)?;
+    let (arrivals, replay_read) = arrivals(cfg, source, base_dir)?;
     let request = request_shape(&cfg.request, source, &own_headers(cfg))?;
     cfg.patience
         .check()
@@ -691,6 +703,7 @@ fn validate(
         max_connections: cfg.max_connections,
         max_answer_bytes,
         time_scale: 1.0,
+        replay_read: replay_read.map(Arc::new),
     })
 }
 
@@ -705,12 +718,13 @@ fn default_max_answer_bytes() -> bytesize::ByteSize {
     bytesize::ByteSize(DEFAULT_MAX_ANSWER_BYTES)
 }
 
-/// Where arrivals come from: phases or a replayed log, exactly one of them.
+/// Where arrivals come from: phases or a replayed log, exactly one of them
+/// (with what the log held).
 fn arrivals(
     cfg: &LoadConfig,
     source: &Source<'_>,
     base_dir: &Path,
-) -> Result<Arrivals, ConfigError> {
+) -> Result<(Arrivals, Option<ReplayRead>), ConfigError> {
     match (&cfg.replay, cfg.phases.is_empty()) {
         (Some(_), false) => {
             Err(source.error("load.replay", "give either `phases` or `replay`, not both"))
@@ -719,7 +733,7 @@ fn arrivals(
             "load",
             "no arrivals: add `[[load.phases]]` entries or a `[load.replay]` table",
         )),
-        (None, false) => Ok(Arrivals::Phases(phases(&cfg.phases, source)?)),
+        (None, false) => Ok((Arrivals::Phases(phases(&cfg.phases, source)?), None)),
         (Some(r), true) => replay_arrivals(r, source, base_dir),
     }
 }
@@ -770,7 +784,7 @@ fn replay_arrivals(
     r: &ReplayConfig,
     source: &Source<'_>,
     base_dir: &Path,
-) -> Result<Arrivals, ConfigError> {
+) -> Result<(Arrivals, Option<ReplayRead>), ConfigError> {
     if !(r.speedup.is_finite() && r.speedup > 0.0) {
         return Err(source.error("load.replay.speedup", "must be > 0"));
     }
@@ -801,13 +815,15 @@ fn replay_arrivals(
         r.failed,
     )
     .map_err(|e| source.error(&format!("load.replay.{}", e.field), e.message))?;
-    let rows = replay::parse(&text, &path.display().to_string(), &layout)?.rows;
-    Ok(Arrivals::Replay {
-        rows: rows.into(),
+    let log = replay::parse(&text, &path.display().to_string(), &layout)?;
+    let read = replay::summary(&log.rows, &layout, log.failed, r.speedup, r.multiply);
+    let arrivals = Arrivals::Replay {
+        rows: log.rows.into(),
         speedup: r.speedup,
         multiply: r.multiply,
         jitter: r.jitter,
-    })
+    };
+    Ok((arrivals, Some(read)))
 }
 
 /// The shape of requests: its distributions turned into samplers, the

@@ -104,7 +104,9 @@ pub use config::{
 pub use exposition::label_value;
 pub use progress::{Live, LiveHistogram};
 pub use rate::{Rate, RateUnit};
-pub use replay::{parse_replay_log, FailedRows, ReplayColumns, ReplayFormat, TimestampUnit};
+pub use replay::{
+    parse_replay_log, FailedRows, ReplayColumns, ReplayFormat, ReplayRead, TimestampUnit,
+};
 pub use resolve::{resolve, resolve_authority};
 pub use run::{
     probe, probe_tls, run, LoadOptions, LoadRunError, StopCondition, Target, TargetError,

@@ -124,7 +124,8 @@ impl TimestampUnit {
         }
     }
 
-    fn name(self) -> &'static str {
+    /// The name written in a scenario.
+    pub fn name(self) -> &'static str {
         match self {
             TimestampUnit::S => "s",
             TimestampUnit::Ms => "ms",
@@ -288,6 +289,17 @@ impl Layout {
             marks_failures: false,
             failed,
         })
+    }
+
+    /// What the log was read as, for the plan: the format and, for
+    /// numeric timestamps, the unit.
+    pub(crate) fn described(&self) -> (&'static str, &'static str) {
+        (self.format.name(), self.unit.name())
+    }
+
+    /// Whether failed rows were dropped.
+    pub(crate) fn drops_failed(&self) -> bool {
+        self.failed == FailedRows::Drop
     }
 
     /// Why a row or header lacking `column` is wrong.
@@ -679,6 +691,102 @@ fn check_times(read: &[(usize, Built)], layout: &Layout) -> Result<(), (usize, S
     ))
 }
 
+/// What a replay log held as read (log time, before `speedup` and
+/// `multiply`), for `rehearse plan`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplayRead {
+    /// The format read (`csv`, `mooncake`, ...).
+    pub format: &'static str,
+    /// The unit numeric timestamps were read in (a datetime needs none).
+    pub unit: &'static str,
+    /// Rows replayed.
+    pub rows: usize,
+    /// The trace's failed requests (BurstGPT's 0 response tokens).
+    pub failed: usize,
+    /// Whether those were dropped (else they are among `rows`).
+    pub failed_dropped: bool,
+    /// From the first row to the last.
+    pub span: std::time::Duration,
+    /// Rows in each minute of the log, from its first row.
+    pub per_minute: Vec<u32>,
+    /// The prompt sizes the log gives: p50 and p99, tokens.
+    pub prompt_tokens: Option<(u32, u32)>,
+    /// The completion bounds the log gives: p50 and p99, tokens.
+    pub max_tokens: Option<(u32, u32)>,
+    /// The `speedup` set.
+    pub speedup: f64,
+    /// The `multiply` set.
+    pub multiply: f64,
+    offsets_us: Arc<[u64]>,
+}
+
+impl ReplayRead {
+    /// The most requests in one minute of the run, were the log played
+    /// `times` over by `multiply` (copies at the log's own pace: a minute
+    /// is a minute) or by `speedup` (a minute of the run holds `times`
+    /// minutes of the log).
+    pub fn peak_per_minute(&self, times: f64, by_speedup: bool) -> f64 {
+        if !(times.is_finite() && times > 0.0) {
+            return 0.0;
+        }
+        // Minutes of the run from the first row, in log time.
+        let (window_us, copies) = if by_speedup {
+            (60e6 * times, 1.0)
+        } else {
+            (60e6, times)
+        };
+        let mut counts: Vec<u32> = Vec::new();
+        for &t in self.offsets_us.iter() {
+            let k = (t as f64 / window_us) as usize;
+            if counts.len() <= k {
+                counts.resize(k + 1, 0);
+            }
+            counts[k] += 1;
+        }
+        counts.iter().copied().max().unwrap_or(0) as f64 * copies
+    }
+}
+
+/// The p50 and p99 of the values given, if any.
+fn p50_p99(mut values: Vec<u32>) -> Option<(u32, u32)> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_unstable();
+    let at = |q: f64| values[((values.len() - 1) as f64 * q).round() as usize];
+    Some((at(0.5), at(0.99)))
+}
+
+/// What `rows` hold, read by `layout` with `failed` failed requests.
+pub(crate) fn summary(
+    rows: &[ReplayRow],
+    layout: &Layout,
+    failed: usize,
+    speedup: f64,
+    multiply: f64,
+) -> ReplayRead {
+    let last = rows.iter().map(|r| r.offset_us).max().unwrap_or(0);
+    let mut per_minute = vec![0u32; (last / 60_000_000) as usize + 1];
+    for r in rows {
+        per_minute[(r.offset_us / 60_000_000) as usize] += 1;
+    }
+    let (format, unit) = layout.described();
+    ReplayRead {
+        format,
+        unit,
+        rows: rows.len(),
+        failed,
+        failed_dropped: layout.drops_failed(),
+        span: std::time::Duration::from_micros(last),
+        per_minute,
+        prompt_tokens: p50_p99(rows.iter().filter_map(|r| r.prompt_tokens).collect()),
+        max_tokens: p50_p99(rows.iter().filter_map(|r| r.max_tokens).collect()),
+        speedup,
+        multiply,
+        offsets_us: rows.iter().map(|r| r.offset_us).collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -998,5 +1106,25 @@ mod tests {
         let text = "Timestamp,Model,Request tokens,Response tokens\n0,a,1,1\n5000000,a,1,1\n";
         let burst = trace(ReplayFormat::Burstgpt, FailedRows::Keep);
         assert_eq!(parse(text, "b.csv", &burst).unwrap().rows.len(), 2);
+    }
+
+    #[test]
+    fn what_was_read_and_what_each_scaling_does_to_a_minute() {
+        let text = "timestamp,prompt_tokens,max_tokens\n0,10,1\n10,20,2\n50,30,3\n70,40,4\n\
+                    120,50,5\n121,60,6\n125,70,7\n130,80,8\n170,1000,9\n";
+        let layout = csv_s();
+        let log = parse(text, "t.csv", &layout).unwrap();
+        let read = summary(&log.rows, &layout, log.failed, 1.0, 10.0);
+        assert_eq!((read.format, read.unit, read.rows), ("csv", "s", 9));
+        assert_eq!(read.span, std::time::Duration::from_secs(170));
+        assert_eq!(read.per_minute, [3, 1, 5]);
+        assert_eq!(read.prompt_tokens, Some((50, 1000)));
+        assert_eq!(read.max_tokens, Some((5, 9)));
+        // Ten copies at the log's pace: its busiest minute ten times over.
+        assert_eq!(read.peak_per_minute(10.0, false), 50.0);
+        // Twice as fast: a minute of the run holds two of the log.
+        assert_eq!(read.peak_per_minute(2.0, true), 5.0);
+        // Ten times as fast: the whole log inside one minute.
+        assert_eq!(read.peak_per_minute(10.0, true), 9.0);
     }
 }
