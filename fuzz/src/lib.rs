@@ -177,10 +177,16 @@ pub fn replay_log(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(rest) else {
         return;
     };
-    let format = if which & 1 == 0 {
-        loadgen::ReplayFormat::Csv
-    } else {
-        loadgen::ReplayFormat::Jsonl
+    // Bit 0: CSV or JSON lines; bits 3 and 4: ours, or a public trace's
+    // format of that kind (BurstGPT or Azure; Mooncake or Bailian).
+    use loadgen::ReplayFormat::*;
+    let format = match (which & 1, (which >> 3) % 3) {
+        (0, 0) => Csv,
+        (0, 1) => Burstgpt,
+        (0, _) => Azure,
+        (_, 0) => Jsonl,
+        (_, 1) => Mooncake,
+        _ => Bailian,
     };
     let unit = match (which >> 1) % 3 {
         0 => loadgen::TimestampUnit::S,

@@ -14,6 +14,7 @@
 #![doc = concat!("```toml\n", include_str!("config.toml"), "```")]
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::HeaderName;
@@ -22,7 +23,9 @@ use toml_located::{ConfigError, Source};
 use wire::{Api, Dialect, Dist, DistError, Dur, Scale};
 
 use crate::rate::{Rate, RateUnit};
-use crate::replay::{self, ReplayFormat, ReplayRow, TimestampUnit};
+use crate::replay::{
+    self, FailedRows, Layout, ReplayColumns, ReplayFormat, ReplayRead, TimestampUnit,
+};
 use crate::request::head::{self, Auth, HeaderTemplate};
 use crate::schedule::{Arrivals, Phase, PhaseArrivals};
 
@@ -226,14 +229,19 @@ pub struct PhaseConfig {
 pub struct ReplayConfig {
     /// The log file, relative to the scenario file.
     pub file: PathBuf,
-    /// CSV or JSONL; by default from the file's extension.
+    /// `csv` or `jsonl` (by default from the file's extension), or a
+    /// public trace's format: `mooncake`, `burstgpt`, `azure`, `bailian`.
     pub format: Option<ReplayFormat>,
-    /// The timestamp column.
-    #[serde(default = "default_timestamp")]
-    pub timestamp: String,
-    /// The unit of numeric timestamps.
+    /// The timestamp column of a `csv` or `jsonl` log (none: `timestamp`).
+    pub timestamp: Option<String>,
+    /// The unit of a `csv` or `jsonl` log's numeric timestamps (none: s).
+    pub unit: Option<TimestampUnit>,
+    /// A `csv` or `jsonl` log's columns, where not named as ours.
+    pub columns: Option<ReplayColumns>,
+    /// A trace's failed requests (BurstGPT's 0 response tokens): `keep`
+    /// them as requests, or `drop` them.
     #[serde(default)]
-    pub unit: TimestampUnit,
+    pub failed: FailedRows,
     /// Log time divided by this is run time.
     #[serde(default = "one")]
     pub speedup: f64,
@@ -245,9 +253,6 @@ pub struct ReplayConfig {
     pub jitter: Duration,
 }
 
-fn default_timestamp() -> String {
-    "timestamp".into()
-}
 fn one() -> f64 {
     1.0
 }
@@ -508,6 +513,9 @@ pub struct LoadPlan {
     pub(crate) max_answer_bytes: u64,
     /// Durations drawn at run time (patience) are divided by this.
     pub(crate) time_scale: f64,
+    /// What a replayed log held, as read (log time, the scenario's own
+    /// `speedup` and `multiply`).
+    pub(crate) replay_read: Option<Arc<ReplayRead>>,
 }
 
 impl LoadPlan {
@@ -584,6 +592,12 @@ impl LoadPlan {
     /// The API requests are sent to.
     pub fn api(&self) -> Api {
         self.request.api
+    }
+
+    /// What a replayed log held as read, in log time with the scenario's
+    /// own `speedup` and `multiply` (none without a replay).
+    pub fn replay_read(&self) -> Option<&ReplayRead> {
+        self.replay_read.as_deref()
     }
 
     /// The total length of the arrival schedule.
@@ -716,7 +730,7 @@ fn validate(
     source: &Source<'_>,
     base_dir: &Path,
 ) -> Result<LoadPlan, ConfigError> {
-    let arrivals = arrivals(cfg, source, base_dir)?;
+    let (arrivals, replay_read) = arrivals(cfg, source, base_dir)?;
     let request = request_shape(&cfg.request, source, &own_headers(cfg))?;
     cfg.patience
         .check()
@@ -749,6 +763,7 @@ fn validate(
         clients,
         max_answer_bytes,
         time_scale: 1.0,
+        replay_read: replay_read.map(Arc::new),
     })
 }
 
@@ -810,12 +825,13 @@ fn default_max_answer_bytes() -> bytesize::ByteSize {
     bytesize::ByteSize(DEFAULT_MAX_ANSWER_BYTES)
 }
 
-/// Where arrivals come from: phases or a replayed log, exactly one of them.
+/// Where arrivals come from: phases or a replayed log, exactly one of them
+/// (with what the log held).
 fn arrivals(
     cfg: &LoadConfig,
     source: &Source<'_>,
     base_dir: &Path,
-) -> Result<Arrivals, ConfigError> {
+) -> Result<(Arrivals, Option<ReplayRead>), ConfigError> {
     match (&cfg.replay, cfg.phases.is_empty()) {
         (Some(_), false) => {
             Err(source.error("load.replay", "give either `phases` or `replay`, not both"))
@@ -824,7 +840,7 @@ fn arrivals(
             "load",
             "no arrivals: add `[[load.phases]]` entries or a `[load.replay]` table",
         )),
-        (None, false) => Ok(Arrivals::Phases(phases(&cfg.phases, source)?)),
+        (None, false) => Ok((Arrivals::Phases(phases(&cfg.phases, source)?), None)),
         (Some(r), true) => replay_arrivals(r, source, base_dir),
     }
 }
@@ -875,7 +891,7 @@ fn replay_arrivals(
     r: &ReplayConfig,
     source: &Source<'_>,
     base_dir: &Path,
-) -> Result<Arrivals, ConfigError> {
+) -> Result<(Arrivals, Option<ReplayRead>), ConfigError> {
     if !(r.speedup.is_finite() && r.speedup > 0.0) {
         return Err(source.error("load.replay.speedup", "must be > 0"));
     }
@@ -898,19 +914,23 @@ fn replay_arrivals(
             format!("cannot read {}: {e}", path.display()),
         )
     })?;
-    let rows: Vec<ReplayRow> = replay::parse(
-        &text,
-        &path.display().to_string(),
+    let layout = Layout::new(
         format,
-        &r.timestamp,
+        r.timestamp.as_deref(),
         r.unit,
-    )?;
-    Ok(Arrivals::Replay {
-        rows: rows.into(),
+        r.columns.as_ref(),
+        r.failed,
+    )
+    .map_err(|e| source.error(&format!("load.replay.{}", e.field), e.message))?;
+    let log = replay::parse(&text, &path.display().to_string(), &layout)?;
+    let read = replay::summary(&log.rows, &layout, log.failed, r.speedup, r.multiply);
+    let arrivals = Arrivals::Replay {
+        rows: log.rows.into(),
         speedup: r.speedup,
         multiply: r.multiply,
         jitter: r.jitter,
-    })
+    };
+    Ok((arrivals, Some(read)))
 }
 
 /// The shape of requests: its distributions turned into samplers, the
@@ -1214,6 +1234,47 @@ mod tests {
             Err(LoadError::Config(e)) => e,
             other => panic!("expected a config error, got {other:?}"),
         }
+    }
+
+    /// The samples shipped in `scenarios/traces/`, each read as its
+    /// format, and a setting a trace's format has its own of refused at
+    /// its field.
+    #[test]
+    fn the_sample_traces_read_as_their_formats() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+        let replay = |file: &str, format: &str, more: &str| {
+            let text = format!(
+                "[load]\n[load.replay]\nfile = \"traces/{file}\"\nformat = \"{format}\"\n{more}"
+            );
+            LoadPlan::from_scenario_str(&text, "s.toml", &dir)
+        };
+        for (file, format, rows) in [
+            ("mooncake.jsonl", "mooncake", 336.0),
+            ("burstgpt.csv", "burstgpt", 479.0),
+            ("azure.csv", "azure", 385.0),
+            ("bailian.jsonl", "bailian", 382.0),
+        ] {
+            let plan = replay(file, format, "").unwrap();
+            assert_eq!(plan.expected_arrivals(), rows, "{file}");
+            // Each spans about five or ten minutes, as made.
+            let span = plan.schedule_length().as_secs();
+            assert!((250..=600).contains(&span), "{file}: {span} s");
+        }
+        let dropped = replay("burstgpt.csv", "burstgpt", "failed = \"drop\"\n").unwrap();
+        // 34 of its rows are failed requests (0 response tokens).
+        assert_eq!(dropped.expected_arrivals(), 445.0);
+        match replay("mooncake.jsonl", "mooncake", "unit = \"s\"\n") {
+            Err(LoadError::Config(e)) => assert_eq!(e.field, "load.replay.unit", "{e}"),
+            other => panic!("expected a config error, got {other:?}"),
+        }
+        // The Azure sample's datetimes as a plain CSV with its columns mapped.
+        let mapped = replay(
+            "azure.csv",
+            "csv",
+            "columns = { timestamp = \"TIMESTAMP\", prompt_tokens = \"ContextTokens\" }\n",
+        )
+        .unwrap();
+        assert_eq!(mapped.expected_arrivals(), 385.0);
     }
 
     #[test]

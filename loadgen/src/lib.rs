@@ -13,7 +13,8 @@
 //!   replayed log with speed-up and multiply), independent of when to stop;
 //! - `rate`: a rate as a person writes it (`2000/min`), in a scenario and
 //!   on `rehearse init`'s command line alike;
-//! - `replay`: reading CSV / JSONL traffic logs;
+//! - `replay`: reading CSV / JSONL traffic logs and public traces (Mooncake,
+//!   BurstGPT, Azure, Bailian) as published;
 //! - `request`: OpenAI and Anthropic bodies, with the `[rehearse:id=…]`
 //!   marker, and validating answers;
 //! - `retry`: what is retried, backoff honouring Retry-After (read by
@@ -106,7 +107,9 @@ pub use config::{
 pub use exposition::label_value;
 pub use progress::{Live, LiveHistogram};
 pub use rate::{Rate, RateUnit};
-pub use replay::{parse_replay_log, ReplayFormat, TimestampUnit};
+pub use replay::{
+    parse_replay_log, FailedRows, ReplayColumns, ReplayFormat, ReplayRead, TimestampUnit,
+};
 pub use resolve::{resolve, resolve_authority};
 pub use run::{
     probe, probe_tls, run, LoadOptions, LoadRunError, StopCondition, Target, TargetError,

@@ -152,6 +152,79 @@ fn render_passthrough(out: &mut String, f: &Figures) {
     }
 }
 
+/// A replayed log as read, and what playing it N times over by
+/// `multiply` or by `speedup` does to the provider's per-minute quota.
+fn render_replay(out: &mut String, r: &wire::ReplayPlan) {
+    let clock = match r.format.as_str() {
+        "azure" => "datetimes".to_string(),
+        _ => format!("numeric timestamps in {}", r.unit),
+    };
+    let failed = match (r.failed, r.failed_dropped) {
+        (0, _) => String::new(),
+        (n, true) => format!("; {} failed requests dropped", thousands(n as f64)),
+        (n, false) => format!("; {} failed requests among them", thousands(n as f64)),
+    };
+    let _ = writeln!(
+        out,
+        "Replayed log ({}, {clock}): {} rows over {}{failed}",
+        r.format,
+        thousands(r.rows as f64),
+        exact_duration(r.span_s.round())
+    );
+    let _ = writeln!(
+        out,
+        "  {:.2} requests/s on average, {:.2}/s in its busiest minute",
+        r.mean_per_s, r.peak_minute_per_s
+    );
+    let sizes = |name: &str, p: Option<(u32, u32)>| {
+        p.map(|(a, b)| {
+            format!(
+                "{name} p50 {}, p99 {}",
+                thousands(f64::from(a)),
+                thousands(f64::from(b))
+            )
+        })
+    };
+    let given: Vec<String> = [
+        sizes("prompt tokens", r.prompt_tokens),
+        sizes("max_tokens", r.max_tokens),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if !given.is_empty() {
+        let _ = writeln!(out, "  {}", given.join("; "));
+    }
+    let quota = r
+        .quota_per_min
+        .map_or("no requests-per-minute quota".to_string(), |q| {
+            format!("a quota of {} requests a minute", thousands(q))
+        });
+    let _ = writeln!(
+        out,
+        "  Played {}x (speedup {} x multiply {}), against {quota}:",
+        r.times, r.speedup, r.multiply
+    );
+    let against = |peak: f64| {
+        r.quota_per_min
+            .filter(|q| *q > 0.0)
+            .map_or(String::new(), |q| format!(", {:.2}x the quota", peak / q))
+    };
+    let _ = writeln!(
+        out,
+        "    by multiply (copies at the log's pace): {} in the busiest minute{}",
+        thousands(r.peak_per_min_multiplied.round()),
+        against(r.peak_per_min_multiplied)
+    );
+    let _ = writeln!(
+        out,
+        "    by speedup (a run minute holds {} log minutes): {} in the busiest minute{}",
+        r.times,
+        thousands(r.peak_per_min_sped_up.round()),
+        against(r.peak_per_min_sped_up)
+    );
+}
+
 /// The plan as a person reads it.
 pub fn render(p: &Plan) -> String {
     let mut out = String::new();
@@ -164,6 +237,10 @@ pub fn render(p: &Plan) -> String {
         bytes(p.prompt_bytes)
     );
     out.push('\n');
+    if let Some(r) = &p.replay {
+        render_replay(&mut out, r);
+        out.push('\n');
+    }
     render_figures(&mut out, &p.full, p, "Full scale");
     if p.time_scale != 1.0 || p.quota_scale != 1.0 {
         out.push('\n');
@@ -457,5 +534,43 @@ mod tests {
         assert_eq!(exact_duration(3.0), "3s");
         assert_eq!(exact_duration(90.0), "1m 30s");
         assert_eq!(exact_duration(1.2345), "1s 235ms");
+    }
+
+    #[test]
+    fn a_replayed_log_is_shown_with_both_scalings_against_the_quota() {
+        let mut p = Plan {
+            scenario: "t".into(),
+            ..Plan::default()
+        };
+        assert!(!render(&p).contains("Replayed log"), "no replay: as it was");
+        p.replay = Some(wire::ReplayPlan {
+            format: "burstgpt".into(),
+            unit: "s".into(),
+            rows: 445,
+            failed: 34,
+            failed_dropped: true,
+            span_s: 598.0,
+            mean_per_s: 0.74,
+            peak_minute_per_s: 2.1,
+            prompt_tokens: Some((600, 5000)),
+            max_tokens: Some((220, 1300)),
+            speedup: 1.0,
+            multiply: 10.0,
+            times: 10.0,
+            peak_per_min_multiplied: 1260.0,
+            peak_per_min_sped_up: 445.0,
+            quota_per_min: Some(600.0),
+        });
+        let text = render(&p);
+        for want in [
+            "Replayed log (burstgpt, numeric timestamps in s): 445 rows over 9m 58s; 34 failed requests dropped",
+            "prompt tokens p50 600, p99 5,000; max_tokens p50 220, p99 1,300",
+            "Played 10x (speedup 1 x multiply 10), against a quota of 600 requests a minute:",
+            "by multiply (copies at the log's pace): 1,260 in the busiest minute, 2.10x the quota",
+            "by speedup (a run minute holds 10 log minutes): 445 in the busiest minute, 0.74x the quota",
+        ] {
+            assert!(text.contains(want), "{want}\n{text}");
+        }
+        assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
     }
 }

@@ -88,7 +88,7 @@ pub use fd_table::{presize_fd_table, raise_open_files_limit, PRESIZE_MAX};
 pub use go_duration::{go_duration, parse_go_duration};
 pub use plan::{
     ClientsPlan, ErrorBudget, Figures, HealthyWaiting, Knobs, Overload, Plan, ProviderPhase,
-    ProviderPlan, Segment, Spend, Trouble,
+    ProviderPlan, ReplayPlan, Segment, Spend, Trouble,
 };
 pub use quota::{
     ratelimit_headers, rfc3339_utc, QuotaBuckets, QuotaLimit, QuotaRefusal, QuotaSnapshot,

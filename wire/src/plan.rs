@@ -276,6 +276,10 @@ pub struct Plan {
     /// target sees of them at the peak, at rehearsal scale; absent from
     /// plans written before it.
     pub clients: ClientsPlan,
+    /// With a replayed log: what was read, and what playing it faster or
+    /// multiplied does to the provider's per-minute quota (full scale).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replay: Option<ReplayPlan>,
 }
 
 /// The callers as a population (`[load.clients]`), at rehearsal scale:
@@ -299,6 +303,43 @@ pub struct ClientsPlan {
     /// The connections the target sees at the peak: the peak's callers, at
     /// most `limit`.
     pub peak_connections: f64,
+}
+
+/// A replayed log as read (log time), and the busiest minute of the run
+/// were it played `times` over either way, against the provider's
+/// per-minute quota.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ReplayPlan {
+    /// The format read (`csv`, `mooncake`, ...).
+    pub format: String,
+    /// The unit numeric timestamps were read in.
+    pub unit: String,
+    /// Rows replayed.
+    pub rows: usize,
+    /// The trace's failed requests, and whether they were dropped (else
+    /// among `rows`).
+    pub failed: usize,
+    pub failed_dropped: bool,
+    /// From the first row to the last, seconds of log time.
+    pub span_s: f64,
+    /// Requests/s over the log, and in its busiest minute.
+    pub mean_per_s: f64,
+    pub peak_minute_per_s: f64,
+    /// Prompt and completion sizes the log gives, p50 and p99 (tokens).
+    pub prompt_tokens: Option<(u32, u32)>,
+    pub max_tokens: Option<(u32, u32)>,
+    /// As set in the scenario.
+    pub speedup: f64,
+    pub multiply: f64,
+    /// How many times over the log is played: `speedup` × `multiply`.
+    pub times: f64,
+    /// The busiest minute of the run were the log played `times` over by
+    /// `multiply` (copies at its own pace) and by `speedup` (compressed).
+    pub peak_per_min_multiplied: f64,
+    pub peak_per_min_sped_up: f64,
+    /// The provider's requests-per-minute quota (none: unlimited).
+    pub quota_per_min: Option<f64>,
 }
 
 /// One provider of several, phase by phase (full scale).

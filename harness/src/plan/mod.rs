@@ -606,7 +606,36 @@ pub fn plan(s: &Scenario) -> Plan {
         drain_baseline,
         providers,
         troubles,
+        replay: replay_plan(s),
     }
+}
+
+/// With a replayed log: what was read, and its busiest minute played
+/// `speedup` × `multiply` times over either way, beside the provider's
+/// requests-per-minute quota at the start of the load (full scale).
+fn replay_plan(s: &Scenario) -> Option<wire::ReplayPlan> {
+    let read = s.load_plan.replay_read()?;
+    let times = read.speedup * read.multiply;
+    let span_s = read.span.as_secs_f64();
+    let peak_minute = read.per_minute.iter().copied().max().unwrap_or(0);
+    Some(wire::ReplayPlan {
+        format: read.format.to_string(),
+        unit: read.unit.to_string(),
+        rows: read.rows,
+        failed: read.failed,
+        failed_dropped: read.failed_dropped,
+        span_s,
+        mean_per_s: read.rows as f64 / span_s.max(1.0),
+        peak_minute_per_s: f64::from(peak_minute) / 60.0,
+        prompt_tokens: read.prompt_tokens,
+        max_tokens: read.max_tokens,
+        speedup: read.speedup,
+        multiply: read.multiply,
+        times,
+        peak_per_min_multiplied: read.peak_per_minute(times, false),
+        peak_per_min_sped_up: read.peak_per_minute(times, true),
+        quota_per_min: s.provider().quota.requests_per_minute.map(|q| q as f64),
+    })
 }
 
 /// With several providers: each one's phases (capacity, quota and
