@@ -371,6 +371,46 @@ mod plan {
 mod run {
     use super::*;
 
+    /// A public trace replayed (the Mooncake sample at 10x): before any
+    /// load, `rehearse run` says what it read and what each way of
+    /// playing it 10x does to the provider's per-minute quota, as `plan`
+    /// does; every one of the 3,360 arrivals is recorded.
+    #[test]
+    fn a_replayed_trace_is_described_before_its_load_and_every_arrival_recorded() {
+        let dir = common::scratch("cli", "trace-replay");
+        let out = common::rehearse()
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args([
+                "run",
+                "scenarios/trace-replay.toml",
+                "--time-scale",
+                "60",
+                "--no-progress",
+                "--out",
+            ])
+            .arg(dir.join("run"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("Replayed log (mooncake, numeric timestamps in ms): 336 rows"),
+            "{err}"
+        );
+        assert!(
+            err.contains("by multiply (copies at the log's pace): 1,000"),
+            "{err}"
+        );
+        let said = err.find("Replayed log").unwrap();
+        let ended = err.find("the load has ended").unwrap_or(err.len());
+        assert!(said < ended, "{err}");
+        let records = std::fs::read_to_string(dir.join("run/client.jsonl")).unwrap();
+        let first = records
+            .lines()
+            .filter(|l| l.contains("\"attempt\":1,"))
+            .count();
+        assert_eq!(first, 3_360, "{err}");
+    }
+
     struct Rehearsal {
         code: Option<i32>,
         stdout: String,

@@ -56,7 +56,7 @@ pub use documents::{
     checks_of_report, Columns, ComparedFigure, ComparedRun, Comparison, Tolerance,
 };
 pub use html::{write as write_html, Inputs};
-pub use plan_text::render as plan_text;
+pub use plan_text::{render as plan_text, replay_text};
 pub use regression::{change_text, figures_of_report, mark_regressions, tolerances, value_text};
 pub use terminal::{columns, table, wrap, Stream, Style};
 

@@ -152,6 +152,14 @@ fn render_passthrough(out: &mut String, f: &Figures) {
     }
 }
 
+/// [`render_replay`] alone: what `rehearse run` says of a replayed log
+/// before its load starts, as `rehearse plan` says it.
+pub fn replay_text(r: &wire::ReplayPlan) -> String {
+    let mut out = String::new();
+    render_replay(&mut out, r);
+    out
+}
+
 /// A replayed log as read, and what playing it N times over by
 /// `multiply` or by `speedup` does to the provider's per-minute quota.
 fn render_replay(out: &mut String, r: &wire::ReplayPlan) {

@@ -563,6 +563,12 @@ fn announce(p: &Prepared, gateway: &Running, quiet: bool, max_spend: Option<u64>
         );
     }
     tell(quiet, &phases_said(&p.rehearsal.load, p.rehearsal.scale));
+    // A replayed log as read, before any of it is sent (as `plan` says it).
+    if let Some(r) = &p.plan.replay {
+        for line in report::replay_text(r).lines() {
+            tell(quiet, line);
+        }
+    }
     if let Some(l) = &gateway.limit {
         tell(quiet, &format!("gateway memory limit: {}", l.describe()));
     }
