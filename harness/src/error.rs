@@ -34,6 +34,14 @@ pub enum RunError {
         /// What is wrong and what to do.
         message: String,
     },
+    /// A time or quota scale that is not a number above 0.
+    #[error("{what} {value}: must be a number above 0")]
+    BadScale {
+        /// Which scale.
+        what: &'static str,
+        /// The value given.
+        value: f64,
+    },
     /// The target is not an http:// or https:// URL.
     #[error(transparent)]
     Target(#[from] loadgen::TargetError),
@@ -305,6 +313,7 @@ impl RunError {
             | E::Load(_)
             | E::SweepHeaders(_)
             | E::Flag { .. }
+            | E::BadScale { .. }
             | E::Target(_)
             | E::RemoteTarget { .. }
             | E::UnscaledTarget { .. }

@@ -16,6 +16,8 @@
 //!   expectations the checks compare against;
 //! - `gateway`: the gateway under test during a run (spawned or reached),
 //!   as a process, supervised, its memory, gauges and metrics;
+//! - `rehearsal`: the scenario at the run's scale, every part of it
+//!   (providers, load, gateway, checklist) scaled once, with its plan;
 //! - `provider`: where the run's fake providers are (in this process,
 //!   remote, or none), their URLs, a remote one's admin API;
 //! - `run`: the steps of a run, the run directory, its open files, its
@@ -40,6 +42,7 @@ mod gateway;
 mod http;
 mod plan;
 mod provider;
+mod rehearsal;
 mod run;
 mod scenario;
 
@@ -56,6 +59,7 @@ pub use loadgen::Rate;
 pub use plan::plan;
 pub use provider::urls::ProviderUrls;
 pub use provider::{ProviderAt, ProviderChoice};
+pub use rehearsal::{Rehearsal, RehearsedGateway};
 pub use run::fds::{
     check_fds, expected_fds, is_out_of_files, out_of_files_note, predicted_fds, FdCheck,
     OpenFilesError,
@@ -72,75 +76,3 @@ pub use scenario::{
     ScenarioError, Slo,
 };
 pub use wire::Scale;
-
-/// A scenario at rehearsal scale: each part's typed config as the run
-/// starts it.
-#[derive(Debug, Clone)]
-pub struct Rehearsal {
-    /// The scale applied.
-    pub scale: Scale,
-    /// The fake providers' configs, in the scenario's order (see
-    /// [`Scenario::providers`]).
-    pub providers: Vec<fake_provider::ProviderConfig>,
-    /// The load.
-    pub load: loadgen::LoadPlan,
-    /// The reference gateway's config, when the scenario uses it (upstream
-    /// and listen are set when it starts).
-    pub reference: Option<reference_gateway::GatewayConfig>,
-    /// The checklist's thresholds.
-    pub thresholds: assertions::Thresholds,
-}
-
-impl Rehearsal {
-    /// The first provider's config (see [`Scenario::provider`]).
-    pub fn provider(&self) -> &fake_provider::ProviderConfig {
-        &self.providers[0]
-    }
-}
-
-impl Scenario {
-    /// Plays the scenario at time scale `ts` instead of its own
-    /// (`--time-scale N` of `run`, `plan` and `stage`); `None` leaves it.
-    ///
-    /// ```
-    /// let mut s = harness::Scenario::load_or_builtin(None, &[]).unwrap();
-    /// s.at_time_scale(Some(7.0)).unwrap();
-    /// assert_eq!(s.scale().time, 7.0);
-    /// assert!(s.at_time_scale(Some(0.0)).is_err());
-    /// ```
-    pub fn at_time_scale(&mut self, ts: Option<f64>) -> Result<(), RunError> {
-        if let Some(ts) = ts {
-            if !(ts.is_finite() && ts > 0.0) {
-                return Err(RunError::flag(
-                    format!("--time-scale {ts}"),
-                    "must be a number above 0",
-                ));
-            }
-            self.meta.time_scale = ts;
-        }
-        Ok(())
-    }
-
-    /// The scale the scenario asks for.
-    pub fn scale(&self) -> Scale {
-        Scale {
-            time: self.meta.time_scale,
-            quota: self.meta.quota_scale,
-        }
-    }
-
-    /// The scenario at its scale.
-    pub fn rehearsal(&self) -> Rehearsal {
-        let scale = self.scale();
-        Rehearsal {
-            scale,
-            providers: self.providers.iter().map(|p| p.scaled(scale)).collect(),
-            load: self.load_plan.clone().scaled(scale),
-            reference: match &self.gateway.kind {
-                GatewayKind::Reference(c) => Some(c.as_ref().clone().scaled(scale)),
-                _ => None,
-            },
-            thresholds: self.checklist.scaled(scale),
-        }
-    }
-}

@@ -23,32 +23,32 @@ pub(crate) struct GaugeSampler {
 }
 
 impl GaugeSampler {
-    /// Starts reading the gauges `s` names from its `metrics_url`, if any.
-    pub(crate) fn for_scenario(
-        s: &crate::Scenario,
+    /// Starts reading the gauges `g` names from its `metrics_url`, if any.
+    pub(crate) fn for_gateway(
+        g: &crate::RehearsedGateway,
         tls: &loadgen::TlsOptions,
         dir: &Path,
     ) -> Result<Option<GaugeSampler>, crate::RunError> {
-        let Some(url) = &s.gateway.metrics_url else {
+        let Some(url) = &g.metrics_url else {
             return Ok(None);
         };
-        GaugeSampler::start(url, &s.gateway.gauges, tls, dir).map_err(crate::RunError::GaugeSamples)
+        GaugeSampler::start(url, &g.gauges, tls, dir).map_err(crate::RunError::GaugeSamples)
     }
 
     /// Stops `sampler`, when there is one, noting a sampling that read
     /// nothing or broke.
     pub(crate) async fn stop_noting(
         sampler: Option<GaugeSampler>,
-        s: &crate::Scenario,
+        g: &crate::RehearsedGateway,
         notes: &mut Vec<String>,
     ) {
-        let Some(g) = sampler else {
+        let Some(sampler) = sampler else {
             return;
         };
-        match g.stop().await {
+        match sampler.stop().await {
             Ok(0) => notes.push(format!(
                 "the gateway's gauges named in the scenario were never read from {}",
-                s.gateway.metrics_url.as_deref().unwrap_or_default()
+                g.metrics_url.as_deref().unwrap_or_default()
             )),
             Ok(_) => {}
             Err(e) => notes.push(format!("the gateway's gauge samples are incomplete: {e}")),

@@ -11,20 +11,6 @@ use wire::files;
 
 use crate::http::tls::Trusting as _;
 
-/// Where the gateway's `/metrics` is: the scenario's `metrics_url`, else
-/// the reference gateway's own when the harness started it.
-pub(crate) fn metrics_url(
-    metrics_url: Option<&str>,
-    reference_started: bool,
-    gateway_url: &str,
-) -> Option<String> {
-    match metrics_url {
-        Some(url) => Some(url.to_string()),
-        None if reference_started => Some(format!("{}/metrics", gateway_url.trim_end_matches('/'))),
-        None => None,
-    }
-}
-
 /// Reads `url` once and writes the text to `gateway-metrics.txt` in `dir`;
 /// says why in a note when it cannot.
 pub(crate) async fn save(url: &str, tls: &loadgen::TlsOptions, dir: &Path) -> Option<String> {
@@ -169,18 +155,5 @@ mod tests {
             None,
             "close enough"
         );
-    }
-
-    #[test]
-    fn the_metrics_url_is_the_scenarios_else_the_reference_gateways() {
-        assert_eq!(
-            metrics_url(Some("http://m/x"), true, "http://g"),
-            Some("http://m/x".into())
-        );
-        assert_eq!(
-            metrics_url(None, true, "http://g/"),
-            Some("http://g/metrics".into())
-        );
-        assert_eq!(metrics_url(None, false, "http://g"), None);
     }
 }

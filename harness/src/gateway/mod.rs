@@ -28,7 +28,7 @@ use crate::gateway::supervise::{wait_ready, Launch, Supervised};
 use crate::provider::urls::ProviderUrls;
 use crate::run::clock::now_us;
 use crate::run::rundir::write_atomic;
-use crate::scenario::{GatewayKind, Scenario};
+use crate::scenario::GatewayKind;
 use crate::Rehearsal;
 
 /// The gateway of a run, ready for load.
@@ -41,28 +41,28 @@ pub(crate) struct Running {
     pub(crate) limit: Option<Arc<MemoryLimit>>,
     /// Its process, when the harness spawned it.
     pub(crate) supervised: Option<Supervised>,
+    /// Where its `/metrics` are (see [`crate::RehearsedGateway::metrics_url_at`]).
+    pub(crate) metrics_url: Option<String>,
 }
 
 impl Running {
-    /// Starts the scenario's gateway (or waits for `target`, a gateway
+    /// Starts the rehearsal's gateway (or waits for its target, a gateway
     /// already serving, whose certificate `tls` checks when it is an
     /// `https://` one) in front of the providers at `urls`.
     pub(crate) async fn start(
-        s: &Scenario,
         r: &Rehearsal,
-        target: Option<&str>,
         tls: &loadgen::TlsOptions,
         urls: &ProviderUrls,
         dir: &Path,
     ) -> Result<Running, RunError> {
-        let g = &s.gateway;
+        let g = &r.gateway;
         let limit = g.memory_limit.map(|bytes| {
             Arc::new(MemoryLimit::new(
-                g.memory_at(bytes, r.scale),
+                bytes,
                 &format!("rehearse-{}-{}", std::process::id(), now_us()),
             ))
         });
-        if let Some(url) = target {
+        if let Some(url) = &g.target {
             let url = url.trim_end_matches('/').to_string();
             let not_ready = || RunError::NotReady {
                 url: url.clone(),
@@ -89,14 +89,15 @@ impl Running {
             }
             return Ok(Running {
                 name: format!("gateway at {url}"),
+                metrics_url: g.metrics_url_at(&url),
                 url,
                 limit,
                 supervised: None,
             });
         }
         let listen = process::free_port().map_err(RunError::NoFreePort)?;
-        let Command { argv, env, name } = match &s.gateway.kind {
-            GatewayKind::Reference(_) => reference_command(s, r, urls, listen, dir)?,
+        let Command { argv, env, name } = match &g.kind {
+            GatewayKind::Reference(_) => reference_command(r, urls, listen, dir)?,
             GatewayKind::Command(argv) => {
                 let argv: Vec<String> = argv.iter().map(|a| urls.fill(a, &listen)).collect();
                 // A command scales itself by this (see wire::Scale); a
@@ -120,11 +121,13 @@ impl Running {
             ready_timeout: g.ready_timeout,
             limit: limit.clone(),
             restart: g.restart,
-            restart_delay: r.scale.duration(g.restart_delay),
+            restart_delay: g.restart_delay,
         };
         let supervised = Supervised::start(launch).await?;
+        let url = format!("http://{listen}");
         Ok(Running {
-            url: format!("http://{listen}"),
+            metrics_url: g.metrics_url_at(&url),
+            url,
             name,
             limit,
             supervised: Some(supervised),
@@ -199,7 +202,6 @@ struct Command {
 /// rehearsal scale with the harness's upstream and listen address. It is
 /// already scaled, so it gets no `REHEARSE_TIME_SCALE`.
 fn reference_command(
-    s: &Scenario,
     r: &Rehearsal,
     urls: &ProviderUrls,
     listen: std::net::SocketAddr,
@@ -211,7 +213,7 @@ fn reference_command(
     let mut config = config.clone();
     resolve_reference_upstreams(&mut config, urls).map_err(|(field, message)| {
         RunError::GatewayUpstream {
-            path: s.path.clone(),
+            path: r.path.clone(),
             field: format!("gateway.reference.{field}"),
             message,
         }

@@ -2,9 +2,8 @@
 //! scale, placed on the run's clock (`rehearse run`, and `rehearse stage`
 //! for a run whose load comes later from its shards).
 
-use wire::{Expectations, Plan};
+use wire::Expectations;
 
-use crate::scenario::Scenario;
 use crate::Rehearsal;
 
 /// What the checks need of the load: when the schedule started and how
@@ -18,12 +17,11 @@ pub(crate) struct LoadResult {
 /// The expectations of a run from its parts; `load`: how the load went,
 /// unknown (an infinite send lag) until it has run.
 pub(crate) fn expectations_of(
-    scenario: &Scenario,
     rehearsal: &Rehearsal,
-    plan: &Plan,
     start_us: u64,
     load: Option<&LoadResult>,
 ) -> Expectations {
+    let plan = &rehearsal.plan;
     let at = |secs: f64| start_us + (secs * 1e6) as u64;
     let o = plan.overload.as_ref();
     let send_lag_p99_ms = load.map_or(f64::INFINITY, |r| r.send_lag_p99_us as f64 / 1000.0);
@@ -40,16 +38,13 @@ pub(crate) fn expectations_of(
         gateway_wait_s: o.map_or(0.0, |_| longest_wait_s(&plan.rehearsal)),
         knee: lowest_knee(rehearsal.provider()),
         drain_baseline: plan.drain_baseline,
-        after_trouble: crate::plan::after_trouble(scenario, plan).map(|(end_s, capacity_per_s)| {
-            wire::AfterTrouble {
+        after_trouble: rehearsal
+            .after_trouble
+            .map(|(end_s, capacity_per_s)| wire::AfterTrouble {
                 from_us: at(end_s),
                 capacity_per_s,
-            }
-        }),
-        memory_ceiling_bytes: scenario
-            .gateway
-            .memory_ceiling
-            .map(|b| scenario.gateway.memory_at(b, rehearsal.scale)),
+            }),
+        memory_ceiling_bytes: rehearsal.gateway.memory_ceiling,
         // Known once the run has waited after its load (`crate::run`).
         memory_settle: None,
         send_lag_bound_ms: load_plan.send_lag_bound().as_secs_f64() * 1000.0,

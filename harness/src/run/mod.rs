@@ -51,9 +51,9 @@ use crate::gateway::Running;
 use crate::run::clock::now_us;
 use crate::run::fds::{check_fds, expected_fds, predicted_fds, FdCheck};
 use crate::run::judge::{judge_dir, Judged};
-use crate::run::rundir::{write_atomic, Records};
+use crate::run::rundir::{Records, RunDir};
 use crate::scenario::{GatewayKind, Scenario};
-use crate::{plan, Rehearsal};
+use crate::Rehearsal;
 
 /// What the run needs beyond the scenario.
 #[derive(Debug, Clone)]
@@ -115,14 +115,29 @@ pub(crate) fn tell(quiet: bool, text: &str) {
 
 /// A run made ready: the scenario as it will be rehearsed.
 struct Prepared {
-    scenario: Scenario,
-    rehearsal: Rehearsal,
-    plan: Plan,
-    /// A gateway already serving, to drive instead of spawning one.
-    target: Option<String>,
+    /// The scenario at the run's scale, with the gateway it drives.
+    r: Rehearsal,
     /// Said before the run and kept in its notes: the open files it may
     /// need in the worst case do not fit the limit.
     fd_warning: Option<String>,
+}
+
+/// How the load went (steps 5 and 6), for `run.json`.
+struct Driven {
+    /// The load generator's report, when it ran to its end.
+    load: Option<LoadResult>,
+    /// What to say about the run in its notes.
+    notes: Vec<String>,
+    /// Why the run stopped before its end, when the harness stopped it.
+    stopped: Option<String>,
+    /// When it was stopped (a signal, the spending guard, the harness), on
+    /// the records' clock.
+    stopped_us: Option<u64>,
+    /// The wait after the load for the gateway's memory to settle.
+    memory_settled: Option<(u64, u64)>,
+    /// When the load was let go, on the records' clock (time zero when no
+    /// record says better).
+    started_us: u64,
 }
 
 /// Makes one rehearsal, writes its run directory and judges it.
@@ -137,7 +152,8 @@ pub async fn run(
         .as_deref()
         .map(crate::run::live_metrics::bind)
         .transpose()?;
-    write_inputs(&p, opts)?;
+    let dir = RunDir::create(&opts.out)?;
+    dir.write_inputs(&p.r)?;
     let rss_path = opts.out.join(files::RSS_RECORDS);
     let rss_file = std::fs::File::create(&rss_path).map_err(RunError::write(&rss_path))?;
     // The in-process provider writes each call's record into the run
@@ -145,31 +161,61 @@ pub async fn run(
     // is held. A remote one is readied (config, reset) and read at the end.
     let run_id = crate::provider::remote::run_id_of(&opts.out);
     let provider = start_providers(&p, opts, &run_id).await?;
-    let urls = provider.urls();
-    let provider_url = urls.first().to_string();
-    let gateway = match Running::start(
-        &p.scenario,
-        &p.rehearsal,
-        p.target.as_deref(),
-        &opts.tls,
-        &urls,
-        &opts.out,
-    )
-    .await
-    {
-        Ok(g) => g,
-        Err(e) => {
-            provider.finish(&opts.out, &mut Vec::new()).await;
-            return Err(e);
-        }
-    };
+    let (provider, gateway) = start_gateway(&p.r, opts, provider).await?;
     announce(&p, &gateway, opts.quiet, opts.max_spend_tokens);
     let (sampler, arc) = sample_memory(&p, &gateway, &opts.tls, rss_file).await;
     let gauges =
-        crate::gateway::gauges::GaugeSampler::for_scenario(&p.scenario, &opts.tls, &opts.out)?;
+        crate::gateway::gauges::GaugeSampler::for_gateway(&p.r.gateway, &opts.tls, &opts.out)?;
+    let watched = (&provider, &gateway, &sampler);
+    let listening = (metrics_listener, run_id.as_str());
+    let mut driven = drive_and_settle(&p, opts, watched, listening, arc, &cancel).await?;
+    let notes = &mut driven.notes;
+    if let Some(url) = &gateway.metrics_url {
+        notes.extend(crate::gateway::metrics::save(url, &opts.tls, &opts.out).await);
+    }
+    if let Err(e) = sampler.stop().await {
+        notes.push(format!("the gateway's memory samples are incomplete: {e}"));
+    }
+    crate::gateway::gauges::GaugeSampler::stop_noting(gauges, &p.r.gateway, notes).await;
+    let ended = stop_and_collect(gateway, provider, driven.stopped_us.is_some(), opts, notes).await;
+    let meta = run_meta(&p, opts, ended, &mut driven)?;
+    dir.write_meta(&meta)?;
+    let mut judged = judge_dir(&opts.out, &[], opts.junit.as_deref())?;
+    judged.stopped = driven.stopped;
+    Ok(judged)
+}
+
+/// Step 4: the rehearsal's gateway started (or waited for), in front of
+/// the providers; when it cannot be, the providers are finished first.
+async fn start_gateway(
+    r: &Rehearsal,
+    opts: &RunOptions,
+    provider: ProviderSide,
+) -> Result<(ProviderSide, Running), RunError> {
+    match Running::start(r, &opts.tls, &provider.urls(), &opts.out).await {
+        Ok(g) => Ok((provider, g)),
+        Err(e) => {
+            provider.finish(&opts.out, &mut Vec::new()).await;
+            Err(e)
+        }
+    }
+}
+
+/// Steps 5 and 6: the load driven (and watched: a gateway that does not
+/// call the provider stops it), the live series served meanwhile, then
+/// the backlog's drain and, for `memory_ceiling`, the gateway's idle wait
+/// (`settle_memory`: the check on, memory read, the run not stopped).
+async fn drive_and_settle(
+    p: &Prepared,
+    opts: &RunOptions,
+    (provider, gateway, sampler): (&ProviderSide, &Running, &RssSampler),
+    (metrics_listener, run_id): (Option<std::net::TcpListener>, &str),
+    settle_memory: bool,
+    cancel: &CancellationToken,
+) -> Result<Driven, RunError> {
     let started_us = now_us();
-    let watched = (&provider, gateway.url.as_str(), sampler.now());
-    let (live, _stop_metrics) = live_series(metrics_listener, &p, &run_id, watched)?;
+    let watched = (provider, gateway, sampler.now());
+    let (live, _stop_metrics) = live_series(metrics_listener, p, run_id, watched)?;
     let load_cancel = cancel.child_token();
     let stop_watch = watch_for_the_stop(&load_cancel);
     // The in-process providers' timelines run from the load's start, not
@@ -177,18 +223,12 @@ pub async fn run(
     // checking its workers' health first) would otherwise meet every
     // phase that much early.
     provider.start_timelines_now();
-    let ((load, mut notes), stopped) = drive_watched(
-        &p,
-        (&gateway.url, &provider),
-        opts,
-        live,
-        load_cancel.clone(),
-    )
-    .await;
+    let ((load, mut notes), stopped) =
+        drive_watched(p, (&gateway.url, provider), opts, live, load_cancel.clone()).await;
     if opts.target.is_none() {
         // What the scenario left to the harness, or set aside, for its
         // own gateway (not a --target's).
-        notes.splice(0..0, p.scenario.gateway.notes.iter().cloned());
+        notes.splice(0..0, p.r.gateway.notes.iter().cloned());
     }
     notes.extend(p.fd_warning.clone());
     let stopped_us = stopped_at(stop_watch, &load_cancel).await;
@@ -200,71 +240,102 @@ pub async fn run(
         }
         None => {}
     }
-    settle(&provider, &p, partial, &mut notes).await;
-    let wait = arc && !partial;
-    let memory_settled = memory_settle(&p, &gateway, wait, opts.quiet, &cancel, &mut notes).await;
-    let reference_started =
-        p.target.is_none() && matches!(p.scenario.gateway.kind, GatewayKind::Reference(_));
-    if let Some(url) = crate::gateway::metrics::metrics_url(
-        p.scenario.gateway.metrics_url.as_deref(),
-        reference_started,
-        &gateway.url,
-    ) {
-        notes.extend(crate::gateway::metrics::save(&url, &opts.tls, &opts.out).await);
-    }
-    if let Err(e) = sampler.stop().await {
-        notes.push(format!("the gateway's memory samples are incomplete: {e}"));
-    }
-    crate::gateway::gauges::GaugeSampler::stop_noting(gauges, &p.scenario, &mut notes).await;
+    settle(provider, p, partial, &mut notes).await;
+    let wait = settle_memory && !partial;
+    let memory_settled = memory_settle(p, gateway, wait, opts.quiet, cancel, &mut notes).await;
+    Ok(Driven {
+        load,
+        notes,
+        stopped,
+        stopped_us,
+        memory_settled,
+        started_us,
+    })
+}
+
+/// Step 7: the gateway's process group ended (what happened to it
+/// returned), and both sides' records collected into the run directory.
+async fn stop_and_collect(
+    gateway: Running,
+    provider: ProviderSide,
+    partial: bool,
+    opts: &RunOptions,
+    notes: &mut Vec<String>,
+) -> Ended {
     let (target_url, gateway_name) = (gateway.url.clone(), gateway.name.clone());
     let events = gateway.stop(partial).await;
     // Hung-up calls are recorded when their connections close.
     tokio::time::sleep(Duration::from_millis(200)).await;
+    let provider_url = provider.urls().first().to_string();
     // No size cap is set here, so every call's record is in the file.
-    provider.finish(&opts.out, &mut notes).await;
+    provider.finish(&opts.out, notes).await;
+    Ended {
+        events,
+        target_url,
+        gateway_name,
+        provider_url,
+    }
+}
 
-    let (first_arrival_us, inside) = first_arrival_and_deaths(&opts.out, &events)?;
-    // Time zero is the schedule's start, where the plan's phases begin (a
-    // Poisson schedule's first arrival comes some time after it); without
-    // the load generator's report, the first arrival.
-    let start_us = load
+/// The gateway and providers of a run once they have ended.
+struct Ended {
+    /// What happened to the gateway's process while the harness watched.
+    events: Vec<GatewayEvent>,
+    /// The gateway's base URL.
+    target_url: String,
+    /// As a person would name it.
+    gateway_name: String,
+    /// The first provider's base URL.
+    provider_url: String,
+}
+
+/// Step 8: `run.json`, from the run's records (time zero: the schedule's
+/// start, where the plan's phases begin, since a Poisson schedule's first
+/// arrival comes some time after it; without the load generator's report,
+/// the first arrival) and how the load went.
+fn run_meta(
+    p: &Prepared,
+    opts: &RunOptions,
+    ended: Ended,
+    driven: &mut Driven,
+) -> Result<RunMeta, RunError> {
+    let (first_arrival_us, inside) = first_arrival_and_deaths(&opts.out, &ended.events)?;
+    let start_us = driven
+        .load
         .as_ref()
         .map(|r| r.start_us)
         .or(first_arrival_us)
-        .unwrap_or(started_us);
+        .unwrap_or(driven.started_us);
+    let mut notes = std::mem::take(&mut driven.notes);
     notes.extend(
-        events
+        ended
+            .events
             .iter()
             .zip(inside)
             .map(|(e, inside)| event_note(e, start_us, inside)),
     );
-    let meta = RunMeta {
-        scenario: p.scenario.meta.name.clone(),
-        gateway: gateway_name,
-        time_scale: p.rehearsal.scale.time,
-        quota_scale: p.rehearsal.scale.quota,
-        expectations: expectations(&p, start_us, load.as_ref(), stopped_us, memory_settled),
-        partial,
-        provider_url,
-        target_url,
+    let g = &p.r.gateway;
+    Ok(RunMeta {
+        scenario: p.r.meta.name.clone(),
+        gateway: ended.gateway_name,
+        time_scale: p.r.scale.time,
+        quota_scale: p.r.scale.quota,
+        expectations: Expectations {
+            stopped_us: driven.stopped_us,
+            memory_settle: driven.memory_settled,
+            ..crate::plan::expectations::expectations_of(&p.r, start_us, driven.load.as_ref())
+        },
+        partial: driven.stopped_us.is_some(),
+        provider_url: ended.provider_url,
+        target_url: ended.target_url,
         notes,
-        gateway_events: events,
+        gateway_events: ended.events,
         untrusted: Vec::new(),
         provider_external: opts.provider == ProviderChoice::External,
         allow_unjudged: opts.allow_unjudged.clone(),
-        gauge_period_s: p.scenario.gateway.gauges.period.as_secs_f64(),
-    };
-    write_atomic(
-        &opts.out.join(files::RUN),
-        serde_json::to_string_pretty(&meta)
-            .unwrap_or_default()
-            .as_bytes(),
-    )?;
-    let mut judged = judge_dir(&opts.out, &[], opts.junit.as_deref())?;
-    judged.stopped = stopped;
-    Ok(judged)
+        gauge_period_s: g.gauges.period.as_secs_f64(),
+    })
 }
-
 /// Step 3: the providers started in this process (where `--provider-listen`
 /// says; with a gateway already running, 127.0.0.1:8080 or the next free
 /// port) or readied, and said before any load: with a gateway already
@@ -274,16 +345,16 @@ async fn start_providers(
     opts: &RunOptions,
     run_id: &str,
 ) -> Result<ProviderSide, RunError> {
-    let listen = match (&opts.provider_listen, &p.target) {
+    let listen = match (&opts.provider_listen, &p.r.gateway.target) {
         (Some(at), _) => ProviderListen::At(at.clone()),
         (None, Some(_)) => ProviderListen::FirstFree(TARGET_PROVIDER_LISTEN),
         (None, None) => ProviderListen::At("127.0.0.1:0".into()),
     };
-    let lease = p.rehearsal.load.schedule_length() + Duration::from_secs(600);
+    let lease = p.r.load.schedule_length() + Duration::from_secs(600);
     let provider = ProviderSide::start(
         &opts.provider,
         &opts.tls,
-        &p.rehearsal.providers,
+        &p.r.providers,
         &listen,
         &opts.out,
         run_id,
@@ -292,7 +363,7 @@ async fn start_providers(
     .await?;
     let urls = provider.urls();
     tell(opts.quiet, &providers_said(&urls));
-    if let (Some(target), true) = (&p.target, provider.is_local()) {
+    if let (Some(target), true) = (&p.r.gateway.target, provider.is_local()) {
         tell(opts.quiet, &upstream_said(target, &urls, &listen));
     }
     Ok(provider)
@@ -427,20 +498,15 @@ async fn drive_watched(
 fn prepare(s: &Scenario, opts: &RunOptions) -> Result<Prepared, RunError> {
     let mut scenario = s.clone();
     scenario.at_time_scale(opts.time_scale)?;
-    let rehearsal = scenario.rehearsal();
-    let plan = plan::plan(&scenario);
-    let target = opts.target.clone().or(match &scenario.gateway.kind {
-        GatewayKind::Url(u) => Some(u.clone()),
-        _ => None,
-    });
-    if opts.provider == ProviderChoice::External && target.is_none() {
+    let r = scenario.rehearsal().with_target(opts.target.clone());
+    if opts.provider == ProviderChoice::External && r.gateway.target.is_none() {
         return Err(RunError::flag(
             "--provider external",
             "needs --target: the gateway that calls the real provider (the harness starts no provider for a gateway of its own to call)",
         ));
     }
     if let ProviderChoice::Urls(urls) = &opts.provider {
-        let names: Vec<&str> = scenario
+        let names: Vec<&str> = r
             .providers
             .iter()
             .map(fake_provider::ProviderConfig::name_or_default)
@@ -462,9 +528,9 @@ fn prepare(s: &Scenario, opts: &RunOptions) -> Result<Prepared, RunError> {
             ),
         ));
     }
-    if let Some(t) = &target {
+    if let Some(t) = &r.gateway.target {
         loadgen::Target::parse(t)?;
-        let time = rehearsal.scale.time;
+        let time = r.scale.time;
         if (time - 1.0).abs() > f64::EPSILON && !opts.allow_time_scale {
             return Err(RunError::UnscaledTarget {
                 target: t.clone(),
@@ -477,10 +543,11 @@ fn prepare(s: &Scenario, opts: &RunOptions) -> Result<Prepared, RunError> {
     }
     // A CA file that cannot be read is refused before anything starts.
     opts.tls.client_config()?;
-    let patience_s = rehearsal.scale.secs(plan.patience_s);
+    let plan = &r.plan;
+    let patience_s = r.scale.secs(plan.patience_s);
     let fd_warning = match check_fds(
-        expected_fds(&plan, patience_s),
-        predicted_fds(peak_per_s(&plan), patience_s),
+        expected_fds(plan, patience_s),
+        predicted_fds(peak_per_s(plan), patience_s),
     )? {
         FdCheck::Fits { .. } => None,
         FdCheck::WorstCaseOver { warning, .. } => {
@@ -488,13 +555,7 @@ fn prepare(s: &Scenario, opts: &RunOptions) -> Result<Prepared, RunError> {
             Some(warning)
         }
     };
-    Ok(Prepared {
-        scenario,
-        rehearsal,
-        plan,
-        target,
-        fd_warning,
-    })
+    Ok(Prepared { r, fd_warning })
 }
 
 /// The highest mean arrival rate of any phase, per second, at the run's scale.
@@ -506,20 +567,6 @@ fn peak_per_s(plan: &Plan) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// Step 2: the run directory, with what the run was asked to do.
-fn write_inputs(p: &Prepared, opts: &RunOptions) -> Result<(), RunError> {
-    std::fs::create_dir_all(&opts.out).map_err(RunError::create_dir(&opts.out))?;
-    // The document as run (after --set), not values: `rehearse report`
-    // judges from this file, and `--shards` load processes play its [load].
-    write_atomic(&opts.out.join(files::SCENARIO), p.scenario.text.as_bytes())?;
-    write_atomic(
-        &opts.out.join(files::PLAN),
-        serde_json::to_string_pretty(&p.plan)
-            .unwrap_or_default()
-            .as_bytes(),
-    )
-}
-
 /// Tells the person at the terminal what is being rehearsed, and where.
 fn announce(p: &Prepared, gateway: &Running, quiet: bool, max_spend: Option<u64>) {
     if !is_loopback_url(&gateway.url) {
@@ -529,12 +576,12 @@ fn announce(p: &Prepared, gateway: &Running, quiet: bool, max_spend: Option<u64>
             &format!(
                 "sending load to REMOTE host {}: up to {:.1} requests/s (--allow-remote), {}",
                 gateway.url,
-                peak_per_s(&p.plan),
+                peak_per_s(&p.r.plan),
                 match max_spend {
                     Some(n) => format!("at most {n} tokens (--max-spend-tokens)"),
                     None => format!(
                         "{:.0} tokens as planned, no spending guard (--max-spend-tokens)",
-                        p.plan.spend.tokens_with_retries
+                        p.r.plan.spend.tokens_with_retries
                     ),
                 }
             ),
@@ -550,21 +597,21 @@ fn announce(p: &Prepared, gateway: &Running, quiet: bool, max_spend: Option<u64>
     // A url or command's notes: the [gateway.reference] it set aside (a
     // reference gateway's are what the harness filled in for it, in the
     // report's notes).
-    if !matches!(p.scenario.gateway.kind, GatewayKind::Reference(_)) {
-        for note in &p.scenario.gateway.notes {
+    if !matches!(p.r.gateway.kind, GatewayKind::Reference(_)) {
+        for note in &p.r.gateway.notes {
             tell(quiet, &format!("note: {note}"));
         }
     }
-    let meta = &p.scenario.meta;
+    let meta = &p.r.meta;
     if !meta.description.is_empty() {
         tell(
             quiet,
             &format!("rehearsing {}: {}", meta.name, meta.description),
         );
     }
-    tell(quiet, &phases_said(&p.rehearsal.load, p.rehearsal.scale));
+    tell(quiet, &phases_said(&p.r.load, p.r.scale));
     // A replayed log as read, before any of it is sent (as `plan` says it).
-    if let Some(r) = &p.plan.replay {
+    if let Some(r) = &p.r.plan.replay {
         for line in report::replay_text(r).lines() {
             tell(quiet, line);
         }
@@ -622,12 +669,12 @@ fn phases_said(load: &loadgen::LoadPlan, scale: wire::Scale) -> String {
 
 /// Where the gateway's memory is read: the scenario's metric when it names
 /// one, else the spawned process group.
-fn rss_source(s: &Scenario, gateway: &Running, tls: &loadgen::TlsOptions) -> RssSource {
-    match (
-        &gateway.supervised,
-        &s.gateway.metrics_url,
-        &s.gateway.rss_metric,
-    ) {
+fn rss_source(
+    g: &crate::RehearsedGateway,
+    gateway: &Running,
+    tls: &loadgen::TlsOptions,
+) -> RssSource {
+    match (&gateway.supervised, &g.metrics_url, &g.rss_metric) {
         (_, Some(url), Some(metric)) => RssSource::Metric {
             url: url.clone(),
             metric: metric.clone(),
@@ -647,26 +694,24 @@ fn live_series(
     listener: Option<std::net::TcpListener>,
     p: &Prepared,
     run_id: &str,
-    (provider, gateway_url, memory): (&ProviderSide, &str, Arc<crate::gateway::memory::MemoryNow>),
+    (provider, gateway, memory): (
+        &ProviderSide,
+        &Running,
+        Arc<crate::gateway::memory::MemoryNow>,
+    ),
 ) -> Result<(Arc<loadgen::Live>, tokio_util::sync::DropGuard), RunError> {
     let live = Arc::new(loadgen::Live::default());
     let stop = CancellationToken::new();
     if let Some(listener) = listener {
-        let reference_started =
-            p.target.is_none() && matches!(p.scenario.gateway.kind, GatewayKind::Reference(_));
         let source = crate::run::live_metrics::MetricsSource {
             live: live.clone(),
-            plan: p.rehearsal.load.clone(),
-            labels: crate::run::live_metrics::MetricsSource::labels(&p.scenario.meta.name, run_id),
-            time_scale: p.rehearsal.scale.time,
+            plan: p.r.load.clone(),
+            labels: crate::run::live_metrics::MetricsSource::labels(&p.r.meta.name, run_id),
+            time_scale: p.r.scale.time,
             provider_metrics: provider
                 .is_local()
                 .then(|| format!("{}/metrics", provider.base_url())),
-            gateway_metrics: crate::gateway::metrics::metrics_url(
-                p.scenario.gateway.metrics_url.as_deref(),
-                reference_started,
-                gateway_url,
-            ),
+            gateway_metrics: gateway.metrics_url.clone(),
             gateway_memory: Some(memory),
         };
         crate::run::live_metrics::serve(listener, Arc::new(source), stop.clone())?;
@@ -695,7 +740,7 @@ async fn drive(
         let shards = crate::run::multi::LocalShards {
             count: opts.shards,
             target: target_url,
-            time_scale: p.rehearsal.scale.time,
+            time_scale: p.r.scale.time,
             start_at: start_at
                 .unwrap_or_else(|| std::time::SystemTime::now() + Duration::from_secs(2)),
             tls: &opts.tls,
@@ -732,7 +777,7 @@ async fn drive(
         .map(|(n, u)| (n.to_string(), u.to_string()))
         .collect();
     lo.open_files_shared = matches!(opts.provider, crate::ProviderChoice::InProcess);
-    match loadgen::run(&p.rehearsal.load, &target, &lo, cancel).await {
+    match loadgen::run(&p.r.load, &target, &lo, cancel).await {
         Ok(r) => {
             notes.extend(r.spend.map(spend_note));
             notes.extend(r.notes.iter().cloned());
@@ -769,7 +814,7 @@ fn spend_note(s: loadgen::Spent) -> String {
 /// Step 6: lets the backlog drain, within the drain allowance (not when the
 /// run was interrupted), and notes the provider calls still running then.
 async fn settle(provider: &ProviderSide, p: &Prepared, partial: bool, notes: &mut Vec<String>) {
-    let allowance = p.rehearsal.thresholds.drain.within + Duration::from_secs(1);
+    let allowance = p.r.thresholds.drain.within + Duration::from_secs(1);
     let deadline = Instant::now() + allowance;
     while !partial && Instant::now() < deadline && provider.in_flight().await > 0 {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -801,8 +846,8 @@ async fn sample_memory(
     tls: &loadgen::TlsOptions,
     file: std::fs::File,
 ) -> (RssSampler, bool) {
-    let source = rss_source(&p.scenario, gateway, tls);
-    let arc = p.rehearsal.thresholds.memory_ceiling.enabled && !matches!(source, RssSource::None);
+    let source = rss_source(&p.r.gateway, gateway, tls);
+    let arc = p.r.thresholds.memory_ceiling.enabled && !matches!(source, RssSource::None);
     let mut sampler = RssSampler::start(source, file);
     if arc {
         sampler
@@ -835,20 +880,21 @@ async fn memory_settle(
         notes.push("the gateway was not running when the load had drained, so the harness did not wait for its memory to settle: what it keeps after the load was not measured".into());
         return None;
     }
-    let idle = p
-        .rehearsal
-        .thresholds
-        .memory_ceiling
-        .settle
-        .max(3 * crate::gateway::memory::PERIOD);
-    let written = p.scenario.checklist.memory_ceiling.settle;
+    let idle =
+        p.r.thresholds
+            .memory_ceiling
+            .settle
+            .max(3 * crate::gateway::memory::PERIOD);
+    // The settle as written: the scaled one at full scale, to the millisecond.
+    let settle = p.r.thresholds.memory_ceiling.settle.as_secs_f64() * p.r.scale.time;
+    let written = Duration::from_millis((settle * 1000.0).round() as u64);
     tell(
         quiet,
         &format!(
             "the load has ended and drained: the gateway idles {} s for its memory to settle (memory_ceiling's settle, {} of scenario time at time scale {})",
             wire::number::num(idle.as_secs_f64(), 1),
             humantime::format_duration(written),
-            wire::number::num(p.rehearsal.scale.time, 2)
+            wire::number::num(p.r.scale.time, 2)
         ),
     );
     let from_us = now_us();
@@ -858,30 +904,6 @@ async fn memory_settle(
             notes.push("interrupted while the gateway's memory settled after the load: what it keeps was not measured".into());
             None
         }
-    }
-}
-
-/// What the checks compare against: the plan's figures at the run's scale,
-/// placed on the run's clock, with the stop of a run stopped before its
-/// end, and `memory_settle`, the wait after the load when the run made
-/// one.
-fn expectations(
-    p: &Prepared,
-    start_us: u64,
-    load: Option<&LoadResult>,
-    stopped_us: Option<u64>,
-    memory_settle: Option<(u64, u64)>,
-) -> Expectations {
-    Expectations {
-        stopped_us,
-        memory_settle,
-        ..crate::plan::expectations::expectations_of(
-            &p.scenario,
-            &p.rehearsal,
-            &p.plan,
-            start_us,
-            load,
-        )
     }
 }
 

@@ -26,7 +26,7 @@ use wire::{files, ClientRecord, RunMeta};
 use crate::error::RunError;
 use crate::plan::expectations::LoadResult;
 use crate::provider::remote::{ClockOffset, RemoteProvider, Reset};
-use crate::run::rundir::write_atomic;
+use crate::run::rundir::{write_atomic, RunDir};
 
 /// A shard's clock against the provider's, written by `rehearse load
 /// --provider URL` into its folder.
@@ -78,14 +78,13 @@ pub async fn stage(s: &crate::Scenario, opts: &StageOptions) -> Result<(), RunEr
     let mut scenario = s.clone();
     scenario.at_time_scale(opts.time_scale)?;
     let rehearsal = scenario.rehearsal();
-    let plan = crate::plan::plan(&scenario);
     let names: Vec<&str> = rehearsal
         .providers
         .iter()
         .map(fake_provider::ProviderConfig::name_or_default)
         .collect();
     let urls = named_urls(&opts.provider, &names)?;
-    std::fs::create_dir_all(&opts.out).map_err(RunError::create_dir(&opts.out))?;
+    let dir = RunDir::create(&opts.out)?;
     let run_id = crate::provider::remote::run_id_of(&opts.out);
     let lease = rehearsal.load.schedule_length() + Duration::from_secs(600);
     let mut first = None;
@@ -116,23 +115,16 @@ pub async fn stage(s: &crate::Scenario, opts: &StageOptions) -> Result<(), RunEr
     let Some((offset, start_provider_us)) = first else {
         unreachable!("a scenario has at least one provider");
     };
-    // The document as staged, not values: every shard's `rehearse load`
-    // plays this file's [load], and `rehearse report` judges from it.
-    write_atomic(&opts.out.join(files::SCENARIO), scenario.text.as_bytes())?;
-    let plan_json = serde_json::to_string_pretty(&plan).unwrap_or_default();
-    write_atomic(&opts.out.join(files::PLAN), plan_json.as_bytes())?;
-    let mut expect = crate::plan::expectations::expectations_of(
-        &scenario,
-        &rehearsal,
-        &plan,
-        start_provider_us,
-        None,
-    );
+    // Every shard's `rehearse load` plays this scenario's [load], and
+    // `rehearse report` judges from it.
+    dir.write_inputs(&rehearsal)?;
+    let mut expect =
+        crate::plan::expectations::expectations_of(&rehearsal, start_provider_us, None);
     // No shard has run yet: the largest lag JSON holds (infinity is not a
     // JSON number), so a run judged before `collect` is invalid.
     expect.send_lag_p99_ms = f64::MAX;
     let meta = RunMeta {
-        scenario: scenario.meta.name.clone(),
+        scenario: rehearsal.meta.name.clone(),
         gateway: opts.target.clone().unwrap_or_else(|| "a gateway driven by shards".into()),
         time_scale: rehearsal.scale.time,
         quota_scale: rehearsal.scale.quota,
@@ -155,13 +147,7 @@ pub async fn stage(s: &crate::Scenario, opts: &StageOptions) -> Result<(), RunEr
         allow_unjudged: Vec::new(),
         gauge_period_s: 0.0,
     };
-    write_atomic(
-        &opts.out.join(files::RUN),
-        serde_json::to_string_pretty(&meta)
-            .unwrap_or_default()
-            .as_bytes(),
-    )?;
-    Ok(())
+    dir.write_meta(&meta)
 }
 
 /// The `--provider` flags of `stage` (`URL`, or `NAME=URL` each) matched

@@ -4,9 +4,49 @@
 use std::fs::File;
 use std::io::{BufRead as _, BufReader};
 use std::marker::PhantomData;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use wire::{files, RunMeta};
 
 use crate::error::RunError;
+use crate::Rehearsal;
+
+/// The run directory of a run being made (`rehearse run`) or staged
+/// (`rehearse stage`): the one writer of what the run was asked to do
+/// (`scenario.toml`, `plan.json`) and of what it made of it (`run.json`).
+pub(crate) struct RunDir {
+    path: PathBuf,
+}
+
+impl RunDir {
+    /// Makes the directory at `path` (and its parents) when it is missing.
+    pub(crate) fn create(path: &Path) -> Result<RunDir, RunError> {
+        std::fs::create_dir_all(path).map_err(RunError::create_dir(path))?;
+        Ok(RunDir {
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Writes the run's inputs: the document as run (after `--set`), not
+    /// values (`rehearse report` judges from this file, and shards' load
+    /// processes play its `[load]`), and the plan.
+    pub(crate) fn write_inputs(&self, r: &Rehearsal) -> Result<(), RunError> {
+        write_atomic(&self.path.join(files::SCENARIO), r.text.as_bytes())?;
+        write_json(&self.path.join(files::PLAN), &r.plan)
+    }
+
+    /// Writes `run.json`: how the run went, and what its checks compare
+    /// against.
+    pub(crate) fn write_meta(&self, meta: &RunMeta) -> Result<(), RunError> {
+        write_json(&self.path.join(files::RUN), meta)
+    }
+}
+
+/// Writes `value` as pretty JSON, whole (see [`write_atomic`]).
+fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), RunError> {
+    let text = serde_json::to_string_pretty(value).unwrap_or_default();
+    write_atomic(path, text.as_bytes())
+}
 
 /// Writes a whole file through a temporary name and a rename
 /// ([`wire::files::write_atomic`]), so a reader never sees half of it.

@@ -1,0 +1,240 @@
+//! A scenario at rehearsal scale: every part of it as a run starts it,
+//! scaled once, here, by each typed config's own `scaled(Scale)` (the one
+//! rule of [`wire::Scale`]), with the plan a run is judged against. A run
+//! (`rehearse run`, `rehearse stage`) reads the [`Rehearsal`] alone, never
+//! the scenario as written.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use wire::{Plan, Scale};
+
+use crate::error::RunError;
+use crate::scenario::{GatewayGauges, GatewayKind, GatewaySpec, Meta, Scenario};
+
+/// A scenario at rehearsal scale: each part's typed config as the run
+/// starts it, and its plan.
+#[derive(Debug, Clone)]
+pub struct Rehearsal {
+    /// The scale applied.
+    pub scale: Scale,
+    /// The `[scenario]` table as written (its name and description).
+    pub meta: Meta,
+    /// The scenario's file (for errors that name it).
+    pub path: PathBuf,
+    /// The document as run (after `--set`): what the run directory keeps.
+    pub text: String,
+    /// The fake providers' configs, in the scenario's order (see
+    /// [`Scenario::providers`]).
+    pub providers: Vec<fake_provider::ProviderConfig>,
+    /// The load.
+    pub load: loadgen::LoadPlan,
+    /// The gateway under test.
+    pub gateway: RehearsedGateway,
+    /// The reference gateway's config, when the scenario uses it (upstream
+    /// and listen are set when it starts).
+    pub reference: Option<reference_gateway::GatewayConfig>,
+    /// The checklist's thresholds.
+    pub thresholds: assertions::Thresholds,
+    /// The plan: its figures at full scale and at this one.
+    pub plan: Plan,
+    /// When the last trouble (the overload, a provider's troubled phase)
+    /// ends, in seconds from the load's start at this scale, and the
+    /// capacity per second after it (`None`: unlimited); `None` when
+    /// nothing troubles the run. `recovery` judges from there.
+    pub after_trouble: Option<(f64, Option<f64>)>,
+}
+
+impl Rehearsal {
+    /// The first provider's config (see [`Scenario::provider`]).
+    pub fn provider(&self) -> &fake_provider::ProviderConfig {
+        &self.providers[0]
+    }
+
+    /// Drives `target`, a gateway already serving (`--target`), instead of
+    /// the scenario's own.
+    pub fn with_target(mut self, target: Option<String>) -> Rehearsal {
+        if target.is_some() {
+            self.gateway.target = target;
+        }
+        self
+    }
+}
+
+/// The `[gateway]` of a rehearsal: its memory, limits and timings at the
+/// run's scale, and which gateway the run drives.
+#[derive(Debug, Clone)]
+pub struct RehearsedGateway {
+    /// How it is reached, as the scenario says.
+    pub kind: GatewayKind,
+    /// A gateway already serving that the run drives (the scenario's
+    /// `url`, or `--target`); `None`: the harness spawns the scenario's.
+    pub target: Option<String>,
+    /// Peak resident memory allowed, at this scale.
+    pub memory_ceiling: Option<u64>,
+    /// The memory limit a spawned gateway runs under, at this scale.
+    pub memory_limit: Option<u64>,
+    /// Where its `/metrics` are, as the scenario says (the reference
+    /// gateway's own, when the harness starts it, is found at its start).
+    pub metrics_url: Option<String>,
+    /// The Prometheus metric holding its resident memory in bytes.
+    pub rss_metric: Option<String>,
+    /// Its own gauges, read from `metrics_url`.
+    pub gauges: GatewayGauges,
+    /// The path answered once it is ready.
+    pub ready_path: Option<String>,
+    /// How long to wait for it to be ready (not scaled: a process starts
+    /// as fast at any scale).
+    pub ready_timeout: Duration,
+    /// `ready_timeout` is written (see [`GatewaySpec::ready_timeout_written`]).
+    pub ready_timeout_written: bool,
+    /// Restart a spawned gateway when it dies.
+    pub restart: bool,
+    /// How long after its death it is restarted, at this scale.
+    pub restart_delay: Duration,
+    /// What the harness filled in or set aside for it when the scenario
+    /// loaded, for the run's notes.
+    pub notes: Vec<String>,
+}
+
+impl RehearsedGateway {
+    /// Returns true if and only if the harness starts the reference
+    /// gateway for this run (no gateway already serving is driven).
+    pub fn reference_started(&self) -> bool {
+        self.target.is_none() && matches!(self.kind, GatewayKind::Reference(_))
+    }
+
+    /// Where the gateway's `/metrics` are once it serves at `url`: the
+    /// scenario's `metrics_url`, else the reference gateway's own when the
+    /// harness started it.
+    pub fn metrics_url_at(&self, url: &str) -> Option<String> {
+        match &self.metrics_url {
+            Some(m) => Some(m.clone()),
+            None if self.reference_started() => {
+                Some(format!("{}/metrics", url.trim_end_matches('/')))
+            }
+            None => None,
+        }
+    }
+}
+
+impl GatewaySpec {
+    /// The gateway at `scale`: its memory figures by
+    /// [`GatewaySpec::memory_at`], its restart delay ÷ the time scale.
+    pub fn scaled(&self, scale: Scale) -> RehearsedGateway {
+        RehearsedGateway {
+            kind: self.kind.clone(),
+            target: match &self.kind {
+                GatewayKind::Url(u) => Some(u.clone()),
+                _ => None,
+            },
+            memory_ceiling: self.memory_ceiling.map(|b| self.memory_at(b, scale)),
+            memory_limit: self.memory_limit.map(|b| self.memory_at(b, scale)),
+            metrics_url: self.metrics_url.clone(),
+            rss_metric: self.rss_metric.clone(),
+            gauges: self.gauges.clone(),
+            ready_path: self.ready_path.clone(),
+            ready_timeout: self.ready_timeout,
+            ready_timeout_written: self.ready_timeout_written,
+            restart: self.restart,
+            restart_delay: scale.duration(self.restart_delay),
+            notes: self.notes.clone(),
+        }
+    }
+}
+
+impl Scenario {
+    /// Plays the scenario at time scale `ts` instead of its own
+    /// (`--time-scale N` of `run`, `plan` and `stage`); `None` leaves it.
+    ///
+    /// ```
+    /// let mut s = harness::Scenario::load_or_builtin(None, &[]).unwrap();
+    /// s.at_time_scale(Some(7.0)).unwrap();
+    /// assert_eq!(s.scale().time, 7.0);
+    /// assert!(s.at_time_scale(Some(0.0)).is_err());
+    /// ```
+    pub fn at_time_scale(&mut self, ts: Option<f64>) -> Result<(), RunError> {
+        if let Some(ts) = ts {
+            if !(ts.is_finite() && ts > 0.0) {
+                return Err(RunError::BadScale {
+                    what: "time scale",
+                    value: ts,
+                });
+            }
+            self.meta.time_scale = ts;
+        }
+        Ok(())
+    }
+
+    /// The scale the scenario asks for.
+    pub fn scale(&self) -> Scale {
+        Scale {
+            time: self.meta.time_scale,
+            quota: self.meta.quota_scale,
+        }
+    }
+
+    /// The scenario at its scale, with its plan.
+    pub fn rehearsal(&self) -> Rehearsal {
+        let scale = self.scale();
+        let plan = crate::plan::plan(self);
+        Rehearsal {
+            scale,
+            meta: self.meta.clone(),
+            path: self.path.clone(),
+            text: self.text.clone(),
+            providers: self.providers.iter().map(|p| p.scaled(scale)).collect(),
+            load: self.load_plan.clone().scaled(scale),
+            gateway: self.gateway.scaled(scale),
+            reference: match &self.gateway.kind {
+                GatewayKind::Reference(c) => Some(c.as_ref().clone().scaled(scale)),
+                _ => None,
+            },
+            thresholds: self.checklist.scaled(scale),
+            after_trouble: crate::plan::after_trouble(self, &plan),
+            plan,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gateway_is_scaled_once_with_the_rest() {
+        let mib = 1024 * 1024;
+        let text = crate::BUILTIN_SCENARIO.replacen(
+            "[gateway]\nmemory_ceiling = \"80MiB\"\n",
+            "[gateway]\nmemory_ceiling = \"400MiB\"\nmemory_limit = \"800MiB\"\n\
+             scale_memory = true\nrestart_delay = \"4s\"\n",
+            1,
+        );
+        let text = text.replacen("seed = 11\n", "seed = 11\nquota_scale = 2\n", 1);
+        let mut s = Scenario::from_str(&text, "s.toml", std::path::Path::new("s.toml")).unwrap();
+        s.at_time_scale(Some(2.0)).unwrap();
+        let r = s.rehearsal();
+        // 32 MiB at rest, the rest ÷ the quota scale, 2.
+        assert_eq!(r.scale.quota, 2.0);
+        assert_eq!(r.gateway.memory_ceiling, Some(216 * mib));
+        assert_eq!(r.gateway.memory_limit, Some(416 * mib));
+        assert_eq!(r.gateway.restart_delay, Duration::from_secs(2));
+        assert!(r.gateway.reference_started());
+        assert_eq!(
+            r.gateway.metrics_url_at("http://127.0.0.1:9/").as_deref(),
+            Some("http://127.0.0.1:9/metrics")
+        );
+        // Driving a gateway already serving: nothing is started, and its
+        // metrics are only where the scenario says.
+        let driven = r.with_target(Some("http://127.0.0.1:8".into()));
+        assert!(!driven.gateway.reference_started());
+        assert_eq!(driven.gateway.metrics_url_at("http://127.0.0.1:8"), None);
+        // The scenario's own, whoever started the gateway.
+        let mut named = driven.gateway.clone();
+        named.metrics_url = Some("http://m/x".into());
+        assert_eq!(
+            named.metrics_url_at("http://g").as_deref(),
+            Some("http://m/x")
+        );
+    }
+}
