@@ -9,9 +9,17 @@ use harness::{CompareInputs, CompareOptions, Lineup};
 use crate::exit::{Ended, Error};
 use crate::scenario::Sets;
 
+/// What `rehearse compare --help` says after the flags: the exit codes.
+const AFTER_HELP: &str = "--set applies after each variant's own overrides. Exit \
+    codes: the worst of the runs' (0 pass, 1 a check failed, 3 invalid; of run directories, of \
+    those after the baseline); with --expect, 0 when every variant got its verdict (a variant it \
+    does not name is meant to pass), else 1 (3 if a run was invalid or the comparison was \
+    stopped); with --fail-on-regression, 1 instead of 0 when a figure got worse than the first \
+    run's beyond its tolerance.";
+
 /// Flags of `rehearse compare`.
 #[derive(clap::Args, Debug)]
-#[command(after_help = harness::COMPARE_AFTER_HELP)]
+#[command(after_help = AFTER_HELP)]
 pub struct Args {
     /// The scenario file, whose [[variants]] tables (a `name` and a `set`
     /// table of "dotted.key" = value) are the variants; or run directories
@@ -28,7 +36,7 @@ pub struct Args {
     #[arg(short, long)]
     out: Option<PathBuf>,
     /// Compress every duration by N and multiply every rate by N.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = harness::scale_factor)]
     time_scale: Option<f64>,
     /// No progress bar.
     #[arg(long)]

@@ -25,7 +25,7 @@ pub struct Args {
     scenario: PathBuf,
     /// Compress every duration by N and multiply every rate by N (instead
     /// of the scenario's time_scale).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = harness::scale_factor)]
     time_scale: Option<f64>,
     /// Base URL of the target (a gateway, or the provider itself), e.g.
     /// http://127.0.0.1:8080 or https://gw.staging; request paths like

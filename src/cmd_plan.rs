@@ -17,7 +17,7 @@ pub struct Args {
     json: bool,
     /// Plan the rehearsal at this time scale instead of the scenario's,
     /// as `rehearse run --time-scale N` plays it.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = harness::scale_factor)]
     time_scale: Option<f64>,
     #[command(flatten)]
     quiet_bar: crate::cmd_report::NoProgress,

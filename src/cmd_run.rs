@@ -1,6 +1,8 @@
 //! `rehearse run`: one rehearsal, from the scenario to the checklist.
 
 use std::io::IsTerminal;
+
+use clap::builder::TypedValueParser as _;
 use std::path::PathBuf;
 
 use harness::RunOptions;
@@ -17,7 +19,7 @@ pub struct Args {
     #[arg(short, long)]
     out: Option<PathBuf>,
     /// Compress every duration by N and multiply every rate by N.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = harness::scale_factor)]
     time_scale: Option<f64>,
     /// Drive this gateway (a base URL) instead of the scenario's.
     #[arg(long, value_name = "URL")]
@@ -62,8 +64,9 @@ pub struct Args {
         long,
         value_name = "ID",
         value_parser = clap::builder::PossibleValuesParser::new(assertions::Check::must_judge_ids())
+            .try_map(|id: String| assertions::Check::from_id(&id).ok_or("not a check"))
     )]
-    allow_unjudged: Vec<String>,
+    allow_unjudged: Vec<assertions::Check>,
     /// Stop the load (a partial run, exit 3) before the tokens of the
     /// requests sent, retries included, would pass N (prompt at 4
     /// characters a token plus max_tokens): a budget on a real account.
@@ -122,7 +125,16 @@ pub fn main(args: Args) -> Result<Ended, Error> {
     };
     let note = "stopping: writing a partial report (again to quit at once)";
     let judged = crate::runtime::block_on(None, Some(note.into()), |cancel| async move {
-        Ok(harness::run(&scenario, &opts, cancel).await?)
+        match harness::run(&scenario, &opts, cancel).await {
+            // Said in this command's flags (the scenario's [gateway] may
+            // be a url instead, so clap cannot check it alone).
+            Err(harness::RunError::ExternalNeedsTarget) => Err(Error::bad_input(anyhow::anyhow!(
+                "--provider external: needs --target (or a scenario whose [gateway] is a url): \
+                 the gateway that calls the real provider; the harness starts no provider for \
+                 a gateway of its own to call"
+            ))),
+            r => Ok(r?),
+        }
     })?;
     let ended = crate::cmd_report::show(&judged, args.output)?;
     // Stopped by the harness (the gateway calls elsewhere): why, last.

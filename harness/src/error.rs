@@ -34,6 +34,12 @@ pub enum RunError {
         /// What is wrong and what to do.
         message: String,
     },
+    /// An external provider (the gateway calls a real one) with no gateway
+    /// already serving to drive: the harness would start a gateway of its
+    /// own, with no provider to call. The binary refuses this where it
+    /// parses its flags; a library caller is told here.
+    #[error("an external provider needs a target: the gateway already serving that calls the real provider")]
+    ExternalNeedsTarget,
     /// A time or quota scale that is not a number above 0.
     #[error("{what} {value}: must be a number above 0")]
     BadScale {
@@ -314,6 +320,7 @@ impl RunError {
             | E::SweepHeaders(_)
             | E::Flag { .. }
             | E::BadScale { .. }
+            | E::ExternalNeedsTarget
             | E::Target(_)
             | E::RemoteTarget { .. }
             | E::UnscaledTarget { .. }

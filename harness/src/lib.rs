@@ -51,7 +51,7 @@ pub use provider::remote;
 pub use calibrate::{calibrate, knee_of, sweep_levels, CalibrateOptions, SweepEnd, SweepLimits};
 pub use compare::baseline::{compare_runs, CompareInputs};
 pub use compare::regression::{Compared, RegressionGate};
-pub use compare::{compare, CompareOptions, Lineup, COMPARE_AFTER_HELP};
+pub use compare::{compare, CompareOptions, Lineup};
 pub use error::{RunError, RunErrorKind};
 pub use gateway::metrics::{histogram_quantile, provider_latency_note};
 pub use gateway::process::kill_live_group;
@@ -59,14 +59,14 @@ pub use loadgen::Rate;
 pub use plan::plan;
 pub use provider::urls::ProviderUrls;
 pub use provider::{ProviderAt, ProviderChoice};
-pub use rehearsal::{Rehearsal, RehearsedGateway};
+pub use rehearsal::{scale_factor, Rehearsal, RehearsedGateway};
 pub use run::fds::{
     check_fds, expected_fds, is_out_of_files, out_of_files_note, predicted_fds, FdCheck,
     OpenFilesError,
 };
 pub use run::judge::{judge_dir, Judged};
 pub use run::live_metrics::{serve_load_metrics, serve_metrics, MetricsSource};
-pub use run::multi::{collect, stage, write_shard_offset, StageOptions, SHARD_OFFSET};
+pub use run::multi::{collect, stage, write_shard_offset, StageOptions};
 pub use run::rundir::default_run_dir;
 pub use run::{run, RunOptions};
 pub use scenario::init::{scenario_keys, write_init, InitOptions, BUILTIN_SCENARIO};

@@ -143,6 +143,25 @@ impl GatewaySpec {
     }
 }
 
+/// A time or quota scale as given on a command line: a number above 0
+/// (clap's value parser for `--time-scale` and `--quota-scale`, so a bad
+/// one is refused where it is parsed, naming the flag).
+///
+/// ```
+/// assert_eq!(harness::scale_factor("2.5"), Ok(2.5));
+/// assert!(harness::scale_factor("0").is_err());
+/// assert!(harness::scale_factor("-1").is_err());
+/// assert!(harness::scale_factor("inf").is_err());
+/// assert!(harness::scale_factor("ten").is_err());
+/// ```
+pub fn scale_factor(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        Ok(_) => Err("must be a number above 0".into()),
+        Err(e) => Err(format!("{e}: a number above 0, as 10 or 2.5")),
+    }
+}
+
 impl Scenario {
     /// Plays the scenario at time scale `ts` instead of its own
     /// (`--time-scale N` of `run`, `plan` and `stage`); `None` leaves it.

@@ -28,14 +28,6 @@ use crate::run::{run, RunOptions};
 use crate::scenario::variants::{dir_names, Variant, HOW_TO_ADD_VARIANTS};
 use crate::scenario::{Scenario, ScenarioError};
 
-/// What `rehearse compare --help` says after the flags: the exit codes.
-pub const COMPARE_AFTER_HELP: &str = "--set applies after each variant's own overrides. Exit \
-    codes: the worst of the runs' (0 pass, 1 a check failed, 3 invalid; of run directories, of \
-    those after the baseline); with --expect, 0 when every variant got its verdict (a variant it \
-    does not name is meant to pass), else 1 (3 if a run was invalid or the comparison was \
-    stopped); with --fail-on-regression, 1 instead of 0 when a figure got worse than the first \
-    run's beyond its tolerance.";
-
 /// The variants of a scenario, validated and ready to run.
 #[derive(Debug, Clone)]
 pub struct Lineup {

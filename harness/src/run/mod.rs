@@ -90,8 +90,9 @@ pub struct RunOptions {
     pub quiet: bool,
     /// With `--provider external`: the checks that [`assertions::Check::must_judge`]
     /// that may go unjudged without making the run invalid
-    /// (`--allow-unjudged`).
-    pub allow_unjudged: Vec<String>,
+    /// (`--allow-unjudged`; the binary refuses any other check where it
+    /// parses the flag).
+    pub allow_unjudged: Vec<assertions::Check>,
     /// A spending guard for a real account (`--max-spend-tokens`): the load
     /// stops as a partial run before the tokens of the requests sent,
     /// retries included, would pass it; shards each get their share.
@@ -332,7 +333,11 @@ fn run_meta(
         gateway_events: ended.events,
         untrusted: Vec::new(),
         provider_external: opts.provider == ProviderChoice::External,
-        allow_unjudged: opts.allow_unjudged.clone(),
+        allow_unjudged: opts
+            .allow_unjudged
+            .iter()
+            .map(|c| c.id().to_string())
+            .collect(),
         gauge_period_s: g.gauges.period.as_secs_f64(),
     })
 }
@@ -500,10 +505,7 @@ fn prepare(s: &Scenario, opts: &RunOptions) -> Result<Prepared, RunError> {
     scenario.at_time_scale(opts.time_scale)?;
     let r = scenario.rehearsal().with_target(opts.target.clone());
     if opts.provider == ProviderChoice::External && r.gateway.target.is_none() {
-        return Err(RunError::flag(
-            "--provider external",
-            "needs --target: the gateway that calls the real provider (the harness starts no provider for a gateway of its own to call)",
-        ));
+        return Err(RunError::ExternalNeedsTarget);
     }
     if let ProviderChoice::Urls(urls) = &opts.provider {
         let names: Vec<&str> = r
@@ -512,21 +514,6 @@ fn prepare(s: &Scenario, opts: &RunOptions) -> Result<Prepared, RunError> {
             .map(fake_provider::ProviderConfig::name_or_default)
             .collect();
         ProviderChoice::match_names(urls, &names).map_err(|m| RunError::flag("--provider", m))?;
-    }
-    if let Some(bad) = opts
-        .allow_unjudged
-        .iter()
-        .find(|id| !assertions::Check::from_id(id).is_some_and(assertions::Check::must_judge))
-    {
-        return Err(RunError::flag(
-            format!("--allow-unjudged {bad}"),
-            format!(
-                "expected one of {}",
-                assertions::Check::must_judge_ids()
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        ));
     }
     if let Some(t) = &r.gateway.target {
         loadgen::Target::parse(t)?;

@@ -30,7 +30,7 @@ use crate::run::rundir::{write_atomic, RunDir};
 
 /// A shard's clock against the provider's, written by `rehearse load
 /// --provider URL` into its folder.
-pub const SHARD_OFFSET: &str = "provider-offset.json";
+pub(crate) const SHARD_OFFSET: &str = "provider-offset.json";
 
 /// Round trips per offset measurement.
 const ROUNDS: usize = 8;
@@ -63,7 +63,7 @@ pub struct StageOptions {
     #[cfg_attr(feature = "clap", arg(long, value_name = "TIME", value_parser = loadgen::parse_start_at))]
     pub start_at: SystemTime,
     /// Compress every duration by N and multiply every rate by N.
-    #[cfg_attr(feature = "clap", arg(long, value_name = "N"))]
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N", value_parser = crate::scale_factor))]
     pub time_scale: Option<f64>,
     /// The gateway the shards drive (for the report).
     #[cfg_attr(feature = "clap", arg(long, value_name = "URL"))]

@@ -97,11 +97,11 @@ pub struct InitOptions {
     pub dialect: Option<Dialect>,
     /// The rehearsal's time scale: every duration ÷ N, every rate × N
     /// (default 10; 1: real time).
-    #[cfg_attr(feature = "clap", arg(long, value_name = "N"))]
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N", value_parser = crate::scale_factor))]
     pub time_scale: Option<f64>,
     /// The rehearsal's quota scale: every quota, rate and count ÷ N
     /// (default 10; 1: the account's own figures).
-    #[cfg_attr(feature = "clap", arg(long, value_name = "N"))]
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N", value_parser = crate::scale_factor))]
     pub quota_scale: Option<f64>,
 }
 
