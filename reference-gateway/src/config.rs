@@ -649,6 +649,95 @@ impl GatewayConfig {
         self.validate_tenants()
     }
 
+    /// The rules of a config inside a rehearsal's scenario
+    /// (`[gateway.reference]`), beyond [`GatewayConfig::validate_policy`]:
+    /// no `upstream` or `listen` (`written` says whether a key of the
+    /// table is written), which the harness sets; each `upstreams[i]`
+    /// names one of the scenario's `providers` rather than a URL. Returns
+    /// the field at fault (below `[gateway.reference]`) and why.
+    ///
+    /// ```
+    /// use reference_gateway::{GatewayConfig, Mode};
+    /// let c = GatewayConfig::new(Mode::Bounded, "");
+    /// assert!(c.check_in_scenario(&|_| false, &["default"]).is_ok());
+    /// let (field, _) = c.check_in_scenario(&|k| k == "listen", &["default"]).unwrap_err();
+    /// assert_eq!(field, "listen");
+    /// ```
+    pub fn check_in_scenario(
+        &self,
+        written: &dyn Fn(&str) -> bool,
+        providers: &[&str],
+    ) -> Result<(), (String, String)> {
+        for (i, u) in self.upstreams.iter().enumerate() {
+            match (&u.provider, &u.url) {
+                (Some(name), _) if !providers.contains(&name.as_str()) => {
+                    return Err((
+                        format!("upstreams[{i}].provider"),
+                        format!(
+                            "no provider is named {name:?} (the scenario's: {})",
+                            providers.join(", ")
+                        ),
+                    ));
+                }
+                (None, Some(_)) => {
+                    return Err((
+                        format!("upstreams[{i}].url"),
+                        "is set by the harness inside a scenario: name one of its providers \
+                         (`provider = NAME`) instead"
+                            .into(),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        for key in ["upstream", "listen"] {
+            if written(key) {
+                return Err((key.into(), "is set by the harness; remove it".into()));
+            }
+        }
+        self.validate_policy()
+    }
+
+    /// A deadline gateway inside a rehearsal paces its calls to the
+    /// provider's quota (`quota_tpm`) when its own rate is not written
+    /// (`rate_written`): set here, with the note that says so. With
+    /// neither, the error says what to write. (The default of 500,000 a
+    /// minute is for a gateway started by hand: a rehearsal paced to a
+    /// quota it never stated would shed or admit by an accident of that
+    /// figure.) Other modes are left as they are.
+    ///
+    /// ```
+    /// use reference_gateway::{GatewayConfig, Mode};
+    /// let mut c = GatewayConfig::new(Mode::Deadline, "");
+    /// let note = c.pace_to_quota(false, Some(60_000)).unwrap();
+    /// assert_eq!(c.deadline.tokens_per_minute, 60_000.0);
+    /// assert!(note.unwrap().contains("60,000 tokens/min"));
+    /// assert!(GatewayConfig::new(Mode::Deadline, "").pace_to_quota(false, None).is_err());
+    /// ```
+    pub fn pace_to_quota(
+        &mut self,
+        rate_written: bool,
+        quota_tpm: Option<u64>,
+    ) -> Result<Option<String>, String> {
+        if self.mode != Mode::Deadline || rate_written {
+            return Ok(None);
+        }
+        if let Some(tpm) = quota_tpm.filter(|&n| n > 0) {
+            self.deadline.tokens_per_minute = tpm as f64;
+            return Ok(Some(format!(
+                "the deadline gateway paces its calls to the provider's quota, {} tokens/min at \
+                 full scale (gateway.reference.deadline.tokens_per_minute not set)",
+                wire::number::count(tpm)
+            )));
+        }
+        Err(
+            "deadline mode paces its calls to a token rate and none is given: write it \
+             (`deadline = { tokens_per_minute = N }` in [gateway.reference]), or give the \
+             provider a quota ([provider.quota] tokens_per_minute) to take it from"
+                .into(),
+        )
+    }
+
     /// `upstreams`: not beside `upstream`, each named once, with a URL or
     /// a provider (not both) and a weight in range.
     fn validate_upstreams(&self) -> Result<(), (String, String)> {

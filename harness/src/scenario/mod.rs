@@ -17,7 +17,8 @@
 //! - `checklist`: the `[checklist]` values held to their ranges, by each field's name;
 //! - `variants`: a scenario's `[[variants]]` (and `--each`), each validated whole;
 //! - `template`: a config's template (its fields, defaults and what they mean), which `init` writes;
-//! - `init`: scenarios to start from: the built-in one, and `rehearse init`'s.
+//! - `init`: scenarios to start from: the built-in one, and `rehearse init`'s;
+//! - `sets`: `--set dotted.key=value`, edits of the document before it is read.
 #![doc = concat!("```toml\n", include_str!("scenario.toml"), "```")]
 //!
 //! `--set dotted.key=value` edits the document before it is read, so an
@@ -25,6 +26,7 @@
 
 pub(crate) mod checklist;
 pub(crate) mod init;
+pub(crate) mod sets;
 pub(crate) mod template;
 pub(crate) mod variants;
 
@@ -36,6 +38,8 @@ use reference_gateway::GatewayConfig;
 use serde::{Deserialize, Serialize};
 use toml_located::{ConfigError, Source};
 use wire::Scale;
+
+pub use sets::apply_sets;
 
 /// The `[scenario]` table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -738,196 +742,43 @@ fn text_has(text: &str, table: &str, key: &str) -> bool {
         .is_some_and(|span| text[span].trim_start().starts_with(key))
 }
 
-/// Where a deadline gateway's token rate comes from in a scenario: the
-/// `deadline.tokens_per_minute` written, else the provider's quota
-/// (`quota_tpm`, its `[provider.quota] tokens_per_minute`), which is set in
-/// `config` and returned as a note; with neither, the scenario is refused
+/// Where a deadline gateway's token rate comes from in a scenario (see
+/// [`GatewayConfig::pace_to_quota`]): written, else the provider's quota
+/// (`quota_tpm`), returned as a note; with neither, the scenario is refused
 /// at the field, placed on its `deadline` table's line or else its `mode`
-/// line. (The gateway's own default, 500,000 a minute, is for `rehearse
-/// gateway` started by hand: a rehearsal paced to a quota it never
-/// stated would shed or admit by an accident of that figure.)
+/// line.
 fn deadline_rate(
     config: &mut GatewayConfig,
     src: &Source<'_>,
     text: &str,
     quota_tpm: Option<u64>,
 ) -> Result<Option<String>, ConfigError> {
-    const FIELD: &str = "gateway.reference.deadline.tokens_per_minute";
-    if config.mode != reference_gateway::Mode::Deadline
-        || text_has(text, "gateway.reference.deadline", "tokens_per_minute")
-    {
-        return Ok(None);
-    }
-    if let Some(tpm) = quota_tpm.filter(|&n| n > 0) {
-        config.deadline.tokens_per_minute = tpm as f64;
-        return Ok(Some(format!(
-            "the deadline gateway paces its calls to the provider's quota, {} tokens/min at full scale ({FIELD} not set)",
-            wire::number::count(tpm)
-        )));
-    }
-    let at = if text_has(text, "gateway.reference", "deadline") {
-        "gateway.reference.deadline"
-    } else {
-        "gateway.reference.mode"
-    };
-    let mut err = src.error(
-        at,
-        "deadline mode paces its calls to a token rate and none is given: write it \
-         (`deadline = { tokens_per_minute = N }` in [gateway.reference]), or give the \
-         provider a quota ([provider.quota] tokens_per_minute) to take it from",
-    );
-    err.field = FIELD.to_string();
-    Err(err)
+    let written = text_has(text, "gateway.reference.deadline", "tokens_per_minute");
+    config.pace_to_quota(written, quota_tpm).map_err(|message| {
+        let at = if text_has(text, "gateway.reference", "deadline") {
+            "gateway.reference.deadline"
+        } else {
+            "gateway.reference.mode"
+        };
+        let mut err = src.error(at, message);
+        err.field = "gateway.reference.deadline.tokens_per_minute".to_string();
+        err
+    })
 }
 
-/// The reference gateway's policy, checked where serde cannot: its values
-/// (located at `gateway.reference.FIELD`), no `upstream` or `listen`,
-/// which the harness sets, and each `upstreams[i].provider` one of the
-/// scenario's `providers`.
+/// The reference gateway's rules inside a scenario
+/// ([`GatewayConfig::check_in_scenario`]), its fault located at
+/// `gateway.reference.FIELD`.
 fn check_reference(
     config: &GatewayConfig,
     src: &Source<'_>,
     text: &str,
     providers: &[&str],
 ) -> Result<(), ConfigError> {
-    for (i, u) in config.upstreams.iter().enumerate() {
-        match (&u.provider, &u.url) {
-            (Some(name), _) if !providers.contains(&name.as_str()) => {
-                return Err(src.error(
-                    &format!("gateway.reference.upstreams[{i}].provider"),
-                    format!(
-                        "no provider is named {name:?} (the scenario's: {})",
-                        providers.join(", ")
-                    ),
-                ));
-            }
-            (None, Some(_)) => {
-                return Err(src.error(
-                    &format!("gateway.reference.upstreams[{i}].url"),
-                    "is set by the harness inside a scenario: name one of its providers \
-                     (`provider = NAME`) instead",
-                ));
-            }
-            _ => {}
-        }
-    }
-    for key in ["upstream", "listen"] {
-        if text_has(text, "gateway.reference", key) {
-            return Err(src.error(
-                &format!("gateway.reference.{key}"),
-                "is set by the harness; remove it",
-            ));
-        }
-    }
+    let written = |key: &str| text_has(text, "gateway.reference", key);
     config
-        .validate_policy()
+        .check_in_scenario(&written, providers)
         .map_err(|(field, message)| src.error(&format!("gateway.reference.{field}"), message))
-}
-
-/// Applies `dotted.key=value` edits to a TOML text. The value is read as a
-/// TOML value when it parses as one (`8`, `true`, `"x"`, `{ a = 1 }`), else
-/// as a bare string (`naive`).
-pub fn apply_sets(text: &str, sets: &[String]) -> Result<String, ScenarioError> {
-    if sets.is_empty() {
-        return Ok(text.to_string());
-    }
-    let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
-        let (line, column) = e
-            .span()
-            .map(|s| toml_located::line_col(text, s.start))
-            .unwrap_or((0, 0));
-        ScenarioError::Config(ConfigError {
-            origin: "scenario".into(),
-            line,
-            column,
-            field: String::new(),
-            message: e.message().to_string(),
-        })
-    })?;
-    for set in sets {
-        let (key, value) = set
-            .split_once('=')
-            .ok_or_else(|| ScenarioError::BadSet(set.clone()))?;
-        let parts: Vec<&str> = key.trim().split('.').collect();
-        if parts.iter().any(|p| p.is_empty()) {
-            return Err(ScenarioError::BadSet(set.clone()));
-        }
-        let value: toml_edit::Value = value
-            .trim()
-            .parse()
-            .unwrap_or_else(|_| toml_edit::Value::from(value.trim()));
-        let several = doc.get("providers").is_some_and(|p| p.is_array_of_tables());
-        if parts[0] == "providers" && !several {
-            let rest = parts.get(2..).unwrap_or_default().join(".");
-            return Err(ScenarioError::BadSet(format!(
-                "{set} (the scenario has no [[providers]]: its one provider is [provider], provider.{rest})"
-            )));
-        }
-        let last = parts[parts.len() - 1];
-        let table = table_of_set(doc.as_table_mut(), &parts[..parts.len() - 1], set)?;
-        match table.get_mut(last) {
-            // A value already written is replaced in place: the comments
-            // around its key stay, so errors keep the file's line numbers.
-            Some(toml_edit::Item::Value(old)) => {
-                let decor = old.decor().clone();
-                *old = value;
-                *old.decor_mut() = decor;
-            }
-            _ => {
-                table.insert(last, toml_edit::Item::Value(value));
-            }
-        }
-    }
-    Ok(doc.to_string())
-}
-
-/// The table `path` names in `root`, made when missing, for `--set`
-/// `set`. An array of tables is entered by its elements' `name`: in
-/// `providers.east.quota.tokens_per_minute`, `east` is the
-/// `[[providers]]` element whose `name = "east"`.
-fn table_of_set<'d>(
-    root: &'d mut dyn toml_edit::TableLike,
-    path: &[&str],
-    set: &str,
-) -> Result<&'d mut dyn toml_edit::TableLike, ScenarioError> {
-    let mut table = root;
-    let mut i = 0;
-    while let Some(part) = path.get(i) {
-        if table.get(part).is_none() {
-            table.insert(part, toml_edit::Item::Table(toml_edit::Table::new()));
-        }
-        let item = table
-            .get_mut(part)
-            .ok_or_else(|| ScenarioError::BadSet(set.to_string()))?;
-        if item.is_array_of_tables() {
-            let Some(array) = item.as_array_of_tables_mut() else {
-                unreachable!("just asked");
-            };
-            let name = path.get(i + 1).ok_or_else(|| {
-                ScenarioError::BadSet(format!(
-                    "{set} ({part}: name one of its elements, {part}.NAME.field)"
-                ))
-            })?;
-            let named = |t: &toml_edit::Table| t.get("name").and_then(|v| v.as_str()) == Some(name);
-            let names: Vec<String> = array
-                .iter()
-                .filter_map(|t| t.get("name").and_then(|v| v.as_str()).map(str::to_string))
-                .collect();
-            table = array.iter_mut().find(|t| named(t)).ok_or_else(|| {
-                ScenarioError::BadSet(format!(
-                    "{set} (no element of {part} is named {name:?}: {})",
-                    names.join(", ")
-                ))
-            })?;
-            i += 2;
-        } else {
-            table = item
-                .as_table_like_mut()
-                .ok_or_else(|| ScenarioError::BadSet(format!("{set} ({part} is not a table)")))?;
-            i += 1;
-        }
-    }
-    Ok(table)
 }
 
 /// A small valid scenario, for the crate's tests.
@@ -967,6 +818,24 @@ mod tests {
             other => panic!("{other:?}"),
         }
     }
+
+    fn deadline(reference: &str, provider: &str) -> String {
+        MINIMAL
+            .replace(
+                "mode = \"bounded\"\nbounded = { concurrency = 8, queue = 11, wait_budget = \"2s\" }",
+                reference,
+            )
+            .replace("[gateway]", &format!("{provider}[gateway]"))
+    }
+
+    fn reference(s: &Scenario) -> &GatewayConfig {
+        match &s.gateway.kind {
+            GatewayKind::Reference(c) => c,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    const QUOTA: &str = "[provider.quota]\ntokens_per_minute = 120000\n";
 
     #[test]
     fn several_providers_are_read_in_order_each_named_and_seeded() {
@@ -1258,49 +1127,6 @@ mod tests {
     }
 
     #[test]
-    fn sets_edit_the_document() {
-        let out = apply_sets(
-            MINIMAL,
-            &[
-                "gateway.reference.mode=naive".into(),
-                "scenario.time_scale=10".into(),
-                "checklist.drain.within=\"5s\"".into(),
-            ],
-        )
-        .unwrap();
-        let s = parse(&out).unwrap();
-        match &s.gateway.kind {
-            GatewayKind::Reference(c) => assert_eq!(c.mode, reference_gateway::Mode::Naive),
-            other => panic!("{other:?}"),
-        }
-        assert_eq!(s.meta.time_scale, 10.0);
-        let doc: toml::Table = toml::from_str(&out).unwrap();
-        assert_eq!(doc["checklist"]["drain"]["within"].as_str(), Some("5s"));
-        assert!(matches!(
-            apply_sets(MINIMAL, &["nonsense".into()]),
-            Err(ScenarioError::BadSet(_))
-        ));
-    }
-
-    fn deadline(reference: &str, provider: &str) -> String {
-        MINIMAL
-            .replace(
-                "mode = \"bounded\"\nbounded = { concurrency = 8, queue = 11, wait_budget = \"2s\" }",
-                reference,
-            )
-            .replace("[gateway]", &format!("{provider}[gateway]"))
-    }
-
-    fn reference(s: &Scenario) -> &GatewayConfig {
-        match &s.gateway.kind {
-            GatewayKind::Reference(c) => c,
-            other => panic!("{other:?}"),
-        }
-    }
-
-    const QUOTA: &str = "[provider.quota]\ntokens_per_minute = 120000\n";
-
-    #[test]
     fn a_deadline_rate_left_out_is_the_providers_quota_and_noted() {
         let text = deadline("mode = \"deadline\"", QUOTA);
         let s = parse(&text).unwrap();
@@ -1453,30 +1279,6 @@ mod tests {
                 "{bad}: {err}"
             );
         }
-    }
-
-    #[test]
-    fn a_set_keeps_the_comments_and_lines_around_the_value_it_replaces() {
-        let text = MINIMAL.replace(
-            "mode = \"bounded\"",
-            "# the policy\n# in two lines\nmode = \"bounded\" # as shipped",
-        );
-        let out = apply_sets(&text, &["gateway.reference.mode=naive".into()]).unwrap();
-        assert_eq!(
-            out,
-            text.replace("mode = \"bounded\"", "mode = \"naive\""),
-            "only the value changes"
-        );
-        let out = apply_sets(
-            &text,
-            &[
-                "gateway.reference.bounded.queue=4".into(),
-                "load.seed=3".into(),
-            ],
-        )
-        .unwrap();
-        assert!(out.contains("# the policy\n# in two lines\nmode = \"bounded\" # as shipped"));
-        assert!(out.contains("queue = 4"), "{out}");
     }
 
     #[test]
