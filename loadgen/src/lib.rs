@@ -36,6 +36,9 @@
 //!   summary table;
 //! - `progress`: live counters and the progress bar;
 //! - `exposition`: the live counters as Prometheus text (`--metrics-listen`);
+//! - `bare`: the bare target, a server that answers every request with the
+//!   same completion, which the generator's own ceiling is measured against
+//!   (`rehearse calibrate --rig`, the side-by-side benchmark);
 //! - `closed`: the closed-loop model (N workers back to back) that
 //!   `rehearse calibrate` sweeps, on the caller's HTTP client;
 //! - `resolve`: host names to addresses from `/etc/hosts` and
@@ -81,6 +84,7 @@
 // No function over 120 lines outside tests (the threshold is in clippy.toml).
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
+mod bare;
 mod closed;
 mod config;
 mod exposition;
@@ -98,6 +102,7 @@ mod spend;
 mod stats;
 mod tls;
 
+pub use bare::{bind_bare, serve_bare, spawn_bare};
 pub use closed::{closed_level, CallEnd, ClosedLevel, ClosedTally, SweepRequests};
 pub use config::{
     Clients, ClientsConfig, ConnectionsModel, LoadConfig, LoadError, LoadPlan, LoadTenant,
