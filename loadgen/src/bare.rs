@@ -81,15 +81,28 @@ pub async fn serve_bare(listener: TcpListener, stop: CancellationToken) {
 /// benchmark pins it to one core), bound to `addr`; it serves until
 /// `stop`. Returns where it listens.
 pub fn spawn_bare(addr: SocketAddr, stop: CancellationToken) -> std::io::Result<SocketAddr> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let listener = runtime.block_on(async { bind_bare(addr) })?;
-    let at = listener.local_addr()?;
+    let (tx, rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("bare-target".into())
-        .spawn(move || runtime.block_on(serve_bare(listener, stop)))?;
-    Ok(at)
+        .spawn(move || {
+            let bound = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .and_then(|rt| {
+                    let listener = rt.block_on(async { bind_bare(addr) })?;
+                    Ok((rt, listener))
+                });
+            match bound {
+                Ok((rt, listener)) => {
+                    let _ = tx.send(listener.local_addr());
+                    rt.block_on(serve_bare(listener, stop));
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                }
+            }
+        })?;
+    rx.recv().map_err(std::io::Error::other)?
 }
 
 #[cfg(test)]
