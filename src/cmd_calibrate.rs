@@ -15,8 +15,16 @@ use crate::exit::{Ended, Error};
 )]
 pub struct Args {
     /// The base URL to drive: a fake provider, a gateway, or a provider.
-    #[arg(long)]
-    target: String,
+    #[arg(long, required_unless_present = "rig")]
+    target: Option<String>,
+    /// Instead of a target: this machine's load-generator ceiling, per
+    /// model of connections, against the built-in bare target; written to
+    /// FILE (default: rehearse/rig.toml under $XDG_CACHE_HOME, else
+    /// ~/.cache), which `plan` and `run` read.
+    #[arg(long, value_name = "FILE", num_args = 0..=1, conflicts_with = "target")]
+    rig: Option<Option<PathBuf>>,
+    #[command(flatten)]
+    rig_sweep: harness::RigOptions,
     /// A scenario whose [load.request] shapes the requests (default: 100
     /// prompt tokens, 16 max_tokens, OpenAI).
     scenario: Option<PathBuf>,
@@ -35,6 +43,9 @@ pub struct Args {
 
 /// Runs `rehearse calibrate` until its sweep ends or the first signal.
 pub fn main(args: Args) -> Result<Ended, Error> {
+    let Some(target) = args.target else {
+        return rig(args.rig.flatten(), args.rig_sweep, args.limits.step);
+    };
     let scenario = match &args.scenario {
         Some(p) => Some((
             std::fs::read_to_string(p)
@@ -44,7 +55,7 @@ pub fn main(args: Args) -> Result<Ended, Error> {
         None => None,
     };
     let opts = CalibrateOptions {
-        target: args.target,
+        target,
         allow_remote: args.allow_remote,
         scenario,
         limits: args.limits,
@@ -74,4 +85,44 @@ pub fn main(args: Args) -> Result<Ended, Error> {
         SweepEnd::NoKnee => Ended::Fail,
         SweepEnd::TargetFailed => Ended::Invalid,
     })
+}
+
+/// `rehearse calibrate --rig [FILE]`: the ceiling measured, written, said.
+fn rig(
+    path: Option<PathBuf>,
+    mut sweep: harness::RigOptions,
+    step: std::time::Duration,
+) -> Result<Ended, Error> {
+    let path = path.or_else(harness::default_rig_path).ok_or_else(|| {
+        Error::bad_input(anyhow::anyhow!(
+            "--rig: no cache directory ($XDG_CACHE_HOME, $HOME): give --rig FILE"
+        ))
+    })?;
+    sweep.step = step;
+    let note = "stopping the sweep (again to quit at once)";
+    let say = |s: &str| eprintln!("{s}");
+    let rig = crate::runtime::block_on(None, Some(note.into()), |cancel| async move {
+        Ok(harness::calibrate_rig(&sweep, &say, cancel).await?)
+    })?;
+    harness::write_rig(&rig, &path)?;
+    for (c, model) in [
+        (&rig.per_caller, "per caller".to_string()),
+        (
+            &rig.pool,
+            format!("from a pool of {}", rig.pool_connections),
+        ),
+    ] {
+        let at_least = if c.at_least { "at least " } else { "" };
+        println!(
+            "connections {model}: {at_least}{}/s{}",
+            wire::number::thousands(c.rate_per_s),
+            if c.limited_by.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", c.limited_by)
+            }
+        );
+    }
+    println!("rig: {}", path.display());
+    Ok(Ended::Pass)
 }

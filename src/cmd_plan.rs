@@ -20,6 +20,8 @@ pub struct Args {
     #[arg(long, value_name = "N", value_parser = harness::scale_factor)]
     time_scale: Option<f64>,
     #[command(flatten)]
+    rig: harness::RigFile,
+    #[command(flatten)]
     quiet_bar: crate::cmd_report::NoProgress,
     #[command(flatten)]
     sets: Sets,
@@ -29,7 +31,15 @@ pub struct Args {
 pub fn main(args: Args) -> Result<Ended, Error> {
     let mut scenario = crate::scenario::load(Some(&args.scenario), &args.sets)?;
     scenario.at_time_scale(args.time_scale)?;
-    let plan = harness::plan(&scenario);
+    let rehearsal = scenario.rehearsal();
+    let rig = args.rig.check(&rehearsal)?;
+    for said in &rig.said {
+        eprintln!("warning: {said}");
+    }
+    if let Some(w) = &rig.warning {
+        eprintln!("warning: {w}: rehearse run --shards {}", w.shards);
+    }
+    let plan = rehearsal.plan;
     if args.json {
         let text = serde_json::to_string_pretty(&plan)
             .context("cannot write the plan as JSON")

@@ -80,6 +80,8 @@ pub struct Args {
     #[arg(long, value_name = "ADDR")]
     metrics_listen: Option<String>,
     #[command(flatten)]
+    rig: harness::RigFile,
+    #[command(flatten)]
     tls: crate::cmd_load::TlsArgs,
     #[command(flatten)]
     output: crate::cmd_report::Output,
@@ -122,6 +124,7 @@ pub fn main(args: Args) -> Result<Ended, Error> {
         allow_unjudged: args.allow_unjudged,
         max_spend_tokens: args.max_spend_tokens,
         metrics_listen: args.metrics_listen,
+        rig: args.rig,
     };
     let note = "stopping: writing a partial report (again to quit at once)";
     let judged = crate::runtime::block_on(None, Some(note.into()), |cancel| async move {

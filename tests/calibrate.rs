@@ -201,3 +201,133 @@ fn the_knee_check_holds_a_bounded_gateway_and_fails_a_naive_one() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `rehearse calibrate --rig FILE` at small rates on loopback writes this
+/// machine's ceiling; `plan` with that file says nothing of a peak within
+/// 80% of it, and warns of one past it with the load processes (shards)
+/// that would carry it; `run` keeps the ceiling beside its own peak in
+/// run.json; a file of another machine is ignored with a warning, one that
+/// does not parse is refused (exit 2) at its line and field.
+#[test]
+fn the_rig_is_measured_written_and_read_by_plan_and_run() {
+    let dir = scratch("calibrate", "rig");
+    let rig = dir.join("rig.toml");
+    let out = rehearse()
+        .args(["calibrate", "--rig"])
+        .arg(&rig)
+        .args([
+            "--rig-start-rate",
+            "50",
+            "--rig-max-rate",
+            "100",
+            "--step-duration",
+            "300ms",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let written = std::fs::read_to_string(&rig).unwrap();
+    let table: toml::Table = toml::from_str(&written).unwrap();
+    for model in ["per_caller", "pool"] {
+        let rate = table[model]["rate_per_s"].as_float().unwrap();
+        assert!([0.0, 50.0, 75.0, 100.0].contains(&rate), "{written}");
+    }
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("connections per caller: "),
+        "{}",
+        text(&out)
+    );
+
+    // The CI smoke scenario peaks at 30/s (150/s at time scale 5).
+    let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/ci-smoke.toml");
+    let with_ceiling = |per_caller: f64| {
+        let t = written.replacen(
+            "[per_caller]\nrate_per_s = ",
+            &format!("[per_caller]\nrate_per_s = {per_caller}\n#"),
+            1,
+        );
+        std::fs::write(&rig, t).unwrap();
+    };
+    let plan = |extra: &[&str]| {
+        let out = rehearse()
+            .arg("plan")
+            .arg(&scenario)
+            .arg("--rig")
+            .arg(&rig)
+            .args(extra)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    with_ceiling(1_000.0);
+    let (code, err) = plan(&[]);
+    assert_eq!((code, err.as_str()), (Some(0), ""));
+    with_ceiling(20.0);
+    let (code, err) = plan(&[]);
+    assert_eq!(code, Some(0), "{err}");
+    // 80% of 20/s is 16/s a process: 30/s takes 2.
+    assert!(err.contains("30/s") && err.contains("--shards 2"), "{err}");
+    let (_, err) = plan(&["--time-scale", "5"]);
+    assert!(
+        err.contains("150/s") && err.contains("--shards 10"),
+        "{err}"
+    );
+
+    let _turn = one_at_a_time();
+    let run_dir = dir.join("run");
+    let out = rehearse()
+        .arg("run")
+        .arg(&scenario)
+        .args(["--time-scale", "5", "--quiet", "--no-progress", "--rig"])
+        .arg(&rig)
+        .arg("--out")
+        .arg(&run_dir)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--shards")
+            || String::from_utf8_lossy(&out.stderr).contains("(shards)"),
+        "{}",
+        text(&out)
+    );
+    let meta = json(&run_dir.join("run.json"));
+    assert_eq!(meta["rig"]["ceiling_per_s"], 20.0, "{meta}");
+    assert_eq!(meta["rig"]["peak_per_s"], 150.0, "{meta}");
+    assert_eq!(meta["rig"]["model"], "per caller", "{meta}");
+    assert!(
+        meta["notes"]
+            .to_string()
+            .contains("load processes (shards)"),
+        "{meta}"
+    );
+
+    // Another machine's file: ignored, said.
+    std::fs::write(&rig, written.replacen("cores = ", "cores = 9", 1)).unwrap();
+    let (code, err) = plan(&[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("not on this machine") && err.contains("ignored"),
+        "{err}"
+    );
+    // A file that does not parse: refused at its line and field.
+    std::fs::write(
+        &rig,
+        written.replacen("pool_connections = 64", "pool_connections = \"many\"", 1),
+    )
+    .unwrap();
+    let (code, err) = plan(&[]);
+    assert_eq!(code, Some(2), "{err}");
+    let line = written
+        .lines()
+        .position(|l| l.starts_with("pool_connections"))
+        .unwrap()
+        + 1;
+    assert!(
+        err.contains(&format!("rig.toml:{line}:")) && err.contains("pool_connections"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

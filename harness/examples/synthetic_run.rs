@@ -265,6 +265,7 @@ fn write_run(args: &Args) -> Result<Counts, Error> {
         provider_external: false,
         allow_unjudged: Vec::new(),
         gauge_period_s: 0.0,
+        rig: None,
     };
     files::write_atomic(
         &args.dir.join(files::RUN),

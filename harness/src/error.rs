@@ -40,6 +40,15 @@ pub enum RunError {
     /// parses its flags; a library caller is told here.
     #[error("an external provider needs a target: the gateway already serving that calls the real provider")]
     ExternalNeedsTarget,
+    /// A rig file (`rehearse calibrate --rig`'s) that cannot be read or
+    /// does not parse; the message names the file, line and field.
+    #[error("{message}")]
+    Rig {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, where.
+        message: String,
+    },
     /// A time or quota scale that is not a number above 0.
     #[error("{what} {value}: must be a number above 0")]
     BadScale {
@@ -321,6 +330,7 @@ impl RunError {
             | E::Flag { .. }
             | E::BadScale { .. }
             | E::ExternalNeedsTarget
+            | E::Rig { .. }
             | E::Target(_)
             | E::RemoteTarget { .. }
             | E::UnscaledTarget { .. }

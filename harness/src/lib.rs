@@ -28,6 +28,9 @@
 //!   the load generator's);
 //! - `calibrate`: `rehearse calibrate`, where a target's latency curve
 //!   bends;
+//! - `rig`: `rehearse calibrate --rig`, this machine's load-generator
+//!   ceiling per model of connections, kept in a file `plan` and `run`
+//!   read;
 //! - `error`: [`RunError`], a variant for each thing that failed with its
 //!   cause, and its [`RunErrorKind`] (bad input, or a run that could not
 //!   be made), which the binary maps to an exit code.
@@ -43,6 +46,7 @@ mod http;
 mod plan;
 mod provider;
 mod rehearsal;
+mod rig;
 mod run;
 mod scenario;
 
@@ -60,6 +64,10 @@ pub use plan::plan;
 pub use provider::urls::ProviderUrls;
 pub use provider::{ProviderAt, ProviderChoice};
 pub use rehearsal::{scale_factor, Rehearsal, RehearsedGateway};
+pub use rig::{
+    calibrate_rig, default_rig_path, read_rig, this_machine, write_rig, Ceiling, Rig, RigCheck,
+    RigFile, RigOptions, RigRead, RigWarning, RIG_SHARE,
+};
 pub use run::fds::{
     check_fds, expected_fds, is_out_of_files, out_of_files_note, predicted_fds, FdCheck,
     OpenFilesError,

@@ -51,6 +51,17 @@ impl Rehearsal {
         &self.providers[0]
     }
 
+    /// The highest mean arrival rate of any phase, per second, at the
+    /// rehearsal's scale.
+    pub fn peak_per_s(&self) -> f64 {
+        self.plan
+            .rehearsal
+            .phases
+            .iter()
+            .map(|p| p.offered_per_min / 60.0)
+            .fold(0.0, f64::max)
+    }
+
     /// Drives `target`, a gateway already serving (`--target`), instead of
     /// the scenario's own.
     pub fn with_target(mut self, target: Option<String>) -> Rehearsal {

@@ -106,6 +106,6 @@ pub use retry_after::{
     parse_retry_after, read_retry_after, retry_after_values, RetryAfterHeader,
     UNRECORDED_GRANULARITY_MS,
 };
-pub use run_meta::{GatewayEvent, RunMeta};
+pub use run_meta::{GatewayEvent, RigSeen, RunMeta};
 pub use scale::Scale;
 pub use tokens::{estimate_tokens, CHARS_PER_TOKEN};

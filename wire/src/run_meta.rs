@@ -48,6 +48,28 @@ pub struct RunMeta {
     /// How often the gateway's gauges were read, seconds.
     #[serde(default)]
     pub gauge_period_s: f64,
+    /// This machine's load-generator ceiling as the run read it (`rehearse
+    /// calibrate --rig`'s file), when it had one for this machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rig: Option<RigSeen>,
+}
+
+/// The rig's ceiling as a run read it, beside the run's own peak.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RigSeen {
+    /// The machine it was measured on.
+    pub host: String,
+    /// Its cores.
+    pub cores: u64,
+    /// When it was measured (RFC 3339).
+    pub measured: String,
+    /// How the run's callers held connections: `per caller` or `from a
+    /// pool of N`.
+    pub model: String,
+    /// The ceiling of that model, arrivals per second.
+    pub ceiling_per_s: f64,
+    /// The run's peak arrival rate, per second, at its scale.
+    pub peak_per_s: f64,
 }
 
 /// What happened to a spawned gateway during the run.

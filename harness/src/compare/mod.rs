@@ -165,6 +165,7 @@ impl CompareOptions {
             shards: 1,
             quiet: self.quiet,
             allow_unjudged: Vec::new(),
+            rig: crate::RigFile::default(),
             max_spend_tokens: None,
             metrics_listen: None,
         }

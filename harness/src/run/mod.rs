@@ -40,7 +40,7 @@ use crate::plan::expectations::LoadResult;
 use crate::provider::urls::ProviderUrls;
 use crate::provider::{ProviderChoice, ProviderListen, ProviderSide, TARGET_PROVIDER_LISTEN};
 use tokio_util::sync::CancellationToken;
-use wire::{ClientRecord, Expectations, GatewayEvent, Plan, RunMeta};
+use wire::{ClientRecord, Expectations, GatewayEvent, RunMeta};
 
 use wire::files;
 
@@ -100,6 +100,9 @@ pub struct RunOptions {
     /// Serve the rehearsal's live series in Prometheus text here while it
     /// runs (`--metrics-listen`; a bare port is loopback's).
     pub metrics_listen: Option<String>,
+    /// This machine's load-generator ceiling (`--rig`): a peak past 80%
+    /// of it is warned of, and the ceiling kept in `run.json`.
+    pub rig: crate::RigFile,
 }
 
 /// Says `text` on stderr, wrapped at its width (a terminal's, at most 100
@@ -119,8 +122,11 @@ struct Prepared {
     /// The scenario at the run's scale, with the gateway it drives.
     r: Rehearsal,
     /// Said before the run and kept in its notes: the open files it may
-    /// need in the worst case do not fit the limit.
-    fd_warning: Option<String>,
+    /// need in the worst case do not fit the limit; the peak past this
+    /// machine's ceiling (or a ceiling of another machine ignored).
+    warnings: Vec<String>,
+    /// This machine's ceiling as read, for `run.json`.
+    rig: Option<wire::RigSeen>,
 }
 
 /// How the load went (steps 5 and 6), for `run.json`.
@@ -231,7 +237,7 @@ async fn drive_and_settle(
         // own gateway (not a --target's).
         notes.splice(0..0, p.r.gateway.notes.iter().cloned());
     }
-    notes.extend(p.fd_warning.clone());
+    notes.extend(p.warnings.iter().cloned());
     let stopped_us = stopped_at(stop_watch, &load_cancel).await;
     let partial = stopped_us.is_some();
     match &stopped {
@@ -339,6 +345,7 @@ fn run_meta(
             .map(|c| c.id().to_string())
             .collect(),
         gauge_period_s: g.gauges.period.as_secs_f64(),
+        rig: p.rig.clone(),
     })
 }
 /// Step 3: the providers started in this process (where `--provider-listen`
@@ -532,26 +539,26 @@ fn prepare(s: &Scenario, opts: &RunOptions) -> Result<Prepared, RunError> {
     opts.tls.client_config()?;
     let plan = &r.plan;
     let patience_s = r.scale.secs(plan.patience_s);
-    let fd_warning = match check_fds(
+    let mut warnings: Vec<String> = match check_fds(
         expected_fds(plan, patience_s),
-        predicted_fds(peak_per_s(plan), patience_s),
+        predicted_fds(r.peak_per_s(), patience_s),
     )? {
         FdCheck::Fits { .. } => None,
-        FdCheck::WorstCaseOver { warning, .. } => {
-            eprintln!("warning: {warning}");
-            Some(warning)
-        }
-    };
-    Ok(Prepared { r, fd_warning })
-}
-
-/// The highest mean arrival rate of any phase, per second, at the run's scale.
-fn peak_per_s(plan: &Plan) -> f64 {
-    plan.rehearsal
-        .phases
-        .iter()
-        .map(|p| p.offered_per_min / 60.0)
-        .fold(0.0, f64::max)
+        FdCheck::WorstCaseOver { warning, .. } => Some(warning),
+    }
+    .into_iter()
+    .collect();
+    let rig = opts.rig.check(&r)?;
+    warnings.extend(rig.said);
+    warnings.extend(rig.warning.map(|w| w.to_string()));
+    for w in &warnings {
+        eprintln!("warning: {w}");
+    }
+    Ok(Prepared {
+        r,
+        warnings,
+        rig: rig.seen,
+    })
 }
 
 /// Tells the person at the terminal what is being rehearsed, and where.
@@ -563,7 +570,7 @@ fn announce(p: &Prepared, gateway: &Running, quiet: bool, max_spend: Option<u64>
             &format!(
                 "sending load to REMOTE host {}: up to {:.1} requests/s (--allow-remote), {}",
                 gateway.url,
-                peak_per_s(&p.r.plan),
+                p.r.peak_per_s(),
                 match max_spend {
                     Some(n) => format!("at most {n} tokens (--max-spend-tokens)"),
                     None => format!(

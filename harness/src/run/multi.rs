@@ -146,6 +146,7 @@ pub async fn stage(s: &crate::Scenario, opts: &StageOptions) -> Result<(), RunEr
         provider_external: false,
         allow_unjudged: Vec::new(),
         gauge_period_s: 0.0,
+        rig: None,
     };
     dir.write_meta(&meta)
 }
