@@ -473,10 +473,10 @@ impl ProviderConfig {
 }
 
 /// The most phases a timeline may hold (the active set is a 64-bit mask).
-pub const MAX_PHASES: usize = 64;
+pub(crate) const MAX_PHASES: usize = 64;
 
 /// Statuses the fault injector knows how to answer with.
-pub const FAULT_STATUSES: [u16; 4] = [500, 502, 503, 529];
+pub(crate) const FAULT_STATUSES: [u16; 4] = [500, 502, 503, 529];
 
 /// A file's providers validated, as read: its one `[provider]` (`one`)
 /// or its `[[providers]]` (`several`), not both (a located error at the
@@ -553,7 +553,7 @@ impl ProviderConfig {
 
     /// Checks the rules serde cannot express. `prefix` is prepended to field
     /// paths (e.g. `provider.` when this is a scenario's section).
-    pub fn validate(
+    pub(crate) fn validate(
         &self,
         src: &toml_located::Source<'_>,
         prefix: &str,
@@ -698,7 +698,11 @@ impl ProviderConfig {
 
 impl Overrides {
     /// Validates these overrides; `at` is the path of the table holding them.
-    pub fn check(&self, src: &toml_located::Source<'_>, at: &str) -> Result<(), ConfigError> {
+    pub(crate) fn check(
+        &self,
+        src: &toml_located::Source<'_>,
+        at: &str,
+    ) -> Result<(), ConfigError> {
         if let Some(l) = &self.latency {
             check_latency_patch(src, &format!("{at}.latency"), l)?;
         }
@@ -722,7 +726,7 @@ impl Overrides {
 
 /// An admin token is sent in a header: visible ASCII, no spaces, not
 /// empty.
-pub fn check_admin_token(token: &str) -> Result<(), &'static str> {
+pub(crate) fn check_admin_token(token: &str) -> Result<(), &'static str> {
     if token.is_empty() {
         Err("an admin token must not be empty")
     } else if !token.bytes().all(|b| b.is_ascii_graphic()) {
