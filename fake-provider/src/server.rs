@@ -9,7 +9,7 @@
 //! - `call`: one call's life: quota, the ceiling, the draws of its fault,
 //!   pace and length, the answer;
 //! - `guard`: what a call holds while it lives, and its record written
-//!   when it ends, whatever way;
+//!   as it ends (`finish`), or when its task is dropped mid-call;
 //! - `stream`: a streamed answer, paced token by token.
 
 use std::io;
