@@ -42,7 +42,7 @@ use crate::shared::{
 };
 
 /// Where an uploaded config's errors say they come from.
-pub const UPLOAD_ORIGIN: &str = "PUT /_fake/config";
+pub(crate) const UPLOAD_ORIGIN: &str = "PUT /_fake/config";
 
 /// The largest body an admin call may send (an uploaded config).
 const ADMIN_BODY_LIMIT: usize = 1 << 20;
@@ -360,7 +360,7 @@ fn no_token(config: &ProviderConfig) -> Result<(), &'static str> {
 
 /// An uploaded provider table in TOML: the schema and the located errors
 /// of a `--config` file.
-pub fn config_from_toml(text: &str, origin: &str) -> Result<ProviderConfig, ConfigError> {
+pub(crate) fn config_from_toml(text: &str, origin: &str) -> Result<ProviderConfig, ConfigError> {
     let config = ProviderConfig::from_toml(text, origin)?;
     no_token(&config)
         .map_err(|m| toml_located::Source::new(text, origin).error("admin_token", m))?;
@@ -374,7 +374,7 @@ pub fn config_from_toml(text: &str, origin: &str) -> Result<ProviderConfig, Conf
 /// The JSON is read into a value, written as TOML and read as a
 /// `--config` file is, so both formats meet the same schema and the same
 /// checks; an error's position is then looked up in the JSON by its field.
-pub fn config_from_json(text: &str, origin: &str) -> Result<ProviderConfig, ConfigError> {
+pub(crate) fn config_from_json(text: &str, origin: &str) -> Result<ProviderConfig, ConfigError> {
     let error = |line, column, field: &str, message: String| ConfigError {
         origin: origin.to_string(),
         line,

@@ -34,28 +34,119 @@ fn check_dist<T: wire::Quantity>(
         .map_err(|e| src.error(&format!("{path}.{}", e.field), e.message))
 }
 
-/// Latency settings. A non-streamed answer takes `ttft + prompt *
-/// prefill_per_token + n * per_token`, all times `multiplier`; a streamed
-/// one sends its first token after the first two, the rest at that pace.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Latency {
-    /// Time to first token.
-    pub ttft: Dist<Dur>,
-    /// Time per output token after the first.
-    pub per_token: Dist<Dur>,
-    /// Time to first token added per prompt token (reading the prompt:
-    /// a 40 KB retrieved context is slower as well as costlier).
-    pub prefill_per_token: Dur,
-    /// Factor applied to both draws (a brownout is `multiplier = 7.0`).
-    pub multiplier: f64,
-    /// The load curve's knee: past this many calls in service, each call
-    /// admitted slows by [`crate::curve::load_factor`]. `None`: latency
-    /// does not depend on load. A count: ÷ the quota scale.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub knee: Option<u32>,
-    /// The curve's exponent past the knee (1: throughput flat).
-    pub knee_exponent: f64,
+/// Declares a settings table and its patch from one field list: the
+/// table as written (its attributes, each field's doc and serde
+/// attributes), and `$Patch`, the same fields each `Option` (an optional
+/// field's patch is itself: `Some` sets it, a patch cannot unset it), with
+/// `deny_unknown_fields` so that a typo in a phase or an override is an
+/// error. Fields after `unpatched` are the table's own: no patch has them.
+/// It adds `apply` (a patch's set fields onto the table) and `as_patch`
+/// (the whole table as a patch, to check it by the patch's rules).
+///
+/// A patched field's type is a name with optional arguments (`f64`,
+/// `Dist<Dur>`, `Option<u32>`), so that the macro sees an `Option`.
+macro_rules! settings_with_patch {
+    (
+        $(#[$attr:meta])*
+        pub struct $Table:ident {
+            $(
+                $(#[$fattr:meta])*
+                pub $field:ident: $head:ident $(<$($arg:ty),+>)?,
+            )+
+            $(
+                unpatched:
+                $(
+                    $(#[$uattr:meta])*
+                    pub $ufield:ident: $uty:ty,
+                )+
+            )?
+        }
+        $(#[$pattr:meta])*
+        pub struct $Patch:ident;
+    ) => {
+        $(#[$attr])*
+        pub struct $Table {
+            $(
+                $(#[$fattr])*
+                pub $field: $head $(<$($arg),+>)?,
+            )+
+            $($(
+                $(#[$uattr])*
+                pub $ufield: $uty,
+            )+)?
+        }
+
+        $(#[$pattr])*
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+        #[serde(deny_unknown_fields)]
+        pub struct $Patch {
+            $(
+                #[doc = concat!("Replaces [`", stringify!($Table), "::", stringify!($field), "`] when set.")]
+                pub $field: settings_with_patch!(@patch $head $(<$($arg),+>)?),
+            )+
+        }
+
+        impl $Table {
+            /// Sets each field the patch sets.
+            fn apply(&mut self, patch: &$Patch) {
+                $(
+                    if let Some(v) = &patch.$field {
+                        self.$field =
+                            settings_with_patch!(@to_field Clone::clone(v) => $head $(<$($arg),+>)?);
+                    }
+                )+
+            }
+
+            /// Every patched field set to its value here, to check the table
+            /// by its patch's rules.
+            // Concurrency checks its one rule itself, with its own hint.
+            #[allow(dead_code)]
+            fn as_patch(&self) -> $Patch {
+                $Patch {
+                    $(
+                        $field: settings_with_patch!(
+                            @to_patch Clone::clone(&self.$field) => $head $(<$($arg),+>)?
+                        ),
+                    )+
+                }
+            }
+        }
+    };
+    (@patch Option<$t:ty>) => { Option<$t> };
+    (@patch $head:ident $(<$($arg:ty),+>)?) => { Option<$head $(<$($arg),+>)?> };
+    (@to_field $v:expr => Option<$t:ty>) => { Some($v) };
+    (@to_field $v:expr => $($ty:tt)+) => { $v };
+    (@to_patch $v:expr => Option<$t:ty>) => { $v };
+    (@to_patch $v:expr => $($ty:tt)+) => { Some($v) };
+}
+
+settings_with_patch! {
+    /// Latency settings. A non-streamed answer takes `ttft + prompt *
+    /// prefill_per_token + n * per_token`, all times `multiplier`; a streamed
+    /// one sends its first token after the first two, the rest at that pace.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    #[serde(default, deny_unknown_fields)]
+    pub struct Latency {
+        /// Time to first token.
+        pub ttft: Dist<Dur>,
+        /// Time per output token after the first.
+        pub per_token: Dist<Dur>,
+        /// Time to first token added per prompt token (reading the prompt:
+        /// a 40 KB retrieved context is slower as well as costlier).
+        pub prefill_per_token: Dur,
+        /// Factor applied to both draws (a brownout is `multiplier = 7.0`).
+        pub multiplier: f64,
+        /// The load curve's knee: past this many calls in service, each call
+        /// admitted slows by [`crate::curve::load_factor`]. `None`: latency
+        /// does not depend on load. A count: ÷ the quota scale. A brownout
+        /// can move it.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub knee: Option<u32>,
+        /// The curve's exponent past the knee (1: throughput flat).
+        pub knee_exponent: f64,
+    }
+    /// Partial latency settings, for a timeline phase or an admin override.
+    pub struct LatencyPatch;
 }
 
 impl Default for Latency {
@@ -82,35 +173,45 @@ pub enum Overflow {
     Reject,
 }
 
-/// The concurrency ceiling.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct Concurrency {
-    /// At most this many calls in service; `None` for no ceiling.
-    pub ceiling: Option<u32>,
-    /// Queue or reject beyond the ceiling.
-    #[serde(default)]
-    pub overflow: Overflow,
-    /// Longest queue; `None` for unbounded. A full queue rejects.
-    pub queue_limit: Option<u32>,
+settings_with_patch! {
+    /// The concurrency ceiling.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+    #[serde(deny_unknown_fields)]
+    pub struct Concurrency {
+        /// At most this many calls in service; `None` for no ceiling.
+        pub ceiling: Option<u32>,
+        /// Queue or reject beyond the ceiling.
+        #[serde(default)]
+        pub overflow: Overflow,
+        /// Longest queue; `None` for unbounded. A full queue rejects.
+        pub queue_limit: Option<u32>,
+    }
+    /// Partial concurrency settings.
+    pub struct ConcurrencyPatch;
 }
 
-/// The account's quota, as continuously refilled buckets.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Quota {
-    /// Requests per minute; `None` for unlimited.
-    pub requests_per_minute: Option<u64>,
-    /// Tokens (prompt + completion) per minute; `None` for unlimited.
-    pub tokens_per_minute: Option<u64>,
-    /// The span of refill each bucket holds, i.e. its burst: one minute by
-    /// default (a bucket holds one minute's allowance). A duration, so a
-    /// rehearsal divides it by its time scale like any other: at time
-    /// scale 10 a bucket refills at the rate-scaled limit (ten times the
-    /// scenario's a real minute) and holds 6 s of it, one scenario minute,
-    /// the burst it has at full scale. See [`wire::QuotaBuckets`].
-    #[serde(default = "default_quota_window", with = "humantime_serde")]
-    pub window: Duration,
+settings_with_patch! {
+    /// The account's quota, as continuously refilled buckets.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Quota {
+        /// Requests per minute; `None` for unlimited.
+        pub requests_per_minute: Option<u64>,
+        /// Tokens (prompt + completion) per minute; `None` for unlimited.
+        pub tokens_per_minute: Option<u64>,
+        unpatched:
+        /// The span of refill each bucket holds, i.e. its burst: one minute by
+        /// default (a bucket holds one minute's allowance). A duration, so a
+        /// rehearsal divides it by its time scale like any other: at time
+        /// scale 10 a bucket refills at the rate-scaled limit (ten times the
+        /// scenario's a real minute) and holds 6 s of it, one scenario minute,
+        /// the burst it has at full scale. See [`wire::QuotaBuckets`]. No
+        /// phase changes it.
+        #[serde(default = "default_quota_window", with = "humantime_serde")]
+        pub window: Duration,
+    }
+    /// Partial quota settings (the rates; the window is the quota's own).
+    pub struct QuotaPatch;
 }
 
 fn default_quota_window() -> Duration {
@@ -127,81 +228,30 @@ impl Default for Quota {
     }
 }
 
-/// Injected faults, each a probability per call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct Faults {
-    /// Error statuses (500, 502, 503, 529) and their rates.
-    #[serde(default)]
-    pub errors: BTreeMap<String, f64>,
-    /// The connection is reset before any answer.
-    #[serde(default)]
-    pub reset: f64,
-    /// No answer at all, until the caller gives up.
-    #[serde(default)]
-    pub hang: f64,
-    /// A streamed answer stops mid-way and the connection is cut.
-    #[serde(default)]
-    pub stream_cut: f64,
-    /// A 200 whose body is not valid JSON (or SSE).
-    #[serde(default)]
-    pub malformed: f64,
-}
-
-/// Partial latency settings, for a timeline phase or an admin override.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct LatencyPatch {
-    /// Replaces the time to first token.
-    pub ttft: Option<Dist<Dur>>,
-    /// Replaces the time per token.
-    pub per_token: Option<Dist<Dur>>,
-    /// Replaces the time to first token per prompt token.
-    pub prefill_per_token: Option<Dur>,
-    /// Replaces the multiplier.
-    pub multiplier: Option<f64>,
-    /// Replaces the load curve's knee (a brownout can move it).
-    pub knee: Option<u32>,
-    /// Replaces the curve's exponent.
-    pub knee_exponent: Option<f64>,
-}
-
-/// Partial concurrency settings.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct ConcurrencyPatch {
-    /// Replaces the ceiling.
-    pub ceiling: Option<u32>,
-    /// Replaces the overflow rule.
-    pub overflow: Option<Overflow>,
-    /// Replaces the queue limit.
-    pub queue_limit: Option<u32>,
-}
-
-/// Partial quota settings.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct QuotaPatch {
-    /// Replaces requests per minute.
-    pub requests_per_minute: Option<u64>,
-    /// Replaces tokens per minute.
-    pub tokens_per_minute: Option<u64>,
-}
-
-/// Partial fault rates.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct FaultsPatch {
-    /// Replaces the whole error-status table.
-    pub errors: Option<BTreeMap<String, f64>>,
-    /// Replaces the reset rate.
-    pub reset: Option<f64>,
-    /// Replaces the hang rate.
-    pub hang: Option<f64>,
-    /// Replaces the stream-cut rate.
-    pub stream_cut: Option<f64>,
-    /// Replaces the malformed-body rate.
-    pub malformed: Option<f64>,
+settings_with_patch! {
+    /// Injected faults, each a probability per call.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+    #[serde(deny_unknown_fields)]
+    pub struct Faults {
+        /// Error statuses (500, 502, 503, 529) and their rates. A patch
+        /// replaces the whole table.
+        #[serde(default)]
+        pub errors: BTreeMap<String, f64>,
+        /// The connection is reset before any answer.
+        #[serde(default)]
+        pub reset: f64,
+        /// No answer at all, until the caller gives up.
+        #[serde(default)]
+        pub hang: f64,
+        /// A streamed answer stops mid-way and the connection is cut.
+        #[serde(default)]
+        pub stream_cut: f64,
+        /// A 200 whose body is not valid JSON (or SSE).
+        #[serde(default)]
+        pub malformed: f64,
+    }
+    /// Partial fault rates.
+    pub struct FaultsPatch;
 }
 
 /// Settings that a timeline phase or an admin override can change.
@@ -423,10 +473,10 @@ impl ProviderConfig {
 }
 
 /// The most phases a timeline may hold (the active set is a 64-bit mask).
-pub const MAX_PHASES: usize = 64;
+pub(crate) const MAX_PHASES: usize = 64;
 
 /// Statuses the fault injector knows how to answer with.
-pub const FAULT_STATUSES: [u16; 4] = [500, 502, 503, 529];
+pub(crate) const FAULT_STATUSES: [u16; 4] = [500, 502, 503, 529];
 
 /// A file's providers validated, as read: its one `[provider]` (`one`)
 /// or its `[[providers]]` (`several`), not both (a located error at the
@@ -503,7 +553,7 @@ impl ProviderConfig {
 
     /// Checks the rules serde cannot express. `prefix` is prepended to field
     /// paths (e.g. `provider.` when this is a scenario's section).
-    pub fn validate(
+    pub(crate) fn validate(
         &self,
         src: &toml_located::Source<'_>,
         prefix: &str,
@@ -515,18 +565,7 @@ impl ProviderConfig {
                 format!("{name:?}: a provider's name is 1 to 64 of a-z, 0-9, _ and -"),
             ));
         }
-        check_latency_patch(
-            src,
-            &p("latency"),
-            &LatencyPatch {
-                ttft: Some(self.latency.ttft.clone()),
-                per_token: Some(self.latency.per_token.clone()),
-                prefill_per_token: Some(self.latency.prefill_per_token),
-                multiplier: Some(self.latency.multiplier),
-                knee: self.latency.knee,
-                knee_exponent: Some(self.latency.knee_exponent),
-            },
-        )?;
+        check_latency_patch(src, &p("latency"), &self.latency.as_patch())?;
         check_dist(&self.completion_tokens, src, &p("completion_tokens"))?;
         if self.concurrency.ceiling == Some(0) {
             return Err(src.error(
@@ -534,26 +573,11 @@ impl ProviderConfig {
                 "must be at least 1 (omit it for no ceiling)",
             ));
         }
-        check_quota(
-            src,
-            &p("quota"),
-            self.quota.requests_per_minute,
-            self.quota.tokens_per_minute,
-        )?;
+        check_quota(src, &p("quota"), &self.quota.as_patch())?;
         if self.quota.window.is_zero() {
             return Err(src.error(&p("quota.window"), "must be positive"));
         }
-        check_faults(
-            src,
-            &p("faults"),
-            &FaultsPatch {
-                errors: Some(self.faults.errors.clone()),
-                reset: Some(self.faults.reset),
-                hang: Some(self.faults.hang),
-                stream_cut: Some(self.faults.stream_cut),
-                malformed: Some(self.faults.malformed),
-            },
-        )?;
+        check_faults(src, &p("faults"), &self.faults.as_patch())?;
         if self.max_body_bytes == 0 {
             return Err(src.error(&p("max_body_bytes"), "must be positive"));
         }
@@ -674,7 +698,11 @@ impl ProviderConfig {
 
 impl Overrides {
     /// Validates these overrides; `at` is the path of the table holding them.
-    pub fn check(&self, src: &toml_located::Source<'_>, at: &str) -> Result<(), ConfigError> {
+    pub(crate) fn check(
+        &self,
+        src: &toml_located::Source<'_>,
+        at: &str,
+    ) -> Result<(), ConfigError> {
         if let Some(l) = &self.latency {
             check_latency_patch(src, &format!("{at}.latency"), l)?;
         }
@@ -687,12 +715,7 @@ impl Overrides {
             }
         }
         if let Some(q) = &self.quota {
-            check_quota(
-                src,
-                &format!("{at}.quota"),
-                q.requests_per_minute,
-                q.tokens_per_minute,
-            )?;
+            check_quota(src, &format!("{at}.quota"), q)?;
         }
         if let Some(f) = &self.faults {
             check_faults(src, &format!("{at}.faults"), f)?;
@@ -703,7 +726,7 @@ impl Overrides {
 
 /// An admin token is sent in a header: visible ASCII, no spaces, not
 /// empty.
-pub fn check_admin_token(token: &str) -> Result<(), &'static str> {
+pub(crate) fn check_admin_token(token: &str) -> Result<(), &'static str> {
     if token.is_empty() {
         Err("an admin token must not be empty")
     } else if !token.bytes().all(|b| b.is_ascii_graphic()) {
@@ -754,16 +777,15 @@ fn check_latency_patch(
 fn check_quota(
     src: &toml_located::Source<'_>,
     at: &str,
-    rpm: Option<u64>,
-    tpm: Option<u64>,
+    q: &QuotaPatch,
 ) -> Result<(), ConfigError> {
-    if rpm == Some(0) {
+    if q.requests_per_minute == Some(0) {
         return Err(src.error(
             &format!("{at}.requests_per_minute"),
             "must be at least 1 (omit it for unlimited)",
         ));
     }
-    if tpm == Some(0) {
+    if q.tokens_per_minute == Some(0) {
         return Err(src.error(
             &format!("{at}.tokens_per_minute"),
             "must be at least 1 (omit it for unlimited)",
@@ -838,61 +860,19 @@ pub struct Effective {
 impl Effective {
     fn apply(&mut self, o: &Overrides) {
         if let Some(l) = &o.latency {
-            if let Some(t) = &l.ttft {
-                self.latency.ttft = t.clone();
-            }
-            if let Some(t) = &l.per_token {
-                self.latency.per_token = t.clone();
-            }
-            if let Some(t) = l.prefill_per_token {
-                self.latency.prefill_per_token = t;
-            }
-            if let Some(m) = l.multiplier {
-                self.latency.multiplier = m;
-            }
-            if l.knee.is_some() {
-                self.latency.knee = l.knee;
-            }
-            if let Some(e) = l.knee_exponent {
-                self.latency.knee_exponent = e;
-            }
+            self.latency.apply(l);
         }
         if let Some(c) = &o.completion_tokens {
             self.completion_tokens = c.clone();
         }
         if let Some(c) = &o.concurrency {
-            if c.ceiling.is_some() {
-                self.concurrency.ceiling = c.ceiling;
-            }
-            if let Some(ov) = c.overflow {
-                self.concurrency.overflow = ov;
-            }
-            if c.queue_limit.is_some() {
-                self.concurrency.queue_limit = c.queue_limit;
-            }
+            self.concurrency.apply(c);
         }
         if let Some(q) = &o.quota {
-            if q.requests_per_minute.is_some() {
-                self.quota.requests_per_minute = q.requests_per_minute;
-            }
-            if q.tokens_per_minute.is_some() {
-                self.quota.tokens_per_minute = q.tokens_per_minute;
-            }
+            self.quota.apply(q);
         }
         if let Some(f) = &o.faults {
-            if let Some(e) = &f.errors {
-                self.faults.errors = e.clone();
-            }
-            for (dst, src) in [
-                (&mut self.faults.reset, f.reset),
-                (&mut self.faults.hang, f.hang),
-                (&mut self.faults.stream_cut, f.stream_cut),
-                (&mut self.faults.malformed, f.malformed),
-            ] {
-                if let Some(v) = src {
-                    *dst = v;
-                }
-            }
+            self.faults.apply(f);
         }
     }
 }
@@ -948,6 +928,29 @@ concurrency = { ceiling = 4 }
         assert_eq!(eff.concurrency.ceiling, Some(4));
         assert_eq!(eff.concurrency.overflow, Overflow::Reject);
         assert_eq!(eff.quota.tokens_per_minute, Some(500_000));
+    }
+
+    #[test]
+    fn a_patch_sets_what_it_names_and_no_more() {
+        let text = "[concurrency]\nceiling = 8\n[[timeline]]\nname = \"p\"\nfrom = \"1s\"\nlatency = { knee = 5 }\nconcurrency = { queue_limit = 3 }\nfaults = { errors = { \"503\" = 0.5 } }\n";
+        let cfg = ProviderConfig::from_toml(text, "p.toml").unwrap();
+        let eff = cfg.effective([&cfg.timeline[0].overrides()], None);
+        assert_eq!(eff.latency.knee, Some(5));
+        assert_eq!(eff.latency.multiplier, 1.0, "left as it was");
+        assert_eq!(eff.concurrency.ceiling, Some(8), "left as it was");
+        assert_eq!(eff.concurrency.queue_limit, Some(3));
+        assert_eq!(eff.faults.errors.len(), 1);
+        let mut latency = Latency::default();
+        latency.apply(&cfg.latency.as_patch());
+        assert_eq!(
+            latency, cfg.latency,
+            "a whole table as a patch is the table"
+        );
+        // The quota's window is not a patch's: a phase naming it is a typo.
+        let text = "[[timeline]]\nname = \"p\"\nfrom = \"1s\"\nquota = { window = \"1s\" }\n";
+        let err = ProviderConfig::from_toml(text, "p.toml").unwrap_err();
+        assert_eq!(err.line, 4, "{err}");
+        assert!(err.to_string().contains("window"), "{err}");
     }
 
     #[test]

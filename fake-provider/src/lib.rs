@@ -26,7 +26,7 @@
 //!   and reading it back from a position ([`RecordsWritten`]); its
 //!   `line` writes a record's line by hand (`wire::json`, serde_json's bytes);
 //! - `run`: a run (what a reset starts anew: config, timeline start,
-//!   counts, quota) and the lease ([`ResetRequest`], [`RunInfo`]);
+//!   counts, quota) and the lease (`POST /_fake/reset`, [`RunInfo`]);
 //! - `admin`: the admin API (`/_fake/...`), who may call it, and metrics;
 //! - `server`: HTTP serving and one call's life;
 //! - `down`: the timeline's `down` phases (connections refused, or held
@@ -77,15 +77,12 @@ mod server;
 mod shared;
 mod timer;
 
-pub use admin::{config_from_json, config_from_toml, UPLOAD_ORIGIN};
 pub use api::parse_request;
 pub use config::{ConfigError, Overrides, ProviderConfig};
 pub use counters::Stats;
 pub use dialect::ProviderDialect;
-pub use listen::{listen, ACCEPT_QUEUE};
+pub use listen::listen;
 pub use records::RecordsWritten;
-pub use run::{
-    AdminRefusal, LeaseInfo, LeaseRequest, PreviousRun, ResetRequest, RunInfo, DEFAULT_LEASE,
-};
+pub use run::{LeaseInfo, PreviousRun, RunInfo};
 pub use server::{FakeProvider, ProviderHandle};
 pub use shared::{UnknownPhase, RECORDS_NEXT_HEADER};

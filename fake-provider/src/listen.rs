@@ -18,10 +18,10 @@ use tokio::net::{TcpListener, TcpSocket, ToSocketAddrs};
 
 /// The accept queue asked for; the kernel caps it at
 /// `net.core.somaxconn` (4,096 by default since Linux 5.4).
-pub const ACCEPT_QUEUE: u32 = 65_535;
+pub(crate) const ACCEPT_QUEUE: u32 = 65_535;
 
 /// Binds the first address `addr` resolves to, with SO_REUSEADDR (as
-/// tokio's bind sets it) and an accept queue of [`ACCEPT_QUEUE`].
+/// tokio's bind sets it) and an accept queue of 65,535 (`ACCEPT_QUEUE`).
 pub async fn listen(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
     let mut last = None;
     for addr in tokio::net::lookup_host(addr).await? {

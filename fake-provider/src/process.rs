@@ -5,7 +5,7 @@
 //!
 //! The token is never taken from the command line, where `ps` shows it:
 //! `--admin-token-file FILE` first, else the environment variable
-//! [`ADMIN_TOKEN_ENV`], else the config's `admin_token`.
+//! `REHEARSE_ADMIN_TOKEN`, else the config's `admin_token`.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -33,15 +33,15 @@ without, loopback callers only (403). POST /_fake/reset starts a run: docs/fake-
 provider's admin API\". Tests only: REHEARSE_TEST_CLOCK_OFFSET_MS=N shifts its clock.";
 
 /// The environment variable holding the admin token.
-pub const ADMIN_TOKEN_ENV: &str = "REHEARSE_ADMIN_TOKEN";
+pub(crate) const ADMIN_TOKEN_ENV: &str = "REHEARSE_ADMIN_TOKEN";
 
 /// The environment variable shifting the provider's clock by whole
 /// milliseconds, for tests only ([`crate::FakeProvider::clock_offset_ms`]).
-pub const CLOCK_OFFSET_ENV: &str = "REHEARSE_TEST_CLOCK_OFFSET_MS";
+pub(crate) const CLOCK_OFFSET_ENV: &str = "REHEARSE_TEST_CLOCK_OFFSET_MS";
 
 /// Where the admin token came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TokenSource {
+pub(crate) enum TokenSource {
     /// `--admin-token-file`.
     File,
     /// [`ADMIN_TOKEN_ENV`].
@@ -52,7 +52,7 @@ pub enum TokenSource {
 
 impl TokenSource {
     /// How a banner names it.
-    pub fn describe(self) -> &'static str {
+    fn describe(self) -> &'static str {
         match self {
             TokenSource::File => "--admin-token-file",
             TokenSource::Env => ADMIN_TOKEN_ENV,
@@ -70,7 +70,7 @@ pub struct SettingError(pub String);
 /// ignored), else `env`'s (the value of [`ADMIN_TOKEN_ENV`]), else the
 /// config's (checked with the config); each checked, `None` when none is
 /// given.
-pub fn admin_token(
+pub(crate) fn admin_token(
     file: Option<&Path>,
     env: Option<OsString>,
     config: Option<String>,
@@ -99,7 +99,7 @@ pub fn admin_token(
 
 /// The test-only clock offset in ms from `env` (the value of
 /// [`CLOCK_OFFSET_ENV`]): 0 when unset; a whole number within a day.
-pub fn test_clock_offset_ms(env: Option<OsString>) -> Result<i64, SettingError> {
+pub(crate) fn test_clock_offset_ms(env: Option<OsString>) -> Result<i64, SettingError> {
     let Some(value) = env else { return Ok(0) };
     value
         .to_str()
@@ -115,7 +115,11 @@ pub fn test_clock_offset_ms(env: Option<OsString>) -> Result<i64, SettingError> 
 /// The lines of a provider process's banner after its addresses: where
 /// its admin token came from (or that it has none), its clock's shift if
 /// any, its config's timeline.
-pub fn banner(token: Option<TokenSource>, clock_offset_ms: i64, config: &ProviderConfig) -> String {
+pub(crate) fn banner(
+    token: Option<TokenSource>,
+    clock_offset_ms: i64,
+    config: &ProviderConfig,
+) -> String {
     let mut said = match token {
         Some(from) => format!(
             "  token:     from {}: every admin call needs Authorization: Bearer TOKEN\n",
@@ -316,10 +320,10 @@ fn read(path: &Path, origin: &str) -> Result<String, ConfigError> {
     })
 }
 
-/// Sets `config`'s admin token by precedence ([`admin_token`]: the file at
-/// `token_file`, else [`ADMIN_TOKEN_ENV`], else the config's) and reads the
-/// clock offset from [`CLOCK_OFFSET_ENV`] ([`test_clock_offset_ms`]);
-/// returns the offset and the banner's lines about both ([`banner`]).
+/// Sets `config`'s admin token by precedence (the file at `token_file`,
+/// else `REHEARSE_ADMIN_TOKEN`, else the config's) and reads the clock
+/// offset from `REHEARSE_TEST_CLOCK_OFFSET_MS`; returns the offset and the
+/// banner's lines about both.
 pub fn apply_environment(
     config: &mut ProviderConfig,
     token_file: Option<&Path>,
@@ -375,8 +379,8 @@ pub fn parse_byte_size(text: &str) -> Result<u64, String> {
 }
 
 /// The banner of a provider (`name`: `None` for the default one)
-/// listening at `base`: its endpoints, then `said` (the lines of
-/// [`banner`]), then where its records go.
+/// listening at `base`: its endpoints, then `said` (the lines
+/// [`apply_environment`] returns), then where its records go.
 pub fn listening_banner(
     name: Option<&str>,
     base: &str,

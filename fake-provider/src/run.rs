@@ -26,7 +26,7 @@ use crate::config::ProviderConfig;
 use crate::counters::Counters;
 
 /// A lease's length when a reset names none: an hour.
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(3600);
+pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(3600);
 
 /// The longest lease: a week.
 pub const MAX_LEASE: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -153,7 +153,7 @@ pub(crate) struct Pending {
 /// is all defaults).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ResetRequest {
+pub(crate) struct ResetRequest {
     /// The new run's id (up to 128 letters, digits and `._:-`); generated
     /// when absent. Naming the run that holds the lease resets it again.
     #[serde(default)]
@@ -181,7 +181,7 @@ pub struct ResetRequest {
 /// The body of `POST /_fake/lease`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct LeaseRequest {
+pub(crate) struct LeaseRequest {
     /// The run that holds (or should hold) the lease: the current run.
     pub run_id: String,
     /// The lease from now, in seconds: an hour when absent; 0 gives it
@@ -237,7 +237,7 @@ pub struct PreviousRun {
 
 /// An admin request the provider would not carry out.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum AdminRefusal {
+pub(crate) enum AdminRefusal {
     /// Another run holds the lease (409).
     #[error("run `{run_id}` holds the lease for {remaining_ms} ms more (until {expires_unix_ms} ms after the Unix epoch): wait for it, or reset with \"force\": true to take it")]
     LeaseHeld {

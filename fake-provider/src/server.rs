@@ -9,7 +9,7 @@
 //! - `call`: one call's life: quota, the ceiling, the draws of its fault,
 //!   pace and length, the answer;
 //! - `guard`: what a call holds while it lives, and its record written
-//!   when it ends, whatever way;
+//!   as it ends (`finish`), or when its task is dropped mid-call;
 //! - `stream`: a streamed answer, paced token by token.
 
 use std::io;
@@ -30,7 +30,7 @@ use crate::config::{Down, Overrides, ProviderConfig};
 use crate::counters::{Gauges, Stats};
 use crate::head_timer::HeadTimer;
 use crate::records::{RecordFile, RecordsWritten};
-use crate::run::{AdminRefusal, Book, ResetRequest, Run, RunInfo};
+use crate::run::{Book, Run, RunInfo};
 use crate::shared::{Control, Shared, UnknownPhase};
 
 mod call;
@@ -223,11 +223,6 @@ impl ProviderHandle {
     /// The current run: its id, its config's version, its lease.
     pub fn run_info(&self) -> RunInfo {
         self.shared.run_info(None)
-    }
-
-    /// Starts a new run, as `POST /_fake/reset` does (see [`ResetRequest`]).
-    pub async fn reset(&self, request: ResetRequest) -> Result<RunInfo, AdminRefusal> {
-        self.shared.reset(request).await
     }
 
     /// Pins the timeline to the named phase (`None`: back to the clock).

@@ -231,9 +231,10 @@ pub(super) struct Draw {
 
 /// One provider call's life: read the request, take quota at arrival, wait
 /// for a place under the concurrency ceiling, draw a fault and a pace, then
-/// answer whole or as a stream. A step that ends the call early gives back
-/// the response to send; whatever way the call ends, its [`CallGuard`]
-/// writes the record.
+/// answer whole or as a stream. A step that ends the call early writes its
+/// record ([`CallGuard::finish`]) and gives back the response to send; a
+/// call whose task is dropped first (the caller hung up) has its record
+/// written by the guard's `Drop`.
 ///
 /// This is the hot path. Only the steps that wait (the ceiling's queue, a
 /// hang) are async, the pacing sleeps are here, and what is done with
@@ -266,8 +267,8 @@ pub(super) async fn call(
         return Ok(g.hang().await);
     }
     let (mut parsed, inputs) = match parsed {
-        Continue(p) => p,
-        Break(refused) => return Ok(refused),
+        Ok(p) => p,
+        Err(bad) => return Ok(g.bad_request(bad)),
     };
     drop(body);
     if let Some(d) = deployment {
@@ -356,34 +357,32 @@ impl CallGuard {
     }
 
     /// Reads what the provider needs from the body into the record; a body
-    /// the dialect refuses ends the call with a 400 naming the parameter.
-    pub(super) fn parse(&mut self, body: &[u8]) -> Step<(CallRequest, u32)> {
+    /// the dialect refuses is its [`BadRequest`] (answered by
+    /// [`CallGuard::bad_request`] unless a down phase holds the call).
+    pub(super) fn parse(&mut self, body: &[u8]) -> Result<(CallRequest, u32), BadRequest> {
         let dialect = self.record.dialect;
         let read = match self.record.api {
             Api::Chat | Api::Messages => dialect.parse(body).map(|p| (p, 1)),
             Api::Responses => crate::api::parse_responses(body).map(|p| (p, 1)),
             Api::Embeddings => crate::api::parse_embeddings(body),
         };
-        let (parsed, inputs) = match read {
-            Ok(p) => p,
-            Err(BadRequest { param, message }) => {
-                self.finish(ProviderOutcome::BadRequest, 400);
-                let mut h = call_headers(dialect, &self.record.id, None, &self.shared.clock);
-                h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-                let body = dialect.error_body(400, &message, param, None);
-                return Break(respond(
-                    StatusCode::BAD_REQUEST,
-                    h,
-                    full(body),
-                    "application/json",
-                ));
-            }
-        };
+        let (parsed, inputs) = read?;
         self.record.model = parsed.model.clone();
         self.record.stream = parsed.stream;
         self.record.prompt_tokens = parsed.prompt_tokens;
         self.record.max_tokens = parsed.max_tokens;
-        Continue((parsed, inputs))
+        Ok((parsed, inputs))
+    }
+
+    /// A body the dialect refuses: a 400 naming the parameter.
+    pub(super) fn bad_request(&mut self, bad: BadRequest) -> Response<Body> {
+        let BadRequest { param, message } = bad;
+        let dialect = self.record.dialect;
+        self.finish(ProviderOutcome::BadRequest, 400);
+        let mut h = call_headers(dialect, &self.record.id, None, &self.shared.clock);
+        h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let body = dialect.error_body(400, &message, param, None);
+        respond(StatusCode::BAD_REQUEST, h, full(body), "application/json")
     }
 
     /// Quota, at arrival: a real provider answers 429 before any queueing.
@@ -406,13 +405,13 @@ impl CallGuard {
             (res, q.snapshot(secs))
         };
         if let Err(refusal) = res {
-            self.finish(ProviderOutcome::QuotaExceeded, 429);
             // What the refusal's headers will say (quota_refusal sends
             // these same values).
             if let Some((secs, ms)) = refusal.retry_after.map(retry_after_values) {
                 self.record.retry_after_s = Some(secs);
                 self.record.retry_after_ms = Some(ms);
             }
+            self.finish(ProviderOutcome::QuotaExceeded, 429);
             return Break(quota_refusal(
                 self.record.dialect,
                 &self.record.id,
@@ -516,8 +515,8 @@ impl CallGuard {
 
     /// The fault of an error status: answered at once.
     pub(super) fn error_status(&mut self, status: u16, headers: HeaderMap) -> Response<Body> {
-        self.finish(ProviderOutcome::ErrorStatus, status);
         self.record.first_byte_us = Some(self.shared.clock.now_us());
+        self.finish(ProviderOutcome::ErrorStatus, status);
         let msg = match status {
             500 => "The server had an error while processing your request.",
             502 => "Bad gateway.",
@@ -542,8 +541,8 @@ impl CallGuard {
         ResetConnection
     }
 
-    /// The fault of a hang: never answers. The guard records the hang-up
-    /// when the caller gives up; shutdown ends it too.
+    /// The fault of a hang: never answers. The guard's `Drop` records the
+    /// hang-up when the caller gives up; shutdown ends it here.
     pub(super) async fn hang(&mut self) -> Response<Body> {
         self.record.outcome = ProviderOutcome::Hang;
         self.shared.shutdown.cancelled().await;
@@ -606,7 +605,8 @@ impl CallGuard {
 
     /// The streamed answer, from its first byte (the caller has slept until
     /// `first_at`): the guard moves into a [`TokenStream`] that paces the
-    /// tokens, so the record is written when the stream ends or is dropped.
+    /// tokens and finishes the call at its tail or its cut; dropped before
+    /// (the caller hung up), the guard writes the record itself.
     /// A stream-cut or malformed fault strikes halfway.
     pub(super) fn streamed_answer(
         mut self,

@@ -1,6 +1,7 @@
 //! What a call holds while it lives ([`CallGuard`]): its record, its
-//! place under the ceiling, its quota; dropping it writes the record,
-//! whatever way the call ended.
+//! place under the ceiling, its quota. Each way a call ends by itself
+//! writes the record with [`CallGuard::finish`]; dropping the guard
+//! unfinished (the caller hung up, a down phase cut it) writes it too.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -22,10 +23,10 @@ pub(super) fn request_id(headers: &HeaderMap, body: &[u8], seq: u64) -> String {
         .map_or_else(|| crate::api::prefixed_number("fake-", seq), str::to_string)
 }
 
-/// Everything a call holds while it lives. Whatever way the call ends,
-/// dropping this writes its record, gives back unused quota and frees its
-/// place under the ceiling; if the answer was not complete by then, the
-/// caller hung up.
+/// Everything a call holds while it lives. Its end gives back unused quota,
+/// frees its place under the ceiling and writes its record: explicitly
+/// ([`CallGuard::finish`]) where the call ends by itself, from `Drop`
+/// where its task was dropped mid-call.
 pub(super) struct CallGuard {
     pub(super) shared: Arc<Shared>,
     /// The run the call arrived in: its counts, quota and record file.
@@ -35,6 +36,7 @@ pub(super) struct CallGuard {
     pub(super) received: Instant,
     pub(super) permit: Option<Permit>,
     pub(super) queued: bool,
+    /// Its record is written: the call ended by itself ([`CallGuard::finish`]).
     pub(super) done: bool,
     /// The provider's cuts ([`crate::down`]) when the call arrived: one
     /// since, and the call did not end by itself, means a down phase cut
@@ -51,33 +53,25 @@ impl CallGuard {
         &self.run.counters.by_model[self.model_slot]
     }
 
+    /// Ends the call by itself with `outcome` and `status` and writes its
+    /// record (finished now, unless the answer set when): each way a call
+    /// ends calls it once, as the call ends, with the record complete.
     pub(super) fn finish(&mut self, outcome: ProviderOutcome, status: u16) {
+        debug_assert!(!self.done, "a call ends once");
         self.record.outcome = outcome;
         self.record.status = status;
         self.done = true;
+        if self.record.finished_us.is_none() {
+            self.record.finished_us = Some(self.shared.clock.now_us());
+        }
+        self.close();
     }
-}
 
-impl Drop for CallGuard {
-    fn drop(&mut self) {
+    /// Gives back what the call held and writes its record.
+    fn close(&mut self) {
         if self.queued {
             self.shared.gauges.queued.fetch_sub(1, Ordering::Relaxed);
             self.model().waiting.fetch_sub(1, Ordering::Relaxed);
-        }
-        // A call that ended by itself has its times already.
-        if !self.done || self.record.finished_us.is_none() {
-            let now = self.shared.clock.now_us();
-            if !self.done && self.shared.down.epoch() != self.cut_epoch {
-                // The provider went down under it: cut, not hung up (a
-                // call already hanging stays `hang`).
-                if self.record.outcome != ProviderOutcome::Hang {
-                    self.record.outcome = ProviderOutcome::Reset;
-                }
-                self.record.status = 0;
-            } else if !self.done {
-                self.record.hung_up_us = Some(now);
-            }
-            self.record.finished_us.get_or_insert(now);
         }
         if self.record.reserved_tokens > 0 {
             let used = if self.record.admitted_us.is_some() {
@@ -109,6 +103,32 @@ impl Drop for CallGuard {
         // Out of flight only once its record is queued: whoever waits for
         // `in_flight == 0` and then syncs the records finds this one.
         self.shared.gauges.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The safety net for a task dropped mid-call, before the call ended by
+/// itself: hyper drops a call's future (or its streamed body) when the
+/// caller hangs up, and a down phase drops the calls it cuts. Every other
+/// end is [`CallGuard::finish`], which writes the record; here an
+/// unfinished call's record is written as hung up, or cut (`reset`) when
+/// the provider went down under it.
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let now = self.shared.clock.now_us();
+        if self.shared.down.epoch() != self.cut_epoch {
+            // Cut, not hung up (a call already hanging stays `hang`).
+            if self.record.outcome != ProviderOutcome::Hang {
+                self.record.outcome = ProviderOutcome::Reset;
+            }
+            self.record.status = 0;
+        } else {
+            self.record.hung_up_us = Some(now);
+        }
+        self.record.finished_us.get_or_insert(now);
+        self.close();
     }
 }
 
