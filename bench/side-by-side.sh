@@ -24,8 +24,12 @@
 #             part side (RT=0, CAP=0: the uncapped generator, as shipped;
 #             CAP=50 adds runs capped at oha's 50 connections): send lag,
 #             latency p99, CPU and RSS, medians and ratios to oha.
-#   provider  the same against the fake provider (TARGET=provider): issue
-#             29's "valid in 5 of 5 runs at normal priority".
+#   provider  the same against the fake provider (TARGET=provider) at
+#             PROVIDER_RATE (75%: of the provider's keep-alive capacity on
+#             this machine, measured first with wrk), the callers with a
+#             connection each and sharing a pool of POOL (50, as oha's):
+#             issue 46's "valid in 5 of 5 runs in either model, nothing
+#             lost, latency p99 at most oha's".
 #   slow      `rehearse load` at SLOW_RATE (20,000/s) for DURATION against
 #             the fake provider serving about half of it (a ceiling of
 #             SLOW_RATE/200 calls of 10 ms each, a FIFO queue behind),
@@ -53,6 +57,7 @@ PORT=${PORT:-18481}
 RUNS=${RUNS:-5}
 DURATION=${DURATION:-10}
 RATE=${RATE:-50000}
+PROVIDER_RATE=${PROVIDER_RATE:-75%}
 SLOW_RATE=${SLOW_RATE:-20000}
 SLOW_PATIENCE=${SLOW_PATIENCE:-500ms}
 RT=${RT:-0}
@@ -153,8 +158,8 @@ fi
 
 # bench/loadgen/run.sh's part side, at normal priority unless RT=1.
 side() {
-  RT=$RT PARTS=side CAP=${CAP:-0} RUNS=$RUNS DURATION=$DURATION RATE=$RATE NO_BUILD=1 PORT=$PORT BIN=$BIN BARE=$BARE \
-    OUT="$OUT/$1" TARGET=$2 bash bench/loadgen/run.sh
+  RT=$RT PARTS=side CAP=${CAP:-0} POOL=${POOL:-0} RUNS=$RUNS DURATION=$DURATION RATE=${3:-$RATE} NO_BUILD=1 \
+    PORT=$PORT BIN=$BIN BARE=$BARE OUT="$OUT/$1" TARGET=$2 bash bench/loadgen/run.sh
 }
 
 if want load; then
@@ -163,8 +168,8 @@ if want load; then
 fi
 
 if want provider; then
-  echo "== provider: rehearse load and oha at $RATE/s against the fake provider (one core each)"
-  side provider provider
+  echo "== provider: rehearse load (a connection per caller, and a pool of ${POOL:-50}) and oha at $PROVIDER_RATE against the fake provider (one core each)"
+  POOL=${POOL:-50} side provider provider "$PROVIDER_RATE"
 fi
 
 if want slow; then

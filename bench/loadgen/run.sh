@@ -56,6 +56,7 @@ RATE=${RATE:-50000}
 RATE80=${RATE80:-80000}
 RUNS=${RUNS:-5}
 CAP=${CAP:-50}
+POOL=${POOL:-50}
 DURATION=${DURATION:-10}
 CG_RATE=${CG_RATE:-1000}
 TARGET=${TARGET:-bare}
@@ -114,6 +115,7 @@ rate = $3
 prompt_tokens = { fixed = 16 }
 max_tokens = { fixed = 16 }
 ${EXTRA_REQUEST:-}
+${EXTRA_TABLES:-}
 TOML
 }
 
@@ -146,16 +148,35 @@ oha_run() {
   tail -1 "$OUT/$part.tsv"
 }
 
-# RUNS alternating runs of rehearse load, oha and (unless CAP=0) rehearse
-# with max_connections = CAP, at a rate: part, rate.
+# A rate: a number per second as it is, or a share (75%) of the running
+# target's keep-alive capacity, measured with wrk (-t1 -c32, 5 s).
+rate_of() {
+  local rate=$1
+  if [[ "$rate" != *% ]]; then echo "$rate"; return; fi
+  command -v wrk >/dev/null || { echo "RATE=$rate needs wrk to measure the target: apt-get install wrk" >&2; exit 2; }
+  local capacity
+  capacity=$($CHRT taskset -c 1 wrk -t1 -c32 -d5s -s "$HERE/post.lua" "$URL/v1/chat/completions" \
+    | awk '/Requests\/sec/ {printf "%d", $2}')
+  echo "   the target's keep-alive capacity: $capacity req/s (wrk -t1 -c32 -d5s); driving at $rate of it" >&2
+  echo $(( capacity * ${rate%\%} / 100 ))
+}
+
+# RUNS alternating runs of rehearse load, oha, and (unless CAP=0) rehearse
+# with max_connections = CAP and (unless POOL=0) with a pool of POOL, at
+# a rate: part, rate (a number, or a share of the target's capacity).
 side_by_side() {
-  local part=$1 rate=$2
+  local part=$1 rate
   rm -f "$OUT/$part.tsv"; start
+  rate=$(rate_of "$2")
   for i in $(seq "$RUNS"); do
     rehearse_run "$part" "rehearse-$i" "$rate"
     oha_run "$part" "oha-$i" "$rate"
     if [ "$CAP" != 0 ]; then
       EXTRA_LOAD="max_connections = $CAP" rehearse_run "$part" "rehearse-cap$CAP-$i" "$rate"
+    fi
+    if [ "$POOL" != 0 ]; then
+      EXTRA_TABLES="[load.clients]
+pool = $POOL" rehearse_run "$part" "rehearse-pool$POOL-$i" "$rate"
     fi
   done
   cleanup
