@@ -105,23 +105,8 @@ fn rig(
         Ok(harness::calibrate_rig(&sweep, &say, cancel).await?)
     })?;
     harness::write_rig(&rig, &path)?;
-    for (c, model) in [
-        (&rig.per_caller, "per caller".to_string()),
-        (
-            &rig.pool,
-            format!("from a pool of {}", rig.pool_connections),
-        ),
-    ] {
-        let at_least = if c.at_least { "at least " } else { "" };
-        println!(
-            "connections {model}: {at_least}{}/s{}",
-            wire::number::thousands(c.rate_per_s),
-            if c.limited_by.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", c.limited_by)
-            }
-        );
+    for line in rig.said() {
+        println!("{line}");
     }
     println!("rig: {}", path.display());
     Ok(Ended::Pass)

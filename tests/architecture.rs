@@ -722,9 +722,11 @@ fn the_binary_is_the_cli_alone() {
     // NAME=URL`, `rehearse provider` serving each on its own port); 1,450
     // since issue 45, which moved the CLI's own words out of the library
     // (`compare --help`'s exit codes, the external provider's need of
-    // `--target` said in flags).
+    // `--target` said in flags); 1,500 since issue 46's `calibrate --rig`
+    // and `--rig FILE` of plan and run (the sweep, the file and the
+    // warning are harness's: `harness::rig`).
     assert!(
-        total < 1_450,
+        total < 1_500,
         "src/ holds {total} lines: the engine belongs in harness/ and report/"
     );
 }

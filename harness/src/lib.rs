@@ -65,7 +65,7 @@ pub use provider::urls::ProviderUrls;
 pub use provider::{ProviderAt, ProviderChoice};
 pub use rehearsal::{scale_factor, Rehearsal, RehearsedGateway};
 pub use rig::{
-    calibrate_rig, default_rig_path, read_rig, this_machine, write_rig, Ceiling, Rig, RigCheck,
+    calibrate_rig, default_rig_path, read_rig, this_machine, write_rig, Rig, RigCeiling, RigCheck,
     RigFile, RigOptions, RigRead, RigWarning, RIG_SHARE,
 };
 pub use run::fds::{

@@ -36,9 +36,9 @@ pub struct Rig {
     pub measured: String,
     /// A connection per caller waiting (`[load.clients]` left out, or
     /// `connections = "per caller"`).
-    pub per_caller: Ceiling,
+    pub per_caller: RigCeiling,
     /// Callers sharing a pool of connections (`pool = N`).
-    pub pool: Ceiling,
+    pub pool: RigCeiling,
     /// The pool's connections it was measured with.
     pub pool_connections: u64,
 }
@@ -46,7 +46,7 @@ pub struct Rig {
 /// One model's ceiling.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Ceiling {
+pub struct RigCeiling {
     /// The highest rate that held, per second.
     pub rate_per_s: f64,
     /// The sweep's highest rate held: the ceiling is at least this.
@@ -139,8 +139,8 @@ impl Rig {
     /// ```
     /// let rig = harness::Rig {
     ///     host: "h".into(), cores: 2, measured: "2026-12-05T12:00:00Z".into(),
-    ///     per_caller: harness::Ceiling { rate_per_s: 10_000.0, at_least: false, limited_by: String::new() },
-    ///     pool: harness::Ceiling { rate_per_s: 20_000.0, at_least: false, limited_by: String::new() },
+    ///     per_caller: harness::RigCeiling { rate_per_s: 10_000.0, at_least: false, limited_by: String::new() },
+    ///     pool: harness::RigCeiling { rate_per_s: 20_000.0, at_least: false, limited_by: String::new() },
     ///     pool_connections: 64,
     /// };
     /// let per_caller = loadgen::Clients { pool: None, connect_rate_per_s: None };
@@ -166,11 +166,35 @@ impl Rig {
 
     /// The ceiling of the model `clients` hold connections by, and the
     /// model as said: `per caller`, `from a pool of N`.
-    pub fn model(&self, clients: loadgen::Clients) -> (&Ceiling, String) {
+    pub fn model(&self, clients: loadgen::Clients) -> (&RigCeiling, String) {
         match clients.pool {
             None => (&self.per_caller, "per caller".to_string()),
             Some(n) => (&self.pool, format!("from a pool of {n}")),
         }
+    }
+
+    /// The ceilings as said once measured: `connections per caller: at
+    /// least 1,000/s`, `connections from a pool of 64: 40,000/s (what gave
+    /// out next)`.
+    pub fn said(&self) -> Vec<String> {
+        let pool = format!("from a pool of {}", self.pool_connections);
+        [
+            (&self.per_caller, "per caller"),
+            (&self.pool, pool.as_str()),
+        ]
+        .into_iter()
+        .map(|(c, model)| {
+            let at_least = if c.at_least { "at least " } else { "" };
+            let why = match c.limited_by.as_str() {
+                "" => String::new(),
+                why => format!(" ({why})"),
+            };
+            format!(
+                "connections {model}: {at_least}{}/s{why}",
+                wire::number::thousands(c.rate_per_s)
+            )
+        })
+        .collect()
     }
 
     /// The file's text: a comment saying what it is, then the figures.
@@ -366,7 +390,7 @@ async fn sweep_ceiling(
     opts: &RigOptions,
     cancel: &CancellationToken,
     mut try_rate: impl AsyncFnMut(f64) -> Result<Option<String>, RunError>,
-) -> Result<Ceiling, RunError> {
+) -> Result<RigCeiling, RunError> {
     let mut rate = opts.start_per_s;
     let mut held: Option<f64> = None;
     let mut failed: Option<(f64, String)> = None;
@@ -400,7 +424,7 @@ async fn sweep_ceiling(
         }
         held = Some(low);
     }
-    Ok(Ceiling {
+    Ok(RigCeiling {
         rate_per_s: held.unwrap_or(0.0),
         at_least: failed.is_none(),
         limited_by: failed.map(|(_, why)| why).unwrap_or_default(),
@@ -409,7 +433,7 @@ async fn sweep_ceiling(
 
 impl Sweep<'_> {
     /// One model's ceiling ([`sweep_ceiling`]) on the bare target.
-    async fn ceiling(&self, pool: Option<u64>) -> Result<Ceiling, RunError> {
+    async fn ceiling(&self, pool: Option<u64>) -> Result<RigCeiling, RunError> {
         sweep_ceiling(self.opts, self.cancel, async |rate| {
             self.try_rate(rate, pool).await
         })
@@ -477,12 +501,12 @@ mod tests {
             host,
             cores,
             measured: "2026-12-05T12:00:00Z".into(),
-            per_caller: Ceiling {
+            per_caller: RigCeiling {
                 rate_per_s: 40_000.0,
                 at_least: false,
                 limited_by: "at 48,000/s the send lag's p99 was 9.0 ms".into(),
             },
-            pool: Ceiling {
+            pool: RigCeiling {
                 rate_per_s: 64_000.0,
                 at_least: true,
                 limited_by: String::new(),
