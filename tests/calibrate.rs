@@ -230,7 +230,7 @@ fn the_rig_is_measured_written_and_read_by_plan_and_run() {
     let table: toml::Table = toml::from_str(&written).unwrap();
     for model in ["per_caller", "pool"] {
         let rate = table[model]["rate_per_s"].as_float().unwrap();
-        assert!([0.0, 50.0, 75.0, 100.0].contains(&rate), "{written}");
+        assert!(rate == 0.0 || (50.0..=100.0).contains(&rate), "{written}");
     }
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("connections per caller: "),

@@ -622,8 +622,9 @@ mod tests {
             .unwrap();
         let said = said.into_inner().unwrap();
         for (c, model) in [(&rig.per_caller, "per caller"), (&rig.pool, "a pool of 4")] {
+            // A rate tried: 0 when even the first did not hold, else 50 to 200.
             assert!(
-                [0.0, 50.0, 100.0, 150.0, 200.0].contains(&c.rate_per_s),
+                c.rate_per_s == 0.0 || (50.0..=200.0).contains(&c.rate_per_s),
                 "{rig:?}"
             );
             assert_eq!(c.at_least, c.limited_by.is_empty(), "{rig:?}");
