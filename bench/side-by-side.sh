@@ -11,9 +11,12 @@
 #   targets   the fake provider (`rehearse provider`, zero latency, one
 #             worker thread, every call's record written to a file) against
 #             loadgen's bare hyper target (loadgen/examples/bare_target.rs:
-#             one thread, one fixed answer, nothing recorded) and fakellm
-#             0.3.5 from PyPI when installed (`pip install fakellm==0.3.5`;
-#             uvicorn, one worker): RUNS rounds of `wrk -t1 -c32 -dDURATION`
+#             one thread, one fixed answer, nothing recorded), VidaiMock
+#             0.3.1 when installed (`cargo install vidaimock --version 0.3.1
+#             --locked`; `-w 1 --latency 0 --mode benchmark`, a Rust mock of
+#             many providers' APIs) and fakellm 0.3.5 from PyPI when
+#             installed (`pip install fakellm==0.3.5`; uvicorn, one
+#             worker): RUNS rounds of `wrk -t1 -c32 -dDURATION`
 #             (a small chat POST, bench/provider/post.lua) against each in
 #             turn; req/s, medians, ratios to the bare target. Also the
 #             provider with its records dropped before they are encoded
@@ -87,7 +90,7 @@ await_target() {
   echo "the target did not start" >&2; exit 1
 }
 
-# Starts one target on core 0: bare, provider, unrecorded or fakellm.
+# Starts one target on core 0: bare, provider, unrecorded, vidaimock or fakellm.
 start_target() {
   case $1 in
     bare) $CHRT taskset -c 0 "$BARE" "127.0.0.1:$PORT" >/dev/null 2>>"$OUT/target.log" & ;;
@@ -101,6 +104,9 @@ start_target() {
       rm -f "$OUT/$1.jsonl"*
       $CHRT taskset -c 0 "$BIN" provider --config bench/provider/zero.toml --listen "127.0.0.1:$PORT" \
         --threads 1 --records "$OUT/$1.jsonl" "${cap[@]}" >/dev/null 2>>"$OUT/target.log" & ;;
+    vidaimock)
+      $CHRT taskset -c 0 vidaimock --host 127.0.0.1 --port "$PORT" -w 1 --latency 0 --mode benchmark \
+        >/dev/null 2>>"$OUT/target.log" & ;;
     fakellm)
       mkdir -p "$OUT/fakellm"
       (cd "$OUT/fakellm" && { [ -f fakellm.yaml ] || fakellm init >/dev/null; } \
@@ -114,6 +120,11 @@ start_target() {
 if want targets; then
   command -v wrk >/dev/null || { echo "wrk is needed for part targets: apt-get install wrk" >&2; exit 2; }
   kinds="bare provider unrecorded"
+  if [ "$(vidaimock --version 2>/dev/null)" = "vidaimock 0.3.1" ]; then
+    kinds="$kinds vidaimock"
+  else
+    echo "VidaiMock 0.3.1 is not installed (cargo install vidaimock --version 0.3.1 --locked): left out" >&2
+  fi
   if [ "$(fakellm --version 2>/dev/null)" = "fakellm, version 0.3.5" ]; then
     kinds="$kinds fakellm"
   else
@@ -146,13 +157,17 @@ for kind, _, rps, _ in rows:
 med = {k: statistics.median(v) for k, v in by.items()}
 for k, v in by.items():
     print(f"   {k}: median {med[k]:,.0f} req/s over {len(v)} rounds ({', '.join(f'{x:,.0f}' for x in v)})")
+# Each as a ratio to the bare target measured in the same run: absolute
+# rates differ from machine to machine (the same code served 216,881 req/s
+# on one and 80,322 on another), the ratios much less.
 for k in med:
     if k != "bare" and med.get("bare"):
         print(f"   {k} / bare target (medians): {med[k] / med['bare']:.2f}x")
+for k in ("vidaimock", "fakellm"):
+    if med.get(k) and med.get("provider"):
+        print(f"   provider / {k} (medians): {med['provider'] / med[k]:.2f}x")
 if med.get("unrecorded") and med.get("provider"):
     print(f"   the records' cost: provider / unrecorded (medians): {med['provider'] / med['unrecorded']:.2f}x")
-if med.get("fakellm"):
-    print(f"   provider / fakellm (medians): {med['provider'] / med['fakellm']:.2f}x")
 PY
 fi
 
