@@ -22,7 +22,9 @@
 #             provider with its records dropped before they are encoded
 #             (`unrecorded`: --records-max-bytes 1KiB), which parts what
 #             the records cost from what the rest of a call costs. Needs wrk.
-#   load      `rehearse load` and oha at RATE (50,000/s) against the bare
+#   load      `rehearse load` and oha at RATE (75%: of the bare target's
+#             keep-alive capacity, measured first with wrk; a number is a
+#             rate per second, as the 50,000/s of earlier runs) against the bare
 #             target, alternating, at normal priority: bench/loadgen/run.sh's
 #             part side (RT=0, CAP=0: the uncapped generator, as shipped;
 #             CAP=50 adds runs capped at oha's 50 connections): send lag,
@@ -59,7 +61,7 @@ OUT=${OUT:-target/bench-side-by-side}
 PORT=${PORT:-18481}
 RUNS=${RUNS:-5}
 DURATION=${DURATION:-10}
-RATE=${RATE:-50000}
+RATE=${RATE:-75%}
 PROVIDER_RATE=${PROVIDER_RATE:-75%}
 SLOW_RATE=${SLOW_RATE:-20000}
 SLOW_PATIENCE=${SLOW_PATIENCE:-500ms}
@@ -178,7 +180,7 @@ side() {
 }
 
 if want load; then
-  echo "== load: rehearse load and oha at $RATE/s against the bare target"
+  echo "== load: rehearse load and oha at $RATE against the bare target"
   side load bare
 fi
 
