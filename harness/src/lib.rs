@@ -63,7 +63,7 @@ pub use loadgen::Rate;
 pub use plan::plan;
 pub use provider::urls::ProviderUrls;
 pub use provider::{ProviderAt, ProviderChoice};
-pub use rehearsal::{scale_factor, Rehearsal, RehearsedGateway};
+pub use rehearsal::{scale_factor, Rehearsal};
 pub use rig::{
     calibrate_rig, default_rig_path, read_rig, this_machine, write_rig, Rig, RigCeiling, RigCheck,
     RigFile, RigOptions, RigRead, RigWarning, RIG_SHARE,

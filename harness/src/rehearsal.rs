@@ -5,12 +5,11 @@
 //! the scenario as written.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use wire::{Plan, Scale};
 
 use crate::error::RunError;
-use crate::scenario::{GatewayGauges, GatewayKind, GatewaySpec, Meta, Scenario};
+use crate::scenario::{GatewayKind, GatewaySpec, Meta, Scenario};
 
 /// A scenario at rehearsal scale: each part's typed config as the run
 /// starts it, and its plan.
@@ -29,8 +28,11 @@ pub struct Rehearsal {
     pub providers: Vec<fake_provider::ProviderConfig>,
     /// The load.
     pub load: loadgen::LoadPlan,
-    /// The gateway under test.
-    pub gateway: RehearsedGateway,
+    /// The gateway under test, at this scale ([`GatewaySpec::scaled`]).
+    pub gateway: GatewaySpec,
+    /// A gateway already serving that the run drives (the scenario's
+    /// `url`, or `--target`); `None`: the harness starts the scenario's.
+    pub target: Option<String>,
     /// The reference gateway's config, when the scenario uses it (upstream
     /// and listen are set when it starts).
     pub reference: Option<reference_gateway::GatewayConfig>,
@@ -66,60 +68,22 @@ impl Rehearsal {
     /// the scenario's own.
     pub fn with_target(mut self, target: Option<String>) -> Rehearsal {
         if target.is_some() {
-            self.gateway.target = target;
+            self.target = target;
         }
         self
     }
-}
 
-/// The `[gateway]` of a rehearsal: its memory, limits and timings at the
-/// run's scale, and which gateway the run drives.
-#[derive(Debug, Clone)]
-pub struct RehearsedGateway {
-    /// How it is reached, as the scenario says.
-    pub kind: GatewayKind,
-    /// A gateway already serving that the run drives (the scenario's
-    /// `url`, or `--target`); `None`: the harness spawns the scenario's.
-    pub target: Option<String>,
-    /// Peak resident memory allowed, at this scale.
-    pub memory_ceiling: Option<u64>,
-    /// The memory limit a spawned gateway runs under, at this scale.
-    pub memory_limit: Option<u64>,
-    /// Where its `/metrics` are, as the scenario says (the reference
-    /// gateway's own, when the harness starts it, is found at its start).
-    pub metrics_url: Option<String>,
-    /// The Prometheus metric holding its resident memory in bytes.
-    pub rss_metric: Option<String>,
-    /// Its own gauges, read from `metrics_url`.
-    pub gauges: GatewayGauges,
-    /// The path answered once it is ready.
-    pub ready_path: Option<String>,
-    /// How long to wait for it to be ready (not scaled: a process starts
-    /// as fast at any scale).
-    pub ready_timeout: Duration,
-    /// `ready_timeout` is written (see [`GatewaySpec::ready_timeout_written`]).
-    pub ready_timeout_written: bool,
-    /// Restart a spawned gateway when it dies.
-    pub restart: bool,
-    /// How long after its death it is restarted, at this scale.
-    pub restart_delay: Duration,
-    /// What the harness filled in or set aside for it when the scenario
-    /// loaded, for the run's notes.
-    pub notes: Vec<String>,
-}
-
-impl RehearsedGateway {
     /// Returns true if and only if the harness starts the reference
     /// gateway for this run (no gateway already serving is driven).
     pub fn reference_started(&self) -> bool {
-        self.target.is_none() && matches!(self.kind, GatewayKind::Reference(_))
+        self.target.is_none() && matches!(self.gateway.kind, GatewayKind::Reference(_))
     }
 
     /// Where the gateway's `/metrics` are once it serves at `url`: the
     /// scenario's `metrics_url`, else the reference gateway's own when the
     /// harness started it.
     pub fn metrics_url_at(&self, url: &str) -> Option<String> {
-        match &self.metrics_url {
+        match &self.gateway.metrics_url {
             Some(m) => Some(m.clone()),
             None if self.reference_started() => {
                 Some(format!("{}/metrics", url.trim_end_matches('/')))
@@ -130,26 +94,15 @@ impl RehearsedGateway {
 }
 
 impl GatewaySpec {
-    /// The gateway at `scale`: its memory figures by
-    /// [`GatewaySpec::memory_at`], its restart delay ÷ the time scale.
-    pub fn scaled(&self, scale: Scale) -> RehearsedGateway {
-        RehearsedGateway {
-            kind: self.kind.clone(),
-            target: match &self.kind {
-                GatewayKind::Url(u) => Some(u.clone()),
-                _ => None,
-            },
+    /// The gateway at `scale`, as the run starts it: the memory ceiling
+    /// and limit by [`GatewaySpec::memory_at`] (so bytes at that scale from
+    /// then on), the restart delay ÷ the time scale; the rest as written.
+    pub fn scaled(&self, scale: Scale) -> GatewaySpec {
+        GatewaySpec {
             memory_ceiling: self.memory_ceiling.map(|b| self.memory_at(b, scale)),
             memory_limit: self.memory_limit.map(|b| self.memory_at(b, scale)),
-            metrics_url: self.metrics_url.clone(),
-            rss_metric: self.rss_metric.clone(),
-            gauges: self.gauges.clone(),
-            ready_path: self.ready_path.clone(),
-            ready_timeout: self.ready_timeout,
-            ready_timeout_written: self.ready_timeout_written,
-            restart: self.restart,
             restart_delay: scale.duration(self.restart_delay),
-            notes: self.notes.clone(),
+            ..self.clone()
         }
     }
 }
@@ -216,6 +169,10 @@ impl Scenario {
             providers: self.providers.iter().map(|p| p.scaled(scale)).collect(),
             load: self.load_plan.clone().scaled(scale),
             gateway: self.gateway.scaled(scale),
+            target: match &self.gateway.kind {
+                GatewayKind::Url(u) => Some(u.clone()),
+                _ => None,
+            },
             reference: match &self.gateway.kind {
                 GatewayKind::Reference(c) => Some(c.as_ref().clone().scaled(scale)),
                 _ => None,
@@ -248,20 +205,20 @@ mod tests {
         assert_eq!(r.scale.quota, 2.0);
         assert_eq!(r.gateway.memory_ceiling, Some(216 * mib));
         assert_eq!(r.gateway.memory_limit, Some(416 * mib));
-        assert_eq!(r.gateway.restart_delay, Duration::from_secs(2));
-        assert!(r.gateway.reference_started());
+        assert_eq!(r.gateway.restart_delay, std::time::Duration::from_secs(2));
+        assert!(r.reference_started());
         assert_eq!(
-            r.gateway.metrics_url_at("http://127.0.0.1:9/").as_deref(),
+            r.metrics_url_at("http://127.0.0.1:9/").as_deref(),
             Some("http://127.0.0.1:9/metrics")
         );
         // Driving a gateway already serving: nothing is started, and its
         // metrics are only where the scenario says.
         let driven = r.with_target(Some("http://127.0.0.1:8".into()));
-        assert!(!driven.gateway.reference_started());
-        assert_eq!(driven.gateway.metrics_url_at("http://127.0.0.1:8"), None);
+        assert!(!driven.reference_started());
+        assert_eq!(driven.metrics_url_at("http://127.0.0.1:8"), None);
         // The scenario's own, whoever started the gateway.
-        let mut named = driven.gateway.clone();
-        named.metrics_url = Some("http://m/x".into());
+        let mut named = driven.clone();
+        named.gateway.metrics_url = Some("http://m/x".into());
         assert_eq!(
             named.metrics_url_at("http://g").as_deref(),
             Some("http://m/x")

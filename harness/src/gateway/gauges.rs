@@ -25,7 +25,7 @@ pub(crate) struct GaugeSampler {
 impl GaugeSampler {
     /// Starts reading the gauges `g` names from its `metrics_url`, if any.
     pub(crate) fn for_gateway(
-        g: &crate::RehearsedGateway,
+        g: &crate::GatewaySpec,
         tls: &loadgen::TlsOptions,
         dir: &Path,
     ) -> Result<Option<GaugeSampler>, crate::RunError> {
@@ -39,7 +39,7 @@ impl GaugeSampler {
     /// nothing or broke.
     pub(crate) async fn stop_noting(
         sampler: Option<GaugeSampler>,
-        g: &crate::RehearsedGateway,
+        g: &crate::GatewaySpec,
         notes: &mut Vec<String>,
     ) {
         let Some(sampler) = sampler else {

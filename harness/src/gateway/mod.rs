@@ -41,7 +41,7 @@ pub(crate) struct Running {
     pub(crate) limit: Option<Arc<MemoryLimit>>,
     /// Its process, when the harness spawned it.
     pub(crate) supervised: Option<Supervised>,
-    /// Where its `/metrics` are (see [`crate::RehearsedGateway::metrics_url_at`]).
+    /// Where its `/metrics` are (see [`Rehearsal::metrics_url_at`]).
     pub(crate) metrics_url: Option<String>,
 }
 
@@ -62,7 +62,7 @@ impl Running {
                 &format!("rehearse-{}-{}", std::process::id(), now_us()),
             ))
         });
-        if let Some(url) = &g.target {
+        if let Some(url) = &r.target {
             let url = url.trim_end_matches('/').to_string();
             let not_ready = || RunError::NotReady {
                 url: url.clone(),
@@ -89,7 +89,7 @@ impl Running {
             }
             return Ok(Running {
                 name: format!("gateway at {url}"),
-                metrics_url: g.metrics_url_at(&url),
+                metrics_url: r.metrics_url_at(&url),
                 url,
                 limit,
                 supervised: None,
@@ -126,7 +126,7 @@ impl Running {
         let supervised = Supervised::start(launch).await?;
         let url = format!("http://{listen}");
         Ok(Running {
-            metrics_url: g.metrics_url_at(&url),
+            metrics_url: r.metrics_url_at(&url),
             url,
             name,
             limit,

@@ -357,7 +357,7 @@ async fn start_providers(
     opts: &RunOptions,
     run_id: &str,
 ) -> Result<ProviderSide, RunError> {
-    let listen = match (&opts.provider_listen, &p.r.gateway.target) {
+    let listen = match (&opts.provider_listen, &p.r.target) {
         (Some(at), _) => ProviderListen::At(at.clone()),
         (None, Some(_)) => ProviderListen::FirstFree(TARGET_PROVIDER_LISTEN),
         (None, None) => ProviderListen::At("127.0.0.1:0".into()),
@@ -375,7 +375,7 @@ async fn start_providers(
     .await?;
     let urls = provider.urls();
     tell(opts.quiet, &providers_said(&urls));
-    if let (Some(target), true) = (&p.r.gateway.target, provider.is_local()) {
+    if let (Some(target), true) = (&p.r.target, provider.is_local()) {
         tell(opts.quiet, &upstream_said(target, &urls, &listen));
     }
     Ok(provider)
@@ -511,7 +511,7 @@ fn prepare(s: &Scenario, opts: &RunOptions) -> Result<Prepared, RunError> {
     let mut scenario = s.clone();
     scenario.at_time_scale(opts.time_scale)?;
     let r = scenario.rehearsal().with_target(opts.target.clone());
-    if opts.provider == ProviderChoice::External && r.gateway.target.is_none() {
+    if opts.provider == ProviderChoice::External && r.target.is_none() {
         return Err(RunError::ExternalNeedsTarget);
     }
     if let ProviderChoice::Urls(urls) = &opts.provider {
@@ -522,7 +522,7 @@ fn prepare(s: &Scenario, opts: &RunOptions) -> Result<Prepared, RunError> {
             .collect();
         ProviderChoice::match_names(urls, &names).map_err(|m| RunError::flag("--provider", m))?;
     }
-    if let Some(t) = &r.gateway.target {
+    if let Some(t) = &r.target {
         loadgen::Target::parse(t)?;
         let time = r.scale.time;
         if (time - 1.0).abs() > f64::EPSILON && !opts.allow_time_scale {
@@ -663,11 +663,7 @@ fn phases_said(load: &loadgen::LoadPlan, scale: wire::Scale) -> String {
 
 /// Where the gateway's memory is read: the scenario's metric when it names
 /// one, else the spawned process group.
-fn rss_source(
-    g: &crate::RehearsedGateway,
-    gateway: &Running,
-    tls: &loadgen::TlsOptions,
-) -> RssSource {
+fn rss_source(g: &crate::GatewaySpec, gateway: &Running, tls: &loadgen::TlsOptions) -> RssSource {
     match (&gateway.supervised, &g.metrics_url, &g.rss_metric) {
         (_, Some(url), Some(metric)) => RssSource::Metric {
             url: url.clone(),
