@@ -65,8 +65,8 @@ pub use provider::urls::ProviderUrls;
 pub use provider::{ProviderAt, ProviderChoice};
 pub use rehearsal::{scale_factor, Rehearsal};
 pub use rig::{
-    calibrate_rig, default_rig_path, read_rig, this_machine, write_rig, Rig, RigCeiling, RigCheck,
-    RigFile, RigOptions, RigRead, RigWarning, RIG_SHARE,
+    calibrate_rig, default_rig_path, write_rig, Rig, RigCeiling, RigCheck, RigFile, RigOptions,
+    RigWarning,
 };
 pub use run::fds::{
     check_fds, expected_fds, is_out_of_files, out_of_files_note, predicted_fds, FdCheck,

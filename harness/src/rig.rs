@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::RunError;
 
 /// The share of the ceiling past which a scenario's peak is warned of.
-pub const RIG_SHARE: f64 = 0.8;
+pub(crate) const RIG_SHARE: f64 = 0.8;
 
 /// What `rehearse calibrate --rig` measured on one machine: the file's
 /// contents (TOML).
@@ -90,7 +90,7 @@ impl Default for RigOptions {
 
 /// A rig file as read: this machine's, another's, or none.
 #[derive(Debug, Clone, PartialEq)]
-pub enum RigRead {
+pub(crate) enum RigRead {
     /// No file there.
     Missing,
     /// Measured on this machine.
@@ -289,7 +289,7 @@ pub fn default_rig_path() -> Option<PathBuf> {
 }
 
 /// This machine as a rig file names it: its host name and cores.
-pub fn this_machine() -> (String, u64) {
+pub(crate) fn this_machine() -> (String, u64) {
     let host = ["/proc/sys/kernel/hostname", "/etc/hostname"]
         .iter()
         .find_map(|p| std::fs::read_to_string(p).ok())
@@ -302,7 +302,7 @@ pub fn this_machine() -> (String, u64) {
 
 /// Reads the rig file at `path`: [`RigRead::Missing`] when there is none;
 /// a file that does not parse is an error naming its line and field.
-pub fn read_rig(path: &Path) -> Result<RigRead, RunError> {
+pub(crate) fn read_rig(path: &Path) -> Result<RigRead, RunError> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(RigRead::Missing),
