@@ -143,10 +143,10 @@ impl Rig {
     ///     pool: harness::RigCeiling { rate_per_s: 20_000.0, at_least: false, limited_by: String::new() },
     ///     pool_connections: 64,
     /// };
-    /// let per_caller = loadgen::Clients { pool: None, connect_rate_per_s: None };
+    /// let per_caller = loadgen::Clients { pool: None, connect_rate_per_s: None, time_in_system: None };
     /// assert_eq!(rig.warning(7_900.0, per_caller), None);
     /// assert_eq!(rig.warning(20_000.0, per_caller).unwrap().shards, 3);
-    /// let pooled = loadgen::Clients { pool: Some(64), connect_rate_per_s: None };
+    /// let pooled = loadgen::Clients { pool: Some(64), connect_rate_per_s: None, time_in_system: None };
     /// assert_eq!(rig.warning(12_000.0, pooled), None);
     /// ```
     pub fn warning(&self, peak_per_s: f64, clients: loadgen::Clients) -> Option<RigWarning> {
@@ -553,6 +553,7 @@ mod tests {
         let per_caller = loadgen::Clients {
             pool: None,
             connect_rate_per_s: None,
+            time_in_system: None,
         };
         let w = rig().warning(100_000.0, per_caller).unwrap();
         // 80% of 40,000 is 32,000 a process: 100,000 takes 4.

@@ -110,6 +110,16 @@ pub struct ClientsConfig {
     /// `"N/h"`); an attempt that would open one past it waits in the
     /// client as at a busy pool. None: no limit.
     pub connect_rate: Option<Rate>,
+    /// How long a caller expects a call to take at the target, its queue
+    /// included (a duration, as `"20ms"`): per caller, the callers hold at
+    /// most the peak's rate × this, with room, and a caller past it waits
+    /// in the client as at a busy pool, so a target slower than expected is
+    /// measured (the wait in the callers' latency) rather than flooded with
+    /// new connections. `rehearse run` takes it from the plan when the
+    /// scenario leaves it out; `rehearse load` without it bounds by the
+    /// callers' patience, the longest they hold a connection.
+    #[serde(default, with = "humantime_serde")]
+    pub time_in_system: Option<Duration>,
 }
 
 /// How the callers hold connections ([`ClientsConfig::connections`]).
@@ -132,6 +142,9 @@ pub struct Clients {
     pub pool: Option<usize>,
     /// New connections per second at most; `None`: no limit.
     pub connect_rate_per_s: Option<f64>,
+    /// A call's expected time at the target, queue included
+    /// ([`ClientsConfig::time_in_system`]); `None`: bounded by patience.
+    pub time_in_system: Option<Duration>,
 }
 
 impl LoadConfig {
@@ -620,6 +633,17 @@ impl LoadPlan {
         self.clients
     }
 
+    /// The plan with its callers expecting a call to take `time` at the
+    /// target (at this plan's scale), unless the scenario said how long,
+    /// or the callers share a pool (which bounds them already).
+    pub fn expecting(mut self, time: Duration) -> LoadPlan {
+        let c = &mut self.clients;
+        if c.pool.is_none() && c.time_in_system.is_none() && !time.is_zero() {
+            c.time_in_system = Some(time);
+        }
+        self
+    }
+
     /// The same plan at rehearsal scale, by the one rule of
     /// [`wire::Scale`]: phase durations, patience, retry waits and a
     /// replay's jitter ÷ time; rates × time ÷ quota; a replay's speed-up ×
@@ -668,6 +692,7 @@ impl LoadPlan {
         let c = &mut self.clients;
         c.pool = c.pool.map(|n| scale.count_usize(n));
         c.connect_rate_per_s = c.connect_rate_per_s.map(|r| scale.rate(r));
+        c.time_in_system = c.time_in_system.map(|d| scale.duration(d));
         let r = &mut self.retry;
         r.cap = scale.duration(r.cap);
         r.backoff_initial = scale.duration(r.backoff_initial);
@@ -808,9 +833,25 @@ fn clients(cfg: &LoadConfig, source: &Source<'_>) -> Result<Clients, ConfigError
             ))
         }
     };
+    let time_in_system = match c.time_in_system {
+        Some(_) if pool.is_some() => {
+            return Err(source.error(
+                "load.clients.time_in_system",
+                "with a pool, the pool bounds the connections: leave time_in_system out",
+            ))
+        }
+        Some(d) if d.is_zero() => {
+            return Err(source.error(
+                "load.clients.time_in_system",
+                "a call's expected time at the target must be above 0",
+            ))
+        }
+        d => d,
+    };
     Ok(Clients {
         pool,
         connect_rate_per_s,
+        time_in_system,
     })
 }
 
@@ -1482,6 +1523,7 @@ mod tests {
         let per_caller = Clients {
             pool: None,
             connect_rate_per_s: None,
+            time_in_system: None,
         };
         assert_eq!(
             plan(&format!("[load]\n{PHASE}")).unwrap().clients(),
@@ -1535,6 +1577,21 @@ mod tests {
                 "per caller",
             ),
             ("poll = 4", "load.clients.poll", "unknown field"),
+            (
+                "time_in_system = \"0s\"",
+                "load.clients.time_in_system",
+                "above 0",
+            ),
+            (
+                "pool = 4\ntime_in_system = \"20ms\"",
+                "load.clients.time_in_system",
+                "leave time_in_system out",
+            ),
+            (
+                "time_in_system = \"soon\"",
+                "load.clients.time_in_system",
+                "soon",
+            ),
         ] {
             let e = config_err(&text(bad));
             assert_eq!(e.field, field, "{bad}: {e}");

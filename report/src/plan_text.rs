@@ -295,8 +295,15 @@ fn render_clients(out: &mut String, p: &Plan) {
             thousands(c.limit as f64)
         )
     } else {
+        let why = match c.time_in_system_s {
+            Some(t) => format!(
+                "the peak's rate × {} ms expected at the target, with room: past it a caller waits in the client",
+                (t * 1e3).round()
+            ),
+            None => "the peak's rate × the callers' mean patience, with room".to_owned(),
+        };
         format!(
-            "per caller: one with no idle connection opens one, up to {} open (the peak's rate × the callers' mean patience, with room); {callers}: the target sees about {} connections.",
+            "per caller: one with no idle connection opens one, up to {} open ({why}); {callers}: the target sees about {} connections.",
             thousands(c.limit as f64),
             thousands(c.peak_connections)
         )
@@ -403,17 +410,24 @@ mod tests {
             model: "per caller".into(),
             limit: 1_506,
             connect_rate_per_s: None,
+            time_in_system_s: None,
             peak_callers: 50.0,
             peak_connections: 50.0,
         };
         let text = render(&p);
         assert!(text.contains("per caller"), "{text}");
         assert!(text.contains("up to 1,506 open"), "{text}");
+        assert!(text.contains("mean patience"), "{text}");
         assert!(text.contains("sees about 50 connections"), "{text}");
+        p.clients.time_in_system_s = Some(0.5);
+        let text = render(&p);
+        assert!(text.contains("× 500 ms"), "{text}");
+        assert!(text.contains("waits in the client"), "{text}");
         p.clients = wire::ClientsPlan {
             model: "pool".into(),
             limit: 20,
             connect_rate_per_s: Some(5.0),
+            time_in_system_s: None,
             peak_callers: 50.0,
             peak_connections: 20.0,
         };

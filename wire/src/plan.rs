@@ -292,10 +292,17 @@ pub struct ClientsPlan {
     pub model: String,
     /// The most connections open at once: the pool, or the load
     /// generator's bound in the per-caller model (the peak's rate × the
-    /// callers' mean patience, with room for bursts).
+    /// expected time in the system, or else the callers' mean patience,
+    /// with room for bursts).
     pub limit: u64,
     /// New connections a second at most (`connect_rate`), if limited.
     pub connect_rate_per_s: Option<f64>,
+    /// Per caller: the expected time of a call at the target, queue
+    /// included, that bounds the callers' connections (the peak's rate ×
+    /// this, with room), from the plan or `[load.clients] time_in_system`;
+    /// `None` when the callers' patience bounds them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_in_system_s: Option<f64>,
     /// Callers waiting for an answer at once at the peak, by the fluid
     /// model (calls in flight plus the backlog of a gateway that never
     /// sheds, at most the arrivals of one patience).

@@ -329,8 +329,10 @@ pub enum ScenarioError {
 /// `[scenario]` table's `time_scale` and `quota_scale` (1 when left out;
 /// `time_scale` replaces the time part), the rest of the file being the
 /// provider's, the gateway's and the checklist's business: how `rehearse
-/// load` plays a scenario's load as `rehearse run` does. The file is read
-/// and parsed once.
+/// load` plays a scenario's load as `rehearse run` does. A whole scenario
+/// is read a second time, as one, for its plan's expected time at the
+/// target, which bounds the callers' connections as in `rehearse run`
+/// (`[load.clients] time_in_system`).
 pub fn load_in_file(
     path: &Path,
     time_scale: Option<f64>,
@@ -366,7 +368,17 @@ pub fn load_in_file(
         });
     }
     let base = path.parent().unwrap_or(Path::new("."));
-    Ok(loadgen::LoadPlan::from_config(&file.load, &src, base)?.scaled(scale))
+    let load = loadgen::LoadPlan::from_config(&file.load, &src, base)?.scaled(scale);
+    // A whole scenario (a shard of `stage` reads the run's): the callers
+    // bounded by its plan's expected time at the target, as in `run`.
+    let expected = Scenario::load(path, &[]).ok().and_then(|mut s| {
+        s.at_time_scale(Some(scale.time)).ok()?;
+        s.rehearsal().plan.clients.time_in_system_s
+    });
+    Ok(match expected {
+        Some(t) => load.expecting(std::time::Duration::from_secs_f64(t)),
+        None => load,
+    })
 }
 
 impl Scenario {

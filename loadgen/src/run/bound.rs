@@ -13,6 +13,15 @@
 //! first, most likely), and the waits it caused are the load generator's,
 //! counted so (see [`crate::http1::BoundWait`] and the run's notes).
 //!
+//! When the plan says how long a call takes at the target (its expected
+//! time in the system, queue included: `[load.clients] time_in_system`,
+//! which `rehearse run` fills from its plan), the callers' bound is the
+//! peak's rate times that, with [`ROOM`], when that is lower: the callers
+//! a target answering as planned holds, and a target far slower than
+//! planned is measured (its callers wait in the client, the wait in their
+//! latency) rather than flooded with new connections, each an accept for
+//! it and a connect for the load generator.
+//!
 //! The scenario's `max_connections`, when lower, is the limit instead;
 //! and with `[load.clients] pool = N` the callers share N connections
 //! whatever the phase: their pool. A wait at either is the callers' own.
@@ -29,6 +38,11 @@ use crate::schedule::Arrivals;
 
 /// Over rate × mean patience: Poisson bursts, and patience drawn long.
 const HEADROOM: f64 = 1.25;
+
+/// Over rate × the expected time in the system: a target several times
+/// slower than the plan expects still gets the connections of its
+/// callers; one slower than that makes them wait in the client.
+const ROOM: f64 = 4.0;
 
 /// Added to every bound: the connections opened before the start (up to
 /// 256) have room, and so has a low rate's burst.
@@ -47,6 +61,10 @@ const PATIENCE_DRAWS: u32 = 10_000;
 pub(crate) enum Why {
     /// Rate × mean patience × headroom, plus slack: what the callers hold.
     Callers { per_s: f64, patience_s: f64 },
+    /// Rate × a call's expected time at the target × room, plus slack:
+    /// the callers' own bound when the plan (or the scenario's
+    /// `[load.clients] time_in_system`) says how long a call takes.
+    Expected { per_s: f64, time_s: f64 },
     /// The open files this process can spare: its limit less those kept,
     /// halved when the fake provider serves from this process (`shared`:
     /// its sockets, one per call the gateway makes, come from the same
@@ -70,7 +88,7 @@ pub(crate) struct Step {
 impl Step {
     /// Whether the limit is the load generator's own (not the scenario's).
     pub(crate) fn own(&self) -> bool {
-        !matches!(self.why, Why::Scenario | Why::Pool)
+        !matches!(self.why, Why::Scenario | Why::Pool | Why::Expected { .. })
     }
 
     /// What the limit is, for a note.
@@ -80,6 +98,12 @@ impl Step {
                 "{} open connections: {} arrivals/s x {patience_s:.2} s of mean patience x {HEADROOM} + {SLACK}, what the callers can hold",
                 self.limit,
                 wire::number::count(per_s.round() as u64),
+            ),
+            Why::Expected { per_s, time_s } => format!(
+                "{} open connections: {} arrivals/s x {} ms of expected time at the target x {ROOM} + {SLACK}, what the callers hold when the target answers as planned (past it they wait in the client)",
+                self.limit,
+                wire::number::count(per_s.round() as u64),
+                (time_s * 1e3).round(),
             ),
             Why::OpenFiles { limit, shared } => format!(
                 "{} open connections: the open-files limit of {} less {KEPT_FILES} kept for the rest{}",
@@ -105,13 +129,25 @@ impl Step {
 pub(crate) fn steps(plan: &LoadPlan, shards: u32, open_files: Option<Files>) -> Vec<Step> {
     let (mean_s, longest_s) = patience(plan);
     let share = 1.0 / f64::from(shards.max(1));
-    let callers = |per_s: f64| Step {
-        from_us: 0,
-        limit: (per_s * share * mean_s * HEADROOM).ceil() as usize + SLACK,
-        why: Why::Callers {
-            per_s: per_s * share,
-            patience_s: mean_s,
-        },
+    let expected_s = plan.clients.time_in_system.map(|d| d.as_secs_f64());
+    let callers = |per_s: f64| {
+        let per_s = per_s * share;
+        let held = Step {
+            from_us: 0,
+            limit: (per_s * mean_s * HEADROOM).ceil() as usize + SLACK,
+            why: Why::Callers {
+                per_s,
+                patience_s: mean_s,
+            },
+        };
+        match expected_s {
+            Some(time_s) if time_s * ROOM < mean_s * HEADROOM => Step {
+                limit: (per_s * time_s * ROOM).ceil() as usize + SLACK,
+                why: Why::Expected { per_s, time_s },
+                ..held
+            },
+            _ => held,
+        }
     };
     let mut steps: Vec<Step> = match &plan.arrivals {
         Arrivals::Phases(phases) => {
@@ -192,6 +228,20 @@ impl LoadPlan {
             .map(|s| s.limit)
             .max()
             .unwrap_or(0)
+    }
+}
+
+impl LoadPlan {
+    /// The expected time at the target that bounds the callers'
+    /// connections (`[load.clients] time_in_system`, or the plan's), when
+    /// it is lower than what their patience allows in some phase; `None`
+    /// when their patience or a pool bounds them throughout.
+    pub fn bounding_time_in_system(&self) -> Option<Duration> {
+        steps(self, 1, None)
+            .iter()
+            .any(|s| matches!(s.why, Why::Expected { .. }))
+            .then_some(self.clients.time_in_system)
+            .flatten()
     }
 }
 
@@ -360,5 +410,45 @@ mod tests {
             (patience_s - mean).abs() < 0.05 * mean,
             "{patience_s} vs {mean}"
         );
+    }
+
+    #[test]
+    fn an_expected_time_at_the_target_bounds_the_callers_below_their_patience() {
+        let p = plan(
+            "patience = { fixed = \"2s\" }\n[load.clients]\ntime_in_system = \"50ms\"\n\
+             [[load.phases]]\nduration = \"1s\"\nrate = 1000\n",
+        );
+        let s = steps(&p, 1, None)[0];
+        // 1,000/s x 0.05 s x 4 + 256, not 1,000/s x 2 s x 1.25 + 256.
+        assert_eq!(
+            (s.limit, s.why),
+            (
+                456,
+                Why::Expected {
+                    per_s: 1000.0,
+                    time_s: 0.05
+                }
+            )
+        );
+        assert!(!s.own(), "the callers' bound: a wait at it is theirs");
+        assert!(s.said().contains("50 ms of expected time"), "{}", s.said());
+        // The plan fills it only where the scenario left it out.
+        let q = plan(
+            "patience = { fixed = \"2s\" }\n[[load.phases]]\nduration = \"1s\"\nrate = 1000\n",
+        )
+        .expecting(Duration::from_millis(100));
+        assert_eq!(steps(&q, 1, None)[0].limit, 656);
+        assert_eq!(
+            p.clone().expecting(Duration::from_millis(100)).clients(),
+            p.clients()
+        );
+        // An expected time past the patience bounds nothing more.
+        let q = plan(
+            "patience = { fixed = \"2s\" }\n[[load.phases]]\nduration = \"1s\"\nrate = 1000\n",
+        )
+        .expecting(Duration::from_secs(5));
+        assert_eq!(steps(&q, 1, None)[0].limit, 2_756);
+        assert_eq!(q.bounding_time_in_system(), None);
+        assert_eq!(p.bounding_time_in_system(), Some(Duration::from_millis(50)));
     }
 }
