@@ -79,6 +79,48 @@ async fn a_slow_target_is_measured_within_what_the_callers_hold() {
 /// only as its caller gives up.
 const HOLDING: &str = "[latency]\nttft = { fixed = \"5s\" }\n";
 
+/// A target far slower than the callers expect (`time_in_system`): they
+/// hold the connections a target answering as expected would keep, and
+/// past them wait in the client, the wait theirs (in their latency, the
+/// run valid), so the target is measured rather than flooded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_slower_than_expected_is_measured_not_flooded() {
+    let scenario = r#"
+[load]
+seed = 5
+send_lag_p99_max = "10s"
+patience = { fixed = "1s" }
+[[load.phases]]
+duration = "1s"
+rate = 1000
+[load.request]
+max_tokens = { fixed = 4 }
+[load.clients]
+time_in_system = "10ms"
+"#;
+    let r = rehearse(scenario, HOLDING).await;
+    let bound = r.report.connection_bound;
+    // 1,000/s x 10 ms x 4 + 256, where the patience would allow
+    // 1,000/s x 1 s x 1.25 + 256 = 1,506.
+    assert_eq!(bound.largest, 296);
+    assert!(bound.most_open <= 296, "{bound:?}");
+    let most = most_calls_at_once(&r.provider);
+    assert!(most <= 300, "the provider had {most} calls at once");
+    // Every caller held past its patience would have opened its own: a
+    // thousand waited at once; most of them waited in the client instead.
+    assert!(bound.waited > 300, "{bound:?}");
+    assert_eq!(
+        bound.waited_at_own_bound, 0,
+        "the callers' bound: {bound:?}"
+    );
+    assert!(r.report.valid, "{:?}", r.report.notes);
+    let waited = r.client.iter().filter(|c| c.client_wait_us > 0).count();
+    assert!(waited as u64 >= bound.waited / 2, "{waited} of {bound:?}");
+    let note = r.report.notes.join(" ");
+    assert!(note.contains("the callers' own limits"), "{note}");
+    assert!(note.contains("10 ms of expected time"), "{note}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_its_own_bound_requests_wait_the_wait_is_the_load_generators_and_it_is_said() {
     // Open files for 60 connections beyond those kept for the rest, each
