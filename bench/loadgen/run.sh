@@ -25,9 +25,13 @@
 #            for DURATION: send lag, latency, CPU, RSS; medians and the
 #            latency p99 ratio. oha: -q RATE --latency-correction (issue
 #            17's command, oha's default 50 connections), the same body.
-#            rehearse as the issue ran it (no connection cap: a person
-#            opens a connection whenever none is idle), and with
-#            max_connections = CAP (50, as oha's) unless CAP=0.
+#            rehearse per caller (a person opens a connection whenever
+#            none is idle, up to the callers' bound: the rate x the
+#            expected time at the target x 4 + 256, that time being
+#            EXPECTED, else wrk's mean latency when RATE is a share of
+#            the capacity, else none: the patience bound), with
+#            max_connections = CAP (50, as oha's) unless CAP=0, and with
+#            a pool of POOL unless POOL=0.
 #   records  RUNS alternating runs of `rehearse load` with and without
 #            --no-records at RATE: the CPU the records cost.
 #   rate80   RUNS runs of `rehearse load` (and with max_connections = CAP)
@@ -154,10 +158,17 @@ rate_of() {
   local rate=$1
   if [[ "$rate" != *% ]]; then echo "$rate"; return; fi
   command -v wrk >/dev/null || { echo "RATE=$rate needs wrk to measure the target: apt-get install wrk" >&2; exit 2; }
-  local capacity
-  capacity=$($CHRT taskset -c 1 wrk -t1 -c32 -d5s -s "$HERE/post.lua" "$URL/v1/chat/completions" \
-    | awk '/Requests\/sec/ {printf "%d", $2}')
-  echo "   the target's keep-alive capacity: $capacity req/s (wrk -t1 -c32 -d5s); driving at $rate of it" >&2
+  local capacity wrk_out
+  wrk_out=$($CHRT taskset -c 1 wrk -t1 -c32 -d5s -s "$HERE/post.lua" "$URL/v1/chat/completions")
+  capacity=$(echo "$wrk_out" | awk '/Requests\/sec/ {printf "%d", $2}')
+  # The mean latency wrk saw at its 32 connections, in microseconds: the
+  # per-caller runs' expected time at the target (time_in_system), unless
+  # EXPECTED says. At 75% of the capacity a call waits less than at 100%,
+  # so it is an expectation with room.
+  echo "$wrk_out" | awk '$1 == "Latency" {v = $2; u = 1;
+      if (v ~ /us$/) u = 1; else if (v ~ /ms$/) u = 1000; else if (v ~ /s$/) u = 1000000;
+      sub(/[a-z]+$/, "", v); printf "%dus", v * u + 1; exit}' > "$OUT/expected.txt"
+  echo "   the target's keep-alive capacity: $capacity req/s (wrk -t1 -c32 -d5s, mean latency $(cat "$OUT/expected.txt")); driving at $rate of it" >&2
   echo $(( capacity * ${rate%\%} / 100 ))
 }
 
@@ -167,9 +178,16 @@ rate_of() {
 side_by_side() {
   local part=$1 rate
   rm -f "$OUT/$part.tsv"; start
+  rm -f "$OUT/expected.txt"
   rate=$(rate_of "$2")
+  # Per caller, the callers' bound from the expected time at the target
+  # (issue 46: the peak's rate x it x 4 + 256), as `rehearse run` takes it
+  # from its plan; a fixed rate with no EXPECTED: the patience bound.
+  local expected=${EXPECTED:-$(cat "$OUT/expected.txt" 2>/dev/null || true)}
+  local per_caller=${expected:+[load.clients]
+time_in_system = \"$expected\"}
   for i in $(seq "$RUNS"); do
-    rehearse_run "$part" "rehearse-$i" "$rate"
+    EXTRA_TABLES="$per_caller" rehearse_run "$part" "rehearse-$i" "$rate"
     oha_run "$part" "oha-$i" "$rate"
     if [ "$CAP" != 0 ]; then
       EXTRA_LOAD="max_connections = $CAP" rehearse_run "$part" "rehearse-cap$CAP-$i" "$rate"
