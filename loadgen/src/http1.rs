@@ -210,6 +210,11 @@ pub(crate) struct Connector {
     pace: Option<Pace>,
     /// Connections opened (connects that succeeded), pre-opened included.
     opened: AtomicU64,
+    /// Connects refused for want of a local port (`EADDRNOTAVAIL`).
+    no_port: AtomicU64,
+    /// Connects refused for want of a file descriptor (`EMFILE`,
+    /// `ENFILE`).
+    no_descriptor: AtomicU64,
 }
 
 impl Connector {
@@ -225,7 +230,19 @@ impl Connector {
             slots: Slots::new(limit, own),
             pace: None,
             opened: AtomicU64::new(0),
+            no_port: AtomicU64::new(0),
+            no_descriptor: AtomicU64::new(0),
         }
+    }
+
+    /// Connects refused so far for want of a local port, and for want of a
+    /// file descriptor: resources of the machine the load generator ran
+    /// out of, not the target's doing.
+    pub(crate) fn ran_short(&self) -> (u64, u64) {
+        (
+            self.no_port.load(Ordering::Relaxed),
+            self.no_descriptor.load(Ordering::Relaxed),
+        )
     }
 
     /// How many connections it has opened so far.
@@ -406,9 +423,16 @@ impl Connector {
     }
 
     async fn connect(&self) -> Result<Conn, HttpError> {
-        let stream = TcpStream::connect(self.addr)
-            .await
-            .map_err(HttpError::Connect)?;
+        let stream = TcpStream::connect(self.addr).await.map_err(|e| {
+            match e.raw_os_error() {
+                Some(libc::EADDRNOTAVAIL) => self.no_port.fetch_add(1, Ordering::Relaxed),
+                Some(libc::EMFILE | libc::ENFILE) => {
+                    self.no_descriptor.fetch_add(1, Ordering::Relaxed)
+                }
+                _ => 0,
+            };
+            HttpError::Connect(e)
+        })?;
         self.opened.fetch_add(1, Ordering::Relaxed);
         // Requests are written whole; don't let Nagle hold the last segment.
         let _ = stream.set_nodelay(true);

@@ -44,6 +44,7 @@ use crate::stats::{RunReport, Stats};
 mod alarm;
 mod attempt;
 mod bound;
+mod gave_out;
 mod line;
 mod options;
 mod target;
@@ -164,6 +165,7 @@ pub async fn run(
     connector.prewarm(prewarm_count(&plan, options.shard)).await;
 
     let clock = Clock::new();
+    let cpu_before = gave_out::cpu_time();
     // Start a little after now so the first arrivals are not late because
     // of the setup above; or at the agreed instant.
     let start = match options.start_at {
@@ -233,6 +235,12 @@ pub async fn run(
     let spend = shared.spend.as_ref().map(crate::SpendBudget::summary);
     let connections_opened = shared.connector.opened();
     let (connection_bound, bound_notes) = bound_met(&shared);
+    let met = gave_out::Met::measured(
+        &shared.connector,
+        cpu_before,
+        elapsed,
+        connection_bound.waited_at_own_bound,
+    );
     drop(shared);
     if let Some(p) = progress {
         p.finish().await;
@@ -255,6 +263,11 @@ pub async fn run(
     report.valid &= connection_bound.waited_at_own_bound == 0;
     report.connection_bound = connection_bound;
     report.notes.extend(bound_notes);
+    report.cpu_share = met.cpu_share;
+    if let Some((what, note)) = gave_out::what_gave_out(report.valid, met) {
+        report.gave_out = Some(what);
+        report.notes.push(note);
+    }
     write_summary(&report, &options.out_dir)?;
     Ok(report)
 }

@@ -251,6 +251,8 @@ impl Stats {
             valid: Duration::from_micros(lag_p99) <= send_lag_bound,
             records_backlog_max: self.records_backlog_max,
             connections_opened: 0,
+            cpu_share: None,
+            gave_out: None,
             connection_bound: ConnectionBound::default(),
             notes: Vec::new(),
             timeline: self.timeline,
@@ -363,6 +365,16 @@ pub struct RunReport {
     /// The load generator's own bound on open connections (what its
     /// callers can hold), and what met it.
     pub connection_bound: ConnectionBound,
+    /// The CPU the load generator's process used over the run ÷ (the
+    /// run's time × the cores it may run on), when the system says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_share: Option<f64>,
+    /// In an invalid run, what gave out: `core` (it used all the CPU it
+    /// may run on), `connections` (its own bound), `ports`, `file
+    /// descriptors`, or `machine` (none of its own: other work held its
+    /// cores); said in the notes too. `None` in a valid run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gave_out: Option<&'static str>,
     /// What the load generator says of its run for the run's notes (its
     /// bound on open connections reached, ...); none when all went as
     /// planned.
@@ -540,10 +552,13 @@ impl RunReport {
             secs,
             ms(self.send_lag.p99_us),
             ms(self.send_lag_bound_us),
-            match (self.valid, self.connection_bound.waited_at_own_bound) {
-                (true, _) => "run valid",
-                (false, 0) => "RUN INVALID: the generator could not keep its schedule",
-                (false, _) => "RUN INVALID: the generator's own bound on open connections was reached",
+            match (self.valid, self.connection_bound.waited_at_own_bound, self.gave_out) {
+                (true, ..) => "run valid".to_owned(),
+                (false, 0, Some(what)) => format!(
+                    "RUN INVALID: the generator could not keep its schedule (what gave out: {what})"
+                ),
+                (false, 0, None) => "RUN INVALID: the generator could not keep its schedule".to_owned(),
+                (false, ..) => "RUN INVALID: the generator's own bound on open connections was reached".to_owned(),
             }
         );
         for note in &self.notes {

@@ -298,7 +298,11 @@ fn render_clients(out: &mut String, p: &Plan) {
         let why = match c.time_in_system_s {
             Some(t) => format!(
                 "the peak's rate × {} ms expected at the target, with room: past it a caller waits in the client",
-                (t * 1e3).round()
+                if t < 0.01 {
+                    format!("{:.2}", t * 1e3)
+                } else {
+                    format!("{:.0}", t * 1e3)
+                }
             ),
             None => "the peak's rate × the callers' mean patience, with room".to_owned(),
         };

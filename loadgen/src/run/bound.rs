@@ -103,7 +103,7 @@ impl Step {
                 "{} open connections: {} arrivals/s x {} ms of expected time at the target x {ROOM} + {SLACK}, what the callers hold when the target answers as planned (past it they wait in the client)",
                 self.limit,
                 wire::number::count(per_s.round() as u64),
-                (time_s * 1e3).round(),
+                millis(time_s),
             ),
             Why::OpenFiles { limit, shared } => format!(
                 "{} open connections: the open-files limit of {} less {KEPT_FILES} kept for the rest{}",
@@ -118,6 +118,14 @@ impl Step {
             Why::Scenario => format!("max_connections = {}", self.limit),
             Why::Pool => format!("the callers' pool of {} connections", self.limit),
         }
+    }
+}
+
+/// Seconds as milliseconds for a note: two decimals below 10 ms.
+fn millis(s: f64) -> String {
+    match s * 1e3 {
+        ms if ms < 10.0 => format!("{ms:.2}"),
+        ms => format!("{ms:.0}"),
     }
 }
 
@@ -432,6 +440,7 @@ mod tests {
         );
         assert!(!s.own(), "the callers' bound: a wait at it is theirs");
         assert!(s.said().contains("50 ms of expected time"), "{}", s.said());
+        assert_eq!(millis(0.000476), "0.48");
         // The plan fills it only where the scenario left it out.
         let q = plan(
             "patience = { fixed = \"2s\" }\n[[load.phases]]\nduration = \"1s\"\nrate = 1000\n",

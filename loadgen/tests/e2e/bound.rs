@@ -194,7 +194,9 @@ async fn at_its_own_bound_requests_wait_the_wait_is_the_load_generators_and_it_i
         "no connect failed for want of a descriptor"
     );
     // Said in the run's notes and in summary.json.
-    assert_eq!(r.report.notes.len(), 1, "{:?}", r.report.notes);
+    assert_eq!(r.report.notes.len(), 2, "{:?}", r.report.notes);
+    assert_eq!(r.report.gave_out, Some("connections"));
+    assert!(r.report.notes[1].starts_with("what gave out: connections"));
     let note = &r.report.notes[0];
     assert!(
         note.contains("bound on open connections was reached"),
@@ -357,4 +359,32 @@ connect_rate = 10
         "{:?}",
         r.report.notes
     );
+}
+
+/// A run that misses its schedule's bound says what gave out: here no
+/// resource was refused, so the core (all of it used) or the machine
+/// (other work held it); its CPU share is in summary.json either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_run_says_what_gave_out() {
+    let scenario = r#"
+[load]
+send_lag_p99_max = "1us"
+patience = { fixed = "1s" }
+[[load.phases]]
+duration = "500ms"
+rate = 400
+"#;
+    let r = rehearse(scenario, "").await;
+    assert!(!r.report.valid, "a 1 µs bound is missed");
+    let what = r
+        .report
+        .gave_out
+        .expect("an invalid run names what gave out");
+    assert!(matches!(what, "core" | "machine"), "{what}");
+    let share = r.report.cpu_share.expect("getrusage on Linux");
+    assert!(share > 0.0 && share < 1.5, "{share}");
+    let note = r.report.notes.last().unwrap();
+    assert!(note.starts_with("what gave out: "), "{note}");
+    let table = r.report.table();
+    assert!(table.contains("(what gave out: "), "{table}");
 }
