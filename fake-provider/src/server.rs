@@ -240,6 +240,16 @@ impl ProviderHandle {
         self.shared.restart_timeline(Instant::now());
     }
 
+    /// What starts the timeline at a given instant, as
+    /// [`ProviderHandle::start_timeline_now`] does now, from any thread: a
+    /// load generator calls it with the instant its schedule starts (a
+    /// moment to come: until then the timeline is in no phase), so the
+    /// provider's `t = 0` is the load's however long its set-up took.
+    pub fn timeline_starter(&self) -> impl Fn(Instant) + Send + Sync + 'static {
+        let shared = self.shared.clone();
+        move |at| shared.restart_timeline(at)
+    }
+
     /// Sets overrides on top of the timeline (`None` clears them).
     pub fn set_overrides(&self, overrides: Option<Overrides>) {
         self.shared.set_overrides(overrides)

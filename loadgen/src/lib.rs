@@ -117,7 +117,7 @@ pub use replay::{
 };
 pub use resolve::{resolve, resolve_authority};
 pub use run::{
-    probe, probe_tls, run, LoadOptions, LoadRunError, StopCondition, Target, TargetError,
+    probe, probe_tls, run, LoadOptions, LoadRunError, OnStart, StopCondition, Target, TargetError,
 };
 pub use schedule::PhaseArrivals;
 pub use shard::{parse_start_at, Shard, ShardError};

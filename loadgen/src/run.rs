@@ -13,7 +13,8 @@
 //! `options`, how a run is asked and why one could not be made;
 //! `attempt`, one attempt of a person, from its request to its record;
 //! `alarm`, the timerfd the dispatcher sleeps on; `bound`, the
-//! generator's own bound on its open connections; `writer`, the record
+//! callers' and the generator's own bounds on open connections;
+//! `gave_out`, what an invalid run ran out of; `writer`, the record
 //! writer's thread and the run's aggregates; `line`, a record as a line of
 //! `client.jsonl`, written field by field.
 
@@ -55,7 +56,7 @@ use attempt::{attempt_once, PersonRequest};
 use writer::spawn_writer;
 
 use options::output_error;
-pub use options::{LoadOptions, LoadRunError, StopCondition};
+pub use options::{LoadOptions, LoadRunError, OnStart, StopCondition};
 use target::handshake_probe;
 pub use target::{probe, probe_tls, Target, TargetError};
 
@@ -175,6 +176,9 @@ pub async fn run(
             Err(late) => return Err(LoadRunError::StartPassed(late.duration())),
         },
     };
+    if let Some(OnStart(told)) = &options.on_start {
+        told(start);
+    }
     let start_us = clock.us_at(start);
     let (tx, rx) = mpsc::unbounded_channel();
     let writer = spawn_writer(rx, file, records_path.clone(), Stats::new(start_us));

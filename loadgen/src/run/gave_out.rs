@@ -126,7 +126,8 @@ pub(crate) fn what_gave_out(valid: bool, met: Met) -> Option<(&'static str, Stri
         (
             "machine",
             format!(
-                "what gave out: none of the load generator's own: it used {share} of {cores} it may run on, so other work on the machine held them; rerun on a quiet machine"
+                "what gave out: none of the load generator's own: it used {share} of {cores} it may run on, so other work on the machine held {}; rerun on a quiet machine",
+                if met.cores == 1 { "it" } else { "them" }
             ),
         )
     })

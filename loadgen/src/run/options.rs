@@ -68,6 +68,20 @@ pub struct LoadOptions {
     /// order. Empty: a header that needs one is an error when the run
     /// starts.
     pub provider_urls: Vec<(String, String)>,
+    /// Told the instant the schedule starts (its `t = 0`), once, before
+    /// the first arrival: what starts a fake provider's timeline at the
+    /// load's start, set-up (probes, connections opened ahead) and all.
+    pub on_start: Option<OnStart>,
+}
+
+/// What a run tells the instant its schedule starts ([`LoadOptions::on_start`]).
+#[derive(Clone)]
+pub struct OnStart(pub Arc<dyn Fn(std::time::Instant) + Send + Sync>);
+
+impl std::fmt::Debug for OnStart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnStart")
+    }
 }
 
 impl LoadOptions {
@@ -88,6 +102,7 @@ impl LoadOptions {
             open_files_shared: false,
             live: None,
             provider_urls: Vec::new(),
+            on_start: None,
         }
     }
 }

@@ -1,10 +1,17 @@
 //! A plain run: every person served, both sides agree on ids and counts.
 
 use std::collections::HashSet;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
+use fake_provider::{FakeProvider, ProviderConfig};
+use loadgen::{LoadOptions, LoadPlan, Target};
+use tokio_util::sync::CancellationToken;
 use wire::{files, ClientOutcome};
 
-use crate::rehearse;
+use crate::{read_client_records, rehearse};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openai_run_is_joined_by_id_and_written_out() {
@@ -134,4 +141,47 @@ max_tokens = {{ fixed = 4 }}
     assert_eq!(capped.report.connections_opened, 3);
     let summary = std::fs::read_to_string(capped.out.path().join(files::LOAD_SUMMARY)).unwrap();
     assert!(summary.contains("\"connections_opened\": 3"), "{summary}");
+}
+
+/// A fake provider's timeline started by the load's `on_start` runs from
+/// the load's `t = 0`, however long after the provider started the load
+/// began: a phase of the first 400 ms (every call refused 503) meets every
+/// call of a 300 ms load begun 700 ms after the provider bound, which a
+/// timeline running from the bind would have left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_providers_timeline_starts_with_the_load() {
+    let config = ProviderConfig::from_toml(
+        "[[timeline]]\nname = \"down\"\nfrom = \"0s\"\nuntil = \"400ms\"\nfaults = { errors = { \"503\" = 1.0 } }\n",
+        "provider.toml",
+    )
+    .unwrap();
+    let handle = FakeProvider::new(config).bind("127.0.0.1:0").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let plan = LoadPlan::from_scenario_str(
+        "[load]\nsend_lag_p99_max = \"10s\"\n[load.retry]\nmax_attempts = 1\n[[load.phases]]\nduration = \"300ms\"\nrate = 50\n",
+        "scenario.toml",
+        Path::new("."),
+    )
+    .unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let target = Target::parse(&handle.base_url()).unwrap();
+    let mut opts = LoadOptions::new(out.path());
+    let told = Arc::new(AtomicU64::new(0));
+    let (count, start) = (told.clone(), handle.timeline_starter());
+    opts.on_start = Some(loadgen::OnStart(Arc::new(move |at| {
+        count.fetch_add(1, Ordering::Relaxed);
+        start(at);
+    })));
+    loadgen::run(&plan, &target, &opts, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(told.load(Ordering::Relaxed), 1, "told once");
+    let client = read_client_records(&out.path().join(files::CLIENT_RECORDS));
+    assert!(client.len() >= 10, "{} attempts", client.len());
+    assert!(
+        client.iter().all(|c| c.status == Some(503)),
+        "every call in the phase: {:?}",
+        client.iter().map(|c| c.status).collect::<Vec<_>>()
+    );
+    handle.shutdown().await;
 }
