@@ -12,7 +12,9 @@
 //!   reference gateway);
 //! - [`scenario`]: the scenario named on the command line and `--set`;
 //! - [`runtime`]: the async runtime and the Ctrl-C/SIGTERM handling;
-//! - [`exit`]: the one error type and the exit codes.
+//! - [`exit`]: the one error type and the exit codes;
+//! - [`host`]: the flags that spell the library's inputs, and the command
+//!   lines of the binary's own child processes.
 
 // No function over 120 lines outside tests (the threshold is in clippy.toml).
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
@@ -37,6 +39,7 @@ mod cmd_report;
 mod cmd_run;
 mod cmd_stage;
 mod exit;
+mod host;
 mod runtime;
 mod scenario;
 
@@ -97,6 +100,7 @@ fn log_filter(rust_log: Option<&str>) -> tracing_subscriber::filter::Targets {
 }
 
 fn main() -> ExitCode {
+    harness::install(host::HOST);
     let filter = log_filter(std::env::var("RUST_LOG").ok().as_deref());
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;

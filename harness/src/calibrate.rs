@@ -34,6 +34,7 @@ use report::{Calibration, CalibrationLevel};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::RunError;
+use crate::host::Input;
 use crate::http::tls::Trusting as _;
 
 /// Growth below this from one level to the next counts toward the plateau.
@@ -218,8 +219,9 @@ pub async fn calibrate(
         eprintln!("{}", level_line(&level));
         if let Some(b) = spend.as_ref().filter(|b| b.refused()) {
             c.stopped = Some(format!(
-                "stopped at {n} calls at once: the next calls would pass the spending guard of {} tokens (--max-spend-tokens; {} sent)",
+                "stopped at {n} calls at once: the next calls would pass the spending guard of {} tokens ({}; {} sent)",
                 b.limit(),
+                Input::MaxSpendTokens,
                 b.spent()
             ));
             c.levels.push(level);
@@ -452,14 +454,19 @@ fn check_target(opts: &CalibrateOptions) -> Result<String, RunError> {
     opts.tls.client_config()?;
     if opts.limits.max_concurrency == 0 || opts.limits.max_levels == 0 || opts.limits.step.is_zero()
     {
-        return Err(RunError::flag(
-            "--max-concurrency, --max-levels and --step-duration",
-            "must be above 0",
-        ));
+        return Err(RunError::Flag {
+            flag: format!(
+                "{}, {} and {}",
+                Input::MaxConcurrency,
+                Input::MaxLevels,
+                Input::StepDuration
+            ),
+            message: "must be above 0".into(),
+        });
     }
     if !(opts.limits.error_threshold > 0.0 && opts.limits.error_threshold < 1.0) {
         return Err(RunError::flag(
-            "--error-threshold",
+            Input::ErrorThreshold,
             "must lie between 0 and 1",
         ));
     }
@@ -545,7 +552,7 @@ mod tests {
         let err = check_target(&o).unwrap_err();
         assert!(
             matches!(err, RunError::RemoteTarget { .. })
-                && err.to_string().contains("--allow-remote"),
+                && err.to_string().contains("allow_remote"),
             "{err}"
         );
         assert_eq!(err.kind(), crate::RunErrorKind::BadInput);

@@ -8,6 +8,7 @@ use std::time::Duration;
 use report::ReportError;
 
 use crate::gateway::process::SpawnError;
+use crate::host::Input;
 use crate::provider::remote::RemoteError;
 use crate::run::fds::OpenFilesError;
 use crate::scenario::ScenarioError;
@@ -33,6 +34,13 @@ pub enum RunError {
         flag: String,
         /// What is wrong and what to do.
         message: String,
+    },
+    /// A child process of the program's own (a reference gateway, a shard
+    /// of the load) was to be started, and no [`crate::Host`] says how.
+    #[error("cannot start {what}: the program did not install a host (harness::install) that says how to start its own processes")]
+    NoHost {
+        /// The process.
+        what: &'static str,
     },
     /// An external provider (the gateway calls a real one) with no gateway
     /// already serving to drive: the harness would start a gateway of its
@@ -61,7 +69,10 @@ pub enum RunError {
     #[error(transparent)]
     Target(#[from] loadgen::TargetError),
     /// The target is outside loopback and `--allow-remote` was not given.
-    #[error("target {target} is outside loopback: pass --allow-remote to send load there")]
+    #[error(
+        "target {target} is outside loopback: pass {} to send load there",
+        Input::AllowRemote
+    )]
     RemoteTarget {
         /// The target's URL.
         target: String,
@@ -69,7 +80,7 @@ pub enum RunError {
     /// The target is a gateway the harness did not start, so the run's
     /// time scale does not compress it, and `--allow-time-scale` was not
     /// given.
-    #[error("target {target} is a gateway the harness did not start, so it is not compressed {time_scale}x in time as the provider and the load are: run at --time-scale 1, or pass --allow-time-scale if the gateway was configured for it (its timeouts and budgets divided by {time_scale})")]
+    #[error("target {target} is a gateway the harness did not start, so it is not compressed {time_scale}x in time as the provider and the load are: run at {} 1, or pass {} if the gateway was configured for it (its timeouts and budgets divided by {time_scale})", Input::TimeScale, Input::AllowTimeScale)]
     UnscaledTarget {
         /// The target's URL.
         target: String,
@@ -89,7 +100,7 @@ pub enum RunError {
         source: loadgen::LoadRunError,
     },
     /// `rehearse init` would overwrite a file.
-    #[error("{} exists: give --force to overwrite it", path.display())]
+    #[error("{} exists: give {} to overwrite it", path.display(), Input::Force)]
     Exists {
         /// The file.
         path: PathBuf,
@@ -124,7 +135,7 @@ pub enum RunError {
         source: std::io::Error,
     },
     /// A remote shard's folder has no clock offset to move its records by.
-    #[error("{} has no {file}: run each shard with --provider URL so its clock is measured against the provider's", dir.display())]
+    #[error("{} has no {file}: run each shard with {} URL so its clock is measured against the provider's", dir.display(), Input::Provider)]
     NoShardOffset {
         /// The shard's folder.
         dir: PathBuf,
@@ -214,7 +225,7 @@ pub enum RunError {
         source: loadgen::LoadRunError,
     },
     /// `--metrics-listen` could not be bound.
-    #[error("--metrics-listen {listen}: cannot listen there: {source}")]
+    #[error("{} {listen}: cannot listen there: {source}", Input::MetricsListen)]
     MetricsListen {
         /// The address asked for.
         listen: String,
@@ -350,6 +361,7 @@ impl RunError {
             | E::OpenFiles(_)
             | E::GatewayConfig(_)
             | E::NoBinary(_)
+            | E::NoHost { .. }
             | E::NoFreePort(_)
             | E::Gateway(_)
             | E::NotReady { .. }
@@ -371,12 +383,26 @@ impl RunError {
         }
     }
 
-    /// A flag's value that is wrong, and why.
-    pub(crate) fn flag(flag: impl Into<String>, message: impl Into<String>) -> RunError {
+    /// An input's value that is wrong, and why.
+    pub(crate) fn flag(input: Input, message: impl Into<String>) -> RunError {
         RunError::Flag {
-            flag: flag.into(),
+            flag: input.to_string(),
             message: message.into(),
         }
+    }
+
+    /// An input's `value` that is wrong, and why.
+    pub(crate) fn flag_value(input: Input, value: &str, message: impl Into<String>) -> RunError {
+        RunError::Flag {
+            flag: format!("{input} {value}"),
+            message: message.into(),
+        }
+    }
+
+    /// A child process of the program's own (`what`) that cannot be
+    /// started: no host was installed to say how.
+    pub(crate) fn no_host(what: &'static str) -> RunError {
+        RunError::NoHost { what }
     }
 
     /// A file of the run directory that could not be written.
@@ -436,11 +462,11 @@ mod tests {
             Some("disk full".into())
         );
         assert_eq!(e.kind(), RunErrorKind::Invalid);
-        let e = RunError::flag("--time-scale", "must be a positive number");
-        assert_eq!(e.to_string(), "--time-scale: must be a positive number");
+        let e = RunError::flag(Input::TimeScale, "must be a positive number");
+        assert_eq!(e.to_string(), "time_scale: must be a positive number");
         assert_eq!(e.kind(), RunErrorKind::BadInput);
         let e = RunError::from(ScenarioError::BadSet("x".into()));
-        assert_eq!(e.to_string(), "--set x: expected dotted.key=value");
+        assert_eq!(e.to_string(), "set x: expected dotted.key=value");
         assert_eq!(e.kind(), RunErrorKind::BadInput);
         let e = RunError::NotARunDir {
             dir: "runs/none".into(),

@@ -31,6 +31,9 @@
 //! - `rig`: `rehearse calibrate --rig`, this machine's load-generator
 //!   ceiling per model of connections, kept in a file `plan` and `run`
 //!   read;
+//! - `host`: the program the library runs in: how a user spells each
+//!   [`Input`] the messages point to, and how to start the program's own
+//!   child processes ([`install`] a [`Host`]);
 //! - `error`: [`RunError`], a variant for each thing that failed with its
 //!   cause, and its [`RunErrorKind`] (bad input, or a run that could not
 //!   be made), which the binary maps to an exit code.
@@ -42,6 +45,7 @@ mod calibrate;
 mod compare;
 mod error;
 mod gateway;
+mod host;
 mod http;
 mod plan;
 mod provider;
@@ -59,6 +63,7 @@ pub use compare::{compare, CompareOptions, Lineup};
 pub use error::{RunError, RunErrorKind};
 pub use gateway::metrics::{histogram_quantile, provider_latency_note};
 pub use gateway::process::kill_live_group;
+pub use host::{install, Host, Input, ShardCall};
 pub use loadgen::Rate;
 pub use plan::plan;
 pub use provider::urls::ProviderUrls;

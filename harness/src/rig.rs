@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::RunError;
+use crate::host::Input;
 
 /// The share of the ceiling past which a scenario's peak is warned of.
 pub(crate) const RIG_SHARE: f64 = 0.8;
@@ -201,9 +202,10 @@ impl Rig {
     pub fn to_toml(&self) -> String {
         let body = toml::to_string(self).unwrap_or_default();
         format!(
-            "# This machine's load-generator ceiling, measured by `rehearse calibrate --rig`\n\
+            "# This machine's load-generator ceiling, measured by `{}`\n\
              # against the bare target on this machine; `rehearse plan` and `rehearse run`\n\
-             # read it. Measure again after a change of machine or of rehearse.\n{body}"
+             # read it. Measure again after a change of machine or of rehearse.\n{body}",
+            Input::MeasureRig
         )
     }
 }
@@ -241,8 +243,9 @@ impl RigFile {
             RigRead::Missing if self.rig.is_some() => {
                 return Err(RunError::Rig {
                     message: format!(
-                        "{}: no such file (write it with `rehearse calibrate --rig FILE`)",
-                        path.display()
+                        "{}: no such file (write it with `{} FILE`)",
+                        path.display(),
+                        Input::MeasureRig
                     ),
                     path,
                 })
@@ -323,8 +326,10 @@ pub(crate) fn read_rig(path: &Path) -> Result<RigRead, RunError> {
     let (host, cores) = this_machine();
     if rig.host != host || rig.cores != cores {
         return Ok(RigRead::Elsewhere(format!(
-            "{origin} was measured on {} ({} cores), not on this machine, {host} ({cores} cores): it is ignored; measure this one with `rehearse calibrate --rig`",
-            rig.host, rig.cores
+            "{origin} was measured on {} ({} cores), not on this machine, {host} ({cores} cores): it is ignored; measure this one with `{}`",
+            rig.host,
+            rig.cores,
+            Input::MeasureRig
         )));
     }
     Ok(RigRead::Here(rig))

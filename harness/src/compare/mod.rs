@@ -24,8 +24,9 @@ use toml_located::ConfigError;
 
 use crate::compare::regression::Compared;
 use crate::error::RunError;
+use crate::host::Input;
 use crate::run::{run, RunOptions};
-use crate::scenario::variants::{dir_names, Variant, HOW_TO_ADD_VARIANTS};
+use crate::scenario::variants::{dir_names, how_to_add_variants, Variant};
 use crate::scenario::{Scenario, ScenarioError};
 
 /// The variants of a scenario, validated and ready to run.
@@ -79,7 +80,7 @@ impl Lineup {
         if variants.is_empty() {
             return Err(flag_error(
                 &path.display().to_string(),
-                format!("no variants to compare: {HOW_TO_ADD_VARIANTS}"),
+                format!("no variants to compare: {}", how_to_add_variants()),
             ));
         }
         let dirs = dir_names(&variants);
@@ -90,7 +91,7 @@ impl Lineup {
         }
         let mut expected = Vec::new();
         for e in expect {
-            let flag = format!("--expect {e}");
+            let flag = format!("{} {e}", Input::Expect);
             let (name, verdict) = e
                 .rsplit_once('=')
                 .ok_or_else(|| flag_error(&flag, "expected NAME=pass or NAME=fail".into()))?;
@@ -425,7 +426,7 @@ mod tests {
         assert!(
             msg.contains("no variants to compare")
                 && msg.contains("[[variants]]")
-                && msg.contains("--each"),
+                && msg.contains("each KEY=V1"),
             "{msg}"
         );
         // A bad variant is refused with the rest.

@@ -50,7 +50,7 @@ impl RegressionGate {
     pub fn tolerances(&self) -> Result<BTreeMap<String, Tolerance>, ScenarioError> {
         report::tolerances(&self.tolerance).map_err(|message| {
             ScenarioError::Config(ConfigError {
-                origin: "--tolerance".into(),
+                origin: crate::host::Input::Tolerance.to_string(),
                 line: 0,
                 column: 0,
                 field: String::new(),

@@ -223,12 +223,11 @@ fn reference_command(
     let text = toml::to_string(&config).map_err(RunError::GatewayConfig)?;
     write_atomic(&path, text.as_bytes())?;
     let exe = std::env::current_exe().map_err(RunError::NoBinary)?;
-    let argv = vec![
-        exe.display().to_string(),
-        "gateway".into(),
-        "--config".into(),
-        path.display().to_string(),
-    ];
+    let host = crate::host::host().ok_or(RunError::no_host("the reference gateway"))?;
+    let argv = std::iter::once(exe.into_os_string())
+        .chain((host.reference_gateway)(&path))
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     Ok(Command {
         argv,
         env: vec![returns_idle_memory(r.scale.time)],

@@ -16,6 +16,7 @@ use fake_provider::{FakeProvider, ProviderConfig, ProviderHandle};
 use wire::files;
 
 use crate::error::RunError;
+use crate::host::Input;
 use crate::provider::remote::{ClockOffset, RemoteProvider, Reset};
 use crate::provider::urls::ProviderUrls;
 
@@ -62,7 +63,7 @@ impl std::str::FromStr for ProviderChoice {
                     }
                     _ => {
                         return Err(format!(
-                            "{part:?} in {s:?}: several providers in one --provider are NAME=URL each, comma-separated"
+                            "{part:?} in {s:?}: several providers in one {} are NAME=URL each, comma-separated", Input::Provider
                         ))
                     }
                 }
@@ -83,10 +84,10 @@ impl std::str::FromStr for ProviderChoice {
             other => match other.split_once('=') {
                 Some((name, u)) if wire::is_provider_name(name) && is_url(u) => Ok(at(Some(name), u)),
                 Some((name, _)) if !wire::is_provider_name(name) => Err(format!(
-                    "{name:?}: a provider's name is 1 to 64 of a-z, 0-9, _ and - (--provider NAME=URL)"
+                    "{name:?}: a provider's name is 1 to 64 of a-z, 0-9, _ and - ({} NAME=URL)", Input::Provider
                 )),
                 _ => Err(format!(
-                    "{other:?}: --provider is in-process, external, the URL of a rehearse provider, or NAME=URL (one for each of the scenario's providers)"
+                    "{other:?}: {} is in-process, external, the URL of a rehearse provider, or NAME=URL (one for each of the scenario's providers)", Input::Provider
                 )),
             },
         }
@@ -116,8 +117,10 @@ impl ProviderChoice {
                 ProviderChoice::Urls(urls) => all.extend(urls),
                 other => {
                     return Err(format!(
-                        "--provider {}: given with other --provider flags (several are NAME=URL, one for each provider)",
-                        if other == ProviderChoice::External { "external" } else { "in-process" }
+                        "{} {}: given with other {} values (several are NAME=URL, one for each provider)",
+                        Input::Provider,
+                        if other == ProviderChoice::External { "external" } else { "in-process" },
+                        Input::Provider
                     ))
                 }
             }
@@ -171,7 +174,7 @@ impl ProviderChoice {
                 (Some(at), None) => out.push((name.to_string(), at.url.clone())),
                 (None, _) => {
                     return Err(format!(
-                        "no URL for provider {name:?}: give --provider NAME=URL for each of the scenario's providers ({listed})"
+                        "no URL for provider {name:?}: give {} NAME=URL for each of the scenario's providers ({listed})", Input::Provider
                     ))
                 }
                 (Some(_), Some(_)) => return Err(format!("provider {name:?} is given twice")),
@@ -184,8 +187,9 @@ impl ProviderChoice {
             return Err(match &extra.name {
                 Some(n) => format!("{n:?}: the scenario has no provider of that name ({listed})"),
                 None => format!(
-                    "{}: name it (--provider NAME=URL), the scenario has several providers ({listed})",
-                    extra.url
+                    "{}: name it ({} NAME=URL), the scenario has several providers ({listed})",
+                    extra.url,
+                    Input::Provider
                 ),
             });
         }
@@ -246,9 +250,10 @@ impl ProviderListen {
                 }
                 Err(RunError::ProviderListen {
                     listen: format!(
-                        "{}, ports {first} to {} (give --provider-listen ADDR)",
+                        "{}, ports {first} to {} (give {} ADDR)",
                         from.ip(),
-                        first.saturating_add(PORTS_TRIED - 1)
+                        first.saturating_add(PORTS_TRIED - 1),
+                        Input::ProviderListen
                     ),
                     source: last.unwrap_or_else(|| std::io::Error::other("no port tried")),
                 })
@@ -353,7 +358,7 @@ impl ProviderSide {
             }
             ProviderChoice::Urls(urls) => {
                 let urls = ProviderChoice::match_names(urls, &names)
-                    .map_err(|m| RunError::flag("--provider", m))?;
+                    .map_err(|m| RunError::flag(Input::Provider, m))?;
                 let start_at = SystemTime::now() + REMOTE_LEAD;
                 let ours_ms = start_at
                     .duration_since(UNIX_EPOCH)
@@ -416,14 +421,20 @@ impl ProviderSide {
         }
     }
 
-    /// Starts the in-process providers' timelines now (the load's start);
-    /// a remote provider's starts at the `start_at` its reset agreed.
-    pub(crate) fn start_timelines_now(&self) {
-        if let ProviderSide::Local(hs) = self {
-            for (_, h) in hs {
-                h.start_timeline_now();
+    /// What starts the in-process providers' timelines at the instant the
+    /// load's schedule starts (told by the load generator, after its
+    /// set-up); `None` for providers not in this process (a remote one's
+    /// starts at the `start_at` its reset agreed).
+    pub(crate) fn timelines_start(&self) -> Option<loadgen::OnStart> {
+        let ProviderSide::Local(hs) = self else {
+            return None;
+        };
+        let starters: Vec<_> = hs.iter().map(|(_, h)| h.timeline_starter()).collect();
+        Some(loadgen::OnStart(std::sync::Arc::new(move |at| {
+            for start in &starters {
+                start(at);
             }
-        }
+        })))
     }
 
     /// The calls the in-process providers have received, together, this

@@ -291,7 +291,7 @@ mod tests {
         let l = bind("0").unwrap();
         assert!(l.local_addr().unwrap().ip().is_loopback());
         let e = bind("nowhere:-1").unwrap_err();
-        assert!(e.to_string().contains("--metrics-listen nowhere:-1"), "{e}");
+        assert!(e.to_string().contains("metrics_listen nowhere:-1"), "{e}");
         assert_eq!(
             gauge(
                 "x 1\nfake_provider_in_flight 7\n",

@@ -48,6 +48,7 @@ use crate::error::RunError;
 use crate::gateway::memory::{RssSampler, RssSource};
 use crate::gateway::supervise::{event_note, Inside};
 use crate::gateway::Running;
+use crate::host::Input;
 use crate::run::clock::now_us;
 use crate::run::fds::{check_fds, expected_fds, predicted_fds, FdCheck};
 use crate::run::judge::{judge_dir, Judged};
@@ -225,11 +226,6 @@ async fn drive_and_settle(
     let (live, _stop_metrics) = live_series(metrics_listener, p, run_id, watched)?;
     let load_cancel = cancel.child_token();
     let stop_watch = watch_for_the_stop(&load_cancel);
-    // The in-process providers' timelines run from the load's start, not
-    // from theirs: a gateway that takes seconds to become ready (a router
-    // checking its workers' health first) would otherwise meet every
-    // phase that much early.
-    provider.start_timelines_now();
     let ((load, mut notes), stopped) =
         drive_watched(p, (&gateway.url, provider), opts, live, load_cancel.clone()).await;
     if opts.target.is_none() {
@@ -429,8 +425,9 @@ fn upstream_said(target: &str, urls: &crate::ProviderUrls, listen: &ProviderList
     };
     let chosen = match listen {
         ProviderListen::FirstFree(from) => format!(
-            " (the first free port from {}; --provider-listen ADDR to choose)",
-            from.port()
+            " (the first free port from {}; {} ADDR to choose)",
+            from.port(),
+            Input::ProviderListen
         ),
         ProviderListen::At(_) => String::new(),
     };
@@ -468,7 +465,11 @@ async fn drive_watched(
             p,
             (target_url, &urls),
             opts,
-            (provider.start_at(), live.clone()),
+            (
+                provider.start_at(),
+                provider.timelines_start(),
+                live.clone(),
+            ),
             stop.clone(),
         )
         .await;
@@ -520,7 +521,8 @@ fn prepare(s: &Scenario, opts: &RunOptions) -> Result<Prepared, RunError> {
             .iter()
             .map(fake_provider::ProviderConfig::name_or_default)
             .collect();
-        ProviderChoice::match_names(urls, &names).map_err(|m| RunError::flag("--provider", m))?;
+        ProviderChoice::match_names(urls, &names)
+            .map_err(|m| RunError::flag(Input::Provider, m))?;
     }
     if let Some(t) = &r.target {
         loadgen::Target::parse(t)?;
@@ -568,14 +570,16 @@ fn announce(p: &Prepared, gateway: &Running, quiet: bool, max_spend: Option<u64>
         tell(
             false,
             &format!(
-                "sending load to REMOTE host {}: up to {:.1} requests/s (--allow-remote), {}",
+                "sending load to REMOTE host {}: up to {:.1} requests/s ({}), {}",
                 gateway.url,
                 p.r.peak_per_s(),
+                Input::AllowRemote,
                 match max_spend {
-                    Some(n) => format!("at most {n} tokens (--max-spend-tokens)"),
+                    Some(n) => format!("at most {n} tokens ({})", Input::MaxSpendTokens),
                     None => format!(
-                        "{:.0} tokens as planned, no spending guard (--max-spend-tokens)",
-                        p.r.plan.spend.tokens_with_retries
+                        "{:.0} tokens as planned, no spending guard ({})",
+                        p.r.plan.spend.tokens_with_retries,
+                        Input::MaxSpendTokens
                     ),
                 }
             ),
@@ -715,7 +719,11 @@ async fn drive(
     p: &Prepared,
     (target_url, urls): (&str, &ProviderUrls),
     opts: &RunOptions,
-    (start_at, live): (Option<std::time::SystemTime>, Arc<loadgen::Live>),
+    (start_at, timelines, live): (
+        Option<std::time::SystemTime>,
+        Option<loadgen::OnStart>,
+        Arc<loadgen::Live>,
+    ),
     cancel: CancellationToken,
 ) -> (Option<LoadResult>, Vec<String>) {
     let mut notes = Vec::new();
@@ -731,8 +739,13 @@ async fn drive(
             count: opts.shards,
             target: target_url,
             time_scale: p.r.scale.time,
-            start_at: start_at
-                .unwrap_or_else(|| std::time::SystemTime::now() + Duration::from_secs(2)),
+            start_at: start_at.unwrap_or_else(|| {
+                let lead = Duration::from_secs(2);
+                if let Some(loadgen::OnStart(start)) = &timelines {
+                    start(std::time::Instant::now() + lead);
+                }
+                std::time::SystemTime::now() + lead
+            }),
             tls: &opts.tls,
             spend_share: opts.max_spend_tokens.map(|n| n / u64::from(opts.shards)),
             provider_urls: urls,
@@ -759,6 +772,12 @@ async fn drive(
     let mut lo = loadgen::LoadOptions::new(&opts.out);
     lo.progress = opts.progress;
     lo.start_at = start_at;
+    // The in-process providers' timelines run from the load's start, not
+    // from theirs, nor from when it was asked for: a gateway that takes
+    // seconds to become ready (a router checking its workers' health
+    // first), or a load generator slow to set up on a busy machine, would
+    // otherwise meet every phase that much early.
+    lo.on_start = timelines;
     lo.tls = opts.tls.clone();
     lo.max_spend_tokens = opts.max_spend_tokens;
     lo.live = Some(live);
@@ -790,8 +809,10 @@ async fn drive(
 fn spend_note(s: loadgen::Spent) -> String {
     if s.stopped {
         format!(
-            "stopped by the spending guard: the next request would have taken the tokens sent past the budget of {} (--max-spend-tokens); {} were sent, retries included",
-            s.limit_tokens, s.sent_tokens
+            "stopped by the spending guard: the next request would have taken the tokens sent past the budget of {} ({}); {} were sent, retries included",
+            s.limit_tokens,
+            Input::MaxSpendTokens,
+            s.sent_tokens
         )
     } else {
         format!(

@@ -155,12 +155,13 @@ pub async fn stage(s: &crate::Scenario, opts: &StageOptions) -> Result<(), RunEr
 /// to the scenario's providers `names`: (name, URL) in its order.
 fn named_urls(flags: &[String], names: &[&str]) -> Result<Vec<(String, String)>, RunError> {
     let urls = parse_urls(flags)?;
-    crate::ProviderChoice::match_names(&urls, names).map_err(|m| RunError::flag("--provider", m))
+    crate::ProviderChoice::match_names(&urls, names)
+        .map_err(|m| RunError::flag(crate::host::Input::Provider, m))
 }
 
 /// `stage`'s and `collect`'s `--provider` flags, as remote providers.
 fn parse_urls(flags: &[String]) -> Result<Vec<crate::ProviderAt>, RunError> {
-    let bad = |m: String| RunError::flag("--provider", m);
+    let bad = |m: String| RunError::flag(crate::host::Input::Provider, m);
     let choices = flags
         .iter()
         .map(|f| f.parse::<crate::ProviderChoice>())
@@ -309,7 +310,7 @@ async fn fetch_providers(
     providers: &[String],
     meta: &mut RunMeta,
 ) -> Result<(), RunError> {
-    let bad = |m: String| RunError::flag("--provider", m);
+    let bad = |m: String| RunError::flag(crate::host::Input::Provider, m);
     let urls = parse_urls(providers)?;
     let zero = ClockOffset {
         offset_us: 0,
@@ -413,6 +414,7 @@ pub(crate) async fn run_local_shards(
     cancel: tokio_util::sync::CancellationToken,
 ) -> Result<LoadResult, RunError> {
     let exe = std::env::current_exe().map_err(RunError::NoBinary)?;
+    let host = crate::host::host().ok_or(RunError::no_host("the load's shards"))?;
     let at = s
         .start_at
         .duration_since(UNIX_EPOCH)
@@ -420,32 +422,27 @@ pub(crate) async fn run_local_shards(
     let dirs: Vec<PathBuf> = (0..s.count)
         .map(|i| dir.join("shards").join(i.to_string()))
         .collect();
+    let scenario = dir.join(files::SCENARIO);
     let mut children = Vec::new();
     for (i, d) in dirs.iter().enumerate() {
+        let call = crate::host::ShardCall {
+            scenario: &scenario,
+            target: s.target,
+            time_scale: s.time_scale,
+            shard: i as u32,
+            count: s.count,
+            start_at_s: at,
+            out: d,
+            ca_file: s.tls.ca_file.as_deref(),
+            insecure: s.tls.insecure,
+            spend_share: s.spend_share,
+            provider_urls: s.provider_urls.iter().collect(),
+        };
         let mut c = tokio::process::Command::new(&exe);
-        c.arg("load")
-            .arg(dir.join(files::SCENARIO))
-            .args(["--target", s.target, "--no-progress"])
-            .args(["--time-scale", &s.time_scale.to_string()])
-            .args(["--shard", &format!("{i}/{}", s.count)])
-            .args(["--start-at", &format!("{at:.6}")])
-            .arg("--out")
-            .arg(d)
+        c.args((host.load_shard)(&call))
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true);
-        if let Some(ca) = &s.tls.ca_file {
-            c.arg("--ca-file").arg(ca);
-        }
-        if s.tls.insecure {
-            c.arg("--insecure");
-        }
-        if let Some(n) = s.spend_share {
-            c.args(["--max-spend-tokens", &n.to_string()]);
-        }
-        for (name, url) in s.provider_urls.iter() {
-            c.args(["--provider-url", &format!("{name}={url}")]);
-        }
         children.push(
             c.spawn()
                 .map_err(|source| RunError::ShardStart { shard: i, source })?,

@@ -22,6 +22,7 @@ use loadgen::{Rate, RateUnit};
 use wire::{Dialect, Scale};
 
 use crate::error::RunError;
+use crate::host::Input;
 use crate::scenario::template::{Block, Template};
 use crate::scenario::{apply_sets, Scenario, ScenarioError};
 
@@ -281,7 +282,7 @@ fn dur(d: Duration) -> String {
 
 /// A figure given as a flag, else the shape's placeholder: its value and
 /// why it is there.
-fn given<T>(flag: Option<T>, shape: T, name: &str) -> (T, String) {
+fn given<T>(flag: Option<T>, shape: T, name: Input) -> (T, String) {
     match flag {
         Some(v) => (v, format!("from {name}")),
         None => (shape, "placeholder".to_string()),
@@ -389,26 +390,27 @@ impl Shape {
             None => None,
         };
         let spawned_here = o.target.is_none() && command.is_none();
-        let scale = |flag: Option<f64>, name: &str| match flag {
-            Some(v) if !(v.is_finite() && v > 0.0) => Err(RunError::flag(
-                format!("{name} {v}"),
+        let scale = |flag: Option<f64>, name: Input| match flag {
+            Some(v) if !(v.is_finite() && v > 0.0) => Err(RunError::flag_value(
+                name,
+                &v.to_string(),
                 "must be a number above 0",
             )),
             Some(v) => Ok((v, format!("from {name}"))),
             None => Ok((DEFAULT_SCALE, format!("the default ({name} N to change)"))),
         };
-        let (time_scale, why_time) = scale(o.time_scale, "--time-scale")?;
-        let (quota_scale, why_quota_scale) = scale(o.quota_scale, "--quota-scale")?;
-        let (normal, why_normal) = given(o.normal_rate, NORMAL, "--normal-rate");
-        let (peak, why_peak) = given(o.peak_rate, PEAK, "--peak-rate");
-        let (peak_for, why_for) = given(o.peak_duration, PEAK_DURATION, "--peak-duration");
+        let (time_scale, why_time) = scale(o.time_scale, Input::TimeScale)?;
+        let (quota_scale, why_quota_scale) = scale(o.quota_scale, Input::QuotaScale)?;
+        let (normal, why_normal) = given(o.normal_rate, NORMAL, Input::NormalRate);
+        let (peak, why_peak) = given(o.peak_rate, PEAK, Input::PeakRate);
+        let (peak_for, why_for) = given(o.peak_duration, PEAK_DURATION, Input::PeakDuration);
         let (quota, why_quota) = given(
             o.quota_tokens_per_minute,
             QUOTA_TPM,
-            "--quota-tokens-per-minute",
+            Input::QuotaTokensPerMinute,
         );
-        let (tokens, why_tokens) = given(o.tokens_per_request, TOKENS, "--tokens-per-request");
-        let (patience, why_patience) = given(o.patience, PATIENCE, "--patience");
+        let (tokens, why_tokens) = given(o.tokens_per_request, TOKENS, Input::TokensPerRequest);
+        let (patience, why_patience) = given(o.patience, PATIENCE, Input::Patience);
         let completion = (tokens / 6).max(1);
         let flagless = o.normal_rate.is_none()
             && o.peak_rate.is_none()
@@ -503,8 +505,9 @@ impl Shape {
         Some(match &self.target {
             Some(_) => format!(
                 "your gateway is not started by the harness, so not compressed: run with \
-                 --allow-time-scale once its own timeouts are divided by {}, or write 1.0 \
+                 {} once its own timeouts are divided by {}, or write 1.0 \
                  (real time)",
+                Input::AllowTimeScale,
                 scale_text(self.time_scale)
             ),
             None => "your command is told it in REHEARSE_TIME_SCALE, to divide its own \
@@ -567,13 +570,19 @@ impl Shape {
         let mut s = Sets::new();
         let example = |note: &str| Set::Example { note: note.into() };
         if let Some(url) = &self.target {
-            s.insert("url", set(format!("\"{url}\""), "from --target"));
+            s.insert(
+                "url",
+                set(format!("\"{url}\""), format!("from {}", Input::Target)),
+            );
             s.insert("command", example("instead of `url`: comment that out"));
             // A gateway the harness does not start runs under no limit of its.
             s.insert("memory_limit", Set::Omitted);
         } else if let Some(argv) = &self.command {
             let argv = toml::Value::Array(argv.iter().cloned().map(toml::Value::String).collect());
-            s.insert("command", set(argv.to_string(), "from --gateway-command"));
+            s.insert(
+                "command",
+                set(argv.to_string(), format!("from {}", Input::GatewayCommand)),
+            );
             s.insert("url", example("instead of `command`: comment that out"));
         } else {
             let aside =
@@ -643,12 +652,18 @@ impl Shape {
                 if let Some(d) = self.chosen_dialect {
                     s.insert(
                         "dialect",
-                        set(format!("\"{}\"", d.as_str()), "from --dialect"),
+                        set(
+                            format!("\"{}\"", d.as_str()),
+                            format!("from {}", Input::Dialect),
+                        ),
                     );
                     if d == Dialect::Anthropic {
                         s.insert(
                             "model",
-                            set("\"claude-3-5-haiku-latest\"", "from --dialect"),
+                            set(
+                                "\"claude-3-5-haiku-latest\"",
+                                format!("from {}", Input::Dialect),
+                            ),
                         );
                     }
                 }
@@ -746,14 +761,16 @@ fn command(text: &str) -> Result<Vec<String>, RunError> {
     let argv = shlex::split(text)
         .filter(|a| !a.is_empty())
         .ok_or_else(|| {
-            RunError::flag(
-                format!("--gateway-command `{text}`"),
+            RunError::flag_value(
+                Input::GatewayCommand,
+                &format!("`{text}`"),
                 "unbalanced quotes, or empty",
             )
         })?;
     if !argv.iter().any(|a| a.contains("{listen}")) {
-        return Err(RunError::flag(
-            format!("--gateway-command `{text}`"),
+        return Err(RunError::flag_value(
+            Input::GatewayCommand,
+            &format!("`{text}`"),
             "pass `{listen}` to the program (where it must listen), \
              and `{provider_url}` where its upstream goes",
         ));
@@ -830,9 +847,9 @@ impl InitOptions {
         said.push(format!(
             "next: `rehearse plan {f}` for the arithmetic, `rehearse run {f}{}` to rehearse it",
             if unscaled_target {
-                " --allow-time-scale"
+                format!(" {}", Input::AllowTimeScale)
             } else {
-                ""
+                String::new()
             },
             f = file.display()
         ));
@@ -1272,11 +1289,11 @@ mod tests {
             );
             let said = opts.said(&s, Path::new("x.toml")).unwrap().join("\n");
             assert!(
-                said.contains("quota ÷ 10: the default (--quota-scale N"),
+                said.contains("quota ÷ 10: the default (quota_scale N"),
                 "{what}: {said}"
             );
             assert!(
-                said.contains("time ÷ 10: the default (--time-scale N"),
+                said.contains("time ÷ 10: the default (time_scale N"),
                 "{what}: {said}"
             );
             assert!(said.contains("requests/s at the peak"), "{what}: {said}");
@@ -1285,7 +1302,7 @@ mod tests {
         let (s, _) = scenarios(&target);
         let said = target.said(&s, Path::new("x.toml")).unwrap().join("\n");
         assert!(
-            said.contains("`rehearse run x.toml --allow-time-scale`"),
+            said.contains("`rehearse run x.toml allow_time_scale`"),
             "{what}: {said}"
         );
         assert!(said.contains("47m long"), "{what}: {said}");
@@ -1316,17 +1333,13 @@ mod tests {
         let (s, _) = scenarios(&asked);
         assert_eq!((s.meta.quota_scale, s.meta.time_scale), (2.5, 4.0));
         let said = asked.said(&s, Path::new("x.toml")).unwrap().join("\n");
-        assert!(said.contains("quota ÷ 2.5: from --quota-scale"), "{said}");
-        assert!(said.contains("time ÷ 4: from --time-scale"), "{said}");
+        assert!(said.contains("quota ÷ 2.5: from quota_scale"), "{said}");
+        assert!(said.contains("time ÷ 4: from time_scale"), "{said}");
         let bad = InitOptions {
             time_scale: Some(0.0),
             ..InitOptions::default()
         };
-        assert!(bad
-            .text()
-            .unwrap_err()
-            .to_string()
-            .contains("--time-scale 0"));
+        assert!(bad.text().unwrap_err().to_string().contains("time_scale 0"));
     }
 
     #[test]

@@ -33,6 +33,7 @@ pub(crate) mod variants;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::host::Input;
 use fake_provider::ProviderConfig;
 use reference_gateway::GatewayConfig;
 use serde::{Deserialize, Serialize};
@@ -311,7 +312,7 @@ pub enum ScenarioError {
         source: std::io::Error,
     },
     /// A `--set` flag is malformed.
-    #[error("--set {0}: expected dotted.key=value")]
+    #[error("{set} {0}: expected dotted.key=value", set = Input::Set)]
     BadSet(String),
     /// The content is wrong; the error names file, line and field.
     #[error(transparent)]
@@ -401,7 +402,7 @@ impl Scenario {
         let origin = if sets.is_empty() {
             path.display().to_string()
         } else {
-            format!("{} (with --set)", path.display())
+            format!("{} (with {})", path.display(), Input::Set)
         };
         Scenario::from_str(&text, &origin, path)
     }
@@ -696,7 +697,7 @@ impl SavedScenario {
         let origin = if sets.is_empty() {
             path.display().to_string()
         } else {
-            format!("{} (with --set)", path.display())
+            format!("{} (with {})", path.display(), Input::Set)
         };
         SavedScenario::of_text(&text, &origin)
     }

@@ -23,6 +23,7 @@ use std::path::Path;
 
 use toml_located::ConfigError;
 
+use crate::host::Input;
 use crate::scenario::{apply_sets, Scenario, ScenarioError};
 
 /// One variant of a scenario: a name, and the overrides that make it from
@@ -66,9 +67,14 @@ fn located(
 }
 
 /// How a person adds variants, for the error that finds none.
-pub const HOW_TO_ADD_VARIANTS: &str = "add [[variants]] tables, each a `name` and the fields it \
-    sets, e.g.\n\n[[variants]]\nname = \"naive\"\nset = { \"gateway.reference.mode\" = \"naive\" }\n\n\
-    or give --each KEY=V1,V2,... for one field over plain values";
+pub fn how_to_add_variants() -> String {
+    format!(
+        "add [[variants]] tables, each a `name` and the fields it \
+         sets, e.g.\n\n[[variants]]\nname = \"naive\"\nset = {{ \"gateway.reference.mode\" = \"naive\" }}\n\n\
+         or give {} KEY=V1,V2,... for one field over plain values",
+        Input::Each
+    )
+}
 
 impl Variant {
     /// The `[[variants]]` of a scenario text read from `origin`, in the
@@ -202,7 +208,7 @@ impl Variant {
     pub fn each(arg: &str) -> Result<Vec<Variant>, ScenarioError> {
         let bad = |message: &str| {
             ScenarioError::Config(ConfigError {
-                origin: format!("--each {arg}"),
+                origin: format!("{} {arg}", Input::Each),
                 line: 0,
                 column: 0,
                 field: String::new(),
@@ -249,7 +255,7 @@ impl Variant {
         let all: Vec<String> = self.sets.iter().chain(sets).cloned().collect();
         let origin = match &self.written {
             Some(_) => format!("{} (variant \"{}\")", path.display(), self.name),
-            None => format!("{} (with --each {})", path.display(), self.name),
+            None => format!("{} (with {} {})", path.display(), Input::Each, self.name),
         };
         apply_sets(text, &all)
             .and_then(|edited| Scenario::from_str(&edited, &origin, path))
@@ -525,7 +531,7 @@ name = "typo"
         );
         for bad in ["nokey", "=a,b", "k=a,,b", "k=a,a", "k.=a"] {
             let e = Variant::each(bad).unwrap_err().to_string();
-            assert!(e.starts_with(&format!("--each {bad}: ")), "{e}");
+            assert!(e.starts_with(&format!("each {bad}: ")), "{e}");
         }
         assert!(Variant::each("k=a,,b")
             .unwrap_err()
@@ -538,7 +544,7 @@ name = "typo"
             .unwrap_err()
             .to_string();
         assert!(
-            e.starts_with("s.toml (with --each gateway.reference.mode=fancy):8:"),
+            e.starts_with("s.toml (with each gateway.reference.mode=fancy):8:"),
             "{e}"
         );
     }
