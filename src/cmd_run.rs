@@ -103,9 +103,15 @@ pub fn main(args: Args) -> Result<Ended, Error> {
         )));
     }
     let scenario = crate::scenario::load(args.scenario.as_deref(), &args.sets)?;
-    let provider = harness::ProviderChoice::combine(args.provider)
-        .map_err(anyhow::Error::msg)
-        .bad_input()?;
+    let provider = match args.provider_listen {
+        // clap keeps --provider out when --provider-listen is given.
+        Some(listen) => harness::ProviderChoice::InProcess {
+            listen: Some(listen),
+        },
+        None => harness::ProviderChoice::combine(args.provider)
+            .map_err(anyhow::Error::msg)
+            .bad_input()?,
+    };
     let opts = RunOptions {
         out: args
             .out
@@ -115,7 +121,6 @@ pub fn main(args: Args) -> Result<Ended, Error> {
         allow_remote: args.allow_remote,
         junit: args.junit,
         progress: !args.no_progress && std::io::stderr().is_terminal(),
-        provider_listen: args.provider_listen,
         provider,
         allow_time_scale: args.allow_time_scale,
         shards: args.shards,

@@ -2,6 +2,12 @@
 //! in this process (the default), or already serving at a URL and driven
 //! through its admin API ([`crate::provider::remote`]).
 //!
+//! One type says where: [`ProviderChoice`], from the user's choice to the
+//! run, the in-process address included. The rest are what a run makes of
+//! it: [`ProviderSide`], the providers started (or readied) for one run;
+//! `ProviderUrls`, their base URLs by name as a gateway is told them; and
+//! `RemoteProvider`, the client of a remote one's admin API.
+//!
 //! The rooms beside this one:
 //! - `urls`: the providers' base URLs by name, as a gateway under test is told them;
 //! - `remote`: a provider the harness did not start, driven through its admin API.
@@ -20,12 +26,19 @@ use crate::host::Input;
 use crate::provider::remote::{ClockOffset, RemoteProvider, Reset};
 use crate::provider::urls::ProviderUrls;
 
-/// `--provider`: where the fake providers are.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// Where the run's fake providers are: the one type that says it, from the
+/// user's choice to the run ([`ProviderSide`] is them started, and
+/// [`ProviderUrls`] the base URLs a gateway is told).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProviderChoice {
-    /// Started in this process, listening on `--provider-listen`.
-    #[default]
-    InProcess,
+    /// Started in this process, listening at `listen` (the first; each
+    /// provider after it on the next port). `None`: a free port on
+    /// loopback, or for a gateway already running 127.0.0.1:8080 or the
+    /// next free port (an address a person writes once into its config).
+    InProcess {
+        /// The address asked for.
+        listen: Option<String>,
+    },
     /// `rehearse provider`s already serving, each driven through its
     /// admin API (token from `REHEARSE_PROVIDER_TOKEN`): one base URL per
     /// scenario provider (`--provider URL` for a scenario's one provider,
@@ -45,6 +58,31 @@ pub struct ProviderAt {
     pub name: Option<String>,
     /// Its base URL, without a trailing `/`.
     pub url: String,
+}
+
+impl ProviderChoice {
+    /// In this process, on the default address.
+    pub const IN_PROCESS: ProviderChoice = ProviderChoice::InProcess { listen: None };
+
+    /// Where the in-process providers listen, for a run whose gateway is
+    /// already running (`for_target`) or started by the harness; `None`
+    /// for providers not in this process.
+    pub(crate) fn listen(&self, for_target: bool) -> Option<ProviderListen> {
+        let ProviderChoice::InProcess { listen } = self else {
+            return None;
+        };
+        Some(match (listen, for_target) {
+            (Some(at), _) => ProviderListen::At(at.clone()),
+            (None, true) => ProviderListen::FirstFree(TARGET_PROVIDER_LISTEN),
+            (None, false) => ProviderListen::At("127.0.0.1:0".into()),
+        })
+    }
+}
+
+impl Default for ProviderChoice {
+    fn default() -> Self {
+        ProviderChoice::IN_PROCESS
+    }
 }
 
 impl std::str::FromStr for ProviderChoice {
@@ -78,7 +116,7 @@ impl std::str::FromStr for ProviderChoice {
             }])
         };
         match s {
-            "in-process" => Ok(ProviderChoice::InProcess),
+            "in-process" => Ok(ProviderChoice::IN_PROCESS),
             u if is_url(u) => Ok(at(None, u)),
             "external" => Ok(ProviderChoice::External),
             other => match other.split_once('=') {
@@ -103,7 +141,7 @@ impl ProviderChoice {
     /// let flags = ["a=http://h:1", "b=http://h:2"].map(|f| f.parse().unwrap());
     /// let ProviderChoice::Urls(urls) = ProviderChoice::combine(flags.to_vec()).unwrap() else { panic!() };
     /// assert_eq!(urls.len(), 2);
-    /// assert_eq!(ProviderChoice::combine(Vec::new()), Ok(ProviderChoice::InProcess));
+    /// assert_eq!(ProviderChoice::combine(Vec::new()), Ok(ProviderChoice::IN_PROCESS));
     /// let mixed = ["external", "http://h:1"].map(|f| f.parse().unwrap());
     /// assert!(ProviderChoice::combine(mixed.to_vec()).is_err());
     /// ```
@@ -321,11 +359,14 @@ impl ProviderSide {
     /// for several), or readies the remote ones: clock offset, the
     /// provider table uploaded, a reset whose timeline starts with the
     /// load (over `https://`, its certificate checked as `tls` says).
+    /// `for_target`: the gateway is already running (an in-process
+    /// provider with no address of its own then listens where a person
+    /// can point the gateway once, 127.0.0.1:8080 or the next free port).
     pub(crate) async fn start(
         choice: &ProviderChoice,
         tls: &loadgen::TlsOptions,
         configs: &[ProviderConfig],
-        listen: &ProviderListen,
+        for_target: bool,
         out: &Path,
         run_id: &str,
         lease: Duration,
@@ -336,7 +377,10 @@ impl ProviderSide {
             .collect();
         match choice {
             ProviderChoice::External => Ok(ProviderSide::External),
-            ProviderChoice::InProcess => {
+            ProviderChoice::InProcess { .. } => {
+                let listen = choice
+                    .listen(for_target)
+                    .expect("an in-process choice says where it listens");
                 let mut handles: Vec<(String, ProviderHandle)> = Vec::new();
                 for (i, config) in configs.iter().enumerate() {
                     let records = match configs.len() {
@@ -596,7 +640,7 @@ mod tests {
 
     #[test]
     fn provider_choices_read_and_refuse_with_the_reason() {
-        assert_eq!("in-process".parse(), Ok(ProviderChoice::InProcess));
+        assert_eq!("in-process".parse(), Ok(ProviderChoice::IN_PROCESS));
         assert_eq!(
             "http://10.0.0.2:8080/".parse(),
             Ok(ProviderChoice::Urls(vec![at(None, "http://10.0.0.2:8080")]))

@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use crate::plan::expectations::LoadResult;
 use crate::provider::urls::ProviderUrls;
-use crate::provider::{ProviderChoice, ProviderListen, ProviderSide, TARGET_PROVIDER_LISTEN};
+use crate::provider::{ProviderChoice, ProviderListen, ProviderSide};
 use tokio_util::sync::CancellationToken;
 use wire::{ClientRecord, Expectations, GatewayEvent, RunMeta};
 
@@ -71,11 +71,8 @@ pub struct RunOptions {
     pub junit: Option<PathBuf>,
     /// Show a progress bar.
     pub progress: bool,
-    /// Where the fake provider listens (in-process only; `None`: a free
-    /// port, or with a gateway already running 127.0.0.1:8080 or the next
-    /// free port).
-    pub provider_listen: Option<String>,
-    /// Where the fake provider is: in this process, or at a URL.
+    /// Where the fake providers are: in this process (listening where),
+    /// at URLs, or none.
     pub provider: ProviderChoice,
     /// The target gateway was configured for the run's time scale (a
     /// gateway the harness did not spawn is not compressed by it).
@@ -344,26 +341,22 @@ fn run_meta(
         rig: p.rig.clone(),
     })
 }
-/// Step 3: the providers started in this process (where `--provider-listen`
-/// says; with a gateway already running, 127.0.0.1:8080 or the next free
-/// port) or readied, and said before any load: with a gateway already
+/// Step 3: the providers started in this process (where the choice's
+/// address says; with a gateway already running, 127.0.0.1:8080 or the
+/// next free port) or readied, and said before any load: with a gateway already
 /// running, the base URL it must call.
 async fn start_providers(
     p: &Prepared,
     opts: &RunOptions,
     run_id: &str,
 ) -> Result<ProviderSide, RunError> {
-    let listen = match (&opts.provider_listen, &p.r.target) {
-        (Some(at), _) => ProviderListen::At(at.clone()),
-        (None, Some(_)) => ProviderListen::FirstFree(TARGET_PROVIDER_LISTEN),
-        (None, None) => ProviderListen::At("127.0.0.1:0".into()),
-    };
+    let listen = opts.provider.listen(p.r.target.is_some());
     let lease = p.r.load.schedule_length() + Duration::from_secs(600);
     let provider = ProviderSide::start(
         &opts.provider,
         &opts.tls,
         &p.r.providers,
-        &listen,
+        p.r.target.is_some(),
         &opts.out,
         run_id,
         lease,
@@ -371,8 +364,8 @@ async fn start_providers(
     .await?;
     let urls = provider.urls();
     tell(opts.quiet, &providers_said(&urls));
-    if let (Some(target), true) = (&p.r.target, provider.is_local()) {
-        tell(opts.quiet, &upstream_said(target, &urls, &listen));
+    if let (Some(target), Some(listen)) = (&p.r.target, &listen) {
+        tell(opts.quiet, &upstream_said(target, &urls, listen));
     }
     Ok(provider)
 }
@@ -785,7 +778,7 @@ async fn drive(
         .iter()
         .map(|(n, u)| (n.to_string(), u.to_string()))
         .collect();
-    lo.open_files_shared = matches!(opts.provider, crate::ProviderChoice::InProcess);
+    lo.open_files_shared = matches!(opts.provider, crate::ProviderChoice::InProcess { .. });
     match loadgen::run(&p.r.load, &target, &lo, cancel).await {
         Ok(r) => {
             notes.extend(r.spend.map(spend_note));
