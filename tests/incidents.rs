@@ -211,11 +211,16 @@ fn four_policies_against_a_slow_upstream_in_one_compare() {
     } else {
         eprintln!("timeout only: run invalid, its crash count not judged: {timeout_only}");
     }
-    // The slow minute's callers: none is told before the timeout, on any
-    // run. How soon after it they are told, and how fast limit 50 refuses,
-    // are timings of the load generator's own: judged on a run that kept
-    // its schedule only (one that fell behind fired its callers' timers up
-    // to 50% late and read refusals tens of milliseconds late).
+    // The slow minute's callers: none is told before the timeout. On a run
+    // that fell behind, the callers of the minute's last seconds were
+    // sent in bursts and queued behind the stuck calls; some got a slot
+    // only once the minute ended and were answered at once, before the
+    // timeout (22 to 46 of 300 on a busy machine, 2026-12-05, at 5cb70a5
+    // as after): most of the minute still waits it out. How soon after it
+    // they are told, and how fast limit 50 refuses, are timings of the
+    // load generator's own: judged on a run that kept its schedule only
+    // (one that fell behind fired its callers' timers up to 50% late and
+    // read refusals tens of milliseconds late).
     let ended = slow_window(&dir, &timeout_only);
     let timeout_us = 15e6 / 18.0;
     // From the caller's arrival (its patience runs from there).
@@ -224,8 +229,9 @@ fn four_policies_against_a_slow_upstream_in_one_compare() {
         .iter()
         .filter(|a| took(a) < timeout_us * 0.999)
         .count();
+    let early_share = if valid(&timeout_only) { 0.05 } else { 0.25 };
     assert!(
-        told_early as f64 <= 0.05 * ended.len() as f64 && ended.len() > 200,
+        told_early as f64 <= early_share * ended.len() as f64 && ended.len() > 200,
         "{told_early} of {} told before the timeout",
         ended.len()
     );
