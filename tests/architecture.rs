@@ -245,6 +245,14 @@ fn import_graph(src: &Path) -> Edges {
 /// `r#"a::b"#` → `""`), so that words in messages name nothing. A `'"'`
 /// is a char, not a quote.
 fn without_strings(text: &str) -> String {
+    split_strings(text).0
+}
+
+/// `text` with the insides of its string literals left out, as
+/// [`without_strings`] gives it, and those insides, in order (escapes
+/// left as written).
+fn split_strings(text: &str) -> (String, Vec<String>) {
+    let mut literals = Vec::new();
     let chars: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(text.len());
     let mut i = 0;
@@ -273,8 +281,10 @@ fn without_strings(text: &str) -> String {
                 || (chars[k - 2] == 'b' && (k < 3 || !is_ident(chars[k - 3]))));
         out.push('"');
         i += 1;
+        let mut literal = String::new();
         while i < chars.len() {
             if !raw && chars[i] == '\\' {
+                literal.extend(chars.get(i..i + 2).unwrap_or_default());
                 i += 2;
                 continue;
             }
@@ -289,12 +299,14 @@ fn without_strings(text: &str) -> String {
                 i += 1 + hashes;
                 break;
             }
+            literal.push(chars[i]);
             i += 1;
         }
+        literals.push(literal);
         out.push('"');
         out.extend(std::iter::repeat_n('#', if raw { hashes } else { 0 }));
     }
-    out
+    (out, literals)
 }
 
 /// Returns true if and only if `line` declares a module in a file of its
@@ -715,44 +727,7 @@ fn reaches(
 /// The string literals of `text` (code, as [`code`] gives it), their
 /// escapes left as written.
 fn string_literals(text: &str) -> Vec<String> {
-    let chars: Vec<char> = text.chars().collect();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < chars.len() {
-        // A char literal of a quote: '"'.
-        if chars[i] == '\'' && chars.get(i + 1) == Some(&'"') && chars.get(i + 2) == Some(&'\'') {
-            i += 3;
-            continue;
-        }
-        if chars[i] != '"' {
-            i += 1;
-            continue;
-        }
-        let mut k = i;
-        while k > 0 && chars[k - 1] == '#' {
-            k -= 1;
-        }
-        let hashes = i - k;
-        let raw = k > 0 && chars[k - 1] == 'r' && (k < 2 || !is_ident(chars[k - 2]));
-        let mut literal = String::new();
-        i += 1;
-        while i < chars.len() {
-            if !raw && chars[i] == '\\' {
-                literal.extend(chars.get(i..i + 2).unwrap_or_default());
-                i += 2;
-                continue;
-            }
-            if chars[i] == '"' && chars[i + 1..].iter().take_while(|&&h| h == '#').count() >= hashes
-            {
-                i += 1 + hashes;
-                break;
-            }
-            literal.push(chars[i]);
-            i += 1;
-        }
-        out.push(literal);
-    }
-    out
+    split_strings(text).1
 }
 
 /// `--` and a lowercase letter: how the binary's flags are spelled.
