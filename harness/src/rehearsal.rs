@@ -169,14 +169,11 @@ impl Scenario {
             providers: self.providers.iter().map(|p| p.scaled(scale)).collect(),
             // Per caller, bounded by the plan's expected time at the
             // target (when the scenario does not say), as the plan says.
-            load: match plan.clients.time_in_system_s {
-                Some(t) => self
-                    .load_plan
-                    .clone()
-                    .scaled(scale)
-                    .expecting(std::time::Duration::from_secs_f64(t)),
-                None => self.load_plan.clone().scaled(scale),
-            },
+            load: self
+                .load_plan
+                .clone()
+                .scaled(scale)
+                .expecting(plan.clients.time_in_system()),
             gateway: self.gateway.scaled(scale),
             target: match &self.gateway.kind {
                 GatewayKind::Url(u) => Some(u.clone()),

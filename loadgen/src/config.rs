@@ -635,11 +635,13 @@ impl LoadPlan {
 
     /// The plan with its callers expecting a call to take `time` at the
     /// target (at this plan's scale), unless the scenario said how long,
-    /// or the callers share a pool (which bounds them already).
-    pub fn expecting(mut self, time: Duration) -> LoadPlan {
+    /// or the callers share a pool (which bounds them already); `None` or
+    /// zero: the plan as it is.
+    pub fn expecting(mut self, time: impl Into<Option<Duration>>) -> LoadPlan {
         let c = &mut self.clients;
-        if c.pool.is_none() && c.time_in_system.is_none() && !time.is_zero() {
-            c.time_in_system = Some(time);
+        let time = time.into().filter(|t| !t.is_zero());
+        if c.pool.is_none() && c.time_in_system.is_none() {
+            c.time_in_system = time;
         }
         self
     }

@@ -312,6 +312,14 @@ pub struct ClientsPlan {
     pub peak_connections: f64,
 }
 
+impl ClientsPlan {
+    /// [`ClientsPlan::time_in_system_s`] as a duration.
+    pub fn time_in_system(&self) -> Option<std::time::Duration> {
+        self.time_in_system_s
+            .and_then(|s| std::time::Duration::try_from_secs_f64(s).ok())
+    }
+}
+
 /// A replayed log as read (log time), and the busiest minute of the run
 /// were it played `times` over either way, against the provider's
 /// per-minute quota.

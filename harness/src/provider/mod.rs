@@ -68,14 +68,10 @@ impl ProviderChoice {
     /// already running (`for_target`) or started by the harness; `None`
     /// for providers not in this process.
     pub(crate) fn listen(&self, for_target: bool) -> Option<ProviderListen> {
-        let ProviderChoice::InProcess { listen } = self else {
-            return None;
-        };
-        Some(match (listen, for_target) {
-            (Some(at), _) => ProviderListen::At(at.clone()),
-            (None, true) => ProviderListen::FirstFree(TARGET_PROVIDER_LISTEN),
-            (None, false) => ProviderListen::At("127.0.0.1:0".into()),
-        })
+        match self {
+            ProviderChoice::InProcess { listen } => Some(ProviderListen::of(listen, for_target)),
+            _ => None,
+        }
     }
 }
 
@@ -257,6 +253,16 @@ pub(crate) const TARGET_PROVIDER_LISTEN: std::net::SocketAddr =
 const PORTS_TRIED: u16 = 100;
 
 impl ProviderListen {
+    /// The address asked for (`listen`), else the default for a run whose
+    /// gateway is already running (`for_target`) or started by the harness.
+    fn of(listen: &Option<String>, for_target: bool) -> ProviderListen {
+        match (listen, for_target) {
+            (Some(at), _) => ProviderListen::At(at.clone()),
+            (None, true) => ProviderListen::FirstFree(TARGET_PROVIDER_LISTEN),
+            (None, false) => ProviderListen::At("127.0.0.1:0".into()),
+        }
+    }
+
     /// A listener for the `i`-th provider (`after`: the port the one
     /// before it got), and the address asked for, for an error.
     async fn bind(
@@ -377,10 +383,8 @@ impl ProviderSide {
             .collect();
         match choice {
             ProviderChoice::External => Ok(ProviderSide::External),
-            ProviderChoice::InProcess { .. } => {
-                let listen = choice
-                    .listen(for_target)
-                    .expect("an in-process choice says where it listens");
+            ProviderChoice::InProcess { listen } => {
+                let listen = ProviderListen::of(listen, for_target);
                 let mut handles: Vec<(String, ProviderHandle)> = Vec::new();
                 for (i, config) in configs.iter().enumerate() {
                     let records = match configs.len() {

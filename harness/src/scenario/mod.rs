@@ -374,12 +374,9 @@ pub fn load_in_file(
     // bounded by its plan's expected time at the target, as in `run`.
     let expected = Scenario::load(path, &[]).ok().and_then(|mut s| {
         s.at_time_scale(Some(scale.time)).ok()?;
-        s.rehearsal().plan.clients.time_in_system_s
+        crate::plan::plan(&s).clients.time_in_system()
     });
-    Ok(match expected {
-        Some(t) => load.expecting(std::time::Duration::from_secs_f64(t)),
-        None => load,
-    })
+    Ok(load.expecting(expected))
 }
 
 impl Scenario {

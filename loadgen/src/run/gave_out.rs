@@ -21,16 +21,11 @@ const SATURATED: f64 = 0.85;
 /// The CPU this process has used so far (user and system), if the
 /// system says.
 pub(crate) fn cpu_time() -> Option<Duration> {
-    // SAFETY: getrusage writes a whole `rusage` into the zeroed one given
-    // and reads nothing else.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        (libc::getrusage(libc::RUSAGE_SELF, &mut usage) == 0).then_some(usage)
-    }?;
-    let time = |t: libc::timeval| {
-        Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
-    };
-    Some(time(usage.ru_utime) + time(usage.ru_stime))
+    use nix::sys::resource::{getrusage, UsageWho};
+    use nix::sys::time::TimeValLike as _;
+    let usage = getrusage(UsageWho::RUSAGE_SELF).ok()?;
+    let micros = usage.user_time().num_microseconds() + usage.system_time().num_microseconds();
+    Some(Duration::from_micros(micros.max(0) as u64))
 }
 
 /// The cores this process may run on (its affinity, as `taskset` sets it).
