@@ -374,7 +374,7 @@ pub fn load_in_file(
     // bounded by its plan's expected time at the target, as in `run`.
     let expected = Scenario::load(path, &[]).ok().and_then(|mut s| {
         s.at_time_scale(Some(scale.time)).ok()?;
-        crate::plan::plan(&s).clients.time_in_system()
+        s.rehearsal().plan.clients.time_in_system()
     });
     Ok(load.expecting(expected))
 }
